@@ -1,0 +1,43 @@
+//===- MemoptAttrs.td - memopt attributes ------------------*- tablegen -*-===//
+//
+// Enumerations used as op attributes. Each prints as `keyword<value>` inside
+// an op's custom assembly, e.g. `memopt.gelu %x approximate<tanh>`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_DIALECT_MEMOPT_IR_MEMOPTATTRS_TD
+#define MEMOPT_DIALECT_MEMOPT_IR_MEMOPTATTRS_TD
+
+include "memopt/Dialect/Memopt/IR/MemoptDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Memopt_GeluApproximation : I32EnumAttr<"GeluApproximation",
+    "how gelu evaluates the Gaussian CDF", [
+      I32EnumAttrCase<"None", 0, "none">,
+      I32EnumAttrCase<"Tanh", 1, "tanh">
+    ]> {
+  let cppNamespace = "::memopt";
+  let genSpecializedAttr = 0;
+}
+
+def Memopt_GeluApproximationAttr : EnumAttr<Memopt_Dialect,
+    Memopt_GeluApproximation, "approximate"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Memopt_LossReduction : I32EnumAttr<"LossReduction",
+    "how a loss combines its per-item terms", [
+      I32EnumAttrCase<"Mean", 0, "mean">,
+      I32EnumAttrCase<"Sum", 1, "sum">
+    ]> {
+  let cppNamespace = "::memopt";
+  let genSpecializedAttr = 0;
+}
+
+def Memopt_LossReductionAttr : EnumAttr<Memopt_Dialect,
+    Memopt_LossReduction, "reduction"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+#endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTATTRS_TD

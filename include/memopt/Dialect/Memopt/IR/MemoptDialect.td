@@ -1,0 +1,61 @@
+//===- MemoptDialect.td - memopt dialect definition --------*- tablegen -*-===//
+//
+// The memopt dialect: training steps on value-semantic tensors, with the
+// annotations (roles, names, scopes) that memory planning speaks in.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_DIALECT_MEMOPT_IR_MEMOPTDIALECT_TD
+#define MEMOPT_DIALECT_MEMOPT_IR_MEMOPTDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def Memopt_Dialect : Dialect {
+  let name = "memopt";
+  let cppNamespace = "::memopt";
+  let summary = "Neural-network training steps for memory-aware compilation";
+  let description = [{
+    The memopt dialect describes a model's forward pass and loss, and the
+    training step derived from it, on ranked, statically shaped tensors with
+    value semantics. Data is f32, f16 or bf16; indices are i32 or i64; masks
+    are i1.
+
+    Function arguments carry their role in training:
+
+    * `memopt.role` — `"param"` (a trainable weight), `"input"`, `"label"`,
+      or `"state"` (non-trained state a step updates, such as batch-norm
+      running statistics);
+    * `memopt.name` — the name the user knows it by (the PyTorch
+      `named_parameters()` name or the `forward()` argument name);
+    * `memopt.batch_dim` — for inputs and labels, the dimension that indexes
+      examples (what gradient accumulation splits).
+
+    The function that computes the loss carries the unit attribute
+    `memopt.loss`. It returns the scalar f32 loss, followed by the new value
+    of each `"state"` argument in argument order. Ops may carry
+    `memopt.scope`, the module path they come from (`transformer.h.3.attn`),
+    so that passes and reports speak in the user's terms.
+
+    Broadcasting is explicit (`memopt.broadcast`): elementwise ops take
+    operands of one type. Randomness is counter-based (see
+    `memopt.dropout`), so a recomputed op reproduces its result bit for bit.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Names of the discardable attributes this dialect gives meaning to.
+    static constexpr ::llvm::StringLiteral kRoleAttrName = "memopt.role";
+    static constexpr ::llvm::StringLiteral kNameAttrName = "memopt.name";
+    static constexpr ::llvm::StringLiteral kBatchDimAttrName =
+        "memopt.batch_dim";
+    static constexpr ::llvm::StringLiteral kLossAttrName = "memopt.loss";
+    static constexpr ::llvm::StringLiteral kScopeAttrName = "memopt.scope";
+
+  private:
+    void registerAttributes();
+  public:
+  }];
+}
+
+#endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTDIALECT_TD

@@ -1,0 +1,23 @@
+//===- MemoptOps.h - memopt operations ----------------------------*- C++ -*-===//
+//
+// Declares the ops of the memopt dialect.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_H
+#define MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_H
+
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptInterfaces.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h.inc"
+
+#endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_H

@@ -1,0 +1,972 @@
+//===- MemoptOps.td - memopt operations --------------------*- tablegen -*-===//
+//
+// The op set of a training step: forward ops for MLPs, GPT/LLaMA-style
+// decoders and ResNet-style CNNs, losses, the backward helpers whose
+// vector-Jacobian products are not compositions of forward ops, optimizer
+// updates and loss-scale ops.
+//
+// Types are checked by ODS constraints; shapes, ranks and attributes by the
+// C++ verifiers in MemoptOps.cpp, whose messages name the operand and give the
+// expected and the actual type. Where several operands and results must share
+// one type, the custom assembly prints it once (`custom<SameTypes>`) and the
+// verifier reports any mismatch written in the generic form.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_TD
+#define MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_TD
+
+include "memopt/Dialect/Memopt/IR/MemoptDialect.td"
+include "memopt/Dialect/Memopt/IR/MemoptAttrs.td"
+include "memopt/Dialect/Memopt/IR/MemoptInterfaces.td"
+include "mlir/IR/OpBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Memopt_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
+def Memopt_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Memopt_MaskTensor : StaticShapeTensorOf<[I1]>;
+def Memopt_AnyTensor : StaticShapeTensorOf<[F32, F16, BF16, I1, I32, I64]>;
+def Memopt_F32Tensor : StaticShapeTensorOf<[F32]>;
+
+def Memopt_F32Scalar : 0DTensorOf<[F32]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
+def Memopt_I64Scalar : 0DTensorOf<[I64]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getI64Type())">;
+def Memopt_I1Scalar : 0DTensorOf<[I1]>,
+    BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getI1Type())">;
+
+def Memopt_Pair : ConfinedAttr<DenseI64ArrayAttr, [DenseArrayCount<2>]>;
+
+//===----------------------------------------------------------------------===//
+// Base classes
+//===----------------------------------------------------------------------===//
+
+class Memopt_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Memopt_Dialect, mnemonic, traits> {
+  let hasVerifier = 1;
+}
+
+// One float tensor in, one of the same type out.
+class Memopt_UnaryOp<string mnemonic, string formula>
+    : Memopt_Op<mnemonic, [Pure]> {
+  let summary = "elementwise " # mnemonic;
+  let description = "Computes `" # formula # "` for each element.";
+  let arguments = (ins Memopt_FloatTensor:$input);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` custom<SameTypes>(type($input), type($result))
+  }];
+}
+
+// Two float tensors of one type in, one of that type out.
+class Memopt_BinaryOp<string mnemonic, string formula>
+    : Memopt_Op<mnemonic, [Pure]> {
+  let summary = "elementwise " # mnemonic;
+  let description = "Computes `" # formula # "` for each element. Both "
+      "operands have the result's type: broadcasting is explicit "
+      "(`memopt.broadcast`).";
+  let arguments = (ins Memopt_FloatTensor:$lhs, Memopt_FloatTensor:$rhs);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:`
+    custom<SameTypes>(type($lhs), type($rhs), type($result))
+  }];
+}
+
+// A float tensor and a scalar attribute.
+class Memopt_ScalarOp<string mnemonic, string formula>
+    : Memopt_Op<mnemonic, [Pure]> {
+  let summary = "elementwise " # mnemonic;
+  let description = "Computes `" # formula # "` for each element, with "
+      "`value` a compile-time scalar.";
+  let arguments = (ins Memopt_FloatTensor:$input, F64Attr:$value);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $value attr-dict `:`
+    custom<SameTypes>(type($input), type($result))
+  }];
+}
+
+// The gradient of a unary activation, given its input or its output.
+class Memopt_ActivationGradOp<string mnemonic, string operandName,
+                              string formula>
+    : Memopt_Op<mnemonic, [Pure]> {
+  let summary = "gradient of an elementwise activation";
+  let description = "Computes `" # formula # "` for each element: the "
+      "vector-Jacobian product of the activation, from its `" # operandName #
+      "` and the gradient of its result.";
+  let arguments = !dag(ins, [Memopt_FloatTensor, Memopt_FloatTensor],
+                       [operandName, "grad"]);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = "$" # operandName # " `,` $grad attr-dict `:` "
+      "custom<SameTypes>(type($" # operandName # "), type($grad), "
+      "type($result))";
+}
+
+//===----------------------------------------------------------------------===//
+// Constants, casts and selection
+//===----------------------------------------------------------------------===//
+
+def Memopt_ConstantOp : Op<Memopt_Dialect, "constant",
+    [ConstantLike, Pure,
+     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "a tensor known at compile time";
+  let description = [{
+    A dense tensor constant: module buffers, masks, position indices.
+
+    ```mlir
+    %mask = memopt.constant dense<true> : tensor<8x8xi1>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Memopt_AnyTensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+def Memopt_CastOp : Memopt_Op<"cast", [Pure]> {
+  let summary = "element type conversion";
+  let description = [{
+    Converts each element to the result's float type, rounding to nearest
+    even. Shapes are equal.
+
+    ```mlir
+    %h = memopt.cast %x : tensor<4x8xf32> to tensor<4x8xbf16>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$input);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+}
+
+def Memopt_WhereOp : Memopt_Op<"where", [Pure]> {
+  let summary = "elementwise selection";
+  let description = [{
+    `result[i] = condition[i] ? true_value[i] : false_value[i]`. All operands
+    have one shape; the values and the result have one type.
+
+    ```mlir
+    %r = memopt.where %c, %a, %b : tensor<4xi1>, tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_MaskTensor:$condition,
+                       Memopt_FloatTensor:$true_value,
+                       Memopt_FloatTensor:$false_value);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $condition `,` $true_value `,` $false_value attr-dict `:` type($condition)
+    `,` custom<SameTypes>(type($true_value), type($false_value), type($result))
+  }];
+}
+
+def Memopt_MaskedFillOp : Memopt_Op<"masked_fill", [Pure]> {
+  let summary = "replace masked elements by a scalar";
+  let description = [{
+    `result[i] = mask[i] ? value : input[i]`, as `Tensor.masked_fill`. The
+    mask has the input's shape (broadcast it explicitly).
+
+    ```mlir
+    %s = memopt.masked_fill %scores, %mask, -1.0e9 : tensor<2x8x8xf32>, tensor<2x8x8xi1>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$input, Memopt_MaskTensor:$mask,
+                       F64Attr:$value);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $mask `,` $value attr-dict `:`
+    custom<SameTypes>(type($input), type($result)) `,` type($mask)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise arithmetic and activations
+//===----------------------------------------------------------------------===//
+
+def Memopt_AddOp : Memopt_BinaryOp<"add", "lhs + rhs">;
+def Memopt_SubOp : Memopt_BinaryOp<"sub", "lhs - rhs">;
+def Memopt_MulOp : Memopt_BinaryOp<"mul", "lhs * rhs">;
+def Memopt_DivOp : Memopt_BinaryOp<"div", "lhs / rhs">;
+def Memopt_MaximumOp : Memopt_BinaryOp<"maximum", "max(lhs, rhs)">;
+
+def Memopt_AddScalarOp : Memopt_ScalarOp<"add_scalar", "input + value">;
+def Memopt_MulScalarOp : Memopt_ScalarOp<"mul_scalar", "input * value">;
+def Memopt_PowScalarOp : Memopt_ScalarOp<"pow_scalar", "input ^ value">;
+
+def Memopt_NegOp : Memopt_UnaryOp<"neg", "-x">;
+def Memopt_ExpOp : Memopt_UnaryOp<"exp", "e^x">;
+def Memopt_LogOp : Memopt_UnaryOp<"log", "ln(x)">;
+def Memopt_SqrtOp : Memopt_UnaryOp<"sqrt", "sqrt(x)">;
+def Memopt_RsqrtOp : Memopt_UnaryOp<"rsqrt", "1 / sqrt(x)">;
+def Memopt_TanhOp : Memopt_UnaryOp<"tanh", "tanh(x)">;
+def Memopt_SigmoidOp : Memopt_UnaryOp<"sigmoid", "1 / (1 + e^-x)">;
+def Memopt_ReluOp : Memopt_UnaryOp<"relu", "max(x, 0)">;
+def Memopt_SiluOp : Memopt_UnaryOp<"silu", "x * sigmoid(x)">;
+
+def Memopt_GeluOp : Memopt_Op<"gelu", [Pure]> {
+  let summary = "elementwise GELU";
+  let description = [{
+    `x * Phi(x)`, with the Gaussian CDF `Phi` exact (erf) by default or the
+    tanh approximation with `approximate<tanh>`, as `F.gelu`.
+
+    ```mlir
+    %y = memopt.gelu %x approximate<tanh> : tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$input,
+      DefaultValuedAttr<Memopt_GeluApproximationAttr,
+                        "::memopt::GeluApproximation::None">:$approximate);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`approximate` `` $approximate^)? attr-dict `:`
+    custom<SameTypes>(type($input), type($result))
+  }];
+}
+
+def Memopt_ReluGradOp
+    : Memopt_ActivationGradOp<"relu_grad", "input", "input > 0 ? grad : 0">;
+def Memopt_SiluGradOp : Memopt_ActivationGradOp<"silu_grad", "input",
+    "grad * s * (1 + input * (1 - s)), s = sigmoid(input)">;
+def Memopt_TanhGradOp
+    : Memopt_ActivationGradOp<"tanh_grad", "output", "grad * (1 - output^2)">;
+def Memopt_SigmoidGradOp : Memopt_ActivationGradOp<"sigmoid_grad", "output",
+    "grad * output * (1 - output)">;
+
+def Memopt_GeluGradOp : Memopt_Op<"gelu_grad", [Pure]> {
+  let summary = "gradient of GELU";
+  let description = [{
+    The vector-Jacobian product of `memopt.gelu` with the same
+    approximation, from its input and the gradient of its result.
+  }];
+  let arguments = (ins Memopt_FloatTensor:$input, Memopt_FloatTensor:$grad,
+      DefaultValuedAttr<Memopt_GeluApproximationAttr,
+                        "::memopt::GeluApproximation::None">:$approximate);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad (`approximate` `` $approximate^)? attr-dict `:`
+    custom<SameTypes>(type($input), type($grad), type($result))
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes
+//===----------------------------------------------------------------------===//
+
+def Memopt_BroadcastOp : Memopt_Op<"broadcast", [Pure]> {
+  let summary = "explicit broadcast";
+  let description = [{
+    Maps operand dimension `i` to result dimension `dims[i]` (`dims`
+    strictly increasing); every other result dimension is new. An operand
+    dimension is either the result's size or 1 (then repeated).
+
+    ```mlir
+    %b = memopt.broadcast %bias dims [1] : tensor<64xf32> to tensor<8x64xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_AnyTensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs Memopt_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `dims` $dims attr-dict `:` type($input) `to` type($result)
+  }];
+}
+
+def Memopt_ReshapeOp : Memopt_Op<"reshape", [Pure]> {
+  let summary = "change the shape, keep the row-major element order";
+  let description = [{
+    ```mlir
+    %r = memopt.reshape %x : tensor<2x8x64xf32> to tensor<16x64xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_AnyTensor:$input);
+  let results = (outs Memopt_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+}
+
+def Memopt_TransposeOp : Memopt_Op<"transpose", [Pure]> {
+  let summary = "permute dimensions";
+  let description = [{
+    Result dimension `i` is operand dimension `permutation[i]`.
+
+    ```mlir
+    %t = memopt.transpose %x perm [0, 2, 1] : tensor<2x8x4xf32> to tensor<2x4x8xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_AnyTensor:$input,
+                       DenseI64ArrayAttr:$permutation);
+  let results = (outs Memopt_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `perm` $permutation attr-dict `:` type($input) `to` type($result)
+  }];
+}
+
+def Memopt_SliceOp : Memopt_Op<"slice", [Pure]> {
+  let summary = "strided static slice";
+  let description = [{
+    Takes indices `starts[d], starts[d] + strides[d], ...` below `limits[d]`
+    in each dimension `d`: result dimension `d` has
+    `ceil((limits[d] - starts[d]) / strides[d])` elements.
+
+    ```mlir
+    %s = memopt.slice %x starts [0, 8] limits [4, 16] strides [1, 1] : tensor<4x24xf32> to tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_AnyTensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
+  let results = (outs Memopt_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `starts` $starts `limits` $limits `strides` $strides attr-dict `:`
+    type($input) `to` type($result)
+  }];
+}
+
+def Memopt_SliceGradOp : Memopt_Op<"slice_grad", [Pure]> {
+  let summary = "gradient of a slice: scatter into zeros";
+  let description = [{
+    The vector-Jacobian product of `memopt.slice`: a tensor of the sliced
+    operand's type, zero except at the sliced positions, which hold `grad`.
+  }];
+  let arguments = (ins Memopt_FloatTensor:$grad, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `starts` $starts `limits` $limits `strides` $strides attr-dict `:`
+    type($grad) `to` type($result)
+  }];
+}
+
+def Memopt_ConcatOp : Memopt_Op<"concat", [Pure]> {
+  let summary = "concatenate along one dimension";
+  let description = [{
+    ```mlir
+    %c = memopt.concat %a, %b dim 1 : tensor<4x8xf32>, tensor<4x2xf32> -> tensor<4x10xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Memopt_AnyTensor>:$inputs, I64Attr:$dim);
+  let results = (outs Memopt_AnyTensor:$result);
+  let assemblyFormat = [{
+    $inputs `dim` $dim attr-dict `:` type($inputs) `->` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisation
+//===----------------------------------------------------------------------===//
+
+class Memopt_ReduceOp<string mnemonic, string what>
+    : Memopt_Op<mnemonic, [Pure]> {
+  let summary = what # " over dimensions";
+  let description = "Computes the " # what # " over `dims` (sorted, "
+      "unique), which the result drops. Accumulates in f32; the result has "
+      "the input's element type or f32.";
+  let arguments = (ins Memopt_FloatTensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `dims` $dims attr-dict `:` type($input) `to` type($result)
+  }];
+}
+
+def Memopt_ReduceSumOp : Memopt_ReduceOp<"reduce_sum", "sum">;
+def Memopt_ReduceMeanOp : Memopt_ReduceOp<"reduce_mean", "mean">;
+def Memopt_ReduceMaxOp : Memopt_ReduceOp<"reduce_max", "maximum">;
+
+class Memopt_SoftmaxOpBase<string mnemonic, string formula>
+    : Memopt_Op<mnemonic, [Pure]> {
+  let summary = "numerically stable " # mnemonic # " along one dimension";
+  let description = "Computes `" # formula # "` along `dim`, subtracting the "
+      "maximum first.";
+  let arguments = (ins Memopt_FloatTensor:$input, I64Attr:$dim);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `dim` $dim attr-dict `:`
+    custom<SameTypes>(type($input), type($result))
+  }];
+}
+
+def Memopt_SoftmaxOp
+    : Memopt_SoftmaxOpBase<"softmax", "e^x_i / sum_j e^x_j">;
+def Memopt_LogSoftmaxOp
+    : Memopt_SoftmaxOpBase<"log_softmax", "x_i - log(sum_j e^x_j)">;
+
+class Memopt_SoftmaxGradOpBase<string mnemonic, string formula>
+    : Memopt_Op<mnemonic, [Pure]> {
+  let summary = "gradient of " # mnemonic;
+  let description = "The vector-Jacobian product from the forward op's "
+      "output `y` and the gradient `g` of it: `" # formula # "` along `dim`.";
+  let arguments = (ins Memopt_FloatTensor:$output, Memopt_FloatTensor:$grad,
+                       I64Attr:$dim);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $output `,` $grad `dim` $dim attr-dict `:`
+    custom<SameTypes>(type($output), type($grad), type($result))
+  }];
+}
+
+def Memopt_SoftmaxGradOp
+    : Memopt_SoftmaxGradOpBase<"softmax_grad", "y * (g - sum(g * y))">;
+def Memopt_LogSoftmaxGradOp
+    : Memopt_SoftmaxGradOpBase<"log_softmax_grad", "g - e^y * sum(g)">;
+
+def Memopt_LayerNormOp : Memopt_Op<"layer_norm", [Pure]> {
+  let summary = "layer normalisation over the trailing dimensions";
+  let description = [{
+    Normalises over the trailing dimensions that `weight` (and `bias`, of the
+    same type) covers, as `nn.LayerNorm`, with statistics in f32. Also
+    returns the per-row `mean` and reciprocal standard deviation `rstd`
+    (shape: the leading dimensions), which the backward reads.
+
+    ```mlir
+    %y, %mean, %rstd = memopt.layer_norm %x, %w, %b eps 1.0e-05 : tensor<2x8x64xf32>, tensor<64xf32> -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$input, Memopt_FloatTensor:$weight,
+                       Memopt_FloatTensor:$bias, F64Attr:$epsilon);
+  let results = (outs Memopt_FloatTensor:$result, Memopt_F32Tensor:$mean,
+                      Memopt_F32Tensor:$rstd);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias `eps` $epsilon attr-dict `:`
+    custom<SameTypes>(type($input), type($result)) `,`
+    custom<SameTypes>(type($weight), type($bias)) `->`
+    custom<SameTypes>(type($mean), type($rstd))
+  }];
+}
+
+def Memopt_LayerNormGradOp : Memopt_Op<"layer_norm_grad", [Pure]> {
+  let summary = "gradient of layer normalisation";
+  let description = [{
+    Gradients of `memopt.layer_norm`'s input, weight and bias from the
+    gradient of its result and the saved `mean` and `rstd`.
+  }];
+  let arguments = (ins Memopt_FloatTensor:$grad, Memopt_FloatTensor:$input,
+                       Memopt_FloatTensor:$weight, Memopt_F32Tensor:$mean,
+                       Memopt_F32Tensor:$rstd);
+  let results = (outs Memopt_FloatTensor:$grad_input,
+                      Memopt_FloatTensor:$grad_weight,
+                      Memopt_FloatTensor:$grad_bias);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight `,` $mean `,` $rstd attr-dict `:`
+    custom<SameTypes>(type($grad), type($input), type($grad_input)) `,`
+    custom<SameTypes>(type($weight), type($grad_weight), type($grad_bias)) `,`
+    custom<SameTypes>(type($mean), type($rstd))
+  }];
+}
+
+def Memopt_RmsNormOp : Memopt_Op<"rms_norm", [Pure]> {
+  let summary = "RMS normalisation over the trailing dimensions";
+  let description = [{
+    `x * rsqrt(mean(x^2) + eps) * weight` over the trailing dimensions that
+    `weight` covers (LLaMA's RMSNorm), with statistics in f32. Also returns
+    the per-row `rstd` for the backward.
+
+    ```mlir
+    %y, %rstd = memopt.rms_norm %x, %w eps 1.0e-06 : tensor<2x8x64xf32>, tensor<64xf32> -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$input, Memopt_FloatTensor:$weight,
+                       F64Attr:$epsilon);
+  let results = (outs Memopt_FloatTensor:$result, Memopt_F32Tensor:$rstd);
+  let assemblyFormat = [{
+    $input `,` $weight `eps` $epsilon attr-dict `:`
+    custom<SameTypes>(type($input), type($result)) `,` type($weight) `->`
+    type($rstd)
+  }];
+}
+
+def Memopt_RmsNormGradOp : Memopt_Op<"rms_norm_grad", [Pure]> {
+  let summary = "gradient of RMS normalisation";
+  let arguments = (ins Memopt_FloatTensor:$grad, Memopt_FloatTensor:$input,
+                       Memopt_FloatTensor:$weight, Memopt_F32Tensor:$rstd);
+  let results = (outs Memopt_FloatTensor:$grad_input,
+                      Memopt_FloatTensor:$grad_weight);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight `,` $rstd attr-dict `:`
+    custom<SameTypes>(type($grad), type($input), type($grad_input)) `,`
+    custom<SameTypes>(type($weight), type($grad_weight)) `,` type($rstd)
+  }];
+}
+
+def Memopt_BatchNormOp : Memopt_Op<"batch_norm", [Pure]> {
+  let summary = "batch normalisation in training mode";
+  let description = [{
+    Normalises each channel (dimension 1) over the batch and spatial
+    dimensions with the batch's statistics, as `nn.BatchNorm2d` in training
+    mode. Returns the batch `mean` and `rstd` (for the backward) and the
+    updated running statistics: `new = (1 - momentum) * old + momentum *
+    batch`, with the unbiased variance. Every per-channel tensor is one 1-D
+    f32 type of the channel count.
+
+    ```mlir
+    %y, %mean, %rstd, %rm2, %rv2 = memopt.batch_norm %x, %w, %b, %rm, %rv eps 1.0e-05 momentum 1.0e-01 : tensor<4x16x8x8xf32>, tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$input, Memopt_F32Tensor:$weight,
+                       Memopt_F32Tensor:$bias, Memopt_F32Tensor:$running_mean,
+                       Memopt_F32Tensor:$running_var, F64Attr:$epsilon,
+                       F64Attr:$momentum);
+  let results = (outs Memopt_FloatTensor:$result, Memopt_F32Tensor:$mean,
+                      Memopt_F32Tensor:$rstd,
+                      Memopt_F32Tensor:$new_running_mean,
+                      Memopt_F32Tensor:$new_running_var);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias `,` $running_mean `,` $running_var
+    `eps` $epsilon `momentum` $momentum attr-dict `:`
+    custom<SameTypes>(type($input), type($result)) `,`
+    custom<SameTypes>(type($weight), type($bias), type($running_mean),
+                      type($running_var), type($mean), type($rstd),
+                      type($new_running_mean), type($new_running_var))
+  }];
+}
+
+def Memopt_BatchNormGradOp : Memopt_Op<"batch_norm_grad", [Pure]> {
+  let summary = "gradient of batch normalisation in training mode";
+  let arguments = (ins Memopt_FloatTensor:$grad, Memopt_FloatTensor:$input,
+                       Memopt_F32Tensor:$weight, Memopt_F32Tensor:$mean,
+                       Memopt_F32Tensor:$rstd);
+  let results = (outs Memopt_FloatTensor:$grad_input,
+                      Memopt_F32Tensor:$grad_weight,
+                      Memopt_F32Tensor:$grad_bias);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight `,` $mean `,` $rstd attr-dict `:`
+    custom<SameTypes>(type($grad), type($input), type($grad_input)) `,`
+    custom<SameTypes>(type($weight), type($mean), type($rstd),
+                      type($grad_weight), type($grad_bias))
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix products, embeddings, convolution and pooling
+//===----------------------------------------------------------------------===//
+
+def Memopt_MatmulOp : Memopt_Op<"matmul", [Pure]> {
+  let summary = "(batched) matrix product with f32 accumulation";
+  let description = [{
+    `lhs` is `[batch..., M, K]` (`[batch..., K, M]` with `transpose_lhs`) and
+    `rhs` is `[batch..., K, N]` (`[batch..., N, K]` with `transpose_rhs`);
+    the result is `[batch..., M, N]`. Both operands have the same batch
+    dimensions, or one of them is a plain matrix shared by every batch
+    element (`nn.Linear` on a 3-D input). Operands share one element type;
+    products accumulate in f32, and the result has the operands' element
+    type or f32.
+
+    ```mlir
+    %y = memopt.matmul %x, %w transpose_rhs : tensor<2x8x64xf32>, tensor<256x64xf32> -> tensor<2x8x256xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$lhs, Memopt_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)?
+    (`transpose_rhs` $transpose_rhs^)? attr-dict `:`
+    type($lhs) `,` type($rhs) `->` type($result)
+  }];
+}
+
+def Memopt_EmbeddingOp : Memopt_Op<"embedding", [Pure]> {
+  let summary = "row lookup in an embedding table";
+  let description = [{
+    `result[i..., :] = weight[indices[i...], :]`, as `nn.Embedding`.
+
+    ```mlir
+    %e = memopt.embedding %wte, %ids : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$weight,
+                       Memopt_IndexTensor:$indices);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $weight `,` $indices attr-dict `:` type($weight) `,` type($indices) `->`
+    type($result)
+  }];
+}
+
+def Memopt_EmbeddingGradOp : Memopt_Op<"embedding_grad", [Pure]> {
+  let summary = "gradient of an embedding lookup";
+  let description = [{
+    A zero table of the result's type into which each row of `grad` is added
+    at the row its index names (repeated indices accumulate).
+  }];
+  let arguments = (ins Memopt_FloatTensor:$grad, Memopt_IndexTensor:$indices);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $indices attr-dict `:` type($grad) `,` type($indices) `->`
+    type($result)
+  }];
+}
+
+class Memopt_ConvOpBase<string mnemonic, string firstName, string secondName>
+    : Memopt_Op<mnemonic, [Pure]> {
+  let arguments = !con(
+      !dag(ins, [Memopt_FloatTensor, Memopt_FloatTensor],
+           [firstName, secondName]),
+      (ins DefaultValuedAttr<Memopt_Pair, "{1, 1}">:$strides,
+      DefaultValuedAttr<Memopt_Pair, "{0, 0}">:$padding,
+      DefaultValuedAttr<Memopt_Pair, "{1, 1}">:$dilations,
+      DefaultValuedAttr<I64Attr, "1">:$groups));
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = "$" # firstName # " `,` $" # secondName #
+      " (`strides` $strides^)? (`padding` $padding^)?"
+      " (`dilations` $dilations^)? (`groups` $groups^)? attr-dict `:`"
+      " type($" # firstName # ") `,` type($" # secondName # ") `->`"
+      " type($result)";
+}
+
+def Memopt_Conv2DOp : Memopt_ConvOpBase<"conv2d", "input", "filter"> {
+  let summary = "2-D convolution (NCHW input, OIHW filter)";
+  let description = [{
+    As `F.conv2d` without bias: `input` is `[N, C, H, W]`, `filter` is
+    `[O, C / groups, KH, KW]`, the result `[N, O, OH, OW]` with
+    `OH = (H + 2 * padding[0] - dilations[0] * (KH - 1) - 1) / strides[0] + 1`.
+
+    ```mlir
+    %y = memopt.conv2d %x, %w padding [1, 1] : tensor<4x3x16x16xf32>, tensor<8x3x3x3xf32> -> tensor<4x8x16x16xf32>
+    ```
+  }];
+}
+
+def Memopt_Conv2DGradInputOp
+    : Memopt_ConvOpBase<"conv2d_grad_input", "grad", "filter"> {
+  let summary = "gradient of conv2d with respect to its input";
+  let description = [{
+    The transposed convolution of the result gradient with the filter; the
+    result type is the forward input's (it is not implied by the strides).
+  }];
+}
+
+def Memopt_Conv2DGradFilterOp
+    : Memopt_ConvOpBase<"conv2d_grad_filter", "grad", "input"> {
+  let summary = "gradient of conv2d with respect to its filter";
+  let description = [{
+    The correlation of the forward input with the result gradient; the
+    result type is the filter's.
+  }];
+}
+
+class Memopt_PoolOpBase<string mnemonic, string summaryText>
+    : Memopt_Op<mnemonic, [Pure]> {
+  let summary = summaryText;
+  let arguments = (ins Memopt_FloatTensor:$input, Memopt_Pair:$kernel,
+                       Memopt_Pair:$strides,
+                       DefaultValuedAttr<Memopt_Pair, "{0, 0}">:$padding);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `kernel` $kernel `strides` $strides (`padding` $padding^)?
+    attr-dict `:` type($input) `to` type($result)
+  }];
+}
+
+def Memopt_MaxPool2DOp : Memopt_PoolOpBase<"max_pool2d", "2-D max pooling"> {
+  let description = [{
+    As `F.max_pool2d` on `[N, C, H, W]` (no dilation, floor mode; padding
+    counts as -inf): `OH = (H + 2 * padding[0] - kernel[0]) / strides[0] + 1`.
+
+    ```mlir
+    %p = memopt.max_pool2d %x kernel [2, 2] strides [2, 2] : tensor<4x8x16x16xf32> to tensor<4x8x8x8xf32>
+    ```
+  }];
+}
+
+def Memopt_AvgPool2DOp
+    : Memopt_PoolOpBase<"avg_pool2d", "2-D average pooling"> {
+  let description = [{
+    As `F.avg_pool2d` on `[N, C, H, W]` (floor mode, padding counted in the
+    divisor): output size as for `memopt.max_pool2d`.
+  }];
+}
+
+def Memopt_MaxPool2DGradOp : Memopt_Op<"max_pool2d_grad", [Pure]> {
+  let summary = "gradient of 2-D max pooling";
+  let description = [{
+    Routes each element of `grad` to the position of its window's maximum in
+    `input` (the first one, in row-major order, on ties).
+  }];
+  let arguments = (ins Memopt_FloatTensor:$grad, Memopt_FloatTensor:$input,
+                       Memopt_Pair:$kernel, Memopt_Pair:$strides,
+                       DefaultValuedAttr<Memopt_Pair, "{0, 0}">:$padding);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $input `kernel` $kernel `strides` $strides
+    (`padding` $padding^)? attr-dict `:` type($grad) `,`
+    custom<SameTypes>(type($input), type($result))
+  }];
+}
+
+def Memopt_AvgPool2DGradOp : Memopt_Op<"avg_pool2d_grad", [Pure]> {
+  let summary = "gradient of 2-D average pooling";
+  let description = [{
+    Spreads each element of `grad` evenly over its window; the result type
+    is the forward input's.
+  }];
+  let arguments = (ins Memopt_FloatTensor:$grad, Memopt_Pair:$kernel,
+                       Memopt_Pair:$strides,
+                       DefaultValuedAttr<Memopt_Pair, "{0, 0}">:$padding);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `kernel` $kernel `strides` $strides (`padding` $padding^)?
+    attr-dict `:` type($grad) `to` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Randomness
+//===----------------------------------------------------------------------===//
+
+def Memopt_DropoutOp : Memopt_Op<"dropout", [Pure]> {
+  let summary = "counter-based dropout";
+  let description = [{
+    Zeroes each element with probability `p` and scales the others by
+    `1 / (1 - p)`, as `F.dropout` in training mode. The mask is a pure
+    function of (`seed`, `stream`, the training step, the element index)
+    through a Philox-style counter-based generator: the same op at the same
+    step draws the same mask wherever it runs, so a recomputed dropout
+    reproduces its result bit for bit and the backward (dropout of the
+    gradient with the same attributes) needs no saved mask. Each dropout in
+    a model has its own `stream`.
+
+    ```mlir
+    %d = memopt.dropout %x p 1.0e-01 seed 0 stream 3 : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$input, F64Attr:$p, I64Attr:$seed,
+                       I64Attr:$stream);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `p` $p `seed` $seed `stream` $stream attr-dict `:`
+    custom<SameTypes>(type($input), type($result))
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+def Memopt_CrossEntropyOp : Memopt_Op<"cross_entropy", [Pure]> {
+  let summary = "softmax cross-entropy with ignore_index";
+  let description = [{
+    `logits` is `[..., C]` and `labels` its leading dimensions. Items whose
+    label equals `ignore_index` contribute nothing; `reduction<mean>` (the
+    default) divides the sum by the number of the other items, as
+    `F.cross_entropy`. Computed in f32; the loss is a 0-d f32 tensor.
+
+    ```mlir
+    %l = memopt.cross_entropy %logits, %labels ignore_index -100 : tensor<16x100xf32>, tensor<16xi64>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$logits,
+      Memopt_IndexTensor:$labels,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      DefaultValuedAttr<Memopt_LossReductionAttr,
+                        "::memopt::LossReduction::Mean">:$reduction);
+  let results = (outs Memopt_F32Scalar:$loss);
+  let assemblyFormat = [{
+    $logits `,` $labels (`ignore_index` $ignore_index^)?
+    (`reduction` `` $reduction^)? attr-dict `:` type($logits) `,`
+    type($labels)
+  }];
+}
+
+def Memopt_CrossEntropyGradOp : Memopt_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "gradient of cross-entropy with respect to the logits";
+  let description = [{
+    `grad * (softmax(logits) - onehot(labels))` per item, zero for ignored
+    items, divided by the count of the others under `reduction<mean>`.
+  }];
+  let arguments = (ins Memopt_FloatTensor:$logits,
+      Memopt_IndexTensor:$labels, Memopt_F32Scalar:$grad,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      DefaultValuedAttr<Memopt_LossReductionAttr,
+                        "::memopt::LossReduction::Mean">:$reduction);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad (`ignore_index` $ignore_index^)?
+    (`reduction` `` $reduction^)? attr-dict `:`
+    custom<SameTypes>(type($logits), type($result)) `,` type($labels)
+  }];
+}
+
+def Memopt_MseLossOp : Memopt_Op<"mse_loss", [Pure]> {
+  let summary = "mean squared error";
+  let description = [{
+    `sum((input - target)^2)`, divided by the element count under
+    `reduction<mean>` (the default), as `F.mse_loss`. Computed in f32.
+
+    ```mlir
+    %l = memopt.mse_loss %pred, %target : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$input, Memopt_FloatTensor:$target,
+      DefaultValuedAttr<Memopt_LossReductionAttr,
+                        "::memopt::LossReduction::Mean">:$reduction);
+  let results = (outs Memopt_F32Scalar:$loss);
+  let assemblyFormat = [{
+    $input `,` $target (`reduction` `` $reduction^)? attr-dict `:`
+    custom<SameTypes>(type($input), type($target))
+  }];
+}
+
+def Memopt_MseLossGradOp : Memopt_Op<"mse_loss_grad", [Pure]> {
+  let summary = "gradient of the mean squared error";
+  let description = [{
+    `grad * 2 * (input - target)`, divided by the element count under
+    `reduction<mean>`.
+  }];
+  let arguments = (ins Memopt_FloatTensor:$input, Memopt_FloatTensor:$target,
+      Memopt_F32Scalar:$grad,
+      DefaultValuedAttr<Memopt_LossReductionAttr,
+                        "::memopt::LossReduction::Mean">:$reduction);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $target `,` $grad (`reduction` `` $reduction^)? attr-dict `:`
+    custom<SameTypes>(type($input), type($target), type($result))
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+def Memopt_SgdUpdateOp : Memopt_Op<"sgd_update", [Pure]> {
+  let summary = "SGD with momentum and weight decay";
+  let description = [{
+    As `torch.optim.SGD` (no dampening, not Nesterov):
+    `g' = grad + weight_decay * param`, `buf' = momentum * buf + g'`,
+    `param' = param - lr * buf'`. With `skip_if` true, every output equals
+    its input (an update skipped after a gradient overflow).
+
+    ```mlir
+    %p2, %b2 = memopt.sgd_update %p, %g, %b lr 1.0e-02 momentum 9.0e-01 weight_decay 0.0 : tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$param, Memopt_FloatTensor:$grad,
+                       Memopt_FloatTensor:$momentum_buffer,
+                       Optional<Memopt_I1Scalar>:$skip, F64Attr:$lr,
+                       F64Attr:$momentum, F64Attr:$weight_decay);
+  let results = (outs Memopt_FloatTensor:$new_param,
+                      Memopt_FloatTensor:$new_momentum_buffer);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $momentum_buffer (`skip_if` $skip^)?
+    `lr` $lr `momentum` $momentum `weight_decay` $weight_decay attr-dict `:`
+    custom<SameTypes>(type($param), type($grad), type($momentum_buffer),
+                      type($new_param), type($new_momentum_buffer))
+  }];
+}
+
+def Memopt_AdamWUpdateOp : Memopt_Op<"adamw_update", [Pure]> {
+  let summary = "AdamW with bias correction and decoupled weight decay";
+  let description = [{
+    As `torch.optim.AdamW`, with `step` the 1-based count of this update:
+    `param *= 1 - lr * weight_decay`; `m' = beta1 * m + (1 - beta1) * grad`;
+    `v' = beta2 * v + (1 - beta2) * grad^2`;
+    `param' = param - lr / (1 - beta1^step) * m' /
+    (sqrt(v') / sqrt(1 - beta2^step) + eps)`. With `skip_if` true, every
+    output equals its input.
+
+    ```mlir
+    %p2, %m2, %v2 = memopt.adamw_update %p, %g, %m, %v step %t lr 1.0e-03 betas(9.0e-01, 9.990000e-01) eps 1.0e-08 weight_decay 1.0e-02 : tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$param, Memopt_FloatTensor:$grad,
+                       Memopt_FloatTensor:$exp_avg,
+                       Memopt_FloatTensor:$exp_avg_sq,
+                       Memopt_I64Scalar:$step,
+                       Optional<Memopt_I1Scalar>:$skip, F64Attr:$lr,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
+                       F64Attr:$weight_decay);
+  let results = (outs Memopt_FloatTensor:$new_param,
+                      Memopt_FloatTensor:$new_exp_avg,
+                      Memopt_FloatTensor:$new_exp_avg_sq);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` $step
+    (`skip_if` $skip^)? `lr` $lr `betas` `(` $beta1 `,` $beta2 `)`
+    `eps` $eps `weight_decay` $weight_decay attr-dict `:`
+    custom<SameTypes>(type($param), type($grad), type($exp_avg),
+                      type($exp_avg_sq), type($new_param), type($new_exp_avg),
+                      type($new_exp_avg_sq))
+  }];
+}
+
+def Memopt_IncrementOp : Memopt_Op<"increment", [Pure]> {
+  let summary = "advance the optimizer's step counter";
+  let description = [{
+    `step + 1`, or `step` unchanged when `skip_if` is true (a skipped
+    update does not count, as with GradScaler).
+
+    ```mlir
+    %t1 = memopt.increment %t0 skip_if %found_inf
+    ```
+  }];
+  let arguments = (ins Memopt_I64Scalar:$step,
+                       Optional<Memopt_I1Scalar>:$skip);
+  let results = (outs Memopt_I64Scalar:$result);
+  let assemblyFormat = "$step (`skip_if` $skip^)? attr-dict";
+  let hasVerifier = 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Loss scaling
+//===----------------------------------------------------------------------===//
+
+def Memopt_ScaleLossOp : Memopt_Op<"scale_loss", [Pure]> {
+  let summary = "multiply the loss by the loss scale";
+  let description = [{
+    `loss * scale`: the value the backward pass starts from when loss
+    scaling is on.
+
+    ```mlir
+    %ls = memopt.scale_loss %loss, %scale
+    ```
+  }];
+  let arguments = (ins Memopt_F32Scalar:$loss, Memopt_F32Scalar:$scale);
+  let results = (outs Memopt_F32Scalar:$result);
+  let assemblyFormat = "$loss `,` $scale attr-dict";
+  let hasVerifier = 0;
+}
+
+def Memopt_UnscaleOp : Memopt_Op<"unscale",
+    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "unscale gradients and check that all are finite";
+  let description = [{
+    Multiplies every gradient by `1 / scale` and returns them with
+    `found_inf`, true when any element of any of them is infinite or NaN
+    (GradScaler's unscale and all-finite check in one pass over the data).
+
+    ```mlir
+    %g1, %g2, %found_inf = memopt.unscale %scale, %d1, %d2 : tensor<64x32xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_F32Scalar:$scale,
+                       Variadic<Memopt_FloatTensor>:$grads);
+  let results = (outs Variadic<Memopt_FloatTensor>:$results,
+                      Memopt_I1Scalar:$found_inf);
+  let assemblyFormat = "$scale `,` $grads attr-dict `:` type($grads)";
+}
+
+def Memopt_UpdateScaleOp : Memopt_Op<"update_scale", [Pure]> {
+  let summary = "dynamic loss-scale update";
+  let description = [{
+    GradScaler's update: on overflow, `scale * backoff` and the growth
+    tracker resets to 0; otherwise the tracker counts one more good step, and
+    when it reaches `interval` the scale grows by `growth` and the tracker
+    resets.
+
+    ```mlir
+    %s2, %n2 = memopt.update_scale %s, %n, %found_inf growth 2.0 backoff 5.0e-01 interval 2000
+    ```
+  }];
+  let arguments = (ins Memopt_F32Scalar:$scale,
+                       Memopt_I64Scalar:$growth_tracker,
+                       Memopt_I1Scalar:$found_inf, F64Attr:$growth_factor,
+                       F64Attr:$backoff_factor, I64Attr:$growth_interval);
+  let results = (outs Memopt_F32Scalar:$new_scale,
+                      Memopt_I64Scalar:$new_growth_tracker);
+  let assemblyFormat = [{
+    $scale `,` $growth_tracker `,` $found_inf `growth` $growth_factor
+    `backoff` $backoff_factor `interval` $growth_interval attr-dict
+  }];
+}
+
+#endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_TD

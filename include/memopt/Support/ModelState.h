@@ -1,0 +1,81 @@
+//===- ModelState.h - memory account of the model state ----------*- C++ -*-===//
+//
+// The part of the memory account that does not depend on activations:
+// weights, gradients, optimizer state and non-trained state (buffers), by
+// element type. Plain data in, plain data out: the IR-facing analysis
+// (memopt/Analysis/ModelStateAnalysis.h) collects the tensors.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_SUPPORT_MODELSTATE_H
+#define MEMOPT_SUPPORT_MODELSTATE_H
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace llvm {
+class raw_ostream;
+class StringRef;
+} // namespace llvm
+
+namespace memopt {
+
+/// The optimizers whose state memopt accounts for.
+enum class OptimizerKind { AdamW, Sgd };
+
+/// Parses "adamw" or "sgd".
+std::optional<OptimizerKind> parseOptimizerKind(llvm::StringRef name);
+
+/// One tensor of model state: its element count and element type.
+struct StateTensor {
+  std::string name;
+  int64_t numElements = 0;
+  /// The element type's spelling ("f32", "bf16", ...).
+  std::string dtype;
+  /// Bytes per element.
+  int64_t elementBytes = 0;
+};
+
+/// Bytes of one pool of memory, by element type.
+struct MemoryPool {
+  std::string name;
+  std::map<std::string, int64_t> bytesByDtype;
+
+  /// Sum over element types.
+  int64_t totalBytes() const;
+};
+
+/// The model-state account of one training step.
+struct ModelStateAccount {
+  OptimizerKind optimizer = OptimizerKind::AdamW;
+  int64_t numParameterTensors = 0;
+  /// Trainable scalars (elements of all parameters).
+  int64_t numParameters = 0;
+  /// Weights, gradients, optimizer state, buffers, in that order.
+  std::vector<MemoryPool> pools;
+
+  /// Sum over pools.
+  int64_t totalBytes() const;
+};
+
+/// Accounts for training `params` with `optimizer` while carrying the
+/// non-trained `buffers`. Gradients and optimizer moments take each
+/// parameter's element type (no master copy yet); AdamW keeps two moments
+/// and one i64 step counter, SGD one momentum buffer.
+ModelStateAccount computeModelStateAccount(
+    const std::vector<StateTensor> &params,
+    const std::vector<StateTensor> &buffers, OptimizerKind optimizer);
+
+/// Prints `account` as an aligned table, with exact byte counts.
+void printModelStateAccount(llvm::raw_ostream &os,
+                            const ModelStateAccount &account);
+
+/// Formats a byte count with a binary unit: "512 B", "37.54 KiB", "1.50 GiB".
+std::string formatBytes(int64_t bytes);
+
+} // namespace memopt
+
+#endif // MEMOPT_SUPPORT_MODELSTATE_H

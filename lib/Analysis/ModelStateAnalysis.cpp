@@ -1,0 +1,43 @@
+//===- ModelStateAnalysis.cpp - model state of a loss function ------------===//
+//
+// Reads the argument roles of a `memopt.loss` function: "param" arguments are
+// trained, "state" arguments are carried. One pass over the arguments.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Analysis/ModelStateAnalysis.h"
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace memopt;
+
+static StateTensor describe(StringRef name, RankedTensorType type) {
+  StateTensor tensor;
+  tensor.name = name.str();
+  tensor.numElements = type.getNumElements();
+  llvm::raw_string_ostream(tensor.dtype) << type.getElementType();
+  tensor.elementBytes =
+      llvm::divideCeil(type.getElementType().getIntOrFloatBitWidth(), 8);
+  return tensor;
+}
+
+ModelStateAnalysis::ModelStateAnalysis(Operation *op) {
+  auto func = cast<FunctionOpInterface>(op);
+  for (auto [index, argType] : llvm::enumerate(func.getArgumentTypes())) {
+    auto role =
+        func.getArgAttrOfType<StringAttr>(index, MemoptDialect::kRoleAttrName);
+    auto name =
+        func.getArgAttrOfType<StringAttr>(index, MemoptDialect::kNameAttrName);
+    auto type = dyn_cast<RankedTensorType>(argType);
+    if (!role || !name || !type)
+      continue;
+    std::optional<ArgumentRole> kind = symbolizeArgumentRole(role.getValue());
+    if (kind == ArgumentRole::Param)
+      params.push_back(describe(name.getValue(), type));
+    else if (kind == ArgumentRole::State)
+      buffers.push_back(describe(name.getValue(), type));
+  }
+}

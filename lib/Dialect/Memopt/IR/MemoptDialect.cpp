@@ -1,0 +1,217 @@
+//===- MemoptDialect.cpp - memopt dialect ---------------------------------===//
+//
+// Registers the dialect and verifies the discardable attributes it gives
+// meaning to: argument roles, names and batch dimensions, the `memopt.loss`
+// marker of the function that computes the loss, and `memopt.scope`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace memopt;
+
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.cpp.inc"
+#include "memopt/Dialect/Memopt/IR/MemoptEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "memopt/Dialect/Memopt/IR/MemoptAttrs.cpp.inc"
+
+void MemoptDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "memopt/Dialect/Memopt/IR/MemoptOps.cpp.inc"
+      >();
+  registerAttributes();
+}
+
+void MemoptDialect::registerAttributes() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "memopt/Dialect/Memopt/IR/MemoptAttrs.cpp.inc"
+      >();
+}
+
+std::optional<ArgumentRole> memopt::symbolizeArgumentRole(StringRef name) {
+  return llvm::StringSwitch<std::optional<ArgumentRole>>(name)
+      .Case("param", ArgumentRole::Param)
+      .Case("input", ArgumentRole::Input)
+      .Case("label", ArgumentRole::Label)
+      .Case("state", ArgumentRole::State)
+      .Default(std::nullopt);
+}
+
+StringRef memopt::stringifyArgumentRole(ArgumentRole role) {
+  switch (role) {
+  case ArgumentRole::Param:
+    return "param";
+  case ArgumentRole::Input:
+    return "input";
+  case ArgumentRole::Label:
+    return "label";
+  case ArgumentRole::State:
+    return "state";
+  }
+  llvm_unreachable("unknown argument role");
+}
+
+//===----------------------------------------------------------------------===//
+// Argument attributes
+//===----------------------------------------------------------------------===//
+
+LogicalResult MemoptDialect::verifyRegionArgAttribute(Operation *op,
+                                                      unsigned regionIndex,
+                                                      unsigned argIndex,
+                                                      NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  auto argError = [&]() {
+    return op->emitOpError() << "argument #" << argIndex << " attribute '"
+                             << name << "' ";
+  };
+
+  if (name == kRoleAttrName) {
+    auto role = dyn_cast<StringAttr>(attr.getValue());
+    if (!role || !symbolizeArgumentRole(role.getValue()))
+      return argError() << "must be one of \"param\", \"input\", \"label\", "
+                           "\"state\", got "
+                        << attr.getValue();
+    return success();
+  }
+  if (name == kNameAttrName) {
+    auto str = dyn_cast<StringAttr>(attr.getValue());
+    if (!str || str.getValue().empty())
+      return argError() << "must be a non-empty string, got "
+                        << attr.getValue();
+    return success();
+  }
+  if (name == kBatchDimAttrName) {
+    auto dim = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!dim)
+      return argError() << "must be an integer, got " << attr.getValue();
+    if (regionIndex >= op->getNumRegions() ||
+        op->getRegion(regionIndex).empty())
+      return success();
+    Type argType = op->getRegion(regionIndex).getArgument(argIndex).getType();
+    auto tensor = dyn_cast<RankedTensorType>(argType);
+    if (!tensor)
+      return argError() << "needs a ranked tensor argument, got " << argType;
+    int64_t value = dim.getInt();
+    if (value < 0 || value >= tensor.getRank())
+      return argError() << "is " << value << ", outside [0, "
+                        << tensor.getRank() << ") for type " << argType;
+    return success();
+  }
+  return op->emitOpError() << "argument #" << argIndex
+                           << " has unknown memopt attribute '" << name
+                           << "' (expected memopt.role, memopt.name or "
+                              "memopt.batch_dim)";
+}
+
+//===----------------------------------------------------------------------===//
+// Operation attributes
+//===----------------------------------------------------------------------===//
+
+/// Checks the signature of a function marked `memopt.loss`: every argument
+/// has a role and a unique name, batch dimensions sit on inputs and labels,
+/// and the results are the scalar f32 loss followed by the new value of each
+/// state argument.
+static LogicalResult verifyLossFunction(FunctionOpInterface func) {
+  llvm::StringSet<> names;
+  SmallVector<Type> stateTypes;
+  ArrayRef<Type> argTypes = func.getArgumentTypes();
+  for (auto [index, argType] : llvm::enumerate(argTypes)) {
+    auto argError = [&, index = index]() {
+      return func.emitOpError() << "argument #" << index << " ";
+    };
+    auto role = func.getArgAttrOfType<StringAttr>(
+        index, MemoptDialect::kRoleAttrName);
+    if (!role)
+      return argError() << "of a memopt.loss function has no 'memopt.role' "
+                           "(expected \"param\", \"input\", \"label\" or "
+                           "\"state\")";
+    auto name = func.getArgAttrOfType<StringAttr>(
+        index, MemoptDialect::kNameAttrName);
+    if (!name)
+      return argError() << "of a memopt.loss function has no 'memopt.name'";
+    if (!names.insert(name.getValue()).second)
+      return argError() << "reuses the name '" << name.getValue() << "'";
+
+    // The role string was checked by verifyRegionArgAttribute.
+    ArgumentRole kind = *symbolizeArgumentRole(role.getValue());
+    bool isData = kind == ArgumentRole::Input || kind == ArgumentRole::Label;
+    if (!isData && func.getArgAttr(index, MemoptDialect::kBatchDimAttrName))
+      return argError() << "has 'memopt.batch_dim' but role \""
+                        << role.getValue()
+                        << "\" (only inputs and labels have a batch)";
+    auto tensor = dyn_cast<RankedTensorType>(argType);
+    if (!tensor || !tensor.hasStaticShape())
+      return argError() << "must be a statically shaped tensor, got "
+                        << argType;
+    if ((kind == ArgumentRole::Param || kind == ArgumentRole::State) &&
+        !isa<FloatType>(tensor.getElementType()))
+      return argError() << "has role \"" << role.getValue()
+                        << "\" and must be a float tensor, got " << argType;
+    if (kind == ArgumentRole::State)
+      stateTypes.push_back(argType);
+  }
+
+  ArrayRef<Type> results = func.getResultTypes();
+  Type lossType = RankedTensorType::get({}, Float32Type::get(func.getContext()));
+  if (results.empty())
+    return func.emitOpError() << "marked memopt.loss must return the loss, "
+                                 "of type "
+                              << lossType << ", but returns nothing";
+  if (results.front() != lossType)
+    return func.emitOpError()
+           << "marked memopt.loss must return the loss as its first result, "
+              "of type "
+           << lossType << ", got " << results.front();
+  if (results.size() - 1 != stateTypes.size())
+    return func.emitOpError()
+           << "marked memopt.loss must return the loss followed by one value "
+              "per \"state\" argument: expected "
+           << stateTypes.size() + 1 << " results, got " << results.size();
+  for (auto [index, pair] :
+       llvm::enumerate(llvm::zip(results.drop_front(), stateTypes))) {
+    auto [resultType, stateType] = pair;
+    if (resultType != stateType)
+      return func.emitOpError()
+             << "result #" << index + 1 << " returns the new value of state "
+             << "argument " << index << " and must have type " << stateType
+             << ", got " << resultType;
+  }
+  return success();
+}
+
+LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
+                                                      NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  if (name == kScopeAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitOpError() << "attribute '" << name
+                               << "' must be a string, got "
+                               << attr.getValue();
+    return success();
+  }
+  if (name == kLossAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "attribute '" << name << "' must be a unit attribute";
+    auto func = dyn_cast<FunctionOpInterface>(op);
+    if (!func)
+      return op->emitOpError()
+             << "attribute '" << name << "' only applies to functions";
+    if (func.isExternal())
+      return op->emitOpError() << "marked memopt.loss must have a body";
+    return verifyLossFunction(func);
+  }
+  return op->emitOpError() << "has unknown memopt attribute '" << name
+                           << "' (expected memopt.scope or memopt.loss)";
+}

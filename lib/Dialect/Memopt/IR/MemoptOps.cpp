@@ -1,0 +1,955 @@
+//===- MemoptOps.cpp - memopt operations ----------------------------------===//
+//
+// Verifiers, type inference, folders and custom assembly directives of the
+// memopt ops. Each verifier computes the type an operand or result must have
+// and reports a mismatch as "<what> has type 'A', expected 'B'", so that a
+// user sees both the fault and the fix.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <cstdio>
+
+using namespace mlir;
+using namespace memopt;
+
+//===----------------------------------------------------------------------===//
+// Custom assembly: `custom<SameTypes>(type($a), type($b), ...)`
+//
+// Operands and results that must share one type print it once; the parser
+// gives every one of them the type it read. A mismatch can only be written
+// in the generic form, where the op's verifier reports it.
+//===----------------------------------------------------------------------===//
+
+template <typename... Rest>
+static ParseResult parseSameTypes(OpAsmParser &parser, Type &first,
+                                  Rest &...rest) {
+  if (parser.parseType(first))
+    return failure();
+  ((rest = first), ...);
+  return success();
+}
+
+template <typename... Rest>
+static void printSameTypes(OpAsmPrinter &printer, Operation *, Type first,
+                           Rest...) {
+  printer << first;
+}
+
+//===----------------------------------------------------------------------===//
+// Verification helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A value with the name the op's syntax gives it ("lhs", "result", ...).
+struct Named {
+  StringRef name;
+  Value value;
+};
+} // namespace
+
+/// Formats a floating-point attribute value as a person would write it.
+static std::string formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+static RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// Reports that `what` has type `actual` where `expected` is required.
+static LogicalResult typeMismatch(Operation *op, StringRef what, Type actual,
+                                  Type expected, StringRef why = {}) {
+  InFlightDiagnostic diag = op->emitOpError()
+                            << what << " has type " << actual << ", expected "
+                            << expected;
+  if (!why.empty())
+    diag << " (" << why << ")";
+  return diag;
+}
+
+static LogicalResult expectType(Operation *op, Named named, Type expected,
+                                StringRef why = {}) {
+  if (named.value.getType() == expected)
+    return success();
+  return typeMismatch(op, named.name, named.value.getType(), expected, why);
+}
+
+/// Checks that every value has the type of the first one.
+static LogicalResult expectSameTypes(Operation *op,
+                                     std::initializer_list<Named> values) {
+  const Named &reference = *values.begin();
+  std::string why = ("the type of '" + reference.name + "'").str();
+  for (const Named &named : llvm::drop_begin(values))
+    if (failed(expectType(op, named, reference.value.getType(), why)))
+      return failure();
+  return success();
+}
+
+/// Checks that `dim` indexes a dimension of a tensor of rank `rank`.
+static LogicalResult expectDim(Operation *op, StringRef what, int64_t dim,
+                               int64_t rank) {
+  if (dim >= 0 && dim < rank)
+    return success();
+  return op->emitOpError() << what << " " << dim << " is outside [0, " << rank
+                           << ")";
+}
+
+static LogicalResult expectCount(Operation *op, StringRef what,
+                                 ArrayRef<int64_t> values, int64_t count) {
+  if (static_cast<int64_t>(values.size()) == count)
+    return success();
+  return op->emitOpError() << "expected " << count << " " << what
+                           << " (one per dimension), got " << values.size();
+}
+
+static LogicalResult expectRank(Operation *op, Named named, int64_t rank) {
+  int64_t actual = tensorType(named.value).getRank();
+  if (actual == rank)
+    return success();
+  return op->emitOpError() << named.name << " must have rank " << rank
+                           << ", got " << named.value.getType();
+}
+
+static LogicalResult expectMinRank(Operation *op, Named named,
+                                   int64_t minRank) {
+  int64_t actual = tensorType(named.value).getRank();
+  if (actual >= minRank)
+    return success();
+  return op->emitOpError() << named.name << " must have rank " << minRank
+                           << " or more, got " << named.value.getType();
+}
+
+static LogicalResult expectPositive(Operation *op, StringRef what,
+                                    ArrayRef<int64_t> values,
+                                    int64_t minimum = 1) {
+  for (int64_t value : values)
+    if (value < minimum)
+      return op->emitOpError() << what << " must be >= " << minimum
+                               << ", got " << value;
+  return success();
+}
+
+/// Checks `low <= value < high` (or `<= high` when `closed`).
+static LogicalResult expectInRange(Operation *op, StringRef what,
+                                   llvm::APFloat attrValue, double low,
+                                   double high, bool closedHigh,
+                                   bool closedLow = true) {
+  double value = attrValue.convertToDouble();
+  bool ok = (closedLow ? value >= low : value > low) &&
+            (closedHigh ? value <= high : value < high);
+  if (ok)
+    return success();
+  return op->emitOpError() << what << " must be in " << (closedLow ? "[" : "(")
+                           << formatNumber(low) << ", " << formatNumber(high)
+                           << (closedHigh ? "]" : ")") << ", got "
+                           << formatNumber(value);
+}
+
+static LogicalResult expectNonNegative(Operation *op, StringRef what,
+                                       llvm::APFloat value) {
+  if (value.convertToDouble() >= 0.0)
+    return success();
+  return op->emitOpError() << what << " must be >= 0, got "
+                           << formatNumber(value.convertToDouble());
+}
+
+/// The f32 tensor type of per-row statistics over the leading `rank`
+/// dimensions of `input`.
+static RankedTensorType statisticsType(RankedTensorType input, int64_t rank) {
+  return RankedTensorType::get(input.getShape().take_front(rank),
+                               Float32Type::get(input.getContext()));
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+#define MEMOPT_UNARY_VERIFIER(OP)                                              \
+  LogicalResult OP::verify() {                                                 \
+    return expectSameTypes(*this,                                              \
+                           {{"operand 'input'", getInput()},                   \
+                            {"result", getResult()}});                         \
+  }
+MEMOPT_UNARY_VERIFIER(NegOp)
+MEMOPT_UNARY_VERIFIER(ExpOp)
+MEMOPT_UNARY_VERIFIER(LogOp)
+MEMOPT_UNARY_VERIFIER(SqrtOp)
+MEMOPT_UNARY_VERIFIER(RsqrtOp)
+MEMOPT_UNARY_VERIFIER(TanhOp)
+MEMOPT_UNARY_VERIFIER(SigmoidOp)
+MEMOPT_UNARY_VERIFIER(ReluOp)
+MEMOPT_UNARY_VERIFIER(SiluOp)
+MEMOPT_UNARY_VERIFIER(GeluOp)
+MEMOPT_UNARY_VERIFIER(AddScalarOp)
+MEMOPT_UNARY_VERIFIER(MulScalarOp)
+MEMOPT_UNARY_VERIFIER(PowScalarOp)
+#undef MEMOPT_UNARY_VERIFIER
+
+#define MEMOPT_BINARY_VERIFIER(OP)                                             \
+  LogicalResult OP::verify() {                                                 \
+    return expectSameTypes(*this, {{"operand 'lhs'", getLhs()},                \
+                                   {"operand 'rhs'", getRhs()},                \
+                                   {"result", getResult()}});                  \
+  }
+MEMOPT_BINARY_VERIFIER(AddOp)
+MEMOPT_BINARY_VERIFIER(SubOp)
+MEMOPT_BINARY_VERIFIER(MulOp)
+MEMOPT_BINARY_VERIFIER(DivOp)
+MEMOPT_BINARY_VERIFIER(MaximumOp)
+#undef MEMOPT_BINARY_VERIFIER
+
+#define MEMOPT_ACTIVATION_GRAD_VERIFIER(OP, GETTER, NAME)                      \
+  LogicalResult OP::verify() {                                                 \
+    return expectSameTypes(*this, {{"operand '" NAME "'", GETTER()},           \
+                                   {"operand 'grad'", getGrad()},              \
+                                   {"result", getResult()}});                  \
+  }
+MEMOPT_ACTIVATION_GRAD_VERIFIER(ReluGradOp, getInput, "input")
+MEMOPT_ACTIVATION_GRAD_VERIFIER(SiluGradOp, getInput, "input")
+MEMOPT_ACTIVATION_GRAD_VERIFIER(GeluGradOp, getInput, "input")
+MEMOPT_ACTIVATION_GRAD_VERIFIER(TanhGradOp, getOutput, "output")
+MEMOPT_ACTIVATION_GRAD_VERIFIER(SigmoidGradOp, getOutput, "output")
+#undef MEMOPT_ACTIVATION_GRAD_VERIFIER
+
+LogicalResult CastOp::verify() {
+  RankedTensorType input = getInput().getType();
+  RankedTensorType result = getResult().getType();
+  return expectType(*this, {"result", getResult()},
+                    input.clone(result.getElementType()),
+                    "a cast keeps the shape");
+}
+
+LogicalResult WhereOp::verify() {
+  if (failed(expectSameTypes(*this,
+                             {{"operand 'true_value'", getTrueValue()},
+                              {"operand 'false_value'", getFalseValue()},
+                              {"result", getResult()}})))
+    return failure();
+  RankedTensorType value = getTrueValue().getType();
+  return expectType(*this, {"operand 'condition'", getCondition()},
+                    value.clone(IntegerType::get(getContext(), 1)),
+                    "the shape of the values");
+}
+
+LogicalResult MaskedFillOp::verify() {
+  if (failed(expectSameTypes(
+          *this, {{"operand 'input'", getInput()}, {"result", getResult()}})))
+    return failure();
+  RankedTensorType input = getInput().getType();
+  return expectType(*this, {"operand 'mask'", getMask()},
+                    input.clone(IntegerType::get(getContext(), 1)),
+                    "the shape of 'input'");
+}
+
+//===----------------------------------------------------------------------===//
+// ConstantOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location>, ValueRange operands,
+    DictionaryAttr attributes, OpaqueProperties properties, RegionRange regions,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
+  ConstantOp::Adaptor adaptor(operands, attributes, properties, regions);
+  if (!adaptor.getValue())
+    return failure();
+  inferredReturnTypes.push_back(adaptor.getValue().getType());
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+//===----------------------------------------------------------------------===//
+// Shape ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult BroadcastOp::verify() {
+  RankedTensorType input = getInput().getType();
+  RankedTensorType result = getResult().getType();
+  ArrayRef<int64_t> dims = getDims();
+  if (input.getElementType() != result.getElementType())
+    return typeMismatch(*this, "result", result,
+                        result.clone(input.getElementType()),
+                        "a broadcast keeps the element type");
+  if (failed(expectCount(*this, "'dims'", dims, input.getRank())))
+    return failure();
+  for (auto [index, dim] : llvm::enumerate(dims)) {
+    if (failed(expectDim(*this, "'dims' entry", dim, result.getRank())))
+      return failure();
+    if (index > 0 && dims[index - 1] >= dim)
+      return emitOpError() << "'dims' must be strictly increasing, got ["
+                           << dims << "]";
+    int64_t from = input.getDimSize(index);
+    int64_t to = result.getDimSize(dim);
+    if (from != to && from != 1)
+      return emitOpError() << "operand dimension " << index << " (size "
+                           << from << ") maps to result dimension " << dim
+                           << " (size " << to
+                           << "): sizes must be equal or the operand's 1";
+  }
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType input = getInput().getType();
+  RankedTensorType result = getResult().getType();
+  if (input.getElementType() != result.getElementType())
+    return typeMismatch(*this, "result", result,
+                        result.clone(input.getElementType()),
+                        "a reshape keeps the element type");
+  if (input.getNumElements() != result.getNumElements())
+    return emitOpError() << "result " << result << " has "
+                         << result.getNumElements() << " elements, expected "
+                         << input.getNumElements() << " (those of " << input
+                         << ")";
+  return success();
+}
+
+LogicalResult TransposeOp::verify() {
+  RankedTensorType input = getInput().getType();
+  ArrayRef<int64_t> perm = getPermutation();
+  if (failed(expectCount(*this, "'perm' entries", perm, input.getRank())))
+    return failure();
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t dim : perm) {
+    if (failed(expectDim(*this, "'perm' entry", dim, input.getRank())))
+      return failure();
+    if (seen[dim])
+      return emitOpError() << "'perm' must be a permutation, got [" << perm
+                           << "]";
+    seen[dim] = true;
+    shape.push_back(input.getDimSize(dim));
+  }
+  return expectType(*this, {"result", getResult()}, input.clone(shape));
+}
+
+/// Computes the type of slicing `input`, or reports why the slice is invalid.
+static FailureOr<RankedTensorType>
+inferSliceType(Operation *op, RankedTensorType input, ArrayRef<int64_t> starts,
+               ArrayRef<int64_t> limits, ArrayRef<int64_t> strides) {
+  int64_t rank = input.getRank();
+  if (failed(expectCount(op, "'starts'", starts, rank)) ||
+      failed(expectCount(op, "'limits'", limits, rank)) ||
+      failed(expectCount(op, "'strides'", strides, rank)) ||
+      failed(expectPositive(op, "'strides' entry", strides)))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (starts[d] < 0 || starts[d] > limits[d] ||
+        limits[d] > input.getDimSize(d))
+      return op->emitOpError()
+             << "dimension " << d << ": need 0 <= start <= limit <= "
+             << input.getDimSize(d) << ", got start " << starts[d]
+             << " and limit " << limits[d];
+    shape.push_back(llvm::divideCeil(limits[d] - starts[d], strides[d]));
+  }
+  return input.clone(shape);
+}
+
+LogicalResult SliceOp::verify() {
+  FailureOr<RankedTensorType> expected = inferSliceType(
+      *this, getInput().getType(), getStarts(), getLimits(), getStrides());
+  if (failed(expected))
+    return failure();
+  return expectType(*this, {"result", getResult()}, *expected);
+}
+
+LogicalResult SliceGradOp::verify() {
+  FailureOr<RankedTensorType> expected = inferSliceType(
+      *this, getResult().getType(), getStarts(), getLimits(), getStrides());
+  if (failed(expected))
+    return failure();
+  return expectType(*this, {"operand 'grad'", getGrad()}, *expected,
+                    "the slice of the result type");
+}
+
+LogicalResult ConcatOp::verify() {
+  if (getInputs().empty())
+    return emitOpError() << "needs at least one input";
+  RankedTensorType first = tensorType(getInputs().front());
+  if (failed(expectDim(*this, "'dim'", getDim(), first.getRank())))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  for (auto [index, input] : llvm::enumerate(getInputs())) {
+    if (index == 0)
+      continue;
+    RankedTensorType type = tensorType(input);
+    SmallVector<int64_t> expected(first.getShape());
+    expected[getDim()] = type.getRank() == first.getRank()
+                             ? type.getDimSize(getDim())
+                             : expected[getDim()];
+    std::string name = ("input #" + Twine(index)).str();
+    if (failed(expectType(*this, {name, input}, first.clone(expected),
+                          "all inputs match the first except along 'dim'")))
+      return failure();
+    shape[getDim()] += type.getDimSize(getDim());
+  }
+  return expectType(*this, {"result", getResult()}, first.clone(shape));
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisation
+//===----------------------------------------------------------------------===//
+
+static LogicalResult verifyReduce(Operation *op, RankedTensorType input,
+                                  ArrayRef<int64_t> dims, Value result) {
+  SmallVector<int64_t> shape;
+  for (auto [index, dim] : llvm::enumerate(dims)) {
+    if (failed(expectDim(op, "'dims' entry", dim, input.getRank())))
+      return failure();
+    if (index > 0 && dims[index - 1] >= dim)
+      return op->emitOpError()
+             << "'dims' must be sorted and unique, got [" << dims << "]";
+  }
+  for (int64_t d = 0; d < input.getRank(); ++d)
+    if (!llvm::is_contained(dims, d))
+      shape.push_back(input.getDimSize(d));
+  Type elementType = tensorType(result).getElementType();
+  if (!elementType.isF32())
+    elementType = input.getElementType();
+  return expectType(op, {"result", result},
+                    RankedTensorType::get(shape, elementType),
+                    "the input without the reduced dimensions");
+}
+
+LogicalResult ReduceSumOp::verify() {
+  return verifyReduce(*this, getInput().getType(), getDims(), getResult());
+}
+LogicalResult ReduceMeanOp::verify() {
+  return verifyReduce(*this, getInput().getType(), getDims(), getResult());
+}
+LogicalResult ReduceMaxOp::verify() {
+  return verifyReduce(*this, getInput().getType(), getDims(), getResult());
+}
+
+LogicalResult SoftmaxOp::verify() {
+  if (failed(expectDim(*this, "'dim'", getDim(),
+                       getInput().getType().getRank())))
+    return failure();
+  return expectSameTypes(
+      *this, {{"operand 'input'", getInput()}, {"result", getResult()}});
+}
+
+LogicalResult LogSoftmaxOp::verify() {
+  if (failed(expectDim(*this, "'dim'", getDim(),
+                       getInput().getType().getRank())))
+    return failure();
+  return expectSameTypes(
+      *this, {{"operand 'input'", getInput()}, {"result", getResult()}});
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  if (failed(expectDim(*this, "'dim'", getDim(),
+                       getOutput().getType().getRank())))
+    return failure();
+  return expectSameTypes(*this, {{"operand 'output'", getOutput()},
+                                 {"operand 'grad'", getGrad()},
+                                 {"result", getResult()}});
+}
+
+LogicalResult LogSoftmaxGradOp::verify() {
+  if (failed(expectDim(*this, "'dim'", getDim(),
+                       getOutput().getType().getRank())))
+    return failure();
+  return expectSameTypes(*this, {{"operand 'output'", getOutput()},
+                                 {"operand 'grad'", getGrad()},
+                                 {"result", getResult()}});
+}
+
+/// Checks that `weight` covers trailing dimensions of `input` and returns
+/// the number of leading (per-row) dimensions.
+static FailureOr<int64_t> verifyNormWeight(Operation *op,
+                                           RankedTensorType input,
+                                           Value weight) {
+  RankedTensorType weightType = tensorType(weight);
+  int64_t rank = weightType.getRank();
+  if (rank < 1 || rank > input.getRank())
+    return op->emitOpError()
+           << "operand 'weight' must have rank 1 to " << input.getRank()
+           << " (the normalised trailing dimensions of " << input
+           << "), got " << weightType;
+  ArrayRef<int64_t> trailing = input.getShape().take_back(rank);
+  if (weightType.getShape() != trailing)
+    return typeMismatch(op, "operand 'weight'", weightType,
+                        weightType.clone(trailing),
+                        "the trailing dimensions of the input");
+  return input.getRank() - rank;
+}
+
+LogicalResult LayerNormOp::verify() {
+  RankedTensorType input = getInput().getType();
+  FailureOr<int64_t> rows = verifyNormWeight(*this, input, getWeight());
+  if (failed(rows) ||
+      failed(expectInRange(*this, "'eps'", getEpsilon(), 0.0, 1.0,
+                           /*closedHigh=*/false, /*closedLow=*/false)) ||
+      failed(expectSameTypes(*this, {{"operand 'weight'", getWeight()},
+                                     {"operand 'bias'", getBias()}})) ||
+      failed(expectSameTypes(
+          *this, {{"operand 'input'", getInput()}, {"result", getResult()}})))
+    return failure();
+  RankedTensorType stats = statisticsType(input, *rows);
+  if (failed(expectType(*this, {"result 'mean'", getMean()}, stats,
+                        "f32 over the leading dimensions")))
+    return failure();
+  return expectType(*this, {"result 'rstd'", getRstd()}, stats,
+                    "f32 over the leading dimensions");
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  RankedTensorType input = getInput().getType();
+  FailureOr<int64_t> rows = verifyNormWeight(*this, input, getWeight());
+  if (failed(rows) ||
+      failed(expectSameTypes(*this, {{"operand 'input'", getInput()},
+                                     {"operand 'grad'", getGrad()},
+                                     {"result 'grad_input'", getGradInput()}})) ||
+      failed(expectSameTypes(*this,
+                             {{"operand 'weight'", getWeight()},
+                              {"result 'grad_weight'", getGradWeight()},
+                              {"result 'grad_bias'", getGradBias()}})))
+    return failure();
+  RankedTensorType stats = statisticsType(input, *rows);
+  if (failed(expectType(*this, {"operand 'mean'", getMean()}, stats,
+                        "f32 over the leading dimensions")))
+    return failure();
+  return expectType(*this, {"operand 'rstd'", getRstd()}, stats,
+                    "f32 over the leading dimensions");
+}
+
+LogicalResult RmsNormOp::verify() {
+  RankedTensorType input = getInput().getType();
+  FailureOr<int64_t> rows = verifyNormWeight(*this, input, getWeight());
+  if (failed(rows) ||
+      failed(expectInRange(*this, "'eps'", getEpsilon(), 0.0, 1.0,
+                           /*closedHigh=*/false, /*closedLow=*/false)) ||
+      failed(expectSameTypes(
+          *this, {{"operand 'input'", getInput()}, {"result", getResult()}})))
+    return failure();
+  return expectType(*this, {"result 'rstd'", getRstd()},
+                    statisticsType(input, *rows),
+                    "f32 over the leading dimensions");
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  RankedTensorType input = getInput().getType();
+  FailureOr<int64_t> rows = verifyNormWeight(*this, input, getWeight());
+  if (failed(rows) ||
+      failed(expectSameTypes(*this, {{"operand 'input'", getInput()},
+                                     {"operand 'grad'", getGrad()},
+                                     {"result 'grad_input'", getGradInput()}})) ||
+      failed(expectSameTypes(*this,
+                             {{"operand 'weight'", getWeight()},
+                              {"result 'grad_weight'", getGradWeight()}})))
+    return failure();
+  return expectType(*this, {"operand 'rstd'", getRstd()},
+                    statisticsType(input, *rows),
+                    "f32 over the leading dimensions");
+}
+
+/// Checks the per-channel tensors of batch normalisation: each is
+/// `tensor<C x f32>` with C the input's dimension 1.
+static LogicalResult verifyChannels(Operation *op, Value input,
+                                    std::initializer_list<Named> perChannel) {
+  if (failed(expectMinRank(op, {"operand 'input'", input}, 2)))
+    return failure();
+  RankedTensorType inputType = tensorType(input);
+  auto expected = RankedTensorType::get({inputType.getDimSize(1)},
+                                        Float32Type::get(op->getContext()));
+  for (const Named &named : perChannel)
+    if (failed(expectType(op, named, expected,
+                          "f32 per channel (dimension 1 of the input)")))
+      return failure();
+  return success();
+}
+
+LogicalResult BatchNormOp::verify() {
+  if (failed(verifyChannels(*this, getInput(),
+                            {{"operand 'weight'", getWeight()},
+                             {"operand 'bias'", getBias()},
+                             {"operand 'running_mean'", getRunningMean()},
+                             {"operand 'running_var'", getRunningVar()},
+                             {"result 'mean'", getMean()},
+                             {"result 'rstd'", getRstd()},
+                             {"result 'new_running_mean'", getNewRunningMean()},
+                             {"result 'new_running_var'",
+                              getNewRunningVar()}})) ||
+      failed(expectInRange(*this, "'eps'", getEpsilon(), 0.0, 1.0,
+                           /*closedHigh=*/false, /*closedLow=*/false)) ||
+      failed(expectInRange(*this, "'momentum'", getMomentum(), 0.0, 1.0,
+                           /*closedHigh=*/true)))
+    return failure();
+  return expectSameTypes(
+      *this, {{"operand 'input'", getInput()}, {"result", getResult()}});
+}
+
+LogicalResult BatchNormGradOp::verify() {
+  if (failed(expectSameTypes(*this, {{"operand 'input'", getInput()},
+                                     {"operand 'grad'", getGrad()},
+                                     {"result 'grad_input'", getGradInput()}})))
+    return failure();
+  return verifyChannels(*this, getInput(),
+                        {{"operand 'weight'", getWeight()},
+                         {"operand 'mean'", getMean()},
+                         {"operand 'rstd'", getRstd()},
+                         {"result 'grad_weight'", getGradWeight()},
+                         {"result 'grad_bias'", getGradBias()}});
+}
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::verify() {
+  if (failed(expectMinRank(*this, {"operand 'lhs'", getLhs()}, 2)) ||
+      failed(expectMinRank(*this, {"operand 'rhs'", getRhs()}, 2)))
+    return failure();
+  RankedTensorType lhs = getLhs().getType();
+  RankedTensorType rhs = getRhs().getType();
+  RankedTensorType result = getResult().getType();
+  if (lhs.getElementType() != rhs.getElementType())
+    return typeMismatch(*this, "operand 'rhs'", rhs,
+                        rhs.clone(lhs.getElementType()),
+                        "the element type of 'lhs'");
+
+  ArrayRef<int64_t> lhsShape = lhs.getShape(), rhsShape = rhs.getShape();
+  int64_t m = lhsShape[lhs.getRank() - (getTransposeLhs() ? 1 : 2)];
+  int64_t kLhs = lhsShape[lhs.getRank() - (getTransposeLhs() ? 2 : 1)];
+  int64_t kRhs = rhsShape[rhs.getRank() - (getTransposeRhs() ? 1 : 2)];
+  int64_t n = rhsShape[rhs.getRank() - (getTransposeRhs() ? 2 : 1)];
+  if (kLhs != kRhs)
+    return emitOpError() << "contracting dimensions differ: 'lhs' " << lhs
+                         << " has " << kLhs << ", 'rhs' " << rhs << " has "
+                         << kRhs;
+
+  ArrayRef<int64_t> lhsBatch = lhsShape.drop_back(2);
+  ArrayRef<int64_t> rhsBatch = rhsShape.drop_back(2);
+  if (!lhsBatch.empty() && !rhsBatch.empty() && lhsBatch != rhsBatch)
+    return emitOpError() << "batch dimensions differ: 'lhs' " << lhs
+                         << ", 'rhs' " << rhs
+                         << " (they must be equal, or one operand a matrix)";
+  SmallVector<int64_t> shape(lhsBatch.empty() ? rhsBatch : lhsBatch);
+  shape.append({m, n});
+
+  Type elementType = result.getElementType().isF32() ? result.getElementType()
+                                                     : lhs.getElementType();
+  return expectType(*this, {"result", getResult()},
+                    RankedTensorType::get(shape, elementType));
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  if (failed(expectRank(*this, {"operand 'weight'", getWeight()}, 2)))
+    return failure();
+  RankedTensorType weight = getWeight().getType();
+  SmallVector<int64_t> shape(getIndices().getType().getShape());
+  shape.push_back(weight.getDimSize(1));
+  return expectType(*this, {"result", getResult()}, weight.clone(shape),
+                    "the index shape followed by the row size");
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  if (failed(expectRank(*this, {"result", getResult()}, 2)))
+    return failure();
+  RankedTensorType table = getResult().getType();
+  SmallVector<int64_t> shape(getIndices().getType().getShape());
+  shape.push_back(table.getDimSize(1));
+  return expectType(*this, {"operand 'grad'", getGrad()}, table.clone(shape),
+                    "the index shape followed by the row size");
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+/// Output extent of a window of `kernel` elements sliding over `size`.
+static int64_t windowOutputSize(int64_t size, int64_t kernel, int64_t stride,
+                                int64_t padding, int64_t dilation = 1) {
+  int64_t span = dilation * (kernel - 1) + 1;
+  int64_t padded = size + 2 * padding;
+  if (padded < span)
+    return 0;
+  return (padded - span) / stride + 1;
+}
+
+/// Computes the result type of a conv2d of `input` by `filter`, or reports
+/// why the convolution is invalid.
+template <typename ConvOp>
+static FailureOr<RankedTensorType> inferConvType(ConvOp op, Named input,
+                                                 Named filter) {
+  Operation *raw = op.getOperation();
+  if (failed(expectRank(raw, input, 4)) || failed(expectRank(raw, filter, 4)) ||
+      failed(expectPositive(raw, "'strides' entry", op.getStrides())) ||
+      failed(expectPositive(raw, "'dilations' entry", op.getDilations())) ||
+      failed(expectPositive(raw, "'padding' entry", op.getPadding(), 0)) ||
+      failed(expectPositive(raw, "'groups'", {op.getGroups()})))
+    return failure();
+  RankedTensorType inputType = tensorType(input.value);
+  RankedTensorType filterType = tensorType(filter.value);
+  if (inputType.getElementType() != filterType.getElementType())
+    return typeMismatch(raw, filter.name, filterType,
+                        filterType.clone(inputType.getElementType()),
+                        "the element type of the input");
+  int64_t groups = op.getGroups();
+  int64_t channels = inputType.getDimSize(1);
+  int64_t outChannels = filterType.getDimSize(0);
+  if (channels % groups != 0 || outChannels % groups != 0)
+    return op.emitOpError() << "'groups' (" << groups
+                            << ") must divide the input channels ("
+                            << channels << ") and the output channels ("
+                            << outChannels << ")";
+  if (filterType.getDimSize(1) != channels / groups)
+    return op.emitOpError()
+           << filter.name << " " << filterType << " has "
+           << filterType.getDimSize(1)
+           << " input channels per group, expected " << channels / groups
+           << " (input channels / groups)";
+  SmallVector<int64_t> shape = {inputType.getDimSize(0), outChannels};
+  for (int d = 0; d < 2; ++d) {
+    int64_t size = windowOutputSize(
+        inputType.getDimSize(2 + d), filterType.getDimSize(2 + d),
+        op.getStrides()[d], op.getPadding()[d], op.getDilations()[d]);
+    if (size <= 0)
+      return op.emitOpError() << "the filter " << filterType
+                              << " does not fit in the padded input "
+                              << inputType;
+    shape.push_back(size);
+  }
+  return inputType.clone(shape);
+}
+
+LogicalResult Conv2DOp::verify() {
+  FailureOr<RankedTensorType> expected = inferConvType(
+      *this, {"operand 'input'", getInput()}, {"operand 'filter'", getFilter()});
+  if (failed(expected))
+    return failure();
+  return expectType(*this, {"result", getResult()}, *expected);
+}
+
+LogicalResult Conv2DGradInputOp::verify() {
+  FailureOr<RankedTensorType> expected =
+      inferConvType(*this, {"result", getResult()},
+                    {"operand 'filter'", getFilter()});
+  if (failed(expected))
+    return failure();
+  return expectType(*this, {"operand 'grad'", getGrad()}, *expected,
+                    "the conv2d of the result type by the filter");
+}
+
+LogicalResult Conv2DGradFilterOp::verify() {
+  FailureOr<RankedTensorType> expected = inferConvType(
+      *this, {"operand 'input'", getInput()}, {"result", getResult()});
+  if (failed(expected))
+    return failure();
+  return expectType(*this, {"operand 'grad'", getGrad()}, *expected,
+                    "the conv2d of the input by the result type");
+}
+
+/// Computes the result type of pooling `input`, or reports why the pooling
+/// is invalid.
+static FailureOr<RankedTensorType>
+inferPoolType(Operation *op, Named input, ArrayRef<int64_t> kernel,
+              ArrayRef<int64_t> strides, ArrayRef<int64_t> padding) {
+  if (failed(expectRank(op, input, 4)) ||
+      failed(expectPositive(op, "'kernel' entry", kernel)) ||
+      failed(expectPositive(op, "'strides' entry", strides)) ||
+      failed(expectPositive(op, "'padding' entry", padding, 0)))
+    return failure();
+  RankedTensorType type = tensorType(input.value);
+  SmallVector<int64_t> shape(type.getShape().take_front(2));
+  for (int d = 0; d < 2; ++d) {
+    if (2 * padding[d] > kernel[d])
+      return op->emitOpError() << "'padding' entry " << padding[d]
+                               << " exceeds half the kernel (" << kernel[d]
+                               << ")";
+    int64_t size = windowOutputSize(type.getDimSize(2 + d), kernel[d],
+                                    strides[d], padding[d]);
+    if (size <= 0)
+      return op->emitOpError() << "the kernel [" << kernel
+                               << "] does not fit in the padded input "
+                               << type;
+    shape.push_back(size);
+  }
+  return type.clone(shape);
+}
+
+LogicalResult MaxPool2DOp::verify() {
+  FailureOr<RankedTensorType> expected =
+      inferPoolType(*this, {"operand 'input'", getInput()}, getKernel(),
+                    getStrides(), getPadding());
+  if (failed(expected))
+    return failure();
+  return expectType(*this, {"result", getResult()}, *expected);
+}
+
+LogicalResult AvgPool2DOp::verify() {
+  FailureOr<RankedTensorType> expected =
+      inferPoolType(*this, {"operand 'input'", getInput()}, getKernel(),
+                    getStrides(), getPadding());
+  if (failed(expected))
+    return failure();
+  return expectType(*this, {"result", getResult()}, *expected);
+}
+
+LogicalResult MaxPool2DGradOp::verify() {
+  if (failed(expectSameTypes(
+          *this, {{"operand 'input'", getInput()}, {"result", getResult()}})))
+    return failure();
+  FailureOr<RankedTensorType> expected =
+      inferPoolType(*this, {"operand 'input'", getInput()}, getKernel(),
+                    getStrides(), getPadding());
+  if (failed(expected))
+    return failure();
+  return expectType(*this, {"operand 'grad'", getGrad()}, *expected,
+                    "the pooled input type");
+}
+
+LogicalResult AvgPool2DGradOp::verify() {
+  FailureOr<RankedTensorType> expected =
+      inferPoolType(*this, {"result", getResult()}, getKernel(), getStrides(),
+                    getPadding());
+  if (failed(expected))
+    return failure();
+  return expectType(*this, {"operand 'grad'", getGrad()}, *expected,
+                    "the pooled result type");
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+LogicalResult DropoutOp::verify() {
+  if (failed(expectInRange(*this, "'p'", getP(), 0.0, 1.0,
+                           /*closedHigh=*/false)))
+    return failure();
+  int64_t stream = getStreamAttr().getInt();
+  if (stream < 0)
+    return emitOpError() << "'stream' must be >= 0, got " << stream;
+  return expectSameTypes(
+      *this, {{"operand 'input'", getInput()}, {"result", getResult()}});
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+/// Checks that `labels` has the shape of `logits` without its class
+/// dimension.
+static LogicalResult verifyLabels(Operation *op, Value logits, Value labels) {
+  if (failed(expectMinRank(op, {"operand 'logits'", logits}, 1)))
+    return failure();
+  RankedTensorType logitsType = tensorType(logits);
+  RankedTensorType labelsType = tensorType(labels);
+  return expectType(op, {"operand 'labels'", labels},
+                    labelsType.clone(logitsType.getShape().drop_back()),
+                    "the shape of 'logits' without the class dimension");
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  return verifyLabels(*this, getLogits(), getLabels());
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(verifyLabels(*this, getLogits(), getLabels())))
+    return failure();
+  return expectSameTypes(
+      *this, {{"operand 'logits'", getLogits()}, {"result", getResult()}});
+}
+
+LogicalResult MseLossOp::verify() {
+  return expectSameTypes(*this, {{"operand 'input'", getInput()},
+                                 {"operand 'target'", getTarget()}});
+}
+
+LogicalResult MseLossGradOp::verify() {
+  return expectSameTypes(*this, {{"operand 'input'", getInput()},
+                                 {"operand 'target'", getTarget()},
+                                 {"result", getResult()}});
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer updates
+//===----------------------------------------------------------------------===//
+
+LogicalResult SgdUpdateOp::verify() {
+  if (failed(expectNonNegative(*this, "'lr'", getLr())) ||
+      failed(expectNonNegative(*this, "'momentum'", getMomentum())) ||
+      failed(expectNonNegative(*this, "'weight_decay'", getWeightDecay())))
+    return failure();
+  return expectSameTypes(
+      *this, {{"operand 'param'", getParam()},
+              {"operand 'grad'", getGrad()},
+              {"operand 'momentum_buffer'", getMomentumBuffer()},
+              {"result 'new_param'", getNewParam()},
+              {"result 'new_momentum_buffer'", getNewMomentumBuffer()}});
+}
+
+LogicalResult AdamWUpdateOp::verify() {
+  if (failed(expectNonNegative(*this, "'lr'", getLr())) ||
+      failed(expectInRange(*this, "'beta1'", getBeta1(), 0.0, 1.0,
+                           /*closedHigh=*/false)) ||
+      failed(expectInRange(*this, "'beta2'", getBeta2(), 0.0, 1.0,
+                           /*closedHigh=*/false)) ||
+      failed(expectInRange(*this, "'eps'", getEps(), 0.0, 1.0,
+                           /*closedHigh=*/false, /*closedLow=*/false)) ||
+      failed(expectNonNegative(*this, "'weight_decay'", getWeightDecay())))
+    return failure();
+  return expectSameTypes(*this,
+                         {{"operand 'param'", getParam()},
+                          {"operand 'grad'", getGrad()},
+                          {"operand 'exp_avg'", getExpAvg()},
+                          {"operand 'exp_avg_sq'", getExpAvgSq()},
+                          {"result 'new_param'", getNewParam()},
+                          {"result 'new_exp_avg'", getNewExpAvg()},
+                          {"result 'new_exp_avg_sq'", getNewExpAvgSq()}});
+}
+
+//===----------------------------------------------------------------------===//
+// Loss scaling
+//===----------------------------------------------------------------------===//
+
+LogicalResult UnscaleOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location>, ValueRange operands,
+    DictionaryAttr, OpaqueProperties, RegionRange,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
+  // Operands are the scale followed by the gradients.
+  for (Value grad : operands.drop_front())
+    inferredReturnTypes.push_back(grad.getType());
+  inferredReturnTypes.push_back(
+      RankedTensorType::get({}, IntegerType::get(context, 1)));
+  return success();
+}
+
+LogicalResult UnscaleOp::verify() {
+  if (getGrads().empty())
+    return emitOpError() << "needs at least one gradient";
+  return success();
+}
+
+LogicalResult UpdateScaleOp::verify() {
+  double growth = getGrowthFactor().convertToDouble();
+  if (growth <= 1.0)
+    return emitOpError() << "'growth' must be > 1, got "
+                         << formatNumber(growth);
+  if (failed(expectInRange(*this, "'backoff'", getBackoffFactor(), 0.0, 1.0,
+                           /*closedHigh=*/false, /*closedLow=*/false)))
+    return failure();
+  int64_t interval = getGrowthIntervalAttr().getInt();
+  if (interval < 1)
+    return emitOpError() << "'interval' must be >= 1, got " << interval;
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "memopt/Dialect/Memopt/IR/MemoptOps.cpp.inc"

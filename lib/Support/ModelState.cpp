@@ -1,0 +1,106 @@
+//===- ModelState.cpp - memory account of the model state -----------------===//
+//
+// Counts the bytes of the state a training step keeps alive across steps.
+// For AdamW in f32 this is the well-known 16 bytes per parameter: 4 for the
+// weight, 4 for its gradient and 8 for the two moments.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Support/ModelState.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace memopt;
+
+std::optional<OptimizerKind> memopt::parseOptimizerKind(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<OptimizerKind>>(name)
+      .Case("adamw", OptimizerKind::AdamW)
+      .Case("sgd", OptimizerKind::Sgd)
+      .Default(std::nullopt);
+}
+
+int64_t MemoryPool::totalBytes() const {
+  int64_t total = 0;
+  for (const auto &[dtype, bytes] : bytesByDtype)
+    total += bytes;
+  return total;
+}
+
+int64_t ModelStateAccount::totalBytes() const {
+  int64_t total = 0;
+  for (const MemoryPool &pool : pools)
+    total += pool.totalBytes();
+  return total;
+}
+
+ModelStateAccount
+memopt::computeModelStateAccount(const std::vector<StateTensor> &params,
+                                 const std::vector<StateTensor> &buffers,
+                                 OptimizerKind optimizer) {
+  ModelStateAccount account;
+  account.optimizer = optimizer;
+  MemoryPool weights{"weights", {}}, gradients{"gradients", {}},
+      optimizerState{"optimizer state", {}}, bufferPool{"buffers", {}};
+  int64_t moments = optimizer == OptimizerKind::AdamW ? 2 : 1;
+  for (const StateTensor &param : params) {
+    int64_t bytes = param.numElements * param.elementBytes;
+    account.numParameters += param.numElements;
+    ++account.numParameterTensors;
+    weights.bytesByDtype[param.dtype] += bytes;
+    gradients.bytesByDtype[param.dtype] += bytes;
+    optimizerState.bytesByDtype[param.dtype] += moments * bytes;
+  }
+  if (optimizer == OptimizerKind::AdamW && !params.empty())
+    optimizerState.bytesByDtype["i64"] += 8; // the step counter
+  for (const StateTensor &buffer : buffers)
+    bufferPool.bytesByDtype[buffer.dtype] +=
+        buffer.numElements * buffer.elementBytes;
+  account.pools = {weights, gradients, optimizerState, bufferPool};
+  return account;
+}
+
+std::string memopt::formatBytes(int64_t bytes) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024)
+    return std::to_string(bytes) + " B";
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::format("%.2f ", value) << units[unit];
+  return text;
+}
+
+void memopt::printModelStateAccount(llvm::raw_ostream &os,
+                                    const ModelStateAccount &account) {
+  os << "  parameters       " << account.numParameters << " in "
+     << account.numParameterTensors << " tensors\n";
+  auto printRow = [&](llvm::StringRef name, int64_t bytes,
+                      const std::map<std::string, int64_t> &byDtype) {
+    os << "  " << llvm::left_justify(name, 16) << " "
+       << llvm::right_justify(std::to_string(bytes), 14) << " B  "
+       << llvm::left_justify("(" + formatBytes(bytes) + ")", 14);
+    llvm::ListSeparator sep(", ");
+    for (const auto &[dtype, dtypeBytes] : byDtype)
+      os << sep << dtype << " " << dtypeBytes << " B";
+    os << "\n";
+  };
+  for (const MemoryPool &pool : account.pools)
+    printRow(pool.name, pool.totalBytes(), pool.bytesByDtype);
+  printRow("total", account.totalBytes(), {});
+  if (account.numParameters > 0)
+    os << "  per parameter    "
+       << llvm::format("%.2f",
+                       static_cast<double>(account.totalBytes() -
+                                           account.pools.back().totalBytes()) /
+                           account.numParameters)
+       << " B (weights, gradients and optimizer state)\n";
+}

@@ -1,0 +1,43 @@
+# -*- Python -*-
+# lit configuration of the memopt test suite.
+
+import os
+import shutil
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "memopt"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test", ".py"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
+                   "Inputs", "lit.local.cfg"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.memopt_obj_root, "test")
+
+llvm_config.use_default_substitutions()
+llvm_config.with_system_environment(["HOME", "TMPDIR"])
+
+# Tools come from the build (memopt-*) and from LLVM (FileCheck, not, ...).
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.memopt_tools_dir, append_path=True)
+
+config.substitutions.append(("%memopt_src_root", config.memopt_src_root))
+config.substitutions.append(("%memopt_obj_root", config.memopt_obj_root))
+config.substitutions.append(("%examples",
+                             os.path.join(config.memopt_src_root, "examples")))
+
+# The exporter runs under Debian's Python, which has torch 1.13.
+python = "/usr/bin/python3"
+config.substitutions.append(("%python", python))
+llvm_config.with_environment(
+    "PYTHONPATH", os.path.join(config.memopt_src_root, "python"),
+    append_path=True)
+try:
+    import subprocess
+    subprocess.run([python, "-c", "import torch"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    config.available_features.add("torch")
+except Exception:
+    lit_config.note("torch is not importable by /usr/bin/python3: "
+                    "exporter tests are unsupported")
