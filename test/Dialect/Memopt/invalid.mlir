@@ -20,7 +20,7 @@ func.func @integer_data(%a: tensor<4xi32>) {
 // -----
 
 func.func @unary_result(%a: tensor<4xf32>) {
-  // expected-error @+1 {{result has type 'tensor<4xf16>', expected 'tensor<4xf32>' (the type of 'operand 'input'')}}
+  // expected-error @+1 {{result has type 'tensor<4xf16>', expected 'tensor<4xf32>' (the type of operand 'input')}}
   %0 = "memopt.tanh"(%a) : (tensor<4xf32>) -> tensor<4xf16>
   return
 }
@@ -28,7 +28,7 @@ func.func @unary_result(%a: tensor<4xf32>) {
 // -----
 
 func.func @binary_shape(%a: tensor<4xf32>, %b: tensor<5xf32>) {
-  // expected-error @+1 {{operand 'rhs' has type 'tensor<5xf32>', expected 'tensor<4xf32>' (the type of 'operand 'lhs'')}}
+  // expected-error @+1 {{operand 'rhs' has type 'tensor<5xf32>', expected 'tensor<4xf32>' (the type of operand 'lhs')}}
   %0 = "memopt.add"(%a, %b) : (tensor<4xf32>, tensor<5xf32>) -> tensor<4xf32>
   return
 }
@@ -44,7 +44,7 @@ func.func @binary_dtype(%a: tensor<4xf32>, %b: tensor<4xbf16>) {
 // -----
 
 func.func @activation_grad(%a: tensor<4xf32>, %g: tensor<8xf32>) {
-  // expected-error @+1 {{operand 'grad' has type 'tensor<8xf32>', expected 'tensor<4xf32>' (the type of 'operand 'output'')}}
+  // expected-error @+1 {{operand 'grad' has type 'tensor<8xf32>', expected 'tensor<4xf32>' (the type of operand 'output')}}
   %0 = "memopt.tanh_grad"(%a, %g) : (tensor<4xf32>, tensor<8xf32>) -> tensor<4xf32>
   return
 }
@@ -228,7 +228,7 @@ func.func @reduce_dims(%a: tensor<4x8xf32>) {
 // -----
 
 func.func @reduce_result(%a: tensor<4x8xf32>) {
-  // expected-error @+1 {{result has type 'tensor<8xf32>', expected 'tensor<4xf32>' (the input without the reduced dimensions)}}
+  // expected-error @+1 {{result has type 'tensor<8xf32>', expected 'tensor<4xf32>' (the input without the reduced dimensions, with its element type or f32)}}
   %0 = memopt.reduce_mean %a dims [1] : tensor<4x8xf32> to tensor<8xf32>
   return
 }
@@ -260,7 +260,7 @@ func.func @log_softmax_dim(%a: tensor<4x8xf32>) {
 // -----
 
 func.func @softmax_grad(%y: tensor<4x8xf32>, %g: tensor<4x8xbf16>) {
-  // expected-error @+1 {{operand 'grad' has type 'tensor<4x8xbf16>', expected 'tensor<4x8xf32>' (the type of 'operand 'output'')}}
+  // expected-error @+1 {{operand 'grad' has type 'tensor<4x8xbf16>', expected 'tensor<4x8xf32>' (the type of operand 'output')}}
   %0 = "memopt.softmax_grad"(%y, %g) {dim = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xbf16>) -> tensor<4x8xf32>
   return
 }
@@ -300,7 +300,7 @@ func.func @layer_norm_eps(%x: tensor<2x64xf32>, %w: tensor<64xf32>) {
 // -----
 
 func.func @layer_norm_bias(%x: tensor<2x64xf32>, %w: tensor<64xf32>, %b: tensor<64xbf16>) {
-  // expected-error @+1 {{operand 'bias' has type 'tensor<64xbf16>', expected 'tensor<64xf32>' (the type of 'operand 'weight'')}}
+  // expected-error @+1 {{operand 'bias' has type 'tensor<64xbf16>', expected 'tensor<64xf32>' (the type of operand 'weight')}}
   %y, %m, %r = "memopt.layer_norm"(%x, %w, %b) {epsilon = 1.0e-05 : f64} : (tensor<2x64xf32>, tensor<64xf32>, tensor<64xbf16>) -> (tensor<2x64xf32>, tensor<2xf32>, tensor<2xf32>)
   return
 }
@@ -356,7 +356,7 @@ func.func @batch_norm_momentum(%x: tensor<4x16xf32>, %c: tensor<16xf32>) {
 // -----
 
 func.func @batch_norm_grad(%g: tensor<4x16xf32>, %x: tensor<4x8xf32>, %c: tensor<16xf32>) {
-  // expected-error @+1 {{operand 'grad' has type 'tensor<4x16xf32>', expected 'tensor<4x8xf32>' (the type of 'operand 'input'')}}
+  // expected-error @+1 {{operand 'grad' has type 'tensor<4x16xf32>', expected 'tensor<4x8xf32>' (the type of operand 'input')}}
   %dx, %dw, %db = "memopt.batch_norm_grad"(%g, %x, %c, %c, %c) : (tensor<4x16xf32>, tensor<4x8xf32>, tensor<16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<4x8xf32>, tensor<16xf32>, tensor<16xf32>)
   return
 }
@@ -597,7 +597,7 @@ func.func @cross_entropy_reduction(%l: tensor<16x10xf32>, %y: tensor<16xi64>) {
 // -----
 
 func.func @cross_entropy_grad(%l: tensor<16x10xf32>, %y: tensor<16xi64>, %g: tensor<f32>) {
-  // expected-error @+1 {{result has type 'tensor<16x10xbf16>', expected 'tensor<16x10xf32>' (the type of 'operand 'logits'')}}
+  // expected-error @+1 {{result has type 'tensor<16x10xbf16>', expected 'tensor<16x10xf32>' (the type of operand 'logits')}}
   %0 = "memopt.cross_entropy_grad"(%l, %y, %g) : (tensor<16x10xf32>, tensor<16xi64>, tensor<f32>) -> tensor<16x10xbf16>
   return
 }
@@ -613,7 +613,7 @@ func.func @cross_entropy_loss_type(%l: tensor<16x10xf32>, %y: tensor<16xi64>) {
 // -----
 
 func.func @mse_target(%a: tensor<8x4xf32>, %b: tensor<8x3xf32>) {
-  // expected-error @+1 {{operand 'target' has type 'tensor<8x3xf32>', expected 'tensor<8x4xf32>' (the type of 'operand 'input'')}}
+  // expected-error @+1 {{operand 'target' has type 'tensor<8x3xf32>', expected 'tensor<8x4xf32>' (the type of operand 'input')}}
   %0 = "memopt.mse_loss"(%a, %b) : (tensor<8x4xf32>, tensor<8x3xf32>) -> tensor<f32>
   return
 }
@@ -621,7 +621,7 @@ func.func @mse_target(%a: tensor<8x4xf32>, %b: tensor<8x3xf32>) {
 // -----
 
 func.func @mse_grad(%a: tensor<8x4xf32>, %g: tensor<f32>) {
-  // expected-error @+1 {{result has type 'tensor<4x8xf32>', expected 'tensor<8x4xf32>' (the type of 'operand 'input'')}}
+  // expected-error @+1 {{result has type 'tensor<4x8xf32>', expected 'tensor<8x4xf32>' (the type of operand 'input')}}
   %0 = "memopt.mse_loss_grad"(%a, %a, %g) : (tensor<8x4xf32>, tensor<8x4xf32>, tensor<f32>) -> tensor<4x8xf32>
   return
 }
@@ -637,7 +637,7 @@ func.func @sgd_lr(%p: tensor<4xf32>) {
 // -----
 
 func.func @sgd_types(%p: tensor<4xf32>, %g: tensor<4xbf16>) {
-  // expected-error @+1 {{operand 'grad' has type 'tensor<4xbf16>', expected 'tensor<4xf32>' (the type of 'operand 'param'')}}
+  // expected-error @+1 {{operand 'grad' has type 'tensor<4xbf16>', expected 'tensor<4xf32>' (the type of operand 'param')}}
   %0, %1 = "memopt.sgd_update"(%p, %g, %p) {lr = 0.1 : f64, momentum = 0.9 : f64, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xbf16>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
   return
 }
@@ -661,7 +661,7 @@ func.func @adamw_eps(%p: tensor<4xf32>, %t: tensor<i64>) {
 // -----
 
 func.func @adamw_state(%p: tensor<4xf32>, %m: tensor<8xf32>, %t: tensor<i64>) {
-  // expected-error @+1 {{operand 'exp_avg' has type 'tensor<8xf32>', expected 'tensor<4xf32>' (the type of 'operand 'param'')}}
+  // expected-error @+1 {{operand 'exp_avg' has type 'tensor<8xf32>', expected 'tensor<4xf32>' (the type of operand 'param')}}
   %0, %1, %2 = "memopt.adamw_update"(%p, %p, %m, %p, %t) {lr = 1.0e-03 : f64, beta1 = 0.9 : f64, beta2 = 0.999 : f64, eps = 1.0e-08 : f64, weight_decay = 0.0 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0>} : (tensor<4xf32>, tensor<4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
   return
 }
@@ -811,7 +811,7 @@ func.func @missing_state_result(%w: tensor<4xf32> {memopt.role = "param", memopt
 
 // -----
 
-// expected-error @+1 {{result #1 returns the new value of state argument 0 and must have type 'tensor<4xf32>', got 'tensor<8xf32>'}}
+// expected-error @+1 {{result #1 returns the new value of argument #0 ('s') and must have type 'tensor<4xf32>', got 'tensor<8xf32>'}}
 func.func @state_result_type(%s: tensor<4xf32> {memopt.role = "state", memopt.name = "s"},
                              %t: tensor<8xf32> {memopt.role = "param", memopt.name = "t"}) -> (tensor<f32>, tensor<8xf32>) attributes {memopt.loss} {
   %l = memopt.mse_loss %s, %s : tensor<4xf32>
@@ -850,4 +850,21 @@ func.func @unknown_op_attr(%x: tensor<4xf32>) {
 // expected-error @+1 {{argument #0 has unknown memopt attribute 'memopt.rol' (expected memopt.role, memopt.name or memopt.batch_dim)}}
 func.func @unknown_arg_attr(%x: tensor<4xf32> {memopt.rol = "param"}) {
   return
+}
+
+// -----
+
+// expected-error @+1 {{argument #1 has batch size 6 but argument #0 has 8 (every memopt.batch_dim indexes the same examples)}}
+func.func @batch_sizes(%x: tensor<8x4xf32> {memopt.role = "input", memopt.name = "x", memopt.batch_dim = 0 : i64},
+                       %y: tensor<6xi64> {memopt.role = "label", memopt.name = "y", memopt.batch_dim = 0 : i64}) -> tensor<f32> attributes {memopt.loss} {
+  %c = memopt.constant dense<0.0> : tensor<f32>
+  return %c : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{marked memopt.loss must return the loss followed by one value per "state" argument: expected 1 result, got 2}}
+func.func @extra_result(%w: tensor<4xf32> {memopt.role = "param", memopt.name = "w"}) -> (tensor<f32>, tensor<4xf32>) attributes {memopt.loss} {
+  %l = memopt.mse_loss %w, %w : tensor<4xf32>
+  return %l, %w : tensor<f32>, tensor<4xf32>
 }

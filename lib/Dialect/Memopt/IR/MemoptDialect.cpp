@@ -124,7 +124,9 @@ LogicalResult MemoptDialect::verifyRegionArgAttribute(Operation *op,
 /// state argument.
 static LogicalResult verifyLossFunction(FunctionOpInterface func) {
   llvm::StringSet<> names;
-  SmallVector<Type> stateTypes;
+  // The state arguments (index, type), and the first batch size seen.
+  SmallVector<std::pair<unsigned, Type>> stateArgs;
+  std::optional<std::pair<unsigned, int64_t>> batch;
   ArrayRef<Type> argTypes = func.getArgumentTypes();
   for (auto [index, argType] : llvm::enumerate(argTypes)) {
     auto argError = [&, index = index]() {
@@ -143,23 +145,36 @@ static LogicalResult verifyLossFunction(FunctionOpInterface func) {
     if (!names.insert(name.getValue()).second)
       return argError() << "reuses the name '" << name.getValue() << "'";
 
-    // The role string was checked by verifyRegionArgAttribute.
-    ArgumentRole kind = *symbolizeArgumentRole(role.getValue());
-    bool isData = kind == ArgumentRole::Input || kind == ArgumentRole::Label;
-    if (!isData && func.getArgAttr(index, MemoptDialect::kBatchDimAttrName))
-      return argError() << "has 'memopt.batch_dim' but role \""
-                        << role.getValue()
-                        << "\" (only inputs and labels have a batch)";
     auto tensor = dyn_cast<RankedTensorType>(argType);
     if (!tensor || !tensor.hasStaticShape())
       return argError() << "must be a statically shaped tensor, got "
                         << argType;
+
+    // The role string was checked by verifyRegionArgAttribute.
+    ArgumentRole kind = *symbolizeArgumentRole(role.getValue());
+    bool isData = kind == ArgumentRole::Input || kind == ArgumentRole::Label;
+    auto batchDim = func.getArgAttrOfType<IntegerAttr>(
+        index, MemoptDialect::kBatchDimAttrName);
+    if (batchDim && !isData)
+      return argError() << "has 'memopt.batch_dim' but role \""
+                        << role.getValue()
+                        << "\" (only inputs and labels have a batch)";
+    if (batchDim) {
+      int64_t size = tensor.getDimSize(batchDim.getInt());
+      if (!batch)
+        batch = {index, size};
+      else if (batch->second != size)
+        return argError() << "has batch size " << size << " but argument #"
+                          << batch->first << " has " << batch->second
+                          << " (every memopt.batch_dim indexes the same "
+                             "examples)";
+    }
     if ((kind == ArgumentRole::Param || kind == ArgumentRole::State) &&
         !isa<FloatType>(tensor.getElementType()))
       return argError() << "has role \"" << role.getValue()
                         << "\" and must be a float tensor, got " << argType;
     if (kind == ArgumentRole::State)
-      stateTypes.push_back(argType);
+      stateArgs.push_back({static_cast<unsigned>(index), argType});
   }
 
   ArrayRef<Type> results = func.getResultTypes();
@@ -173,19 +188,24 @@ static LogicalResult verifyLossFunction(FunctionOpInterface func) {
            << "marked memopt.loss must return the loss as its first result, "
               "of type "
            << lossType << ", got " << results.front();
-  if (results.size() - 1 != stateTypes.size())
+  if (results.size() - 1 != stateArgs.size())
     return func.emitOpError()
            << "marked memopt.loss must return the loss followed by one value "
               "per \"state\" argument: expected "
-           << stateTypes.size() + 1 << " results, got " << results.size();
-  for (auto [index, pair] :
-       llvm::enumerate(llvm::zip(results.drop_front(), stateTypes))) {
-    auto [resultType, stateType] = pair;
-    if (resultType != stateType)
-      return func.emitOpError()
-             << "result #" << index + 1 << " returns the new value of state "
-             << "argument " << index << " and must have type " << stateType
-             << ", got " << resultType;
+           << stateArgs.size() + 1 << " result"
+           << (stateArgs.empty() ? "" : "s") << ", got " << results.size();
+  for (auto [position, state] : llvm::enumerate(stateArgs)) {
+    auto [argIndex, stateType] = state;
+    Type resultType = results[position + 1];
+    if (resultType == stateType)
+      continue;
+    StringAttr name = func.getArgAttrOfType<StringAttr>(
+        argIndex, MemoptDialect::kNameAttrName);
+    return func.emitOpError()
+           << "result #" << position + 1
+           << " returns the new value of argument #" << argIndex << " ('"
+           << name.getValue() << "') and must have type " << stateType
+           << ", got " << resultType;
   }
   return success();
 }

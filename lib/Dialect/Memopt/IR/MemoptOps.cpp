@@ -88,7 +88,7 @@ static LogicalResult expectType(Operation *op, Named named, Type expected,
 static LogicalResult expectSameTypes(Operation *op,
                                      std::initializer_list<Named> values) {
   const Named &reference = *values.begin();
-  std::string why = ("the type of '" + reference.name + "'").str();
+  std::string why = ("the type of " + reference.name).str();
   for (const Named &named : llvm::drop_begin(values))
     if (failed(expectType(op, named, reference.value.getType(), why)))
       return failure();
@@ -419,7 +419,8 @@ static LogicalResult verifyReduce(Operation *op, RankedTensorType input,
     elementType = input.getElementType();
   return expectType(op, {"result", result},
                     RankedTensorType::get(shape, elementType),
-                    "the input without the reduced dimensions");
+                    "the input without the reduced dimensions, with its "
+                    "element type or f32");
 }
 
 LogicalResult ReduceSumOp::verify() {
