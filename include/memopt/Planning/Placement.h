@@ -1,0 +1,80 @@
+//===- Placement.h - Static buffer placement --------------------*- C++ -*-===//
+//
+// Offsets for buffers with known lifetimes in one arena (the dynamic storage
+// allocation problem). Plain C++ on plain data: the PlanBuffers pass and the
+// memopt-plan tool are thin wrappers over placeBuffers().
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_PLANNING_PLACEMENT_H
+#define MEMOPT_PLANNING_PLACEMENT_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace memopt {
+
+/// One buffer to place: live over the half-open interval [lower, upper) of
+/// program time, `size` bytes large. `id` is only carried for diagnostics.
+struct Buffer {
+  int64_t id = 0;
+  int64_t lower = 0;
+  int64_t upper = 0;
+  int64_t size = 0;
+};
+
+/// Knobs of placeBuffers().
+struct PlacementOptions {
+  /// Every offset is a multiple of this, and every size is rounded up to it
+  /// before placement. memopt's pass uses 256; the CSV tool defaults to 1.
+  int64_t alignment = 1;
+  /// Wall-clock budget, in seconds, counted from the start of the call: the
+  /// heuristics always run to completion, then the exact search (only when no
+  /// heuristic reached the lower bound) runs until this much time has passed.
+  /// Zero disables the exact search.
+  double timeLimitSeconds = 1.0;
+  /// The exact search is skipped above this many buffers: its per-node cost is
+  /// linear in the problem size, so it cannot improve very large instances.
+  size_t exactSearchMaxBuffers = 2000;
+};
+
+/// The result of placeBuffers().
+struct Placement {
+  /// Offset of each buffer, in the order the buffers were given.
+  std::vector<int64_t> offsets;
+  /// max(offset + aligned size); 0 when there are no buffers.
+  int64_t arenaSize = 0;
+  /// computeLowerBound() of the same problem with the same alignment.
+  int64_t lowerBound = 0;
+  /// Which method produced `offsets` ("greedy-by-size", "exact", ...).
+  std::string method;
+  /// True when the arena is proven minimal: it equals the lower bound, or the
+  /// exact search finished without hitting its time limit.
+  bool provenOptimal = false;
+  /// Nodes visited by the exact search (0 when it did not run).
+  uint64_t searchNodes = 0;
+};
+
+/// Rounds `value` up to a multiple of `alignment` (which must be >= 1).
+int64_t alignUp(int64_t value, int64_t alignment);
+
+/// The largest total (aligned) size of the buffers live at one instant. No
+/// placement can use a smaller arena. O(n log n).
+int64_t computeLowerBound(const std::vector<Buffer> &buffers,
+                          int64_t alignment = 1);
+
+/// Places `buffers` in one arena so that two buffers whose lifetimes overlap
+/// never overlap in memory, trying to minimise the arena size.
+///
+/// Preconditions (checked by the callers that read user input): sizes are in
+/// [0, 2^40], alignment is in [1, 2^30]. Buffers with an empty lifetime
+/// (upper <= lower) or a zero size conflict with nothing and get offset 0.
+/// Deterministic: the same input and time limit give the same placement
+/// unless the time limit cuts the exact search at a different point.
+Placement placeBuffers(const std::vector<Buffer> &buffers,
+                       const PlacementOptions &options = {});
+
+} // namespace memopt
+
+#endif // MEMOPT_PLANNING_PLACEMENT_H
