@@ -1,0 +1,249 @@
+//===- Elementwise.cpp - host elementwise kernels and reductions ----------===//
+//
+// Unary, binary and scalar arithmetic, activation gradients and reductions.
+// Every kernel stages f16/bf16 operands in f32, computes in f32 (reductions
+// accumulate in double, sequentially, so results do not depend on
+// threading), and rounds once into the output dtype.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostRuntime.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace memopt::host;
+
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCoeff = 0.044715f;
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+float applyUnary(memopt_unary_op op, float x) {
+  switch (op) {
+  case MEMOPT_UNARY_NEG:
+    return -x;
+  case MEMOPT_UNARY_EXP:
+    return std::exp(x);
+  case MEMOPT_UNARY_LOG:
+    return std::log(x);
+  case MEMOPT_UNARY_SQRT:
+    return std::sqrt(x);
+  case MEMOPT_UNARY_RSQRT:
+    return 1.0f / std::sqrt(x);
+  case MEMOPT_UNARY_TANH:
+    return std::tanh(x);
+  case MEMOPT_UNARY_SIGMOID:
+    return sigmoid(x);
+  case MEMOPT_UNARY_RELU:
+    // NaN propagates, as torch.relu.
+    return x > 0.0f || std::isnan(x) ? x : 0.0f;
+  case MEMOPT_UNARY_SILU:
+    return x * sigmoid(x);
+  case MEMOPT_UNARY_GELU:
+    return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2));
+  case MEMOPT_UNARY_GELU_TANH:
+    return 0.5f * x *
+           (1.0f + std::tanh(kSqrt2OverPi * (x + kGeluCoeff * x * x * x)));
+  }
+  return x;
+}
+
+float applyBinary(memopt_binary_op op, float a, float b) {
+  switch (op) {
+  case MEMOPT_BINARY_ADD:
+    return a + b;
+  case MEMOPT_BINARY_SUB:
+    return a - b;
+  case MEMOPT_BINARY_MUL:
+    return a * b;
+  case MEMOPT_BINARY_DIV:
+    return a / b;
+  case MEMOPT_BINARY_MAXIMUM:
+    if (std::isnan(a) || std::isnan(b))
+      return std::numeric_limits<float>::quiet_NaN();
+    return a > b ? a : b;
+  }
+  return a;
+}
+
+float applyActivationGrad(memopt_activation_grad_op op, float v, float g) {
+  switch (op) {
+  case MEMOPT_GRAD_RELU:
+    return v > 0.0f ? g : 0.0f;
+  case MEMOPT_GRAD_SILU: {
+    float s = sigmoid(v);
+    return g * s * (1.0f + v * (1.0f - s));
+  }
+  case MEMOPT_GRAD_TANH:
+    return g * (1.0f - v * v);
+  case MEMOPT_GRAD_SIGMOID:
+    return g * v * (1.0f - v);
+  case MEMOPT_GRAD_GELU: {
+    float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
+    float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+    return g * (cdf + v * pdf);
+  }
+  case MEMOPT_GRAD_GELU_TANH: {
+    float inner = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
+    float t = std::tanh(inner);
+    float dInner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
+    return g * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dInner);
+  }
+  }
+  return g;
+}
+
+bool checkElementwise(memopt_context *ctx, const char *entry,
+                      memopt_dtype dtype, int64_t n,
+                      std::initializer_list<const void *> pointers) {
+  return isLive(ctx) && checkFloat(ctx, entry, dtype) &&
+         checkExtents(ctx, entry, {n}) &&
+         checkPointers(ctx, entry, n, pointers);
+}
+
+} // namespace
+
+void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
+                  const void *input, void *out, int64_t n) {
+  const char *entry = "memopt_unary";
+  if (!checkElementwise(ctx, entry, dtype, n, {input, out}))
+    return;
+  if (op < MEMOPT_UNARY_NEG || op > MEMOPT_UNARY_GELU_TANH) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown op %d",
+             static_cast<int>(op));
+    return;
+  }
+  F32Input x(ctx, dtype, input, n);
+  F32Output y(ctx, dtype, out, n);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = applyUnary(op, x[i]);
+  y.commit();
+}
+
+void memopt_binary(memopt_context *ctx, memopt_binary_op op, memopt_dtype dtype,
+                   const void *lhs, const void *rhs, void *out, int64_t n) {
+  const char *entry = "memopt_binary";
+  if (!checkElementwise(ctx, entry, dtype, n, {lhs, rhs, out}))
+    return;
+  if (op < MEMOPT_BINARY_ADD || op > MEMOPT_BINARY_MAXIMUM) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown op %d",
+             static_cast<int>(op));
+    return;
+  }
+  F32Input a(ctx, dtype, lhs, n);
+  F32Input b(ctx, dtype, rhs, n);
+  F32Output y(ctx, dtype, out, n);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = applyBinary(op, a[i], b[i]);
+  y.commit();
+}
+
+void memopt_scalar(memopt_context *ctx, memopt_scalar_op op, memopt_dtype dtype,
+                   const void *input, double value, void *out, int64_t n) {
+  const char *entry = "memopt_scalar";
+  if (!checkElementwise(ctx, entry, dtype, n, {input, out}))
+    return;
+  if (op < MEMOPT_SCALAR_ADD || op > MEMOPT_SCALAR_POW) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown op %d",
+             static_cast<int>(op));
+    return;
+  }
+  float v = static_cast<float>(value);
+  F32Input x(ctx, dtype, input, n);
+  F32Output y(ctx, dtype, out, n);
+  for (int64_t i = 0; i < n; ++i) {
+    switch (op) {
+    case MEMOPT_SCALAR_ADD:
+      y[i] = x[i] + v;
+      break;
+    case MEMOPT_SCALAR_MUL:
+      y[i] = x[i] * v;
+      break;
+    case MEMOPT_SCALAR_POW:
+      y[i] = std::pow(x[i], v);
+      break;
+    }
+  }
+  y.commit();
+}
+
+void memopt_activation_grad(memopt_context *ctx, memopt_activation_grad_op op,
+                            memopt_dtype dtype, const void *x_or_y,
+                            const void *grad, void *out, int64_t n) {
+  const char *entry = "memopt_activation_grad";
+  if (!checkElementwise(ctx, entry, dtype, n, {x_or_y, grad, out}))
+    return;
+  if (op < MEMOPT_GRAD_RELU || op > MEMOPT_GRAD_GELU_TANH) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown op %d",
+             static_cast<int>(op));
+    return;
+  }
+  F32Input v(ctx, dtype, x_or_y, n);
+  F32Input g(ctx, dtype, grad, n);
+  F32Output y(ctx, dtype, out, n);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = applyActivationGrad(op, v[i], g[i]);
+  y.commit();
+}
+
+void memopt_reduce(memopt_context *ctx, memopt_reduce_op op,
+                   memopt_dtype in_dtype, const void *input,
+                   memopt_dtype out_dtype, void *out, int64_t outer,
+                   int64_t reduced, int64_t inner) {
+  const char *entry = "memopt_reduce";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, in_dtype) ||
+      !checkFloat(ctx, entry, out_dtype) ||
+      !checkExtents(ctx, entry, {outer, reduced, inner}))
+    return;
+  if (out_dtype != in_dtype && out_dtype != MEMOPT_F32) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "result dtype %s is neither the input's (%s) nor f32",
+             dtypeName(out_dtype), dtypeName(in_dtype));
+    return;
+  }
+  if (op < MEMOPT_REDUCE_SUM || op > MEMOPT_REDUCE_MAX) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown op %d",
+             static_cast<int>(op));
+    return;
+  }
+  if (op == MEMOPT_REDUCE_MAX && reduced == 0) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "max over an empty extent");
+    return;
+  }
+  int64_t total = outer * reduced * inner;
+  if (!checkPointers(ctx, entry, outer * inner, {input, out}))
+    return;
+  F32Input x(ctx, in_dtype, input, total);
+  F32Output y(ctx, out_dtype, out, outer * inner);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const float *row = x.get() + o * reduced * inner + i;
+      if (op == MEMOPT_REDUCE_MAX) {
+        float best = row[0];
+        for (int64_t r = 1; r < reduced; ++r) {
+          float v = row[r * inner];
+          if (std::isnan(v) || v > best)
+            best = v;
+          if (std::isnan(best))
+            break;
+        }
+        y[o * inner + i] = best;
+        continue;
+      }
+      double sum = 0.0;
+      for (int64_t r = 0; r < reduced; ++r)
+        sum += row[r * inner];
+      if (op == MEMOPT_REDUCE_MEAN)
+        sum = reduced ? sum / static_cast<double>(reduced)
+                      : std::numeric_limits<double>::quiet_NaN();
+      y[o * inner + i] = static_cast<float>(sum);
+    }
+  }
+  y.commit();
+}

@@ -1,0 +1,416 @@
+//===- HostRuntime.cpp - host runtime context and memory ------------------===//
+//
+// The context (arena, workspace accounting, step counter, timers, sticky
+// error), memory entries, casts and selection. Kernels live in the files
+// named after their concern (Elementwise.cpp, Gemm.cpp, ...).
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostRuntime.h"
+#include "Float16.h"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+using namespace memopt::host;
+
+//===----------------------------------------------------------------------===//
+// Internal helpers
+//===----------------------------------------------------------------------===//
+
+void memopt::host::setError(memopt_context *ctx, memopt_status status,
+                            const char *entry, const char *format, ...) {
+  if (!ctx || ctx->status != MEMOPT_OK)
+    return;
+  char buffer[512];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buffer, sizeof(buffer), format, args);
+  va_end(args);
+  ctx->status = status;
+  ctx->message = std::string(entry) + ": " + buffer;
+}
+
+const char *memopt::host::dtypeName(memopt_dtype dtype) {
+  switch (dtype) {
+  case MEMOPT_F32:
+    return "f32";
+  case MEMOPT_F16:
+    return "f16";
+  case MEMOPT_BF16:
+    return "bf16";
+  case MEMOPT_I32:
+    return "i32";
+  case MEMOPT_I64:
+    return "i64";
+  case MEMOPT_I1:
+    return "i1";
+  }
+  return "unknown dtype";
+}
+
+bool memopt::host::checkFloat(memopt_context *ctx, const char *entry,
+                              memopt_dtype dtype) {
+  if (isFloatType(dtype))
+    return true;
+  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+           "expected a float dtype (f32, f16, bf16), got %s (%d)",
+           dtypeName(dtype), static_cast<int>(dtype));
+  return false;
+}
+
+bool memopt::host::checkIndexType(memopt_context *ctx, const char *entry,
+                                  memopt_dtype dtype) {
+  if (dtype == MEMOPT_I32 || dtype == MEMOPT_I64)
+    return true;
+  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+           "expected an index dtype (i32, i64), got %s (%d)", dtypeName(dtype),
+           static_cast<int>(dtype));
+  return false;
+}
+
+bool memopt::host::checkExtents(memopt_context *ctx, const char *entry,
+                                std::initializer_list<int64_t> extents) {
+  for (int64_t extent : extents) {
+    if (extent < 0) {
+      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+               "negative extent %lld", static_cast<long long>(extent));
+      return false;
+    }
+  }
+  return true;
+}
+
+bool memopt::host::checkPointers(memopt_context *ctx, const char *entry,
+                                 int64_t n,
+                                 std::initializer_list<const void *> pointers) {
+  if (n <= 0)
+    return true;
+  for (const void *pointer : pointers) {
+    if (!pointer) {
+      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "null buffer");
+      return false;
+    }
+  }
+  return true;
+}
+
+void memopt::host::loadF32(memopt_dtype dtype, const void *src, float *dst,
+                           int64_t n) {
+  if (dtype == MEMOPT_F32) {
+    std::memmove(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  const uint16_t *bits = static_cast<const uint16_t *>(src);
+  if (dtype == MEMOPT_F16) {
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = halfBitsToFloat(bits[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = bfloat16BitsToFloat(bits[i]);
+  }
+}
+
+void memopt::host::storeF32(memopt_dtype dtype, const float *src, void *dst,
+                            int64_t n) {
+  if (dtype == MEMOPT_F32) {
+    std::memmove(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  uint16_t *bits = static_cast<uint16_t *>(dst);
+  if (dtype == MEMOPT_F16) {
+    for (int64_t i = 0; i < n; ++i)
+      bits[i] = floatToHalfBits(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      bits[i] = floatToBFloat16Bits(src[i]);
+  }
+}
+
+static void updateHighWater(memopt_context *ctx) {
+  uint64_t total = ctx->arenaBytes + ctx->workspaceBytes;
+  if (total > ctx->highWater)
+    ctx->highWater = total;
+}
+
+void memopt::host::acquireWorkspace(memopt_context *ctx, uint64_t bytes) {
+  if (!ctx || !bytes)
+    return;
+  ctx->workspaceBytes += bytes;
+  updateHighWater(ctx);
+}
+
+void memopt::host::releaseWorkspace(memopt_context *ctx, uint64_t bytes) {
+  if (!ctx || !bytes)
+    return;
+  ctx->workspaceBytes -= bytes;
+}
+
+//===----------------------------------------------------------------------===//
+// Context
+//===----------------------------------------------------------------------===//
+
+memopt_context *memopt_context_create(void) {
+  return new (std::nothrow) memopt_context();
+}
+
+void memopt_context_destroy(memopt_context *ctx) {
+  if (!ctx)
+    return;
+  std::free(ctx->arena);
+  delete ctx;
+}
+
+memopt_status memopt_get_status(const memopt_context *ctx) {
+  return ctx ? ctx->status : MEMOPT_ERROR_INVALID_ARGUMENT;
+}
+
+const char *memopt_get_error_message(const memopt_context *ctx) {
+  return ctx ? ctx->message.c_str() : "null memopt_context";
+}
+
+void memopt_clear_error(memopt_context *ctx) {
+  if (!ctx)
+    return;
+  ctx->status = MEMOPT_OK;
+  ctx->message.clear();
+}
+
+void *memopt_arena_allocate(memopt_context *ctx, uint64_t bytes) {
+  if (!isLive(ctx))
+    return nullptr;
+  std::free(ctx->arena);
+  ctx->arena = nullptr;
+  ctx->arenaBytes = 0;
+  // aligned_alloc needs a size that is a multiple of the alignment.
+  uint64_t rounded = (bytes + 255) / 256 * 256;
+  if (rounded == 0)
+    rounded = 256;
+  void *block = std::aligned_alloc(256, static_cast<size_t>(rounded));
+  if (!block) {
+    setError(ctx, MEMOPT_ERROR_OUT_OF_MEMORY, "memopt_arena_allocate",
+             "cannot allocate %llu bytes",
+             static_cast<unsigned long long>(bytes));
+    return nullptr;
+  }
+  std::memset(block, 0, static_cast<size_t>(rounded));
+  ctx->arena = block;
+  ctx->arenaBytes = bytes;
+  updateHighWater(ctx);
+  return block;
+}
+
+void *memopt_arena_base(const memopt_context *ctx) {
+  return ctx ? ctx->arena : nullptr;
+}
+
+uint64_t memopt_arena_size(const memopt_context *ctx) {
+  return ctx ? ctx->arenaBytes : 0;
+}
+
+uint64_t memopt_memory_high_water(const memopt_context *ctx) {
+  return ctx ? ctx->highWater : 0;
+}
+
+void memopt_set_step(memopt_context *ctx, uint64_t step) {
+  if (ctx)
+    ctx->step = step;
+}
+
+uint64_t memopt_get_step(const memopt_context *ctx) {
+  return ctx ? ctx->step : 0;
+}
+
+void memopt_advance_step(memopt_context *ctx) {
+  if (ctx)
+    ++ctx->step;
+}
+
+void memopt_step_begin(memopt_context *ctx) {
+  if (ctx)
+    ctx->stepStart = std::chrono::steady_clock::now();
+}
+
+double memopt_step_end(memopt_context *ctx) {
+  if (!ctx)
+    return 0.0;
+  std::chrono::duration<double> elapsed =
+      std::chrono::steady_clock::now() - ctx->stepStart;
+  ctx->lastStepSeconds = elapsed.count();
+  return ctx->lastStepSeconds;
+}
+
+double memopt_last_step_seconds(const memopt_context *ctx) {
+  return ctx ? ctx->lastStepSeconds : 0.0;
+}
+
+void memopt_synchronize(memopt_context *) {}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+size_t memopt_dtype_size(memopt_dtype dtype) {
+  switch (dtype) {
+  case MEMOPT_F32:
+  case MEMOPT_I32:
+    return 4;
+  case MEMOPT_F16:
+  case MEMOPT_BF16:
+    return 2;
+  case MEMOPT_I64:
+    return 8;
+  case MEMOPT_I1:
+    return 1;
+  }
+  return 0;
+}
+
+static void copyBytes(memopt_context *ctx, const char *entry, void *dst,
+                      const void *src, uint64_t bytes) {
+  if (!isLive(ctx) || !checkPointers(ctx, entry, bytes ? 1 : 0, {dst, src}))
+    return;
+  if (bytes)
+    std::memmove(dst, src, static_cast<size_t>(bytes));
+}
+
+void memopt_copy_from_host(memopt_context *ctx, void *dst, const void *src,
+                           uint64_t bytes) {
+  copyBytes(ctx, "memopt_copy_from_host", dst, src, bytes);
+}
+
+void memopt_copy_to_host(memopt_context *ctx, void *dst, const void *src,
+                         uint64_t bytes) {
+  copyBytes(ctx, "memopt_copy_to_host", dst, src, bytes);
+}
+
+void memopt_copy(memopt_context *ctx, void *dst, const void *src,
+                 uint64_t bytes) {
+  copyBytes(ctx, "memopt_copy", dst, src, bytes);
+}
+
+void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
+                 double value) {
+  const char *entry = "memopt_fill";
+  if (!isLive(ctx) || !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, n, {dst}))
+    return;
+  switch (dtype) {
+  case MEMOPT_F32: {
+    float v = static_cast<float>(value);
+    float *out = static_cast<float *>(dst);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = v;
+    return;
+  }
+  case MEMOPT_F16:
+  case MEMOPT_BF16: {
+    float v = static_cast<float>(value);
+    uint16_t bits =
+        dtype == MEMOPT_F16 ? floatToHalfBits(v) : floatToBFloat16Bits(v);
+    uint16_t *out = static_cast<uint16_t *>(dst);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = bits;
+    return;
+  }
+  case MEMOPT_I32: {
+    int32_t *out = static_cast<int32_t *>(dst);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = static_cast<int32_t>(value);
+    return;
+  }
+  case MEMOPT_I64: {
+    int64_t *out = static_cast<int64_t *>(dst);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = static_cast<int64_t>(value);
+    return;
+  }
+  case MEMOPT_I1:
+    std::memset(dst, value != 0.0 ? 1 : 0, static_cast<size_t>(n));
+    return;
+  }
+  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown dtype %d",
+           static_cast<int>(dtype));
+}
+
+//===----------------------------------------------------------------------===//
+// Casts and selection
+//===----------------------------------------------------------------------===//
+
+void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
+                 memopt_dtype out_dtype, void *output, int64_t n) {
+  const char *entry = "memopt_cast";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, in_dtype) ||
+      !checkFloat(ctx, entry, out_dtype) || !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, n, {input, output}))
+    return;
+  if (in_dtype == out_dtype) {
+    std::memmove(output, input,
+                 static_cast<size_t>(n) * memopt_dtype_size(in_dtype));
+    return;
+  }
+  // Convert in chunks so that the workspace stays small and input/output may
+  // alias when the element sizes match (f16 <-> bf16).
+  constexpr int64_t chunk = 4096;
+  float buffer[chunk];
+  size_t inSize = memopt_dtype_size(in_dtype);
+  size_t outSize = memopt_dtype_size(out_dtype);
+  for (int64_t begin = 0; begin < n; begin += chunk) {
+    int64_t count = n - begin < chunk ? n - begin : chunk;
+    loadF32(in_dtype, static_cast<const char *>(input) + begin * inSize, buffer,
+            count);
+    storeF32(out_dtype, buffer, static_cast<char *>(output) + begin * outSize,
+             count);
+  }
+}
+
+void memopt_where(memopt_context *ctx, memopt_dtype dtype, const uint8_t *cond,
+                  const void *a, const void *b, void *out, int64_t n) {
+  const char *entry = "memopt_where";
+  size_t size = memopt_dtype_size(dtype);
+  if (!isLive(ctx))
+    return;
+  if (!size) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown dtype %d",
+             static_cast<int>(dtype));
+    return;
+  }
+  if (!checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, n, {cond, a, b, out}))
+    return;
+  const char *pa = static_cast<const char *>(a);
+  const char *pb = static_cast<const char *>(b);
+  char *po = static_cast<char *>(out);
+  for (int64_t i = 0; i < n; ++i)
+    std::memmove(po + i * size, (cond[i] ? pa : pb) + i * size, size);
+}
+
+void memopt_masked_fill(memopt_context *ctx, memopt_dtype dtype,
+                        const void *input, const uint8_t *mask, double value,
+                        void *out, int64_t n) {
+  const char *entry = "memopt_masked_fill";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, n, {input, mask, out}))
+    return;
+  size_t size = memopt_dtype_size(dtype);
+  float v = static_cast<float>(value);
+  uint16_t bits = dtype == MEMOPT_F16    ? floatToHalfBits(v)
+                  : dtype == MEMOPT_BF16 ? floatToBFloat16Bits(v)
+                                         : 0;
+  const char *in = static_cast<const char *>(input);
+  char *po = static_cast<char *>(out);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!mask[i]) {
+      std::memmove(po + i * size, in + i * size, size);
+    } else if (dtype == MEMOPT_F32) {
+      std::memcpy(po + i * size, &v, size);
+    } else {
+      std::memcpy(po + i * size, &bits, size);
+    }
+  }
+}

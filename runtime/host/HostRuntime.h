@@ -1,0 +1,159 @@
+//===- HostRuntime.h - host runtime internals -------------------*- C++ -*-===//
+//
+// The state behind `memopt_context` and the helpers every kernel file uses:
+// the sticky error, argument checks, and f32 staging of f16/bf16 operands
+// (kernels compute in f32 and round once on the way out).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_RUNTIME_HOST_HOSTRUNTIME_H
+#define MEMOPT_RUNTIME_HOST_HOSTRUNTIME_H
+
+#include "memopt/runtime.h"
+
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+struct memopt_context {
+  /// The arena: one 256-byte aligned block.
+  void *arena = nullptr;
+  uint64_t arenaBytes = 0;
+  /// Bytes of workspace currently held by kernels, and the peak of arena plus
+  /// workspace.
+  uint64_t workspaceBytes = 0;
+  uint64_t highWater = 0;
+  uint64_t step = 0;
+  std::chrono::steady_clock::time_point stepStart;
+  double lastStepSeconds = 0.0;
+  memopt_status status = MEMOPT_OK;
+  std::string message;
+};
+
+namespace memopt {
+namespace host {
+
+/// True when the entry should run: the context exists and holds no error.
+inline bool isLive(const memopt_context *ctx) {
+  return ctx && ctx->status == MEMOPT_OK;
+}
+
+/// Records the first error: "<entry>: <printf-formatted message>".
+void setError(memopt_context *ctx, memopt_status status, const char *entry,
+              const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/// The name of a dtype for messages ("f32", ...).
+const char *dtypeName(memopt_dtype dtype);
+
+/// True for F32, F16 and BF16.
+inline bool isFloatType(memopt_dtype dtype) {
+  return dtype == MEMOPT_F32 || dtype == MEMOPT_F16 || dtype == MEMOPT_BF16;
+}
+
+/// Records an error and returns false unless `dtype` is a float dtype.
+bool checkFloat(memopt_context *ctx, const char *entry, memopt_dtype dtype);
+
+/// Records an error and returns false unless every extent is >= 0.
+bool checkExtents(memopt_context *ctx, const char *entry,
+                  std::initializer_list<int64_t> extents);
+
+/// Records an error and returns false if any pointer is null while `n` > 0.
+bool checkPointers(memopt_context *ctx, const char *entry, int64_t n,
+                   std::initializer_list<const void *> pointers);
+
+/// Converts `n` elements of float `dtype` at `src` to f32.
+void loadF32(memopt_dtype dtype, const void *src, float *dst, int64_t n);
+
+/// Rounds `n` f32 values into float `dtype` at `dst`.
+void storeF32(memopt_dtype dtype, const float *src, void *dst, int64_t n);
+
+/// Accounts `bytes` of workspace held from now on (for the high-water mark).
+void acquireWorkspace(memopt_context *ctx, uint64_t bytes);
+
+/// Accounts `bytes` of workspace released.
+void releaseWorkspace(memopt_context *ctx, uint64_t bytes);
+
+/// Workspace of `n` floats, counted in the context's high-water mark while
+/// alive.
+class Workspace {
+public:
+  Workspace(memopt_context *ctx, int64_t n)
+      : ctx(ctx), data(static_cast<size_t>(n > 0 ? n : 0)) {
+    acquireWorkspace(ctx, data.size() * sizeof(float));
+  }
+  ~Workspace() { releaseWorkspace(ctx, data.size() * sizeof(float)); }
+  Workspace(const Workspace &) = delete;
+  Workspace &operator=(const Workspace &) = delete;
+
+  float *get() { return data.data(); }
+
+private:
+  memopt_context *ctx;
+  std::vector<float> data;
+};
+
+/// A read-only f32 view of a float tensor: the tensor itself when it is f32,
+/// otherwise an f32 copy in workspace.
+class F32Input {
+public:
+  F32Input(memopt_context *ctx, memopt_dtype dtype, const void *src, int64_t n)
+      : copy(ctx, dtype == MEMOPT_F32 ? 0 : n) {
+    if (dtype == MEMOPT_F32) {
+      ptr = static_cast<const float *>(src);
+    } else {
+      loadF32(dtype, src, copy.get(), n);
+      ptr = copy.get();
+    }
+  }
+  const float *get() const { return ptr; }
+  float operator[](int64_t i) const { return ptr[i]; }
+
+private:
+  Workspace copy;
+  const float *ptr;
+};
+
+/// A writable f32 view of a float output: the tensor itself when it is f32,
+/// otherwise f32 workspace rounded into the tensor by commit().
+class F32Output {
+public:
+  F32Output(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n)
+      : copy(ctx, dtype == MEMOPT_F32 ? 0 : n), dtype(dtype), dst(dst), n(n) {
+    ptr = dtype == MEMOPT_F32 ? static_cast<float *>(dst) : copy.get();
+  }
+  float *get() { return ptr; }
+  float &operator[](int64_t i) { return ptr[i]; }
+  /// Writes the values back when the tensor is not f32.
+  void commit() {
+    if (dtype != MEMOPT_F32)
+      storeF32(dtype, ptr, dst, n);
+  }
+
+private:
+  Workspace copy;
+  memopt_dtype dtype;
+  void *dst;
+  int64_t n;
+  float *ptr;
+};
+
+/// Reads index `i` of an I32 or I64 tensor.
+inline int64_t loadIndex(memopt_dtype dtype, const void *src, int64_t i) {
+  if (dtype == MEMOPT_I32)
+    return static_cast<const int32_t *>(src)[i];
+  return static_cast<const int64_t *>(src)[i];
+}
+
+/// Records an error and returns false unless `dtype` is I32 or I64.
+bool checkIndexType(memopt_context *ctx, const char *entry, memopt_dtype dtype);
+
+} // namespace host
+} // namespace memopt
+
+#endif // MEMOPT_RUNTIME_HOST_HOSTRUNTIME_H

@@ -1,0 +1,181 @@
+//===- Loss.cpp - host loss kernels ---------------------------------------===//
+//
+// Softmax cross-entropy with ignore_index and mean squared error, with their
+// gradients. Losses are computed in f32 per element and summed in double in
+// row order; the result is an f32 scalar. Under mean reduction a
+// cross-entropy whose every row is ignored is NaN (0 / 0, as PyTorch) and
+// its gradient is zero.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostRuntime.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace memopt::host;
+
+namespace {
+
+bool checkReduction(memopt_context *ctx, const char *entry,
+                    memopt_loss_reduction reduction) {
+  if (reduction == MEMOPT_REDUCTION_MEAN || reduction == MEMOPT_REDUCTION_SUM)
+    return true;
+  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown reduction %d",
+           static_cast<int>(reduction));
+  return false;
+}
+
+/// Checks the labels and returns the number of rows that are not ignored, or
+/// -1 after recording an error.
+int64_t countLabels(memopt_context *ctx, const char *entry,
+                    memopt_dtype label_dtype, const void *labels, int64_t rows,
+                    int64_t classes, int64_t ignoreIndex) {
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t label = loadIndex(label_dtype, labels, r);
+    if (label == ignoreIndex)
+      continue;
+    if (label < 0 || label >= classes) {
+      setError(ctx, MEMOPT_ERROR_INDEX_OUT_OF_RANGE, entry,
+               "label %lld of row %lld out of range [0, %lld)",
+               static_cast<long long>(label), static_cast<long long>(r),
+               static_cast<long long>(classes));
+      return -1;
+    }
+    ++count;
+  }
+  return count;
+}
+
+/// log(sum(exp(row))) with the maximum subtracted first, in double.
+double logSumExp(const float *row, int64_t classes) {
+  float maxValue = -INFINITY;
+  for (int64_t j = 0; j < classes; ++j)
+    maxValue = std::fmax(maxValue, row[j]);
+  double sum = 0.0;
+  for (int64_t j = 0; j < classes; ++j)
+    sum += std::exp(static_cast<double>(row[j]) - maxValue);
+  return maxValue + std::log(sum);
+}
+
+} // namespace
+
+void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
+                          const void *logits, memopt_dtype label_dtype,
+                          const void *labels, float *loss, int64_t rows,
+                          int64_t classes, int64_t ignore_index,
+                          memopt_loss_reduction reduction) {
+  const char *entry = "memopt_cross_entropy";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkIndexType(ctx, entry, label_dtype) ||
+      !checkReduction(ctx, entry, reduction) ||
+      !checkExtents(ctx, entry, {rows, classes}) ||
+      !checkPointers(ctx, entry, 1, {loss}) ||
+      !checkPointers(ctx, entry, rows, {logits, labels}))
+    return;
+  int64_t count =
+      countLabels(ctx, entry, label_dtype, labels, rows, classes, ignore_index);
+  if (count < 0)
+    return;
+  F32Input x(ctx, dtype, logits, rows * classes);
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t label = loadIndex(label_dtype, labels, r);
+    if (label == ignore_index)
+      continue;
+    const float *row = x.get() + r * classes;
+    total += logSumExp(row, classes) - row[label];
+  }
+  if (reduction == MEMOPT_REDUCTION_MEAN)
+    total = count ? total / static_cast<double>(count)
+                  : std::numeric_limits<double>::quiet_NaN();
+  *loss = static_cast<float>(total);
+}
+
+void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
+                               const void *logits, memopt_dtype label_dtype,
+                               const void *labels, const float *grad_loss,
+                               void *out, int64_t rows, int64_t classes,
+                               int64_t ignore_index,
+                               memopt_loss_reduction reduction) {
+  const char *entry = "memopt_cross_entropy_grad";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkIndexType(ctx, entry, label_dtype) ||
+      !checkReduction(ctx, entry, reduction) ||
+      !checkExtents(ctx, entry, {rows, classes}) ||
+      !checkPointers(ctx, entry, 1, {grad_loss}) ||
+      !checkPointers(ctx, entry, rows, {logits, labels, out}))
+    return;
+  int64_t count =
+      countLabels(ctx, entry, label_dtype, labels, rows, classes, ignore_index);
+  if (count < 0)
+    return;
+  double scale = *grad_loss;
+  if (reduction == MEMOPT_REDUCTION_MEAN)
+    scale = count ? scale / static_cast<double>(count) : 0.0;
+  float s = static_cast<float>(scale);
+  F32Input x(ctx, dtype, logits, rows * classes);
+  F32Output dx(ctx, dtype, out, rows * classes);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t label = loadIndex(label_dtype, labels, r);
+    const float *row = x.get() + r * classes;
+    float *drow = dx.get() + r * classes;
+    if (label == ignore_index) {
+      for (int64_t j = 0; j < classes; ++j)
+        drow[j] = 0.0f;
+      continue;
+    }
+    double lse = logSumExp(row, classes);
+    for (int64_t j = 0; j < classes; ++j) {
+      float p = static_cast<float>(std::exp(static_cast<double>(row[j]) - lse));
+      drow[j] = s * (p - (j == label ? 1.0f : 0.0f));
+    }
+  }
+  dx.commit();
+}
+
+void memopt_mse_loss(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                     const void *target, float *loss, int64_t n,
+                     memopt_loss_reduction reduction) {
+  const char *entry = "memopt_mse_loss";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkReduction(ctx, entry, reduction) ||
+      !checkExtents(ctx, entry, {n}) || !checkPointers(ctx, entry, 1, {loss}) ||
+      !checkPointers(ctx, entry, n, {input, target}))
+    return;
+  F32Input x(ctx, dtype, input, n);
+  F32Input t(ctx, dtype, target, n);
+  double total = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    float d = x[i] - t[i];
+    total += static_cast<double>(d) * d;
+  }
+  if (reduction == MEMOPT_REDUCTION_MEAN)
+    total = n ? total / static_cast<double>(n)
+              : std::numeric_limits<double>::quiet_NaN();
+  *loss = static_cast<float>(total);
+}
+
+void memopt_mse_loss_grad(memopt_context *ctx, memopt_dtype dtype,
+                          const void *input, const void *target,
+                          const float *grad_loss, void *out, int64_t n,
+                          memopt_loss_reduction reduction) {
+  const char *entry = "memopt_mse_loss_grad";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkReduction(ctx, entry, reduction) ||
+      !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, 1, {grad_loss}) ||
+      !checkPointers(ctx, entry, n, {input, target, out}))
+    return;
+  double scale = 2.0 * *grad_loss;
+  if (reduction == MEMOPT_REDUCTION_MEAN && n)
+    scale /= static_cast<double>(n);
+  float s = static_cast<float>(scale);
+  F32Input x(ctx, dtype, input, n);
+  F32Input t(ctx, dtype, target, n);
+  F32Output dx(ctx, dtype, out, n);
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = s * (x[i] - t[i]);
+  dx.commit();
+}

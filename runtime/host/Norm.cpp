@@ -1,0 +1,387 @@
+//===- Norm.cpp - host softmax and normalisation kernels ------------------===//
+//
+// Softmax and log-softmax (+grads) along the middle extent of
+// [outer, dim, inner], and layer, RMS and batch normalisation (+grads).
+// Statistics and every sum accumulate in double in a fixed order, then
+// round to f32 once; per-element arithmetic is f32.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostRuntime.h"
+
+#include <cmath>
+#include <vector>
+
+using namespace memopt::host;
+
+namespace {
+
+bool checkSoftmax(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+                  int64_t outer, int64_t dim, int64_t inner,
+                  std::initializer_list<const void *> pointers) {
+  return isLive(ctx) && checkFloat(ctx, entry, dtype) &&
+         checkExtents(ctx, entry, {outer, dim, inner}) &&
+         checkPointers(ctx, entry, outer * dim * inner, pointers);
+}
+
+/// Computes softmax (or log-softmax) of each [dim] column with stride
+/// `inner`.
+void softmaxForward(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                    void *out, int64_t outer, int64_t dim, int64_t inner,
+                    bool isLog) {
+  int64_t n = outer * dim * inner;
+  F32Input x(ctx, dtype, input, n);
+  F32Output y(ctx, dtype, out, n);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      const float *xs = x.get() + o * dim * inner + i;
+      float *ys = y.get() + o * dim * inner + i;
+      float maxValue = -INFINITY;
+      for (int64_t r = 0; r < dim; ++r)
+        maxValue = std::fmax(maxValue, xs[r * inner]);
+      // A row without a finite maximum gives NaN, as in PyTorch.
+      float shift = maxValue;
+      double sum = 0.0;
+      for (int64_t r = 0; r < dim; ++r)
+        sum += std::exp(xs[r * inner] - shift);
+      if (isLog) {
+        float logSum = static_cast<float>(std::log(sum));
+        for (int64_t r = 0; r < dim; ++r)
+          ys[r * inner] = xs[r * inner] - shift - logSum;
+      } else {
+        float inv = static_cast<float>(1.0 / sum);
+        for (int64_t r = 0; r < dim; ++r)
+          ys[r * inner] = std::exp(xs[r * inner] - shift) * inv;
+      }
+    }
+  }
+  y.commit();
+}
+
+void softmaxBackward(memopt_context *ctx, memopt_dtype dtype,
+                     const void *output, const void *grad, void *out,
+                     int64_t outer, int64_t dim, int64_t inner, bool isLog) {
+  int64_t n = outer * dim * inner;
+  F32Input y(ctx, dtype, output, n);
+  F32Input g(ctx, dtype, grad, n);
+  F32Output dx(ctx, dtype, out, n);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t base = o * dim * inner + i;
+      double sum = 0.0;
+      for (int64_t r = 0; r < dim; ++r) {
+        int64_t k = base + r * inner;
+        sum += isLog ? static_cast<double>(g[k])
+                     : static_cast<double>(g[k]) * y[k];
+      }
+      float s = static_cast<float>(sum);
+      for (int64_t r = 0; r < dim; ++r) {
+        int64_t k = base + r * inner;
+        dx[k] = isLog ? g[k] - std::exp(y[k]) * s : y[k] * (g[k] - s);
+      }
+    }
+  }
+  dx.commit();
+}
+
+} // namespace
+
+void memopt_softmax(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                    void *out, int64_t outer, int64_t dim, int64_t inner) {
+  if (checkSoftmax(ctx, "memopt_softmax", dtype, outer, dim, inner,
+                   {input, out}))
+    softmaxForward(ctx, dtype, input, out, outer, dim, inner, false);
+}
+
+void memopt_log_softmax(memopt_context *ctx, memopt_dtype dtype,
+                        const void *input, void *out, int64_t outer,
+                        int64_t dim, int64_t inner) {
+  if (checkSoftmax(ctx, "memopt_log_softmax", dtype, outer, dim, inner,
+                   {input, out}))
+    softmaxForward(ctx, dtype, input, out, outer, dim, inner, true);
+}
+
+void memopt_softmax_grad(memopt_context *ctx, memopt_dtype dtype,
+                         const void *output, const void *grad, void *out,
+                         int64_t outer, int64_t dim, int64_t inner) {
+  if (checkSoftmax(ctx, "memopt_softmax_grad", dtype, outer, dim, inner,
+                   {output, grad, out}))
+    softmaxBackward(ctx, dtype, output, grad, out, outer, dim, inner, false);
+}
+
+void memopt_log_softmax_grad(memopt_context *ctx, memopt_dtype dtype,
+                             const void *output, const void *grad, void *out,
+                             int64_t outer, int64_t dim, int64_t inner) {
+  if (checkSoftmax(ctx, "memopt_log_softmax_grad", dtype, outer, dim, inner,
+                   {output, grad, out}))
+    softmaxBackward(ctx, dtype, output, grad, out, outer, dim, inner, true);
+}
+
+//===----------------------------------------------------------------------===//
+// Layer and RMS normalisation
+//===----------------------------------------------------------------------===//
+
+void memopt_layer_norm(memopt_context *ctx, memopt_dtype dtype,
+                       const void *input, memopt_dtype w_dtype,
+                       const void *weight, const void *bias, void *out,
+                       float *mean, float *rstd, int64_t rows, int64_t cols,
+                       double eps) {
+  const char *entry = "memopt_layer_norm";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkFloat(ctx, entry, w_dtype) ||
+      !checkExtents(ctx, entry, {rows, cols}) ||
+      !checkPointers(ctx, entry, rows * cols, {input, out}) ||
+      !checkPointers(ctx, entry, rows, {mean, rstd}) ||
+      !checkPointers(ctx, entry, cols, {weight, bias}))
+    return;
+  F32Input x(ctx, dtype, input, rows * cols);
+  F32Input w(ctx, w_dtype, weight, cols);
+  F32Input b(ctx, w_dtype, bias, cols);
+  F32Output y(ctx, dtype, out, rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xs = x.get() + r * cols;
+    double sum = 0.0;
+    for (int64_t j = 0; j < cols; ++j)
+      sum += xs[j];
+    double mu = sum / static_cast<double>(cols);
+    double sq = 0.0;
+    for (int64_t j = 0; j < cols; ++j)
+      sq += (xs[j] - mu) * (xs[j] - mu);
+    double var = sq / static_cast<double>(cols);
+    float m = static_cast<float>(mu);
+    float s = static_cast<float>(1.0 / std::sqrt(var + eps));
+    float *ys = y.get() + r * cols;
+    for (int64_t j = 0; j < cols; ++j)
+      ys[j] = (xs[j] - m) * s * w[j] + b[j];
+    mean[r] = m;
+    rstd[r] = s;
+  }
+  y.commit();
+}
+
+void memopt_layer_norm_grad(memopt_context *ctx, memopt_dtype dtype,
+                            const void *grad, const void *input,
+                            memopt_dtype w_dtype, const void *weight,
+                            const float *mean, const float *rstd,
+                            void *grad_input, void *grad_weight,
+                            void *grad_bias, int64_t rows, int64_t cols) {
+  const char *entry = "memopt_layer_norm_grad";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkFloat(ctx, entry, w_dtype) ||
+      !checkExtents(ctx, entry, {rows, cols}) ||
+      !checkPointers(ctx, entry, rows * cols, {grad, input, grad_input}) ||
+      !checkPointers(ctx, entry, rows, {mean, rstd}) ||
+      !checkPointers(ctx, entry, cols, {weight, grad_weight, grad_bias}))
+    return;
+  int64_t n = rows * cols;
+  F32Input dy(ctx, dtype, grad, n);
+  F32Input x(ctx, dtype, input, n);
+  F32Input w(ctx, w_dtype, weight, cols);
+  F32Output dx(ctx, dtype, grad_input, n);
+  std::vector<double> dw(static_cast<size_t>(cols), 0.0);
+  std::vector<double> db(static_cast<size_t>(cols), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *dys = dy.get() + r * cols;
+    const float *xs = x.get() + r * cols;
+    float m = mean[r], s = rstd[r];
+    double sumG = 0.0, sumGX = 0.0;
+    for (int64_t j = 0; j < cols; ++j) {
+      float xhat = (xs[j] - m) * s;
+      float g = dys[j] * w[j];
+      sumG += g;
+      sumGX += static_cast<double>(g) * xhat;
+      dw[j] += static_cast<double>(dys[j]) * xhat;
+      db[j] += dys[j];
+    }
+    float meanG = static_cast<float>(sumG / static_cast<double>(cols));
+    float meanGX = static_cast<float>(sumGX / static_cast<double>(cols));
+    float *dxs = dx.get() + r * cols;
+    for (int64_t j = 0; j < cols; ++j) {
+      float xhat = (xs[j] - m) * s;
+      dxs[j] = s * (dys[j] * w[j] - meanG - xhat * meanGX);
+    }
+  }
+  dx.commit();
+  std::vector<float> dwF(dw.begin(), dw.end()), dbF(db.begin(), db.end());
+  storeF32(w_dtype, dwF.data(), grad_weight, cols);
+  storeF32(w_dtype, dbF.data(), grad_bias, cols);
+}
+
+void memopt_rms_norm(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                     memopt_dtype w_dtype, const void *weight, void *out,
+                     float *rstd, int64_t rows, int64_t cols, double eps) {
+  const char *entry = "memopt_rms_norm";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkFloat(ctx, entry, w_dtype) ||
+      !checkExtents(ctx, entry, {rows, cols}) ||
+      !checkPointers(ctx, entry, rows * cols, {input, out}) ||
+      !checkPointers(ctx, entry, rows, {rstd}) ||
+      !checkPointers(ctx, entry, cols, {weight}))
+    return;
+  F32Input x(ctx, dtype, input, rows * cols);
+  F32Input w(ctx, w_dtype, weight, cols);
+  F32Output y(ctx, dtype, out, rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xs = x.get() + r * cols;
+    double sq = 0.0;
+    for (int64_t j = 0; j < cols; ++j)
+      sq += static_cast<double>(xs[j]) * xs[j];
+    float s = static_cast<float>(
+        1.0 / std::sqrt(sq / static_cast<double>(cols) + eps));
+    float *ys = y.get() + r * cols;
+    for (int64_t j = 0; j < cols; ++j)
+      ys[j] = xs[j] * s * w[j];
+    rstd[r] = s;
+  }
+  y.commit();
+}
+
+void memopt_rms_norm_grad(memopt_context *ctx, memopt_dtype dtype,
+                          const void *grad, const void *input,
+                          memopt_dtype w_dtype, const void *weight,
+                          const float *rstd, void *grad_input,
+                          void *grad_weight, int64_t rows, int64_t cols) {
+  const char *entry = "memopt_rms_norm_grad";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkFloat(ctx, entry, w_dtype) ||
+      !checkExtents(ctx, entry, {rows, cols}) ||
+      !checkPointers(ctx, entry, rows * cols, {grad, input, grad_input}) ||
+      !checkPointers(ctx, entry, rows, {rstd}) ||
+      !checkPointers(ctx, entry, cols, {weight, grad_weight}))
+    return;
+  int64_t n = rows * cols;
+  F32Input dy(ctx, dtype, grad, n);
+  F32Input x(ctx, dtype, input, n);
+  F32Input w(ctx, w_dtype, weight, cols);
+  F32Output dx(ctx, dtype, grad_input, n);
+  std::vector<double> dw(static_cast<size_t>(cols), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *dys = dy.get() + r * cols;
+    const float *xs = x.get() + r * cols;
+    float s = rstd[r];
+    double sumGX = 0.0;
+    for (int64_t j = 0; j < cols; ++j) {
+      sumGX += static_cast<double>(dys[j]) * w[j] * xs[j];
+      dw[j] += static_cast<double>(dys[j]) * xs[j] * s;
+    }
+    // d/dx_j of x_i * s: s * delta_ij - x_i * x_j * s^3 / cols.
+    float c = static_cast<float>(sumGX / static_cast<double>(cols) * s * s * s);
+    float *dxs = dx.get() + r * cols;
+    for (int64_t j = 0; j < cols; ++j)
+      dxs[j] = s * dys[j] * w[j] - xs[j] * c;
+  }
+  dx.commit();
+  std::vector<float> dwF(dw.begin(), dw.end());
+  storeF32(w_dtype, dwF.data(), grad_weight, cols);
+}
+
+//===----------------------------------------------------------------------===//
+// Batch normalisation
+//===----------------------------------------------------------------------===//
+
+void memopt_batch_norm(memopt_context *ctx, memopt_dtype dtype,
+                       const void *input, const float *weight,
+                       const float *bias, const float *running_mean,
+                       const float *running_var, void *out, float *mean,
+                       float *rstd, float *new_running_mean,
+                       float *new_running_var, int64_t batch, int64_t channels,
+                       int64_t spatial, double eps, double momentum) {
+  const char *entry = "memopt_batch_norm";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkExtents(ctx, entry, {batch, channels, spatial}))
+    return;
+  int64_t count = batch * spatial;
+  if (channels > 0 && count < 2) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "training needs more than one value per channel, got %lld",
+             static_cast<long long>(count));
+    return;
+  }
+  int64_t n = batch * channels * spatial;
+  if (!checkPointers(ctx, entry, n, {input, out}) ||
+      !checkPointers(ctx, entry, channels,
+                     {weight, bias, running_mean, running_var, mean, rstd,
+                      new_running_mean, new_running_var}))
+    return;
+  F32Input x(ctx, dtype, input, n);
+  F32Output y(ctx, dtype, out, n);
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0.0;
+    for (int64_t b = 0; b < batch; ++b) {
+      const float *xs = x.get() + (b * channels + c) * spatial;
+      for (int64_t s = 0; s < spatial; ++s)
+        sum += xs[s];
+    }
+    double mu = sum / static_cast<double>(count);
+    double sq = 0.0;
+    for (int64_t b = 0; b < batch; ++b) {
+      const float *xs = x.get() + (b * channels + c) * spatial;
+      for (int64_t s = 0; s < spatial; ++s)
+        sq += (xs[s] - mu) * (xs[s] - mu);
+    }
+    double var = sq / static_cast<double>(count);
+    float m = static_cast<float>(mu);
+    float r = static_cast<float>(1.0 / std::sqrt(var + eps));
+    for (int64_t b = 0; b < batch; ++b) {
+      const float *xs = x.get() + (b * channels + c) * spatial;
+      float *ys = y.get() + (b * channels + c) * spatial;
+      for (int64_t s = 0; s < spatial; ++s)
+        ys[s] = (xs[s] - m) * r * weight[c] + bias[c];
+    }
+    double unbiased = sq / static_cast<double>(count - 1);
+    double oldMean = running_mean[c], oldVar = running_var[c];
+    mean[c] = m;
+    rstd[c] = r;
+    new_running_mean[c] =
+        static_cast<float>((1.0 - momentum) * oldMean + momentum * mu);
+    new_running_var[c] =
+        static_cast<float>((1.0 - momentum) * oldVar + momentum * unbiased);
+  }
+  y.commit();
+}
+
+void memopt_batch_norm_grad(memopt_context *ctx, memopt_dtype dtype,
+                            const void *grad, const void *input,
+                            const float *weight, const float *mean,
+                            const float *rstd, void *grad_input,
+                            float *grad_weight, float *grad_bias, int64_t batch,
+                            int64_t channels, int64_t spatial) {
+  const char *entry = "memopt_batch_norm_grad";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkExtents(ctx, entry, {batch, channels, spatial}))
+    return;
+  int64_t n = batch * channels * spatial;
+  int64_t count = batch * spatial;
+  if (!checkPointers(ctx, entry, n, {grad, input, grad_input}) ||
+      !checkPointers(ctx, entry, channels,
+                     {weight, mean, rstd, grad_weight, grad_bias}))
+    return;
+  F32Input dy(ctx, dtype, grad, n);
+  F32Input x(ctx, dtype, input, n);
+  F32Output dx(ctx, dtype, grad_input, n);
+  for (int64_t c = 0; c < channels; ++c) {
+    float m = mean[c], r = rstd[c];
+    double sumG = 0.0, sumGX = 0.0;
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t base = (b * channels + c) * spatial;
+      for (int64_t s = 0; s < spatial; ++s) {
+        float xhat = (x[base + s] - m) * r;
+        sumG += dy[base + s];
+        sumGX += static_cast<double>(dy[base + s]) * xhat;
+      }
+    }
+    float meanG = count ? static_cast<float>(sumG / count) : 0.0f;
+    float meanGX = count ? static_cast<float>(sumGX / count) : 0.0f;
+    float scale = weight[c] * r;
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t base = (b * channels + c) * spatial;
+      for (int64_t s = 0; s < spatial; ++s) {
+        float xhat = (x[base + s] - m) * r;
+        dx[base + s] = scale * (dy[base + s] - meanG - xhat * meanGX);
+      }
+    }
+    grad_weight[c] = static_cast<float>(sumGX);
+    grad_bias[c] = static_cast<float>(sumG);
+  }
+  dx.commit();
+}

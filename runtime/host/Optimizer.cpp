@@ -1,0 +1,207 @@
+//===- Optimizer.cpp - host optimizer updates and loss scaling ------------===//
+//
+// SGD and AdamW in the order of operations of torch.optim's single-tensor
+// implementations (hyper-parameters combined in double, rounded to f32 once,
+// elementwise math in f32), and GradScaler's unscale / non-finite check and
+// scale update. A skipped step (found_inf) copies every input to its output,
+// so an update applied in place leaves the state untouched.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostRuntime.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace memopt::host;
+
+namespace {
+
+bool isSkipped(const uint8_t *skip) { return skip && *skip; }
+
+/// Copies `n` elements of `dtype` from `src` to `dst` unless they alias.
+void copyIfDistinct(memopt_dtype dtype, const void *src, void *dst, int64_t n) {
+  if (src != dst)
+    std::memmove(dst, src, static_cast<size_t>(n) * memopt_dtype_size(dtype));
+}
+
+} // namespace
+
+void memopt_sgd_update(memopt_context *ctx, memopt_dtype dtype,
+                       const void *param, const void *grad,
+                       const void *momentum_buffer, const uint8_t *skip,
+                       void *new_param, void *new_momentum_buffer, int64_t n,
+                       double lr, double momentum, double weight_decay) {
+  const char *entry = "memopt_sgd_update";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(
+          ctx, entry, n,
+          {param, grad, momentum_buffer, new_param, new_momentum_buffer}))
+    return;
+  if (isSkipped(skip)) {
+    copyIfDistinct(dtype, param, new_param, n);
+    copyIfDistinct(dtype, momentum_buffer, new_momentum_buffer, n);
+    return;
+  }
+  float lrF = static_cast<float>(lr);
+  float momentumF = static_cast<float>(momentum);
+  float decayF = static_cast<float>(weight_decay);
+  F32Input p(ctx, dtype, param, n);
+  F32Input g(ctx, dtype, grad, n);
+  F32Input buf(ctx, dtype, momentum_buffer, n);
+  F32Output outP(ctx, dtype, new_param, n);
+  F32Output outBuf(ctx, dtype, new_momentum_buffer, n);
+  for (int64_t i = 0; i < n; ++i) {
+    float d = g[i] + decayF * p[i];
+    float b = buf[i] * momentumF + d;
+    float pi = p[i];
+    outBuf[i] = b;
+    outP[i] = pi - lrF * b;
+  }
+  outP.commit();
+  outBuf.commit();
+}
+
+void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
+                         const void *param, const void *grad,
+                         const void *exp_avg, const void *exp_avg_sq,
+                         const int64_t *step, const uint8_t *skip,
+                         void *new_param, void *new_exp_avg,
+                         void *new_exp_avg_sq, int64_t n, double lr,
+                         double beta1, double beta2, double eps,
+                         double weight_decay) {
+  const char *entry = "memopt_adamw_update";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkExtents(ctx, entry, {n}) || !checkPointers(ctx, entry, 1, {step}) ||
+      !checkPointers(ctx, entry, n,
+                     {param, grad, exp_avg, exp_avg_sq, new_param, new_exp_avg,
+                      new_exp_avg_sq}))
+    return;
+  if (isSkipped(skip)) {
+    copyIfDistinct(dtype, param, new_param, n);
+    copyIfDistinct(dtype, exp_avg, new_exp_avg, n);
+    copyIfDistinct(dtype, exp_avg_sq, new_exp_avg_sq, n);
+    return;
+  }
+  if (*step < 1) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "step %lld is not a 1-based update count",
+             static_cast<long long>(*step));
+    return;
+  }
+  double t = static_cast<double>(*step);
+  double biasCorrection1 = 1.0 - std::pow(beta1, t);
+  double biasCorrection2Sqrt = std::sqrt(1.0 - std::pow(beta2, t));
+  float decayFactor = static_cast<float>(1.0 - lr * weight_decay);
+  float lerpWeight = static_cast<float>(1.0 - beta1);
+  float beta2F = static_cast<float>(beta2);
+  float oneMinusBeta2 = static_cast<float>(1.0 - beta2);
+  float negStepSize = static_cast<float>(-(lr / biasCorrection1));
+  float bc2Sqrt = static_cast<float>(biasCorrection2Sqrt);
+  float epsF = static_cast<float>(eps);
+  F32Input p(ctx, dtype, param, n);
+  F32Input g(ctx, dtype, grad, n);
+  F32Input m(ctx, dtype, exp_avg, n);
+  F32Input v(ctx, dtype, exp_avg_sq, n);
+  F32Output outP(ctx, dtype, new_param, n);
+  F32Output outM(ctx, dtype, new_exp_avg, n);
+  F32Output outV(ctx, dtype, new_exp_avg_sq, n);
+  for (int64_t i = 0; i < n; ++i) {
+    float pi = p[i] * decayFactor;
+    float gi = g[i];
+    float mi = m[i];
+    // Tensor.lerp_ as PyTorch evaluates it.
+    mi = lerpWeight < 0.5f ? mi + lerpWeight * (gi - mi)
+                           : gi - (gi - mi) * (1.0f - lerpWeight);
+    float vi = v[i] * beta2F + oneMinusBeta2 * (gi * gi);
+    float denom = std::sqrt(vi) / bc2Sqrt + epsF;
+    outM[i] = mi;
+    outV[i] = vi;
+    outP[i] = pi + negStepSize * (mi / denom);
+  }
+  outP.commit();
+  outM.commit();
+  outV.commit();
+}
+
+void memopt_increment(memopt_context *ctx, const int64_t *step,
+                      const uint8_t *skip, int64_t *out) {
+  if (!isLive(ctx) || !checkPointers(ctx, "memopt_increment", 1, {step, out}))
+    return;
+  *out = isSkipped(skip) ? *step : *step + 1;
+}
+
+void memopt_scale_loss(memopt_context *ctx, const float *loss,
+                       const float *scale, float *out) {
+  if (!isLive(ctx) ||
+      !checkPointers(ctx, "memopt_scale_loss", 1, {loss, scale, out}))
+    return;
+  *out = *loss * *scale;
+}
+
+void memopt_unscale(memopt_context *ctx, const float *scale,
+                    int64_t num_tensors, const memopt_dtype *dtypes,
+                    const void *const *grads, void *const *results,
+                    const int64_t *sizes, uint8_t *found_inf) {
+  const char *entry = "memopt_unscale";
+  if (!isLive(ctx) || !checkExtents(ctx, entry, {num_tensors}) ||
+      !checkPointers(ctx, entry, 1, {scale, found_inf}) ||
+      !checkPointers(ctx, entry, num_tensors, {dtypes, grads, results, sizes}))
+    return;
+  for (int64_t j = 0; j < num_tensors; ++j) {
+    if (!checkFloat(ctx, entry, dtypes[j]) ||
+        !checkExtents(ctx, entry, {sizes[j]}) ||
+        !checkPointers(ctx, entry, sizes[j], {grads[j], results[j]}))
+      return;
+  }
+  float inv = static_cast<float>(1.0 / static_cast<double>(*scale));
+  bool anyNonFinite = false;
+  for (int64_t j = 0; j < num_tensors; ++j) {
+    int64_t n = sizes[j];
+    F32Input g(ctx, dtypes[j], grads[j], n);
+    F32Output out(ctx, dtypes[j], results[j], n);
+    for (int64_t i = 0; i < n; ++i) {
+      float v = g[i];
+      if (!std::isfinite(v))
+        anyNonFinite = true;
+      out[i] = v * inv;
+    }
+    out.commit();
+  }
+  *found_inf = anyNonFinite ? 1 : 0;
+}
+
+void memopt_update_scale(memopt_context *ctx, const float *scale,
+                         const int64_t *growth_tracker,
+                         const uint8_t *found_inf, float *new_scale,
+                         int64_t *new_growth_tracker, double growth_factor,
+                         double backoff_factor, int64_t growth_interval) {
+  const char *entry = "memopt_update_scale";
+  if (!isLive(ctx) || !checkPointers(ctx, entry, 1,
+                                     {scale, growth_tracker, found_inf,
+                                      new_scale, new_growth_tracker}))
+    return;
+  if (growth_interval < 1) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "growth interval %lld is not positive",
+             static_cast<long long>(growth_interval));
+    return;
+  }
+  float current = *scale;
+  int64_t tracker = *growth_tracker;
+  if (*found_inf) {
+    *new_scale = static_cast<float>(current * backoff_factor);
+    *new_growth_tracker = 0;
+    return;
+  }
+  int64_t successful = tracker + 1;
+  if (successful >= growth_interval) {
+    float grown = static_cast<float>(current * growth_factor);
+    *new_scale = std::isfinite(grown) ? grown : current;
+    *new_growth_tracker = 0;
+  } else {
+    *new_scale = current;
+    *new_growth_tracker = successful;
+  }
+}

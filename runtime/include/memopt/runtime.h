@@ -1,0 +1,583 @@
+/*===- runtime.h - memopt runtime C ABI ---------------------------*- C -*-===*\
+|*                                                                            *|
+|* The interface between the C++ that `--convert-memopt-to-emitc` generates   *|
+|* and a runtime: `runtime/host` (portable C++, OpenBLAS) or `runtime/cuda`.  *|
+|* Plain C types only, so that C, C++ and CUDA code include it alike.         *|
+|*                                                                            *|
+|* Conventions (docs/Runtime.md has the full description):                    *|
+|*  - Every tensor is a dense row-major buffer inside the context's arena (or *|
+|*    any memory the runtime can address: host memory for the host runtime,  *|
+|*    device memory for the CUDA one). Shapes are int64_t element counts.     *|
+|*  - Error model: sticky first error. Kernel entries return nothing; the     *|
+|*    first failure is recorded in the context with a message that names the *|
+|*    entry (e.g. "memopt_embedding: index 105 out of range [0, 100)"), and   *|
+|*    every later entry is a no-op until memopt_clear_error. The driver       *|
+|*    checks memopt_get_status once per step.                                 *|
+|*  - Float tensors are f32, f16 or bf16 storage; kernels compute in f32      *|
+|*    (reductions accumulate in at least f32) and round the result once, to   *|
+|*    nearest even.                                                           *|
+|*  - Unless an entry says otherwise, an output may alias an input only for   *|
+|*    elementwise entries (same shape, same dtype), which is what the buffer  *|
+|*    planner's in-place reuse produces.                                      *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef MEMOPT_RUNTIME_H
+#define MEMOPT_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*===----------------------------------------------------------------------===*
+ * Types
+ *===----------------------------------------------------------------------===*/
+
+/// Opaque runtime state: the arena, scratch workspace, step counter, timers,
+/// the sticky error and (CUDA) the stream and library handles. One thread uses
+/// a context at a time.
+typedef struct memopt_context memopt_context;
+
+/// Element types. I1 is stored as one byte per element (0 or 1).
+typedef enum memopt_dtype {
+  MEMOPT_F32 = 0,
+  MEMOPT_F16 = 1,
+  MEMOPT_BF16 = 2,
+  MEMOPT_I32 = 3,
+  MEMOPT_I64 = 4,
+  MEMOPT_I1 = 5
+} memopt_dtype;
+
+/// Status codes recorded by the context. MEMOPT_OK is zero.
+typedef enum memopt_status {
+  MEMOPT_OK = 0,
+  /// A shape, attribute or dtype argument the entry does not accept.
+  MEMOPT_ERROR_INVALID_ARGUMENT = 1,
+  /// An index (embedding row, class label) outside its range.
+  MEMOPT_ERROR_INDEX_OUT_OF_RANGE = 2,
+  /// Memory allocation failed (arena or workspace).
+  MEMOPT_ERROR_OUT_OF_MEMORY = 3,
+  /// The device or a device library (CUDA, cuBLASLt) reported an error.
+  MEMOPT_ERROR_DEVICE = 4
+} memopt_status;
+
+/// Elementwise unary ops (`memopt.neg` ... `memopt.gelu`).
+typedef enum memopt_unary_op {
+  MEMOPT_UNARY_NEG = 0,
+  MEMOPT_UNARY_EXP = 1,
+  MEMOPT_UNARY_LOG = 2,
+  MEMOPT_UNARY_SQRT = 3,
+  MEMOPT_UNARY_RSQRT = 4,
+  MEMOPT_UNARY_TANH = 5,
+  MEMOPT_UNARY_SIGMOID = 6,
+  MEMOPT_UNARY_RELU = 7,
+  MEMOPT_UNARY_SILU = 8,
+  /// x * Phi(x) with the exact (erf) Gaussian CDF.
+  MEMOPT_UNARY_GELU = 9,
+  /// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  MEMOPT_UNARY_GELU_TANH = 10
+} memopt_unary_op;
+
+/// Elementwise binary ops on two tensors of one shape and dtype.
+typedef enum memopt_binary_op {
+  MEMOPT_BINARY_ADD = 0,
+  MEMOPT_BINARY_SUB = 1,
+  MEMOPT_BINARY_MUL = 2,
+  MEMOPT_BINARY_DIV = 3,
+  /// max(lhs, rhs); NaN if either is NaN (as torch.maximum).
+  MEMOPT_BINARY_MAXIMUM = 4
+} memopt_binary_op;
+
+/// Elementwise ops of a tensor and a compile-time scalar.
+typedef enum memopt_scalar_op {
+  MEMOPT_SCALAR_ADD = 0,
+  MEMOPT_SCALAR_MUL = 1,
+  /// x ^ value (powf).
+  MEMOPT_SCALAR_POW = 2
+} memopt_scalar_op;
+
+/// Activation gradients: `memopt.*_grad`. The first operand is the forward
+/// input (RELU, SILU, GELU, GELU_TANH) or the forward output (TANH, SIGMOID).
+typedef enum memopt_activation_grad_op {
+  MEMOPT_GRAD_RELU = 0,
+  MEMOPT_GRAD_SILU = 1,
+  MEMOPT_GRAD_TANH = 2,
+  MEMOPT_GRAD_SIGMOID = 3,
+  MEMOPT_GRAD_GELU = 4,
+  MEMOPT_GRAD_GELU_TANH = 5
+} memopt_activation_grad_op;
+
+/// Reductions of `memopt.reduce_*`.
+typedef enum memopt_reduce_op {
+  MEMOPT_REDUCE_SUM = 0,
+  MEMOPT_REDUCE_MEAN = 1,
+  MEMOPT_REDUCE_MAX = 2
+} memopt_reduce_op;
+
+/// Loss reductions; the values match `memopt::LossReduction`.
+typedef enum memopt_loss_reduction {
+  MEMOPT_REDUCTION_MEAN = 0,
+  MEMOPT_REDUCTION_SUM = 1
+} memopt_loss_reduction;
+
+/*===----------------------------------------------------------------------===*
+ * Context, errors, arena, step counter, timing
+ *===----------------------------------------------------------------------===*/
+
+/// Creates a context with no arena. Returns NULL only if the context itself
+/// cannot be allocated (or, for CUDA, no device is usable).
+memopt_context *memopt_context_create(void);
+
+/// Frees the arena, the workspace and the context. NULL is a no-op.
+void memopt_context_destroy(memopt_context *ctx);
+
+/// The first recorded error, or MEMOPT_OK.
+memopt_status memopt_get_status(const memopt_context *ctx);
+
+/// The message of the first recorded error ("" when none). It names the
+/// failing entry. Valid until the next memopt_clear_error or destroy.
+const char *memopt_get_error_message(const memopt_context *ctx);
+
+/// Forgets the recorded error so that entries run again.
+void memopt_clear_error(memopt_context *ctx);
+
+/// Allocates the arena: one block of `bytes` bytes, 256-byte aligned and
+/// zero-filled, replacing (and freeing) any previous arena. Returns its base,
+/// or NULL after recording MEMOPT_ERROR_OUT_OF_MEMORY. Generated code
+/// addresses every buffer as base + planned offset.
+void *memopt_arena_allocate(memopt_context *ctx, uint64_t bytes);
+
+/// The arena's base (NULL before memopt_arena_allocate).
+void *memopt_arena_base(const memopt_context *ctx);
+
+/// The arena's size in bytes.
+uint64_t memopt_arena_size(const memopt_context *ctx);
+
+/// The peak number of bytes of device memory this context has held at once:
+/// arena plus kernel workspace (f32 staging of f16/bf16 operands, im2col).
+uint64_t memopt_memory_high_water(const memopt_context *ctx);
+
+/// Sets the training step that dropout reads (its counter's high word).
+void memopt_set_step(memopt_context *ctx, uint64_t step);
+
+/// The current training step (0 after create).
+uint64_t memopt_get_step(const memopt_context *ctx);
+
+/// Adds one to the training step; the driver calls it after each step.
+void memopt_advance_step(memopt_context *ctx);
+
+/// Starts the step timer (on CUDA: records an event on the stream).
+void memopt_step_begin(memopt_context *ctx);
+
+/// Stops the step timer after all queued work finished and returns the
+/// seconds since memopt_step_begin (also kept for memopt_last_step_seconds).
+double memopt_step_end(memopt_context *ctx);
+
+/// The duration of the last timed step in seconds (0 before any).
+double memopt_last_step_seconds(const memopt_context *ctx);
+
+/// Waits until all queued work finished (a no-op on the host).
+void memopt_synchronize(memopt_context *ctx);
+
+/*===----------------------------------------------------------------------===*
+ * Memory
+ *===----------------------------------------------------------------------===*/
+
+/// Size in bytes of one element of `dtype` (I1: 1), or 0 if unknown.
+size_t memopt_dtype_size(memopt_dtype dtype);
+
+/// Copies `bytes` bytes from host memory into runtime memory.
+void memopt_copy_from_host(memopt_context *ctx, void *dst, const void *src,
+                           uint64_t bytes);
+
+/// Copies `bytes` bytes from runtime memory into host memory.
+void memopt_copy_to_host(memopt_context *ctx, void *dst, const void *src,
+                         uint64_t bytes);
+
+/// Copies `bytes` bytes between runtime buffers (they may overlap).
+void memopt_copy(memopt_context *ctx, void *dst, const void *src,
+                 uint64_t bytes);
+
+/// Sets `n` elements of `dtype` to `value` (rounded to nearest even for
+/// f16/bf16, truncated for integers, `value != 0` for I1).
+void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
+                 double value);
+
+/*===----------------------------------------------------------------------===*
+ * Casts, selection, elementwise
+ *===----------------------------------------------------------------------===*/
+
+/// `memopt.cast`: converts `n` elements between float dtypes, rounding to
+/// nearest even (f32 -> f16 overflows to inf; NaN stays NaN).
+void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
+                 memopt_dtype out_dtype, void *output, int64_t n);
+
+/// `memopt.where`: out[i] = cond[i] ? a[i] : b[i] over `n` elements of
+/// `dtype` (any dtype; cond is I1).
+void memopt_where(memopt_context *ctx, memopt_dtype dtype, const uint8_t *cond,
+                  const void *a, const void *b, void *out, int64_t n);
+
+/// `memopt.masked_fill`: out[i] = mask[i] ? value : in[i].
+void memopt_masked_fill(memopt_context *ctx, memopt_dtype dtype,
+                        const void *input, const uint8_t *mask, double value,
+                        void *out, int64_t n);
+
+/// Elementwise unary op over `n` elements of float `dtype`.
+void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
+                  const void *input, void *out, int64_t n);
+
+/// Elementwise binary op over `n` elements of float `dtype` (broadcasting is
+/// explicit, through memopt_broadcast).
+void memopt_binary(memopt_context *ctx, memopt_binary_op op, memopt_dtype dtype,
+                   const void *lhs, const void *rhs, void *out, int64_t n);
+
+/// Elementwise op with a scalar: input (op) value. The scalar is rounded to
+/// f32 first.
+void memopt_scalar(memopt_context *ctx, memopt_scalar_op op, memopt_dtype dtype,
+                   const void *input, double value, void *out, int64_t n);
+
+/// Activation gradient: out = VJP(x_or_y, grad), see
+/// memopt_activation_grad_op for which forward value `x_or_y` is.
+void memopt_activation_grad(memopt_context *ctx, memopt_activation_grad_op op,
+                            memopt_dtype dtype, const void *x_or_y,
+                            const void *grad, void *out, int64_t n);
+
+/*===----------------------------------------------------------------------===*
+ * Shapes (any dtype; they move elements of memopt_dtype_size bytes)
+ *===----------------------------------------------------------------------===*/
+
+/// `memopt.broadcast`: input dimension i maps to output dimension dims[i]
+/// (strictly increasing); an input dimension of size 1 is repeated.
+void memopt_broadcast(memopt_context *ctx, memopt_dtype dtype,
+                      const void *input, int64_t in_rank,
+                      const int64_t *in_shape, const int64_t *dims, void *out,
+                      int64_t out_rank, const int64_t *out_shape);
+
+/// `memopt.transpose`: output dimension i is input dimension perm[i].
+void memopt_transpose(memopt_context *ctx, memopt_dtype dtype,
+                      const void *input, int64_t rank, const int64_t *in_shape,
+                      const int64_t *perm, void *out);
+
+/// `memopt.slice`: in each dimension d takes starts[d], starts[d] +
+/// strides[d], ... below limits[d] (strides > 0).
+void memopt_slice(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                  int64_t rank, const int64_t *in_shape, const int64_t *starts,
+                  const int64_t *limits, const int64_t *strides, void *out);
+
+/// `memopt.slice_grad`: `out` (shape `in_shape`, the sliced operand's) is
+/// zero except at the sliced positions, which receive `grad`.
+void memopt_slice_grad(memopt_context *ctx, memopt_dtype dtype,
+                       const void *grad, int64_t rank, const int64_t *in_shape,
+                       const int64_t *starts, const int64_t *limits,
+                       const int64_t *strides, void *out);
+
+/// `memopt.concat` after collapsing dims: input j is [outer, sizes[j],
+/// inner], the output [outer, sum(sizes), inner].
+void memopt_concat(memopt_context *ctx, memopt_dtype dtype, int64_t num_inputs,
+                   const void *const *inputs, const int64_t *sizes, void *out,
+                   int64_t outer, int64_t inner);
+
+/*===----------------------------------------------------------------------===*
+ * Reductions, softmax, normalisation
+ *===----------------------------------------------------------------------===*/
+
+/// `memopt.reduce_*` over the middle extent of [outer, reduced, inner] into
+/// [outer, inner] (the caller collapses contiguous reduced dimensions; a
+/// non-contiguous set takes one call per run). Accumulates in at least f32,
+/// sequentially; MAX propagates NaN. `out_dtype` is `in_dtype` or F32.
+void memopt_reduce(memopt_context *ctx, memopt_reduce_op op,
+                   memopt_dtype in_dtype, const void *input,
+                   memopt_dtype out_dtype, void *out, int64_t outer,
+                   int64_t reduced, int64_t inner);
+
+/// `memopt.softmax` along the middle extent of [outer, dim, inner],
+/// subtracting the maximum first. `out` may alias `input`.
+void memopt_softmax(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                    void *out, int64_t outer, int64_t dim, int64_t inner);
+
+/// `memopt.log_softmax`: x - max - log(sum(exp(x - max))).
+void memopt_log_softmax(memopt_context *ctx, memopt_dtype dtype,
+                        const void *input, void *out, int64_t outer,
+                        int64_t dim, int64_t inner);
+
+/// `memopt.softmax_grad`: y * (g - sum(g * y)) from the softmax output y.
+void memopt_softmax_grad(memopt_context *ctx, memopt_dtype dtype,
+                         const void *output, const void *grad, void *out,
+                         int64_t outer, int64_t dim, int64_t inner);
+
+/// `memopt.log_softmax_grad`: g - exp(y) * sum(g) from the output y.
+void memopt_log_softmax_grad(memopt_context *ctx, memopt_dtype dtype,
+                             const void *output, const void *grad, void *out,
+                             int64_t outer, int64_t dim, int64_t inner);
+
+/// `memopt.layer_norm` over the last `cols` elements of each of `rows` rows:
+/// y = (x - mean) * rstd * weight + bias, rstd = 1 / sqrt(var + eps) with
+/// the biased variance. `mean` and `rstd` are f32 [rows]. `weight` and
+/// `bias` ([cols]) have `w_dtype`.
+void memopt_layer_norm(memopt_context *ctx, memopt_dtype dtype,
+                       const void *input, memopt_dtype w_dtype,
+                       const void *weight, const void *bias, void *out,
+                       float *mean, float *rstd, int64_t rows, int64_t cols,
+                       double eps);
+
+/// `memopt.layer_norm_grad`: gradients of input (dtype), weight and bias
+/// (w_dtype) from the result gradient and the saved mean and rstd.
+void memopt_layer_norm_grad(memopt_context *ctx, memopt_dtype dtype,
+                            const void *grad, const void *input,
+                            memopt_dtype w_dtype, const void *weight,
+                            const float *mean, const float *rstd,
+                            void *grad_input, void *grad_weight,
+                            void *grad_bias, int64_t rows, int64_t cols);
+
+/// `memopt.rms_norm`: y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) +
+/// eps) per row; `rstd` is f32 [rows].
+void memopt_rms_norm(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                     memopt_dtype w_dtype, const void *weight, void *out,
+                     float *rstd, int64_t rows, int64_t cols, double eps);
+
+/// `memopt.rms_norm_grad`: gradients of input and weight.
+void memopt_rms_norm_grad(memopt_context *ctx, memopt_dtype dtype,
+                          const void *grad, const void *input,
+                          memopt_dtype w_dtype, const void *weight,
+                          const float *rstd, void *grad_input,
+                          void *grad_weight, int64_t rows, int64_t cols);
+
+/// `memopt.batch_norm` in training mode on [batch, channels, spatial]:
+/// per-channel batch statistics over batch * spatial (> 1) elements; `mean`
+/// and `rstd` (biased variance) are saved; running stats become (1 -
+/// momentum) * old + momentum * batch, with the unbiased variance. All
+/// per-channel tensors are f32 [channels]; new_running_* may alias
+/// running_*.
+void memopt_batch_norm(memopt_context *ctx, memopt_dtype dtype,
+                       const void *input, const float *weight,
+                       const float *bias, const float *running_mean,
+                       const float *running_var, void *out, float *mean,
+                       float *rstd, float *new_running_mean,
+                       float *new_running_var, int64_t batch, int64_t channels,
+                       int64_t spatial, double eps, double momentum);
+
+/// `memopt.batch_norm_grad`: gradients of input, weight and bias.
+void memopt_batch_norm_grad(memopt_context *ctx, memopt_dtype dtype,
+                            const void *grad, const void *input,
+                            const float *weight, const float *mean,
+                            const float *rstd, void *grad_input,
+                            float *grad_weight, float *grad_bias, int64_t batch,
+                            int64_t channels, int64_t spatial);
+
+/*===----------------------------------------------------------------------===*
+ * Matrix products, embeddings, convolution, pooling
+ *===----------------------------------------------------------------------===*/
+
+/// `memopt.matmul`: for each batch element, c = op(a) * op(b) with op(a)
+/// [m, k] (a stored [k, m] if trans_a) and op(b) [k, n] (b stored [n, k] if
+/// trans_b), c [m, n]. batch_a and batch_b are equal, or one of them is 1
+/// (a matrix shared by every batch element); c has max(batch_a, batch_b)
+/// matrices. a and b have `dtype`; products accumulate in f32; c has
+/// `out_dtype` (`dtype` or F32).
+void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
+                   const void *b, void *c, int64_t batch_a, int64_t batch_b,
+                   int64_t m, int64_t n, int64_t k, int trans_a, int trans_b,
+                   memopt_dtype out_dtype);
+
+/// `memopt.embedding`: out[i, :] = weight[indices[i], :] for `num_indices`
+/// indices (I32 or I64) into a [num_rows, dim] table.
+void memopt_embedding(memopt_context *ctx, memopt_dtype dtype,
+                      const void *weight, memopt_dtype index_dtype,
+                      const void *indices, void *out, int64_t num_indices,
+                      int64_t num_rows, int64_t dim);
+
+/// `memopt.embedding_grad`: out ([num_rows, dim]) = 0, then row
+/// indices[i] += grad[i, :] in index order (accumulated in f32, so repeated
+/// indices sum deterministically).
+void memopt_embedding_grad(memopt_context *ctx, memopt_dtype dtype,
+                           const void *grad, memopt_dtype index_dtype,
+                           const void *indices, void *out, int64_t num_indices,
+                           int64_t num_rows, int64_t dim);
+
+/// `memopt.conv2d` (no bias): input [n, c, h, w], filter [o, c / groups, kh,
+/// kw], output [n, o, oh, ow] with oh = (h + 2 pad_h - dil_h (kh - 1) - 1) /
+/// stride_h + 1 (likewise ow).
+void memopt_conv2d(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                   const void *filter, void *out, int64_t n, int64_t c,
+                   int64_t h, int64_t w, int64_t o, int64_t kh, int64_t kw,
+                   int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                   int64_t pad_w, int64_t dil_h, int64_t dil_w, int64_t groups);
+
+/// `memopt.conv2d_grad_input`: the input gradient [n, c, h, w] from the
+/// output gradient and the filter; the shape arguments are the forward's.
+void memopt_conv2d_grad_input(memopt_context *ctx, memopt_dtype dtype,
+                              const void *grad, const void *filter,
+                              void *grad_input, int64_t n, int64_t c, int64_t h,
+                              int64_t w, int64_t o, int64_t kh, int64_t kw,
+                              int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                              int64_t pad_w, int64_t dil_h, int64_t dil_w,
+                              int64_t groups);
+
+/// `memopt.conv2d_grad_filter`: the filter gradient [o, c / groups, kh, kw]
+/// from the output gradient and the forward input.
+void memopt_conv2d_grad_filter(memopt_context *ctx, memopt_dtype dtype,
+                               const void *grad, const void *input,
+                               void *grad_filter, int64_t n, int64_t c,
+                               int64_t h, int64_t w, int64_t o, int64_t kh,
+                               int64_t kw, int64_t stride_h, int64_t stride_w,
+                               int64_t pad_h, int64_t pad_w, int64_t dil_h,
+                               int64_t dil_w, int64_t groups);
+
+/// `memopt.max_pool2d` on [n, c, h, w] (floor mode, padding is -inf):
+/// oh = (h + 2 pad_h - kh) / stride_h + 1. NaN propagates.
+void memopt_max_pool2d(memopt_context *ctx, memopt_dtype dtype,
+                       const void *input, void *out, int64_t n, int64_t c,
+                       int64_t h, int64_t w, int64_t kh, int64_t kw,
+                       int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                       int64_t pad_w);
+
+/// `memopt.max_pool2d_grad`: routes each output gradient to its window's
+/// maximum in `input` (the first in row-major order on ties); `grad_input`
+/// has the input's shape.
+void memopt_max_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
+                            const void *grad, const void *input,
+                            void *grad_input, int64_t n, int64_t c, int64_t h,
+                            int64_t w, int64_t kh, int64_t kw, int64_t stride_h,
+                            int64_t stride_w, int64_t pad_h, int64_t pad_w);
+
+/// `memopt.avg_pool2d` (floor mode, padding counted in the divisor kh * kw).
+void memopt_avg_pool2d(memopt_context *ctx, memopt_dtype dtype,
+                       const void *input, void *out, int64_t n, int64_t c,
+                       int64_t h, int64_t w, int64_t kh, int64_t kw,
+                       int64_t stride_h, int64_t stride_w, int64_t pad_h,
+                       int64_t pad_w);
+
+/// `memopt.avg_pool2d_grad`: spreads each output gradient / (kh * kw) over
+/// its window; `grad_input` is [n, c, h, w].
+void memopt_avg_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
+                            const void *grad, void *grad_input, int64_t n,
+                            int64_t c, int64_t h, int64_t w, int64_t kh,
+                            int64_t kw, int64_t stride_h, int64_t stride_w,
+                            int64_t pad_h, int64_t pad_w);
+
+/*===----------------------------------------------------------------------===*
+ * Randomness
+ *===----------------------------------------------------------------------===*/
+
+/// `memopt.dropout` (and its backward, which is the same call on the
+/// gradient): out[i] = keep(i) ? in[i] * (1 / (1 - p)) : 0 over `n`
+/// elements. keep(i) is a pure function of (seed, stream, the context's
+/// step, offset + i):
+///   K = seed ^ (stream * 0x9E3779B97F4A7C15)          (mod 2^64)
+///   key = {lo32(K), hi32(K)}
+///   j = offset + i
+///   ctr = {lo32(j / 4), hi32(j / 4), lo32(step), hi32(step)}
+///   r = Philox4x32-10(ctr, key); bits = r[j % 4]
+///   keep = (bits >> 8) >= ceil(p * 2^24)   (i.e. (bits >> 8) * 2^-24 >= p)
+/// The scale 1 / (1 - p) is computed in double and rounded to f32; the
+/// product is rounded once. `offset` lets separate calls (micro-batches)
+/// draw disjoint masks from one stream. 0 <= p <= 1.
+void memopt_dropout(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                    void *out, int64_t n, double p, uint64_t seed,
+                    uint64_t stream, uint64_t offset);
+
+/// The raw Philox4x32-10 block for (counter, key): a pure function exposed
+/// so that other runtimes and tests can check their generator against it.
+void memopt_philox4x32_10(const uint32_t counter[4], const uint32_t key[2],
+                          uint32_t result[4]);
+
+/*===----------------------------------------------------------------------===*
+ * Losses (computed in f32; losses and their incoming gradients are f32
+ * scalars)
+ *===----------------------------------------------------------------------===*/
+
+/// `memopt.cross_entropy`: logits [rows, classes], labels [rows] (I32 or
+/// I64). Rows whose label is `ignore_index` contribute nothing; MEAN divides
+/// by the number of the other rows, and is NaN when every row is ignored (as
+/// PyTorch). Other labels must lie in [0, classes).
+void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
+                          const void *logits, memopt_dtype label_dtype,
+                          const void *labels, float *loss, int64_t rows,
+                          int64_t classes, int64_t ignore_index,
+                          memopt_loss_reduction reduction);
+
+/// `memopt.cross_entropy_grad`: grad_loss * (softmax(logits) -
+/// onehot(label)) per row, zero for ignored rows, divided by the number of
+/// the others under MEAN (all zero when every row is ignored).
+void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
+                               const void *logits, memopt_dtype label_dtype,
+                               const void *labels, const float *grad_loss,
+                               void *out, int64_t rows, int64_t classes,
+                               int64_t ignore_index,
+                               memopt_loss_reduction reduction);
+
+/// `memopt.mse_loss`: sum((input - target)^2), / n under MEAN.
+void memopt_mse_loss(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                     const void *target, float *loss, int64_t n,
+                     memopt_loss_reduction reduction);
+
+/// `memopt.mse_loss_grad`: grad_loss * 2 * (input - target), / n under MEAN.
+void memopt_mse_loss_grad(memopt_context *ctx, memopt_dtype dtype,
+                          const void *input, const void *target,
+                          const float *grad_loss, void *out, int64_t n,
+                          memopt_loss_reduction reduction);
+
+/*===----------------------------------------------------------------------===*
+ * Optimizer updates and loss scaling. `skip` is an I1 scalar or NULL (never
+ * skip); when *skip is 1 every output equals its input. Outputs may alias
+ * the corresponding inputs (in-place update).
+ *===----------------------------------------------------------------------===*/
+
+/// `memopt.sgd_update` (torch.optim.SGD, no dampening, not Nesterov):
+/// g' = grad + weight_decay * param; buf' = momentum * buf + g';
+/// param' = param - lr * buf'. Computed in f32.
+void memopt_sgd_update(memopt_context *ctx, memopt_dtype dtype,
+                       const void *param, const void *grad,
+                       const void *momentum_buffer, const uint8_t *skip,
+                       void *new_param, void *new_momentum_buffer, int64_t n,
+                       double lr, double momentum, double weight_decay);
+
+/// `memopt.adamw_update` (torch.optim.AdamW), *step the 1-based count of
+/// this update: param *= 1 - lr * weight_decay; m' = beta1 m + (1 - beta1) g;
+/// v' = beta2 v + (1 - beta2) g^2; param' = param - lr / (1 - beta1^step) *
+/// m' / (sqrt(v') / sqrt(1 - beta2^step) + eps). Scalars in double, rounded
+/// to f32 once; elementwise math in f32.
+void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
+                         const void *param, const void *grad,
+                         const void *exp_avg, const void *exp_avg_sq,
+                         const int64_t *step, const uint8_t *skip,
+                         void *new_param, void *new_exp_avg,
+                         void *new_exp_avg_sq, int64_t n, double lr,
+                         double beta1, double beta2, double eps,
+                         double weight_decay);
+
+/// `memopt.increment`: *out = *step + 1, or *step when *skip is 1.
+void memopt_increment(memopt_context *ctx, const int64_t *step,
+                      const uint8_t *skip, int64_t *out);
+
+/// `memopt.scale_loss`: *out = *loss * *scale.
+void memopt_scale_loss(memopt_context *ctx, const float *loss,
+                       const float *scale, float *out);
+
+/// `memopt.unscale` over `num_tensors` gradients: results[j][i] =
+/// grads[j][i] * inv, inv = (float)(1.0 / (double)*scale), and *found_inf =
+/// 1 if any element of any gradient is inf or NaN, else 0 (GradScaler's
+/// unscale and non-finite check). results[j] may alias grads[j].
+void memopt_unscale(memopt_context *ctx, const float *scale,
+                    int64_t num_tensors, const memopt_dtype *dtypes,
+                    const void *const *grads, void *const *results,
+                    const int64_t *sizes, uint8_t *found_inf);
+
+/// `memopt.update_scale` (GradScaler.update): if *found_inf, new scale =
+/// scale * backoff_factor and the tracker resets to 0; otherwise the tracker
+/// adds one and, on reaching growth_interval, the scale is multiplied by
+/// growth_factor (kept only if finite) and the tracker resets to 0.
+void memopt_update_scale(memopt_context *ctx, const float *scale,
+                         const int64_t *growth_tracker,
+                         const uint8_t *found_inf, float *new_scale,
+                         int64_t *new_growth_tracker, double growth_factor,
+                         double backoff_factor, int64_t growth_interval);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MEMOPT_RUNTIME_H */

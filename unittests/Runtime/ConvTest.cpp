@@ -1,0 +1,199 @@
+//===- ConvTest.cpp - convolution and pooling tests -----------------------===//
+//
+// conv2d with stride, padding, dilation and groups against a direct loop in
+// double; its two gradients against central differences and against the
+// adjoint identities <conv(x, w), dy> = <x, dx> = <w, dw>. Pooling against
+// PyTorch's definitions (floor mode, -inf / counted padding), gradients by
+// finite differences and the first-maximum rule on ties.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuntimeTestUtil.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace memopt::test;
+
+namespace {
+
+struct Conv {
+  int64_t n = 2, c = 4, h = 5, w = 6, o = 6, kh = 3, kw = 2;
+  int64_t sh = 2, sw = 1, ph = 1, pw = 1, dh = 1, dw = 2, groups = 2;
+  int64_t oh() const { return (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1; }
+  int64_t ow() const { return (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
+  int64_t inSize() const { return n * c * h * w; }
+  int64_t filterSize() const { return o * (c / groups) * kh * kw; }
+  int64_t outSize() const { return n * o * oh() * ow(); }
+
+  void forward(memopt_context *ctx, const std::vector<float> &x,
+               const std::vector<float> &f, std::vector<float> &y) const {
+    y.assign(outSize(), 0.0f);
+    memopt_conv2d(ctx, MEMOPT_F32, x.data(), f.data(), y.data(), n, c, h, w, o,
+                  kh, kw, sh, sw, ph, pw, dh, dw, groups);
+  }
+
+  std::vector<double> reference(const std::vector<float> &x,
+                                const std::vector<float> &f) const {
+    std::vector<double> y(outSize(), 0.0);
+    int64_t cg = c / groups, og = o / groups;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t oc = 0; oc < o; ++oc)
+        for (int64_t y0 = 0; y0 < oh(); ++y0)
+          for (int64_t x0 = 0; x0 < ow(); ++x0) {
+            double s = 0;
+            int64_t g = oc / og;
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t i = 0; i < kh; ++i)
+                for (int64_t j = 0; j < kw; ++j) {
+                  int64_t iy = y0 * sh - ph + i * dh,
+                          ix = x0 * sw - pw + j * dw;
+                  if (iy < 0 || iy >= h || ix < 0 || ix >= w)
+                    continue;
+                  s += static_cast<double>(
+                           x[((b * c + g * cg + ci) * h + iy) * w + ix]) *
+                       f[((oc * cg + ci) * kh + i) * kw + j];
+                }
+            y[((b * o + oc) * oh() + y0) * ow() + x0] = s;
+          }
+    return y;
+  }
+};
+
+TEST_F(RuntimeTest, Conv2dMatchesDirectLoop) {
+  std::vector<Conv> configs(3);
+  configs[1].groups = 1;
+  configs[1].sh = configs[1].sw = 1;
+  configs[1].dh = 2;
+  configs[1].dw = 1;
+  configs[2].groups = 4; // depthwise-like: one input channel per group
+  configs[2].o = 8;
+  configs[2].ph = 0;
+  configs[2].pw = 0;
+  for (const Conv &cv : configs) {
+    std::vector<float> x = randomVector(rng, cv.inSize());
+    std::vector<float> f = randomVector(rng, cv.filterSize());
+    std::vector<float> y;
+    cv.forward(ctx, x, f, y);
+    std::vector<double> ref = cv.reference(x, f);
+    ASSERT_EQ(y.size(), ref.size());
+    for (size_t i = 0; i < y.size(); ++i)
+      ASSERT_NEAR(y[i], ref[i], 1e-5) << i;
+  }
+}
+
+TEST_F(RuntimeTest, Conv2dGradientsMatchFiniteDifferences) {
+  Conv cv;
+  std::vector<float> x = randomVector(rng, cv.inSize());
+  std::vector<float> f = randomVector(rng, cv.filterSize());
+  std::vector<float> r = randomVector(rng, cv.outSize());
+  std::vector<float> dx(cv.inSize()), df(cv.filterSize());
+  memopt_conv2d_grad_input(ctx, MEMOPT_F32, r.data(), f.data(), dx.data(), cv.n,
+                           cv.c, cv.h, cv.w, cv.o, cv.kh, cv.kw, cv.sh, cv.sw,
+                           cv.ph, cv.pw, cv.dh, cv.dw, cv.groups);
+  memopt_conv2d_grad_filter(ctx, MEMOPT_F32, r.data(), x.data(), df.data(),
+                            cv.n, cv.c, cv.h, cv.w, cv.o, cv.kh, cv.kw, cv.sh,
+                            cv.sw, cv.ph, cv.pw, cv.dh, cv.dw, cv.groups);
+  expectOk();
+  // Adjoint identities (exact up to f32 rounding).
+  std::vector<float> y;
+  cv.forward(ctx, x, f, y);
+  double yr = dot(y, r);
+  EXPECT_NEAR(dot(x, dx), yr, 1e-4 * (1 + std::fabs(yr)));
+  EXPECT_NEAR(dot(f, df), yr, 1e-4 * (1 + std::fabs(yr)));
+  // Central differences; conv is linear in each argument, so only rounding
+  // limits the agreement.
+  auto lossX = [&](std::vector<float> &xv) {
+    std::vector<float> out;
+    cv.forward(ctx, xv, f, out);
+    return dot(out, r);
+  };
+  auto lossF = [&](std::vector<float> &fv) {
+    std::vector<float> out;
+    cv.forward(ctx, x, fv, out);
+    return dot(out, r);
+  };
+  expectGradient(lossX, x, dx, "conv2d grad_input");
+  expectGradient(lossF, f, df, "conv2d grad_filter");
+}
+
+struct Pool {
+  int64_t n = 2, c = 3, h = 7, w = 6, kh = 3, kw = 2, sh = 2, sw = 2, ph = 1,
+          pw = 1;
+  int64_t oh() const { return (h + 2 * ph - kh) / sh + 1; }
+  int64_t ow() const { return (w + 2 * pw - kw) / sw + 1; }
+  int64_t inSize() const { return n * c * h * w; }
+  int64_t outSize() const { return n * c * oh() * ow(); }
+};
+
+TEST_F(RuntimeTest, PoolingMatchesDefinition) {
+  Pool p;
+  std::vector<float> x = randomVector(rng, p.inSize(), -3.0f, -1.0f);
+  std::vector<float> maxOut(p.outSize()), avgOut(p.outSize());
+  memopt_max_pool2d(ctx, MEMOPT_F32, x.data(), maxOut.data(), p.n, p.c, p.h,
+                    p.w, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw);
+  memopt_avg_pool2d(ctx, MEMOPT_F32, x.data(), avgOut.data(), p.n, p.c, p.h,
+                    p.w, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw);
+  for (int64_t pl = 0; pl < p.n * p.c; ++pl)
+    for (int64_t y0 = 0; y0 < p.oh(); ++y0)
+      for (int64_t x0 = 0; x0 < p.ow(); ++x0) {
+        // All inputs are negative: a padded -inf never wins, and a padded 0
+        // would (which catches zero padding in max pooling).
+        double best = -INFINITY, sum = 0;
+        for (int64_t i = 0; i < p.kh; ++i)
+          for (int64_t j = 0; j < p.kw; ++j) {
+            int64_t iy = y0 * p.sh - p.ph + i, ix = x0 * p.sw - p.pw + j;
+            if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w)
+              continue;
+            double v = x[(pl * p.h + iy) * p.w + ix];
+            best = std::max(best, v);
+            sum += v;
+          }
+        int64_t k = (pl * p.oh() + y0) * p.ow() + x0;
+        EXPECT_EQ(maxOut[k], static_cast<float>(best));
+        // count_include_pad: the divisor is always kh * kw.
+        EXPECT_NEAR(avgOut[k], sum / (p.kh * p.kw), 1e-6);
+      }
+}
+
+TEST_F(RuntimeTest, PoolingGradientsMatchFiniteDifferences) {
+  Pool p;
+  // Distinct values at least 0.05 apart, so that +-h never changes a
+  // window's maximum.
+  std::vector<float> x(p.inSize());
+  std::iota(x.begin(), x.end(), 0.0f);
+  std::shuffle(x.begin(), x.end(), rng);
+  for (float &v : x)
+    v = v * 0.05f - 5.0f;
+  std::vector<float> r = randomVector(rng, p.outSize());
+  std::vector<float> dMax(p.inSize()), dAvg(p.inSize());
+  memopt_max_pool2d_grad(ctx, MEMOPT_F32, r.data(), x.data(), dMax.data(), p.n,
+                         p.c, p.h, p.w, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw);
+  memopt_avg_pool2d_grad(ctx, MEMOPT_F32, r.data(), dAvg.data(), p.n, p.c, p.h,
+                         p.w, p.kh, p.kw, p.sh, p.sw, p.ph, p.pw);
+  auto lossMax = [&](std::vector<float> &xv) {
+    std::vector<float> y(p.outSize());
+    memopt_max_pool2d(ctx, MEMOPT_F32, xv.data(), y.data(), p.n, p.c, p.h, p.w,
+                      p.kh, p.kw, p.sh, p.sw, p.ph, p.pw);
+    return dot(y, r);
+  };
+  auto lossAvg = [&](std::vector<float> &xv) {
+    std::vector<float> y(p.outSize());
+    memopt_avg_pool2d(ctx, MEMOPT_F32, xv.data(), y.data(), p.n, p.c, p.h, p.w,
+                      p.kh, p.kw, p.sh, p.sw, p.ph, p.pw);
+    return dot(y, r);
+  };
+  expectGradient(lossMax, x, dMax, "max_pool2d grad", 1e-2f);
+  expectGradient(lossAvg, x, dAvg, "avg_pool2d grad", 1e-2f);
+}
+
+TEST_F(RuntimeTest, MaxPoolGradientGoesToFirstMaximumOnTies) {
+  // One 2x4 plane of equal values, 2x2 windows, stride 2: each window's
+  // gradient goes to its top-left element.
+  std::vector<float> x(8, 1.0f), g = {3.0f, 5.0f}, dx(8);
+  memopt_max_pool2d_grad(ctx, MEMOPT_F32, g.data(), x.data(), dx.data(), 1, 1,
+                         2, 4, 2, 2, 2, 2, 0, 0);
+  EXPECT_EQ(dx, (std::vector<float>{3, 0, 5, 0, 0, 0, 0, 0}));
+}
+
+} // namespace

@@ -1,0 +1,316 @@
+//===- ElementwiseTest.cpp - elementwise, reduction and shape kernels -----===//
+//
+// Forward kernels against double-precision formulas, activation gradients
+// against central differences of the forward kernels, f16/bf16 storage,
+// reductions, data movement (broadcast, transpose, slice, concat) against
+// naive index loops, and embedding with repeated indices.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Float16.h"
+#include "RuntimeTestUtil.h"
+
+#include <limits>
+
+using namespace memopt::host;
+using namespace memopt::test;
+
+namespace {
+
+double unaryReference(memopt_unary_op op, double x) {
+  switch (op) {
+  case MEMOPT_UNARY_NEG:
+    return -x;
+  case MEMOPT_UNARY_EXP:
+    return std::exp(x);
+  case MEMOPT_UNARY_LOG:
+    return std::log(x);
+  case MEMOPT_UNARY_SQRT:
+    return std::sqrt(x);
+  case MEMOPT_UNARY_RSQRT:
+    return 1.0 / std::sqrt(x);
+  case MEMOPT_UNARY_TANH:
+    return std::tanh(x);
+  case MEMOPT_UNARY_SIGMOID:
+    return 1.0 / (1.0 + std::exp(-x));
+  case MEMOPT_UNARY_RELU:
+    return x > 0 ? x : 0;
+  case MEMOPT_UNARY_SILU:
+    return x / (1.0 + std::exp(-x));
+  case MEMOPT_UNARY_GELU:
+    return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+  case MEMOPT_UNARY_GELU_TANH:
+    return 0.5 * x *
+           (1.0 +
+            std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  }
+  return 0;
+}
+
+TEST_F(RuntimeTest, UnaryMatchesReference) {
+  std::vector<float> x = randomVector(rng, 64, 0.05f, 3.0f);
+  for (size_t i = 0; i < x.size(); i += 2)
+    if (i % 4 == 0)
+      x[i] = -x[i];
+  for (int op = MEMOPT_UNARY_NEG; op <= MEMOPT_UNARY_GELU_TANH; ++op) {
+    auto kind = static_cast<memopt_unary_op>(op);
+    bool positiveOnly = kind == MEMOPT_UNARY_LOG || kind == MEMOPT_UNARY_SQRT ||
+                        kind == MEMOPT_UNARY_RSQRT;
+    std::vector<float> in = x;
+    if (positiveOnly)
+      for (float &v : in)
+        v = std::fabs(v);
+    std::vector<float> out(in.size());
+    memopt_unary(ctx, kind, MEMOPT_F32, in.data(), out.data(), in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      double expected = unaryReference(kind, in[i]);
+      EXPECT_NEAR(out[i], expected, 2e-6 * (1.0 + std::fabs(expected)))
+          << "op " << op << " x " << in[i];
+    }
+  }
+}
+
+TEST_F(RuntimeTest, BinaryAndScalar) {
+  std::vector<float> a = randomVector(rng, 32),
+                     b = randomVector(rng, 32, 0.5f, 2.0f);
+  b[3] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> out(a.size());
+  memopt_binary(ctx, MEMOPT_BINARY_ADD, MEMOPT_F32, a.data(), b.data(),
+                out.data(), a.size());
+  EXPECT_EQ(out[0], a[0] + b[0]);
+  memopt_binary(ctx, MEMOPT_BINARY_SUB, MEMOPT_F32, a.data(), b.data(),
+                out.data(), a.size());
+  EXPECT_EQ(out[1], a[1] - b[1]);
+  memopt_binary(ctx, MEMOPT_BINARY_MUL, MEMOPT_F32, a.data(), b.data(),
+                out.data(), a.size());
+  EXPECT_EQ(out[2], a[2] * b[2]);
+  memopt_binary(ctx, MEMOPT_BINARY_DIV, MEMOPT_F32, a.data(), b.data(),
+                out.data(), a.size());
+  EXPECT_EQ(out[4], a[4] / b[4]);
+  memopt_binary(ctx, MEMOPT_BINARY_MAXIMUM, MEMOPT_F32, a.data(), b.data(),
+                out.data(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (i == 3) {
+      EXPECT_TRUE(std::isnan(out[i])); // NaN propagates, as torch.maximum
+    } else {
+      EXPECT_EQ(out[i], std::max(a[i], b[i]));
+    }
+  }
+  // In place: out aliases lhs.
+  std::vector<float> c = a;
+  memopt_binary(ctx, MEMOPT_BINARY_ADD, MEMOPT_F32, c.data(), c.data(),
+                c.data(), c.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(c[i], 2 * a[i]);
+  memopt_scalar(ctx, MEMOPT_SCALAR_ADD, MEMOPT_F32, a.data(), 0.25, out.data(),
+                a.size());
+  EXPECT_EQ(out[5], a[5] + 0.25f);
+  memopt_scalar(ctx, MEMOPT_SCALAR_MUL, MEMOPT_F32, a.data(), -3.0, out.data(),
+                a.size());
+  EXPECT_EQ(out[6], a[6] * -3.0f);
+  memopt_scalar(ctx, MEMOPT_SCALAR_POW, MEMOPT_F32, b.data(), 2.0, out.data(),
+                b.size());
+  EXPECT_NEAR(out[7], b[7] * b[7], 1e-6);
+}
+
+TEST_F(RuntimeTest, HalfStorageComputesInF32AndRoundsOnce) {
+  std::vector<float> x = randomVector(rng, 100, -4.0f, 4.0f);
+  for (memopt_dtype dtype : {MEMOPT_F16, MEMOPT_BF16}) {
+    std::vector<uint16_t> in(x.size()), out(x.size());
+    memopt_cast(ctx, MEMOPT_F32, x.data(), dtype, in.data(), x.size());
+    memopt_unary(ctx, MEMOPT_UNARY_TANH, dtype, in.data(), out.data(),
+                 x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      float widened = dtype == MEMOPT_F16 ? halfBitsToFloat(in[i])
+                                          : bfloat16BitsToFloat(in[i]);
+      float y = std::tanh(widened);
+      uint16_t expected =
+          dtype == MEMOPT_F16 ? floatToHalfBits(y) : floatToBFloat16Bits(y);
+      EXPECT_EQ(out[i], expected) << i;
+    }
+  }
+}
+
+TEST_F(RuntimeTest, ActivationGradientsMatchFiniteDifferences) {
+  struct Case {
+    memopt_unary_op forward;
+    memopt_activation_grad_op backward;
+    bool fromOutput;
+  } cases[] = {{MEMOPT_UNARY_RELU, MEMOPT_GRAD_RELU, false},
+               {MEMOPT_UNARY_SILU, MEMOPT_GRAD_SILU, false},
+               {MEMOPT_UNARY_TANH, MEMOPT_GRAD_TANH, true},
+               {MEMOPT_UNARY_SIGMOID, MEMOPT_GRAD_SIGMOID, true},
+               {MEMOPT_UNARY_GELU, MEMOPT_GRAD_GELU, false},
+               {MEMOPT_UNARY_GELU_TANH, MEMOPT_GRAD_GELU_TANH, false}};
+  std::vector<float> x = randomVector(rng, 24, 0.1f, 2.5f);
+  for (size_t i = 0; i < x.size(); i += 2)
+    x[i] = -x[i]; // keep away from relu's kink at 0
+  std::vector<float> r = randomVector(rng, x.size());
+  for (const Case &c : cases) {
+    std::vector<float> y(x.size()), dx(x.size());
+    memopt_unary(ctx, c.forward, MEMOPT_F32, x.data(), y.data(), x.size());
+    memopt_activation_grad(ctx, c.backward, MEMOPT_F32,
+                           c.fromOutput ? y.data() : x.data(), r.data(),
+                           dx.data(), x.size());
+    auto loss = [&](std::vector<float> &in) {
+      std::vector<float> out(in.size());
+      memopt_unary(ctx, c.forward, MEMOPT_F32, in.data(), out.data(),
+                   in.size());
+      return dot(out, r);
+    };
+    expectGradient(loss, x, dx, "activation", 1e-2f, 5e-3);
+  }
+}
+
+TEST_F(RuntimeTest, ReduceOverMiddleExtent) {
+  const int64_t outer = 3, reduced = 5, inner = 4;
+  std::vector<float> x = randomVector(rng, outer * reduced * inner);
+  for (memopt_reduce_op op :
+       {MEMOPT_REDUCE_SUM, MEMOPT_REDUCE_MEAN, MEMOPT_REDUCE_MAX}) {
+    std::vector<float> out(outer * inner);
+    memopt_reduce(ctx, op, MEMOPT_F32, x.data(), MEMOPT_F32, out.data(), outer,
+                  reduced, inner);
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        double sum = 0, best = -INFINITY;
+        for (int64_t r = 0; r < reduced; ++r) {
+          double v = x[(o * reduced + r) * inner + i];
+          sum += v;
+          best = std::max(best, v);
+        }
+        double expected = op == MEMOPT_REDUCE_SUM    ? sum
+                          : op == MEMOPT_REDUCE_MEAN ? sum / reduced
+                                                     : best;
+        EXPECT_NEAR(out[o * inner + i], expected, 1e-6);
+      }
+    }
+  }
+  // bf16 input, f32 result: the sum of the widened values.
+  std::vector<uint16_t> bf(x.size());
+  memopt_cast(ctx, MEMOPT_F32, x.data(), MEMOPT_BF16, bf.data(), x.size());
+  std::vector<float> out(outer * inner);
+  memopt_reduce(ctx, MEMOPT_REDUCE_SUM, MEMOPT_BF16, bf.data(), MEMOPT_F32,
+                out.data(), outer, reduced, inner);
+  double sum = 0;
+  for (int64_t r = 0; r < reduced; ++r)
+    sum += bfloat16BitsToFloat(bf[r * inner]);
+  EXPECT_NEAR(out[0], sum, 1e-6);
+}
+
+TEST_F(RuntimeTest, WhereMaskedFillAndFill) {
+  std::vector<float> a = {1, 2, 3, 4}, b = {-1, -2, -3, -4}, out(4);
+  std::vector<uint8_t> cond = {1, 0, 0, 1};
+  memopt_where(ctx, MEMOPT_F32, cond.data(), a.data(), b.data(), out.data(), 4);
+  EXPECT_EQ(out, (std::vector<float>{1, -2, -3, 4}));
+  memopt_masked_fill(ctx, MEMOPT_F32, a.data(), cond.data(), -1e9, out.data(),
+                     4);
+  EXPECT_EQ(out, (std::vector<float>{-1e9f, 2, 3, -1e9f}));
+  std::vector<uint16_t> half(4);
+  memopt_fill(ctx, MEMOPT_F16, half.data(), 4, 1.0);
+  EXPECT_EQ(half[3], 0x3c00);
+  std::vector<int64_t> ints(3);
+  memopt_fill(ctx, MEMOPT_I64, ints.data(), 3, 7.0);
+  EXPECT_EQ(ints[2], 7);
+}
+
+TEST_F(RuntimeTest, BroadcastTransposeSliceConcat) {
+  // broadcast [3, 1] -> [2, 3, 4] with dims [1, 2].
+  std::vector<float> in = {1, 2, 3};
+  int64_t inShape[] = {3, 1}, dims[] = {1, 2}, outShape[] = {2, 3, 4};
+  std::vector<float> out(24);
+  memopt_broadcast(ctx, MEMOPT_F32, in.data(), 2, inShape, dims, out.data(), 3,
+                   outShape);
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 4; ++j)
+        EXPECT_EQ(out[(b * 3 + i) * 4 + j], in[i]);
+
+  // transpose [2, 3, 4] with perm [2, 0, 1] -> [4, 2, 3].
+  std::vector<int64_t> x(24);
+  for (int i = 0; i < 24; ++i)
+    x[i] = i;
+  int64_t shape[] = {2, 3, 4}, perm[] = {2, 0, 1};
+  std::vector<int64_t> t(24);
+  memopt_transpose(ctx, MEMOPT_I64, x.data(), 3, shape, perm, t.data());
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 2; ++b)
+      for (int c = 0; c < 3; ++c)
+        EXPECT_EQ(t[(a * 2 + b) * 3 + c], x[(b * 3 + c) * 4 + a]);
+
+  // slice [2, 3, 4] starts [0, 1, 1] limits [2, 3, 4] strides [1, 1, 2]
+  // -> [2, 2, 2] (ceil(3 / 2) = 2), then its gradient scatters back.
+  int64_t starts[] = {0, 1, 1}, limits[] = {2, 3, 4}, strides[] = {1, 1, 2};
+  std::vector<float> xf(24);
+  for (int i = 0; i < 24; ++i)
+    xf[i] = static_cast<float>(i);
+  std::vector<float> s(8);
+  memopt_slice(ctx, MEMOPT_F32, xf.data(), 3, shape, starts, limits, strides,
+               s.data());
+  std::vector<float> g(24, 99.0f);
+  memopt_slice_grad(ctx, MEMOPT_F32, s.data(), 3, shape, starts, limits,
+                    strides, g.data());
+  int k = 0;
+  std::vector<float> expectedGrad(24, 0.0f);
+  for (int a = 0; a < 2; ++a)
+    for (int b = 1; b < 3; ++b)
+      for (int c = 1; c < 4; c += 2) {
+        int flat = (a * 3 + b) * 4 + c;
+        EXPECT_EQ(s[k++], xf[flat]);
+        expectedGrad[flat] = xf[flat];
+      }
+  EXPECT_EQ(g, expectedGrad);
+
+  // concat [2, 1, 3] and [2, 2, 3] along dim 1.
+  std::vector<float> c0 = {1, 2, 3, 4, 5, 6};
+  std::vector<float> c1 = {10, 11, 12, 13, 14, 15, 20, 21, 22, 23, 24, 25};
+  const void *inputs[] = {c0.data(), c1.data()};
+  int64_t sizes[] = {1, 2};
+  std::vector<float> cat(18);
+  memopt_concat(ctx, MEMOPT_F32, 2, inputs, sizes, cat.data(), 2, 3);
+  EXPECT_EQ(cat, (std::vector<float>{1, 2, 3, 10, 11, 12, 13, 14, 15, 4, 5, 6,
+                                     20, 21, 22, 23, 24, 25}));
+}
+
+TEST_F(RuntimeTest, EmbeddingAccumulatesRepeatedIndices) {
+  const int64_t rows = 5, dim = 3;
+  std::vector<float> table = randomVector(rng, rows * dim);
+  std::vector<int32_t> ids = {4, 0, 4, 2, 4};
+  std::vector<float> out(ids.size() * dim);
+  memopt_embedding(ctx, MEMOPT_F32, table.data(), MEMOPT_I32, ids.data(),
+                   out.data(), ids.size(), rows, dim);
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int j = 0; j < dim; ++j)
+      EXPECT_EQ(out[i * dim + j], table[ids[i] * dim + j]);
+  std::vector<float> grad = randomVector(rng, ids.size() * dim);
+  std::vector<float> dTable(rows * dim, 123.0f);
+  memopt_embedding_grad(ctx, MEMOPT_F32, grad.data(), MEMOPT_I32, ids.data(),
+                        dTable.data(), ids.size(), rows, dim);
+  for (int j = 0; j < dim; ++j) {
+    EXPECT_FLOAT_EQ(dTable[4 * dim + j],
+                    grad[0 * dim + j] + grad[2 * dim + j] + grad[4 * dim + j]);
+    EXPECT_EQ(dTable[0 * dim + j], grad[1 * dim + j]);
+    EXPECT_EQ(dTable[1 * dim + j], 0.0f);
+    EXPECT_EQ(dTable[3 * dim + j], 0.0f);
+  }
+  // The gradient is the VJP of the lookup: check it by finite differences.
+  auto loss = [&](std::vector<float> &w) {
+    std::vector<float> y(ids.size() * dim);
+    memopt_embedding(ctx, MEMOPT_F32, w.data(), MEMOPT_I32, ids.data(),
+                     y.data(), ids.size(), rows, dim);
+    return dot(y, grad);
+  };
+  expectGradient(loss, table, dTable, "embedding");
+}
+
+TEST_F(RuntimeTest, EmbeddingIndexOutOfRangeIsAnError) {
+  expectError = true;
+  std::vector<float> table(6), out(6);
+  std::vector<int64_t> ids = {0, 3};
+  memopt_embedding(ctx, MEMOPT_F32, table.data(), MEMOPT_I64, ids.data(),
+                   out.data(), 2, 2, 3);
+  EXPECT_EQ(memopt_get_status(ctx), MEMOPT_ERROR_INDEX_OUT_OF_RANGE);
+  EXPECT_STREQ(memopt_get_error_message(ctx),
+               "memopt_embedding: index 3 at position 1 out of range [0, 2)");
+}
+
+} // namespace

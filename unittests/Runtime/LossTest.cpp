@@ -1,0 +1,138 @@
+//===- LossTest.cpp - cross-entropy and MSE tests -------------------------===//
+//
+// Losses against double references (ignore_index, both reductions, i32 and
+// i64 labels), the all-ignored mean (NaN loss, zero gradient, as PyTorch),
+// and gradients against central differences of the loss kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuntimeTestUtil.h"
+
+using namespace memopt::test;
+
+namespace {
+
+double referenceCrossEntropy(const std::vector<float> &logits,
+                             const std::vector<int64_t> &labels,
+                             int64_t classes, int64_t ignoreIndex, bool mean) {
+  double total = 0;
+  int64_t count = 0;
+  for (size_t r = 0; r < labels.size(); ++r) {
+    if (labels[r] == ignoreIndex)
+      continue;
+    double maxValue = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < classes; ++j)
+      maxValue = std::max<double>(maxValue, logits[r * classes + j]);
+    for (int64_t j = 0; j < classes; ++j)
+      sum += std::exp(logits[r * classes + j] - maxValue);
+    total += maxValue + std::log(sum) - logits[r * classes + labels[r]];
+    ++count;
+  }
+  return mean ? total / count : total;
+}
+
+TEST_F(RuntimeTest, CrossEntropyWithIgnoreIndex) {
+  const int64_t rows = 6, classes = 5;
+  std::vector<float> logits = randomVector(rng, rows * classes, -3, 3);
+  logits[0] = 500.0f; // large logits stay finite
+  std::vector<int64_t> labels = {0, 3, -100, 4, -100, 1};
+  for (memopt_loss_reduction red :
+       {MEMOPT_REDUCTION_MEAN, MEMOPT_REDUCTION_SUM}) {
+    float loss = 0;
+    memopt_cross_entropy(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
+                         labels.data(), &loss, rows, classes, -100, red);
+    double expected = referenceCrossEntropy(logits, labels, classes, -100,
+                                            red == MEMOPT_REDUCTION_MEAN);
+    EXPECT_NEAR(loss, expected, 1e-5 * (1 + std::fabs(expected)));
+
+    float upstream = 0.7f;
+    std::vector<float> dx(logits.size());
+    memopt_cross_entropy_grad(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
+                              labels.data(), &upstream, dx.data(), rows,
+                              classes, -100, red);
+    for (int64_t j = 0; j < classes; ++j) {
+      EXPECT_EQ(dx[2 * classes + j], 0.0f); // ignored rows
+      EXPECT_EQ(dx[4 * classes + j], 0.0f);
+    }
+    auto lossFn = [&](std::vector<float> &z) {
+      float l = 0;
+      memopt_cross_entropy(ctx, MEMOPT_F32, z.data(), MEMOPT_I64, labels.data(),
+                           &l, rows, classes, -100, red);
+      return upstream * static_cast<double>(l);
+    };
+    // Only perturb moderate logits (the 500 one saturates the softmax).
+    std::vector<float> small = logits;
+    small[0] = 2.0f;
+    std::vector<float> dSmall(logits.size());
+    memopt_cross_entropy_grad(ctx, MEMOPT_F32, small.data(), MEMOPT_I64,
+                              labels.data(), &upstream, dSmall.data(), rows,
+                              classes, -100, red);
+    expectGradient(lossFn, small, dSmall, "cross_entropy_grad", 1e-2f, 1e-2);
+  }
+}
+
+TEST_F(RuntimeTest, CrossEntropyInt32LabelsAndCustomIgnoreIndex) {
+  std::vector<float> logits = {1, 2, 3, 0, 0, 0};
+  std::vector<int32_t> labels = {2, 7};
+  float loss = 0;
+  memopt_cross_entropy(ctx, MEMOPT_F32, logits.data(), MEMOPT_I32,
+                       labels.data(), &loss, 2, 3, 7, MEMOPT_REDUCTION_MEAN);
+  double expected = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3;
+  EXPECT_NEAR(loss, expected, 1e-6);
+}
+
+TEST_F(RuntimeTest, CrossEntropyAllIgnoredMeanIsNaNWithZeroGradient) {
+  std::vector<float> logits = randomVector(rng, 6);
+  std::vector<int64_t> labels = {-100, -100};
+  float loss = 0, upstream = 1.0f;
+  memopt_cross_entropy(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
+                       labels.data(), &loss, 2, 3, -100, MEMOPT_REDUCTION_MEAN);
+  EXPECT_TRUE(std::isnan(loss));
+  memopt_cross_entropy(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
+                       labels.data(), &loss, 2, 3, -100, MEMOPT_REDUCTION_SUM);
+  EXPECT_EQ(loss, 0.0f);
+  std::vector<float> dx(6, 5.0f);
+  memopt_cross_entropy_grad(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
+                            labels.data(), &upstream, dx.data(), 2, 3, -100,
+                            MEMOPT_REDUCTION_MEAN);
+  EXPECT_EQ(dx, std::vector<float>(6, 0.0f));
+}
+
+TEST_F(RuntimeTest, CrossEntropyLabelOutOfRangeIsAnError) {
+  expectError = true;
+  std::vector<float> logits(6);
+  std::vector<int64_t> labels = {1, 3};
+  float loss;
+  memopt_cross_entropy(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
+                       labels.data(), &loss, 2, 3, -100, MEMOPT_REDUCTION_MEAN);
+  EXPECT_EQ(memopt_get_status(ctx), MEMOPT_ERROR_INDEX_OUT_OF_RANGE);
+  EXPECT_STREQ(memopt_get_error_message(ctx),
+               "memopt_cross_entropy: label 3 of row 1 out of range [0, 3)");
+}
+
+TEST_F(RuntimeTest, MseLossAndGradient) {
+  const int64_t n = 12;
+  std::vector<float> x = randomVector(rng, n), t = randomVector(rng, n);
+  for (memopt_loss_reduction red :
+       {MEMOPT_REDUCTION_MEAN, MEMOPT_REDUCTION_SUM}) {
+    float loss = 0;
+    memopt_mse_loss(ctx, MEMOPT_F32, x.data(), t.data(), &loss, n, red);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i)
+      sum += (static_cast<double>(x[i]) - t[i]) * (x[i] - t[i]);
+    double expected = red == MEMOPT_REDUCTION_MEAN ? sum / n : sum;
+    EXPECT_NEAR(loss, expected, 1e-6 * (1 + expected));
+    float upstream = 1.3f;
+    std::vector<float> dx(n);
+    memopt_mse_loss_grad(ctx, MEMOPT_F32, x.data(), t.data(), &upstream,
+                         dx.data(), n, red);
+    auto lossFn = [&](std::vector<float> &z) {
+      float l = 0;
+      memopt_mse_loss(ctx, MEMOPT_F32, z.data(), t.data(), &l, n, red);
+      return upstream * static_cast<double>(l);
+    };
+    expectGradient(lossFn, x, dx, "mse_loss_grad");
+  }
+}
+
+} // namespace
