@@ -727,7 +727,7 @@ func.func @missing_role(%x: tensor<4xf32> {memopt.role = "input", memopt.name = 
 
 // -----
 
-// expected-error @+1 {{argument #0 attribute 'memopt.role' must be one of "param", "input", "label", "state", got "weight"}}
+// expected-error @+1 {{argument #0 attribute 'memopt.role' must be one of "param", "input", "label", "state", "optim", "loss", got "weight"}}
 func.func @bad_role(%w: tensor<4xf32> {memopt.role = "weight", memopt.name = "w"}) {
   return
 }
@@ -840,7 +840,7 @@ func.func @scope_type(%x: tensor<4xf32>) {
 // -----
 
 func.func @unknown_op_attr(%x: tensor<4xf32>) {
-  // expected-error @+1 {{has unknown memopt attribute 'memopt.color' (expected memopt.scope or memopt.loss)}}
+  // expected-error @+1 {{has unknown memopt attribute 'memopt.color' (expected memopt.scope, memopt.loss, memopt.train_step, memopt.offset or memopt.arena_bytes)}}
   %0 = memopt.relu %x {memopt.color = "red"} : tensor<4xf32>
   return
 }
@@ -867,4 +867,36 @@ func.func @batch_sizes(%x: tensor<8x4xf32> {memopt.role = "input", memopt.name =
 func.func @extra_result(%w: tensor<4xf32> {memopt.role = "param", memopt.name = "w"}) -> (tensor<f32>, tensor<4xf32>) attributes {memopt.loss} {
   %l = memopt.mse_loss %w, %w : tensor<4xf32>
   return %l, %w : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{argument #0 has role "optim", which only a training step has}}
+func.func @optim_in_loss(%m: tensor<4xf32> {memopt.role = "optim", memopt.name = "m"}) -> tensor<f32> attributes {memopt.loss} {
+  %l = memopt.mse_loss %m, %m : tensor<4xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+func.func @negative_offset() {
+  // expected-error @+1 {{attribute 'memopt.offset' must be a non-negative integer, got -256 : i64}}
+  %0 = memref.alloc() {memopt.offset = -256 : i64} : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @kernel_name(%a: memref<4xf32>) {
+  // expected-error @+1 {{'memopt.frob' is not a memopt tensor op}}
+  memopt.kernel "memopt.frob" ins(%a : memref<4xf32>) outs(%a : memref<4xf32>) with {}
+  return
+}
+
+// -----
+
+func.func @kernel_outs(%a: memref<4xf32>) {
+  // expected-error @+1 {{needs at least one output buffer}}
+  "memopt.kernel"(%a) {kernel = "memopt.relu", op_attributes = {}, operandSegmentSizes = array<i32: 1, 0>} : (memref<4xf32>) -> ()
+  return
 }

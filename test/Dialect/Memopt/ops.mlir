@@ -323,3 +323,15 @@ func.func @loss_scaling(%loss: tensor<f32>, %scale: tensor<f32>, %tracker: tenso
   %s, %n = memopt.update_scale %scale, %tracker, %inf2 growth 2.000000e+00 backoff 5.000000e-01 interval 2000
   return
 }
+
+// -----
+
+// CHECK-LABEL: func.func @kernel
+// CHECK-SAME: (%[[X:.*]]: memref<4x8xf32>, %[[W:.*]]: memref<3x8xf32>, %[[H:.*]]: memref<4x3xf32>, %[[C:.*]]: memref<4xf32>)
+func.func @kernel(%x: memref<4x8xf32>, %w: memref<3x8xf32>, %h: memref<4x3xf32>, %c: memref<4xf32>) {
+  // CHECK: memopt.kernel "memopt.matmul" ins(%[[X]], %[[W]] : memref<4x8xf32>, memref<3x8xf32>) outs(%[[H]] : memref<4x3xf32>) with {transpose_rhs} {memopt.scope = "fc"}
+  memopt.kernel "memopt.matmul" ins(%x, %w : memref<4x8xf32>, memref<3x8xf32>) outs(%h : memref<4x3xf32>) with {transpose_rhs} {memopt.scope = "fc"}
+  // CHECK: memopt.kernel "memopt.constant" outs(%[[C]] : memref<4xf32>) with {value = dense<1.000000e+00> : tensor<4xf32>}
+  memopt.kernel "memopt.constant" outs(%c : memref<4xf32>) with {value = dense<1.0> : tensor<4xf32>}
+  return
+}

@@ -45,6 +45,8 @@ std::optional<ArgumentRole> memopt::symbolizeArgumentRole(StringRef name) {
       .Case("input", ArgumentRole::Input)
       .Case("label", ArgumentRole::Label)
       .Case("state", ArgumentRole::State)
+      .Case("optim", ArgumentRole::Optim)
+      .Case("loss", ArgumentRole::Loss)
       .Default(std::nullopt);
 }
 
@@ -58,6 +60,10 @@ StringRef memopt::stringifyArgumentRole(ArgumentRole role) {
     return "label";
   case ArgumentRole::State:
     return "state";
+  case ArgumentRole::Optim:
+    return "optim";
+  case ArgumentRole::Loss:
+    return "loss";
   }
   llvm_unreachable("unknown argument role");
 }
@@ -80,7 +86,7 @@ LogicalResult MemoptDialect::verifyRegionArgAttribute(Operation *op,
     auto role = dyn_cast<StringAttr>(attr.getValue());
     if (!role || !symbolizeArgumentRole(role.getValue()))
       return argError() << "must be one of \"param\", \"input\", \"label\", "
-                           "\"state\", got "
+                           "\"state\", \"optim\", \"loss\", got "
                         << attr.getValue();
     return success();
   }
@@ -152,6 +158,9 @@ static LogicalResult verifyLossFunction(FunctionOpInterface func) {
 
     // The role string was checked by verifyRegionArgAttribute.
     ArgumentRole kind = *symbolizeArgumentRole(role.getValue());
+    if (kind == ArgumentRole::Optim || kind == ArgumentRole::Loss)
+      return argError() << "has role \"" << role.getValue()
+                        << "\", which only a training step has";
     bool isData = kind == ArgumentRole::Input || kind == ArgumentRole::Label;
     auto batchDim = func.getArgAttrOfType<IntegerAttr>(
         index, MemoptDialect::kBatchDimAttrName);
@@ -232,6 +241,22 @@ LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "marked memopt.loss must have a body";
     return verifyLossFunction(func);
   }
+  if (name == kTrainStepAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()) || !isa<FunctionOpInterface>(op))
+      return op->emitOpError() << "attribute '" << name
+                               << "' must be a unit attribute on a function";
+    return success();
+  }
+  if (name == kOffsetAttrName || name == kArenaBytesAttrName) {
+    auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!bytes || bytes.getInt() < 0)
+      return op->emitOpError() << "attribute '" << name
+                               << "' must be a non-negative integer, got "
+                               << attr.getValue();
+    return success();
+  }
   return op->emitOpError() << "has unknown memopt attribute '" << name
-                           << "' (expected memopt.scope or memopt.loss)";
+                           << "' (expected memopt.scope, memopt.loss, "
+                              "memopt.train_step, memopt.offset or "
+                              "memopt.arena_bytes)";
 }

@@ -952,5 +952,33 @@ LogicalResult UpdateScaleOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// KernelOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult KernelOp::verify() {
+  StringRef kernel = getKernel();
+  std::optional<RegisteredOperationName> op =
+      RegisteredOperationName::lookup(kernel, getContext());
+  if (!kernel.starts_with("memopt.") || !op ||
+      op->getTypeID() == TypeID::get<KernelOp>())
+    return emitOpError() << "'" << kernel
+                         << "' is not a memopt tensor op";
+  if (getOuts().empty())
+    return emitOpError() << "needs at least one output buffer";
+  return success();
+}
+
+void KernelOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  for (OpOperand &input : getInsMutable())
+    effects.emplace_back(MemoryEffects::Read::get(), &input,
+                         SideEffects::DefaultResource::get());
+  for (OpOperand &output : getOutsMutable())
+    effects.emplace_back(MemoryEffects::Write::get(), &output,
+                         SideEffects::DefaultResource::get());
+}
+
 #define GET_OP_CLASSES
 #include "memopt/Dialect/Memopt/IR/MemoptOps.cpp.inc"

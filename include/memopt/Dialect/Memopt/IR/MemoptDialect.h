@@ -19,7 +19,7 @@
 namespace memopt {
 
 /// The roles a function argument can play in training (`memopt.role`).
-enum class ArgumentRole { Param, Input, Label, State };
+enum class ArgumentRole { Param, Input, Label, State, Optim, Loss };
 
 /// Returns the role named by `memopt.role = "<name>"`, or std::nullopt.
 std::optional<ArgumentRole> symbolizeArgumentRole(llvm::StringRef name);

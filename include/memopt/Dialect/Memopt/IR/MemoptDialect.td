@@ -24,7 +24,8 @@ def Memopt_Dialect : Dialect {
 
     * `memopt.role` — `"param"` (a trainable weight), `"input"`, `"label"`,
       or `"state"` (non-trained state a step updates, such as batch-norm
-      running statistics);
+      running statistics); in a training step also `"optim"` (optimizer
+      state) and `"loss"` (the buffer that receives the loss);
     * `memopt.name` — the name the user knows it by (the PyTorch
       `named_parameters()` name or the `forward()` argument name);
     * `memopt.batch_dim` — for inputs and labels, the dimension that indexes
@@ -35,6 +36,11 @@ def Memopt_Dialect : Dialect {
     of each `"state"` argument in argument order. Ops may carry
     `memopt.scope`, the module path they come from (`transformer.h.3.attn`),
     so that passes and reports speak in the user's terms.
+
+    The training step derived from it (`--memopt-autodiff`) is marked
+    `memopt.train_step`; after buffer planning its scratch buffers carry
+    `memopt.offset` and the function `memopt.arena_bytes`
+    (docs/Pipeline.md).
 
     Broadcasting is explicit (`memopt.broadcast`): elementwise ops take
     operands of one type. Randomness is counter-based (see
@@ -51,6 +57,11 @@ def Memopt_Dialect : Dialect {
         "memopt.batch_dim";
     static constexpr ::llvm::StringLiteral kLossAttrName = "memopt.loss";
     static constexpr ::llvm::StringLiteral kScopeAttrName = "memopt.scope";
+    static constexpr ::llvm::StringLiteral kTrainStepAttrName =
+        "memopt.train_step";
+    static constexpr ::llvm::StringLiteral kOffsetAttrName = "memopt.offset";
+    static constexpr ::llvm::StringLiteral kArenaBytesAttrName =
+        "memopt.arena_bytes";
 
   private:
     void registerAttributes();

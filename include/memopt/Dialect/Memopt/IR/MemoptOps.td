@@ -969,4 +969,31 @@ def Memopt_UpdateScaleOp : Memopt_Op<"update_scale", [Pure]> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+def Memopt_KernelOp : Memopt_Op<"kernel", [AttrSizedOperandSegments,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "one tensor op on buffers, in destination-passing style";
+  let description = [{
+    The bufferized form of the tensor op named by `kernel`: it reads the
+    buffers `ins` (that op's operands, in order), writes the buffers `outs`
+    (one per result, in order) and carries that op's attributes in `with`.
+    An output may be an input's buffer (an in-place update). Code generation
+    turns each kernel into one runtime call (docs/Pipeline.md).
+
+    ```mlir
+    memopt.kernel "memopt.matmul" ins(%x, %w : memref<4x8xf32>, memref<3x8xf32>) outs(%h : memref<4x3xf32>) with {transpose_rhs}
+    ```
+  }];
+  let arguments = (ins StrAttr:$kernel, Variadic<AnyStaticShapeMemRef>:$ins,
+                       Variadic<AnyStaticShapeMemRef>:$outs,
+                       DictionaryAttr:$op_attributes);
+  let assemblyFormat = [{
+    $kernel (`ins` `(` $ins^ `:` type($ins) `)`)?
+    `outs` `(` $outs `:` type($outs) `)` `with` $op_attributes attr-dict
+  }];
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_TD
