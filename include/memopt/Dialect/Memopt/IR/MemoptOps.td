@@ -54,7 +54,7 @@ class Memopt_Op<string mnemonic, list<Trait> traits = []>
 
 // One float tensor in, one of the same type out.
 class Memopt_UnaryOp<string mnemonic, string formula>
-    : Memopt_Op<mnemonic, [Pure]> {
+    : Memopt_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "elementwise " # mnemonic;
   let description = "Computes `" # formula # "` for each element.";
   let arguments = (ins Memopt_FloatTensor:$input);
@@ -65,8 +65,9 @@ class Memopt_UnaryOp<string mnemonic, string formula>
 }
 
 // Two float tensors of one type in, one of that type out.
-class Memopt_BinaryOp<string mnemonic, string formula>
-    : Memopt_Op<mnemonic, [Pure]> {
+class Memopt_BinaryOp<string mnemonic, string formula,
+                      list<Trait> traits = [DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]>
+    : Memopt_Op<mnemonic, !listconcat([Pure], traits)> {
   let summary = "elementwise " # mnemonic;
   let description = "Computes `" # formula # "` for each element. Both "
       "operands have the result's type: broadcasting is explicit "
@@ -81,7 +82,7 @@ class Memopt_BinaryOp<string mnemonic, string formula>
 
 // A float tensor and a scalar attribute.
 class Memopt_ScalarOp<string mnemonic, string formula>
-    : Memopt_Op<mnemonic, [Pure]> {
+    : Memopt_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "elementwise " # mnemonic;
   let description = "Computes `" # formula # "` for each element, with "
       "`value` a compile-time scalar.";
@@ -130,7 +131,8 @@ def Memopt_ConstantOp : Op<Memopt_Dialect, "constant",
   let hasFolder = 1;
 }
 
-def Memopt_CastOp : Memopt_Op<"cast", [Pure]> {
+def Memopt_CastOp : Memopt_Op<"cast",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "element type conversion";
   let description = [{
     Converts each element to the result's float type, rounding to nearest
@@ -145,7 +147,8 @@ def Memopt_CastOp : Memopt_Op<"cast", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
 }
 
-def Memopt_WhereOp : Memopt_Op<"where", [Pure]> {
+def Memopt_WhereOp : Memopt_Op<"where",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "elementwise selection";
   let description = [{
     `result[i] = condition[i] ? true_value[i] : false_value[i]`. All operands
@@ -165,7 +168,8 @@ def Memopt_WhereOp : Memopt_Op<"where", [Pure]> {
   }];
 }
 
-def Memopt_MaskedFillOp : Memopt_Op<"masked_fill", [Pure]> {
+def Memopt_MaskedFillOp : Memopt_Op<"masked_fill",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "replace masked elements by a scalar";
   let description = [{
     `result[i] = mask[i] ? value : input[i]`, as `Tensor.masked_fill`. The
@@ -192,7 +196,7 @@ def Memopt_AddOp : Memopt_BinaryOp<"add", "lhs + rhs">;
 def Memopt_SubOp : Memopt_BinaryOp<"sub", "lhs - rhs">;
 def Memopt_MulOp : Memopt_BinaryOp<"mul", "lhs * rhs">;
 def Memopt_DivOp : Memopt_BinaryOp<"div", "lhs / rhs">;
-def Memopt_MaximumOp : Memopt_BinaryOp<"maximum", "max(lhs, rhs)">;
+def Memopt_MaximumOp : Memopt_BinaryOp<"maximum", "max(lhs, rhs)", []>;
 
 def Memopt_AddScalarOp : Memopt_ScalarOp<"add_scalar", "input + value">;
 def Memopt_MulScalarOp : Memopt_ScalarOp<"mul_scalar", "input * value">;
@@ -208,7 +212,8 @@ def Memopt_SigmoidOp : Memopt_UnaryOp<"sigmoid", "1 / (1 + e^-x)">;
 def Memopt_ReluOp : Memopt_UnaryOp<"relu", "max(x, 0)">;
 def Memopt_SiluOp : Memopt_UnaryOp<"silu", "x * sigmoid(x)">;
 
-def Memopt_GeluOp : Memopt_Op<"gelu", [Pure]> {
+def Memopt_GeluOp : Memopt_Op<"gelu",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "elementwise GELU";
   let description = [{
     `x * Phi(x)`, with the Gaussian CDF `Phi` exact (erf) by default or the
@@ -257,7 +262,8 @@ def Memopt_GeluGradOp : Memopt_Op<"gelu_grad", [Pure]> {
 // Shapes
 //===----------------------------------------------------------------------===//
 
-def Memopt_BroadcastOp : Memopt_Op<"broadcast", [Pure]> {
+def Memopt_BroadcastOp : Memopt_Op<"broadcast",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "explicit broadcast";
   let description = [{
     Maps operand dimension `i` to result dimension `dims[i]` (`dims`
@@ -275,7 +281,8 @@ def Memopt_BroadcastOp : Memopt_Op<"broadcast", [Pure]> {
   }];
 }
 
-def Memopt_ReshapeOp : Memopt_Op<"reshape", [Pure]> {
+def Memopt_ReshapeOp : Memopt_Op<"reshape",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "change the shape, keep the row-major element order";
   let description = [{
     ```mlir
@@ -287,7 +294,8 @@ def Memopt_ReshapeOp : Memopt_Op<"reshape", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
 }
 
-def Memopt_TransposeOp : Memopt_Op<"transpose", [Pure]> {
+def Memopt_TransposeOp : Memopt_Op<"transpose",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "permute dimensions";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`.
@@ -304,7 +312,8 @@ def Memopt_TransposeOp : Memopt_Op<"transpose", [Pure]> {
   }];
 }
 
-def Memopt_SliceOp : Memopt_Op<"slice", [Pure]> {
+def Memopt_SliceOp : Memopt_Op<"slice",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "strided static slice";
   let description = [{
     Takes indices `starts[d], starts[d] + strides[d], ...` below `limits[d]`
@@ -339,7 +348,8 @@ def Memopt_SliceGradOp : Memopt_Op<"slice_grad", [Pure]> {
   }];
 }
 
-def Memopt_ConcatOp : Memopt_Op<"concat", [Pure]> {
+def Memopt_ConcatOp : Memopt_Op<"concat",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "concatenate along one dimension";
   let description = [{
     ```mlir
@@ -357,8 +367,9 @@ def Memopt_ConcatOp : Memopt_Op<"concat", [Pure]> {
 // Reductions and normalisation
 //===----------------------------------------------------------------------===//
 
-class Memopt_ReduceOp<string mnemonic, string what>
-    : Memopt_Op<mnemonic, [Pure]> {
+class Memopt_ReduceOp<string mnemonic, string what,
+                      list<Trait> traits = [DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]>
+    : Memopt_Op<mnemonic, !listconcat([Pure], traits)> {
   let summary = what # " over dimensions";
   let description = "Computes the " # what # " over `dims` (sorted, "
       "unique), which the result drops. Accumulates in f32; the result has "
@@ -372,10 +383,10 @@ class Memopt_ReduceOp<string mnemonic, string what>
 
 def Memopt_ReduceSumOp : Memopt_ReduceOp<"reduce_sum", "sum">;
 def Memopt_ReduceMeanOp : Memopt_ReduceOp<"reduce_mean", "mean">;
-def Memopt_ReduceMaxOp : Memopt_ReduceOp<"reduce_max", "maximum">;
+def Memopt_ReduceMaxOp : Memopt_ReduceOp<"reduce_max", "maximum", []>;
 
 class Memopt_SoftmaxOpBase<string mnemonic, string formula>
-    : Memopt_Op<mnemonic, [Pure]> {
+    : Memopt_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "numerically stable " # mnemonic # " along one dimension";
   let description = "Computes `" # formula # "` along `dim`, subtracting the "
       "maximum first.";
@@ -411,7 +422,8 @@ def Memopt_SoftmaxGradOp
 def Memopt_LogSoftmaxGradOp
     : Memopt_SoftmaxGradOpBase<"log_softmax_grad", "g - e^y * sum(g)">;
 
-def Memopt_LayerNormOp : Memopt_Op<"layer_norm", [Pure]> {
+def Memopt_LayerNormOp : Memopt_Op<"layer_norm",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "layer normalisation over the trailing dimensions";
   let description = [{
     Normalises over the trailing dimensions that `weight` (and `bias`, of the
@@ -455,7 +467,8 @@ def Memopt_LayerNormGradOp : Memopt_Op<"layer_norm_grad", [Pure]> {
   }];
 }
 
-def Memopt_RmsNormOp : Memopt_Op<"rms_norm", [Pure]> {
+def Memopt_RmsNormOp : Memopt_Op<"rms_norm",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "RMS normalisation over the trailing dimensions";
   let description = [{
     `x * rsqrt(mean(x^2) + eps) * weight` over the trailing dimensions that
@@ -489,7 +502,8 @@ def Memopt_RmsNormGradOp : Memopt_Op<"rms_norm_grad", [Pure]> {
   }];
 }
 
-def Memopt_BatchNormOp : Memopt_Op<"batch_norm", [Pure]> {
+def Memopt_BatchNormOp : Memopt_Op<"batch_norm",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "batch normalisation in training mode";
   let description = [{
     Normalises each channel (dimension 1) over the batch and spatial
@@ -541,7 +555,8 @@ def Memopt_BatchNormGradOp : Memopt_Op<"batch_norm_grad", [Pure]> {
 // Matrix products, embeddings, convolution and pooling
 //===----------------------------------------------------------------------===//
 
-def Memopt_MatmulOp : Memopt_Op<"matmul", [Pure]> {
+def Memopt_MatmulOp : Memopt_Op<"matmul",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "(batched) matrix product with f32 accumulation";
   let description = [{
     `lhs` is `[batch..., M, K]` (`[batch..., K, M]` with `transpose_lhs`) and
@@ -566,7 +581,8 @@ def Memopt_MatmulOp : Memopt_Op<"matmul", [Pure]> {
   }];
 }
 
-def Memopt_EmbeddingOp : Memopt_Op<"embedding", [Pure]> {
+def Memopt_EmbeddingOp : Memopt_Op<"embedding",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "row lookup in an embedding table";
   let description = [{
     `result[i..., :] = weight[indices[i...], :]`, as `nn.Embedding`.
@@ -598,8 +614,9 @@ def Memopt_EmbeddingGradOp : Memopt_Op<"embedding_grad", [Pure]> {
   }];
 }
 
-class Memopt_ConvOpBase<string mnemonic, string firstName, string secondName>
-    : Memopt_Op<mnemonic, [Pure]> {
+class Memopt_ConvOpBase<string mnemonic, string firstName, string secondName,
+                        list<Trait> traits = []>
+    : Memopt_Op<mnemonic, !listconcat([Pure], traits)> {
   let arguments = !con(
       !dag(ins, [Memopt_FloatTensor, Memopt_FloatTensor],
            [firstName, secondName]),
@@ -615,7 +632,8 @@ class Memopt_ConvOpBase<string mnemonic, string firstName, string secondName>
       " type($result)";
 }
 
-def Memopt_Conv2DOp : Memopt_ConvOpBase<"conv2d", "input", "filter"> {
+def Memopt_Conv2DOp : Memopt_ConvOpBase<"conv2d", "input", "filter",
+                                        [DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "2-D convolution (NCHW input, OIHW filter)";
   let description = [{
     As `F.conv2d` without bias: `input` is `[N, C, H, W]`, `filter` is
@@ -647,7 +665,7 @@ def Memopt_Conv2DGradFilterOp
 }
 
 class Memopt_PoolOpBase<string mnemonic, string summaryText>
-    : Memopt_Op<mnemonic, [Pure]> {
+    : Memopt_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = summaryText;
   let arguments = (ins Memopt_FloatTensor:$input, Memopt_Pair:$kernel,
                        Memopt_Pair:$strides,
@@ -715,7 +733,8 @@ def Memopt_AvgPool2DGradOp : Memopt_Op<"avg_pool2d_grad", [Pure]> {
 // Randomness
 //===----------------------------------------------------------------------===//
 
-def Memopt_DropoutOp : Memopt_Op<"dropout", [Pure]> {
+def Memopt_DropoutOp : Memopt_Op<"dropout",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "counter-based dropout";
   let description = [{
     Zeroes each element with probability `p` and scales the others by
@@ -744,7 +763,8 @@ def Memopt_DropoutOp : Memopt_Op<"dropout", [Pure]> {
 // Losses
 //===----------------------------------------------------------------------===//
 
-def Memopt_CrossEntropyOp : Memopt_Op<"cross_entropy", [Pure]> {
+def Memopt_CrossEntropyOp : Memopt_Op<"cross_entropy",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "softmax cross-entropy with ignore_index";
   let description = [{
     `logits` is `[..., C]` and `labels` its leading dimensions. Items whose
@@ -788,7 +808,8 @@ def Memopt_CrossEntropyGradOp : Memopt_Op<"cross_entropy_grad", [Pure]> {
   }];
 }
 
-def Memopt_MseLossOp : Memopt_Op<"mse_loss", [Pure]> {
+def Memopt_MseLossOp : Memopt_Op<"mse_loss",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "mean squared error";
   let description = [{
     `sum((input - target)^2)`, divided by the element count under

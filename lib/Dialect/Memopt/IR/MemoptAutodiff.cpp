@@ -1,0 +1,557 @@
+//===- MemoptAutodiff.cpp - vector-Jacobian products of memopt ops --------===//
+//
+// Each differentiable op builds the gradients of its operands from the
+// gradients of its results (DifferentiableOpInterface), out of forward ops
+// where the product is a composition of them and backward helper ops where
+// it is not (softmax_grad, layer_norm_grad, conv2d_grad_input, ...). Operands
+// that carry no gradient (indices, masks, labels) get a null gradient.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+using namespace mlir;
+using namespace memopt;
+
+namespace {
+/// Shorthands for building gradient ops at one location.
+struct GradBuilder {
+  OpBuilder &b;
+  Location loc;
+
+  RankedTensorType type(Value value) const {
+    return cast<RankedTensorType>(value.getType());
+  }
+  Value neg(Value x) { return NegOp::create(b, loc, type(x), x); }
+  Value add(Value x, Value y) { return AddOp::create(b, loc, type(x), x, y); }
+  Value mul(Value x, Value y) { return MulOp::create(b, loc, type(x), x, y); }
+  Value div(Value x, Value y) { return DivOp::create(b, loc, type(x), x, y); }
+  Value scale(Value x, double factor) {
+    return MulScalarOp::create(b, loc, type(x), x, b.getF64FloatAttr(factor));
+  }
+  Value pow(Value x, double exponent) {
+    return PowScalarOp::create(b, loc, type(x), x,
+                               b.getF64FloatAttr(exponent));
+  }
+  Value zeros(RankedTensorType t) {
+    return ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(t, b.getFloatAttr(t.getElementType(), 0.0)));
+  }
+  Value reshape(Value x, RankedTensorType t) {
+    if (x.getType() == t)
+      return x;
+    return ReshapeOp::create(b, loc, t, x);
+  }
+  Value castTo(Value x, Type elementType) {
+    RankedTensorType t = type(x);
+    if (t.getElementType() == elementType)
+      return x;
+    return CastOp::create(b, loc, t.clone(elementType), x);
+  }
+  /// Sums `x` over `dims` and reshapes the sum to `t`.
+  Value sumTo(Value x, ArrayRef<int64_t> dims, RankedTensorType t) {
+    if (dims.empty())
+      return reshape(x, t);
+    SmallVector<int64_t> shape;
+    RankedTensorType xt = type(x);
+    for (int64_t d = 0; d < xt.getRank(); ++d)
+      if (!llvm::is_contained(dims, d))
+        shape.push_back(xt.getDimSize(d));
+    Value sum = ReduceSumOp::create(b, loc, xt.clone(shape), x, dims);
+    return reshape(sum, t);
+  }
+};
+} // namespace
+
+/// The gradient flowing into the single result of `op`.
+static Value singleGrad(ValueRange resultGrads) { return resultGrads.front(); }
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddOp::buildVectorJacobianProduct(
+    OpBuilder &, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  Value g = singleGrad(resultGrads);
+  grads.assign({g, g});
+  return success();
+}
+
+LogicalResult SubOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  Value g = singleGrad(resultGrads);
+  grads.assign({g, gb.neg(g)});
+  return success();
+}
+
+LogicalResult MulOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  Value g = singleGrad(resultGrads);
+  grads.assign({gb.mul(g, getRhs()), gb.mul(g, getLhs())});
+  return success();
+}
+
+LogicalResult DivOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // d(l / r) = dl / r - dr * (l / r) / r.
+  GradBuilder gb{builder, getLoc()};
+  Value gOverRhs = gb.div(singleGrad(resultGrads), getRhs());
+  grads.assign({gOverRhs, gb.neg(gb.mul(gOverRhs, getResult()))});
+  return success();
+}
+
+LogicalResult AddScalarOp::buildVectorJacobianProduct(
+    OpBuilder &, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({singleGrad(resultGrads)});
+  return success();
+}
+
+LogicalResult MulScalarOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  grads.assign({gb.scale(singleGrad(resultGrads),
+                         getValue().convertToDouble())});
+  return success();
+}
+
+LogicalResult PowScalarOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // d(x^v) = v * x^(v - 1) dx.
+  GradBuilder gb{builder, getLoc()};
+  double v = getValue().convertToDouble();
+  Value slope = gb.scale(gb.pow(getInput(), v - 1.0), v);
+  grads.assign({gb.mul(singleGrad(resultGrads), slope)});
+  return success();
+}
+
+LogicalResult NegOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  grads.assign({gb.neg(singleGrad(resultGrads))});
+  return success();
+}
+
+LogicalResult ExpOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  grads.assign({gb.mul(singleGrad(resultGrads), getResult())});
+  return success();
+}
+
+LogicalResult LogOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  grads.assign({gb.div(singleGrad(resultGrads), getInput())});
+  return success();
+}
+
+LogicalResult SqrtOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // d sqrt(x) = dx / (2 sqrt(x)).
+  GradBuilder gb{builder, getLoc()};
+  grads.assign(
+      {gb.div(singleGrad(resultGrads), gb.scale(getResult(), 2.0))});
+  return success();
+}
+
+LogicalResult RsqrtOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // d x^(-1/2) = -1/2 x^(-3/2) dx = -1/2 rsqrt(x)^3 dx.
+  GradBuilder gb{builder, getLoc()};
+  grads.assign({gb.scale(
+      gb.mul(singleGrad(resultGrads), gb.pow(getResult(), 3.0)), -0.5)});
+  return success();
+}
+
+LogicalResult TanhOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({TanhGradOp::create(builder, getLoc(), getType(), getResult(),
+                                   singleGrad(resultGrads))});
+  return success();
+}
+
+LogicalResult SigmoidOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({SigmoidGradOp::create(builder, getLoc(), getType(),
+                                      getResult(), singleGrad(resultGrads))});
+  return success();
+}
+
+LogicalResult ReluOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({ReluGradOp::create(builder, getLoc(), getType(), getInput(),
+                                   singleGrad(resultGrads))});
+  return success();
+}
+
+LogicalResult SiluOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({SiluGradOp::create(builder, getLoc(), getType(), getInput(),
+                                   singleGrad(resultGrads))});
+  return success();
+}
+
+LogicalResult GeluOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({GeluGradOp::create(builder, getLoc(), getType(), getInput(),
+                                   singleGrad(resultGrads),
+                                   getApproximateAttr())});
+  return success();
+}
+
+LogicalResult CastOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  grads.assign({gb.castTo(singleGrad(resultGrads),
+                        getInput().getType().getElementType())});
+  return success();
+}
+
+LogicalResult WhereOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  Value g = singleGrad(resultGrads);
+  Value zeros = gb.zeros(getType());
+  grads.assign({Value(),
+                WhereOp::create(builder, getLoc(), getType(), getCondition(),
+                                g, zeros),
+                WhereOp::create(builder, getLoc(), getType(), getCondition(),
+                                zeros, g)});
+  return success();
+}
+
+LogicalResult MaskedFillOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({MaskedFillOp::create(builder, getLoc(), getType(),
+                                     singleGrad(resultGrads), getMask(),
+                                     builder.getF64FloatAttr(0.0)),
+                Value()});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shapes
+//===----------------------------------------------------------------------===//
+
+LogicalResult BroadcastOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // Sum over the new dimensions and over the operand's size-1 dimensions
+  // that were repeated.
+  GradBuilder gb{builder, getLoc()};
+  RankedTensorType input = getInput().getType();
+  RankedTensorType result = getType();
+  SmallVector<int64_t> reduced;
+  for (int64_t d = 0; d < result.getRank(); ++d) {
+    const int64_t *it = llvm::find(getDims(), d);
+    if (it == getDims().end()) {
+      reduced.push_back(d);
+      continue;
+    }
+    int64_t operandDim = it - getDims().begin();
+    if (input.getDimSize(operandDim) != result.getDimSize(d))
+      reduced.push_back(d);
+  }
+  grads.assign({gb.sumTo(singleGrad(resultGrads), reduced, input)});
+  return success();
+}
+
+LogicalResult ReshapeOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  grads.assign(
+      {gb.reshape(singleGrad(resultGrads), getInput().getType())});
+  return success();
+}
+
+LogicalResult TransposeOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  ArrayRef<int64_t> perm = getPermutation();
+  SmallVector<int64_t> inverse(perm.size());
+  for (auto [index, dim] : llvm::enumerate(perm))
+    inverse[dim] = index;
+  grads.assign({TransposeOp::create(builder, getLoc(), getInput().getType(),
+                                    singleGrad(resultGrads), inverse)});
+  return success();
+}
+
+LogicalResult SliceOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({SliceGradOp::create(builder, getLoc(), getInput().getType(),
+                                    singleGrad(resultGrads), getStarts(),
+                                    getLimits(), getStrides())});
+  return success();
+}
+
+LogicalResult ConcatOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  Value g = singleGrad(resultGrads);
+  RankedTensorType result = getType();
+  int64_t dim = getDim();
+  int64_t offset = 0;
+  grads.clear();
+  for (Value input : getInputs()) {
+    auto type = cast<RankedTensorType>(input.getType());
+    SmallVector<int64_t> starts(result.getRank(), 0);
+    SmallVector<int64_t> limits(result.getShape());
+    SmallVector<int64_t> strides(result.getRank(), 1);
+    starts[dim] = offset;
+    limits[dim] = offset + type.getDimSize(dim);
+    offset = limits[dim];
+    grads.push_back(SliceOp::create(builder, getLoc(), type, g, starts, limits,
+                                    strides));
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisation
+//===----------------------------------------------------------------------===//
+
+/// Broadcasts the gradient of a reduction back to the reduced input's shape.
+static Value broadcastReduced(OpBuilder &builder, Location loc, Value grad,
+                              RankedTensorType input, ArrayRef<int64_t> dims) {
+  GradBuilder gb{builder, loc};
+  grad = gb.castTo(grad, input.getElementType());
+  SmallVector<int64_t> kept;
+  for (int64_t d = 0; d < input.getRank(); ++d)
+    if (!llvm::is_contained(dims, d))
+      kept.push_back(d);
+  return BroadcastOp::create(builder, loc, input, grad, kept);
+}
+
+LogicalResult ReduceSumOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({broadcastReduced(builder, getLoc(), singleGrad(resultGrads),
+                                 getInput().getType(), getDims())});
+  return success();
+}
+
+LogicalResult ReduceMeanOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  RankedTensorType input = getInput().getType();
+  int64_t count = 1;
+  for (int64_t d : getDims())
+    count *= input.getDimSize(d);
+  Value spread = broadcastReduced(builder, getLoc(), singleGrad(resultGrads),
+                                  input, getDims());
+  grads.assign({gb.scale(spread, 1.0 / static_cast<double>(count))});
+  return success();
+}
+
+LogicalResult SoftmaxOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({SoftmaxGradOp::create(builder, getLoc(), getType(),
+                                      getResult(), singleGrad(resultGrads),
+                                      getDimAttr())});
+  return success();
+}
+
+LogicalResult LogSoftmaxOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({LogSoftmaxGradOp::create(builder, getLoc(), getType(),
+                                         getResult(), singleGrad(resultGrads),
+                                         getDimAttr())});
+  return success();
+}
+
+LogicalResult LayerNormOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // The statistics are by-products: only the normalised result carries a
+  // gradient.
+  Value g = resultGrads[0];
+  if (!g) {
+    grads.assign(getNumOperands(), Value());
+    return success();
+  }
+  auto op = LayerNormGradOp::create(
+      builder, getLoc(), getInput().getType(), getWeight().getType(),
+      getBias().getType(), g, getInput(), getWeight(), getMean(), getRstd());
+  grads.assign(
+      {op.getGradInput(), op.getGradWeight(), op.getGradBias()});
+  return success();
+}
+
+LogicalResult RmsNormOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  Value g = resultGrads[0];
+  if (!g) {
+    grads.assign(getNumOperands(), Value());
+    return success();
+  }
+  auto op = RmsNormGradOp::create(builder, getLoc(), getInput().getType(),
+                                  getWeight().getType(), g, getInput(),
+                                  getWeight(), getRstd());
+  grads.assign({op.getGradInput(), op.getGradWeight()});
+  return success();
+}
+
+LogicalResult BatchNormOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // Running statistics are state, not differentiated.
+  Value g = resultGrads[0];
+  if (!g) {
+    grads.assign(getNumOperands(), Value());
+    return success();
+  }
+  auto op = BatchNormGradOp::create(
+      builder, getLoc(), getInput().getType(), getWeight().getType(),
+      getBias().getType(), g, getInput(), getWeight(), getMean(), getRstd());
+  grads.assign({op.getGradInput(), op.getGradWeight(), op.getGradBias(),
+                Value(), Value()});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+/// Collapses the leading dimensions of a rank >= 2 tensor into its rows.
+static Value flattenRows(GradBuilder &gb, Value x) {
+  RankedTensorType t = gb.type(x);
+  int64_t cols = t.getShape().back();
+  return gb.reshape(x, t.clone({t.getNumElements() / cols, cols}));
+}
+
+LogicalResult MatmulOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // With C = op(A) op(B), dop(A) = dC op(B)^T and dop(B) = op(A)^T dC; the
+  // transposes are folded into the products' flags. A matrix operand shared
+  // by every batch element gets the sum over the batch, computed as one
+  // product over the flattened rows.
+  GradBuilder gb{builder, getLoc()};
+  Location loc = getLoc();
+  Value lhs = getLhs(), rhs = getRhs();
+  RankedTensorType lhsType = getLhs().getType(), rhsType = getRhs().getType();
+  Value g = gb.castTo(singleGrad(resultGrads), lhsType.getElementType());
+  bool ta = getTransposeLhs(), tb = getTransposeRhs();
+  int64_t rankL = lhsType.getRank(), rankR = rhsType.getRank();
+  auto matmul = [&](Type type, Value x, Value y, bool tx, bool ty) -> Value {
+    return MatmulOp::create(builder, loc, type, x, y, tx, ty);
+  };
+
+  // Gradient of lhs.
+  Value dLhs;
+  if (rankL == 2 && rankR > 2) {
+    // Shared lhs: sum over the batch of per-element products.
+    RankedTensorType batched = cast<RankedTensorType>(
+        gb.type(g).clone(llvm::to_vector(llvm::concat<const int64_t>(
+            rhsType.getShape().drop_back(2), lhsType.getShape()))));
+    Value perBatch = ta ? matmul(batched, rhs, g, tb, true)
+                        : matmul(batched, g, rhs, false, !tb);
+    SmallVector<int64_t> batchDims =
+        llvm::to_vector(llvm::seq<int64_t>(0, rankR - 2));
+    dLhs = gb.sumTo(perBatch, batchDims, lhsType);
+  } else if (!ta) {
+    dLhs = matmul(lhsType, g, rhs, false, !tb);
+  } else {
+    dLhs = matmul(lhsType, rhs, g, tb, true);
+  }
+
+  // Gradient of rhs.
+  Value dRhs;
+  if (rankR == 2 && rankL > 2 && !ta) {
+    // Shared rhs (nn.Linear on a batched input): one product over the rows.
+    Value rows = flattenRows(gb, lhs);
+    Value gRows = flattenRows(gb, g);
+    dRhs = tb ? matmul(rhsType, gRows, rows, true, false)
+              : matmul(rhsType, rows, gRows, true, false);
+  } else if (rankR == 2 && rankL > 2) {
+    RankedTensorType batched = cast<RankedTensorType>(
+        gb.type(g).clone(llvm::to_vector(llvm::concat<const int64_t>(
+            lhsType.getShape().drop_back(2), rhsType.getShape()))));
+    Value perBatch = tb ? matmul(batched, g, lhs, true, true)
+                        : matmul(batched, lhs, g, false, false);
+    SmallVector<int64_t> batchDims =
+        llvm::to_vector(llvm::seq<int64_t>(0, rankL - 2));
+    dRhs = gb.sumTo(perBatch, batchDims, rhsType);
+  } else if (!tb) {
+    dRhs = matmul(rhsType, lhs, g, !ta, false);
+  } else {
+    dRhs = matmul(rhsType, g, lhs, true, ta);
+  }
+  grads.assign({dLhs, dRhs});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings, convolution, pooling, dropout
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({EmbeddingGradOp::create(builder, getLoc(),
+                                        getWeight().getType(),
+                                        singleGrad(resultGrads), getIndices()),
+                Value()});
+  return success();
+}
+
+LogicalResult Conv2DOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  Value g = singleGrad(resultGrads);
+  Value dInput = Conv2DGradInputOp::create(
+      builder, getLoc(), getInput().getType(), g, getFilter(), getStrides(),
+      getPadding(), getDilations(), getGroups());
+  Value dFilter = Conv2DGradFilterOp::create(
+      builder, getLoc(), getFilter().getType(), g, getInput(), getStrides(),
+      getPadding(), getDilations(), getGroups());
+  grads.assign({dInput, dFilter});
+  return success();
+}
+
+LogicalResult MaxPool2DOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({MaxPool2DGradOp::create(
+      builder, getLoc(), getInput().getType(), singleGrad(resultGrads),
+      getInput(), getKernel(), getStrides(), getPadding())});
+  return success();
+}
+
+LogicalResult AvgPool2DOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({AvgPool2DGradOp::create(
+      builder, getLoc(), getInput().getType(), singleGrad(resultGrads),
+      getKernel(), getStrides(), getPadding())});
+  return success();
+}
+
+LogicalResult DropoutOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // The same counter-based mask and scale: no mask is saved.
+  grads.assign({DropoutOp::create(builder, getLoc(), getType(),
+                                  singleGrad(resultGrads), getPAttr(),
+                                  getSeedAttr(), getStreamAttr())});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({CrossEntropyGradOp::create(
+                    builder, getLoc(), getLogits().getType(), getLogits(),
+                    getLabels(), singleGrad(resultGrads), getIgnoreIndexAttr(),
+                    getReductionAttr()),
+                Value()});
+  return success();
+}
+
+LogicalResult MseLossOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  Value dInput = MseLossGradOp::create(builder, getLoc(),
+                                       getInput().getType(), getInput(),
+                                       getTarget(), singleGrad(resultGrads),
+                                       getReductionAttr());
+  grads.assign({dInput, gb.neg(dInput)});
+  return success();
+}

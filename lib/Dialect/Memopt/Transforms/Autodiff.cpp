@@ -1,0 +1,317 @@
+//===- Autodiff.cpp - derive the training step ----------------------------===//
+//
+// Reverse-mode automatic differentiation of the module's loss function into
+// one `@train_step` (docs/Pipeline.md, section 1).
+//
+// 1. Clone the forward ops into the new function.
+// 2. Activity analysis, one forward sweep: a value is varied when it depends
+//    on a parameter. Only varied values receive gradients.
+// 3. Reverse sweep from d(loss) = 1: each op with a gradient on a result and
+//    a varied operand builds its vector-Jacobian product through
+//    DifferentiableOpInterface; the gradients of a value used several times
+//    are summed. Backward ops carry the scope of the forward op they
+//    differentiate.
+// 4. Increment the step counter and update each parameter with AdamW or SGD.
+// 5. Remove ops whose results feed nothing (e.g. the gradient of an input).
+//
+// Linear in the number of ops. Follows the classic tape-free formulation of
+// reverse mode on SSA (as in JAX's transpose of the linearised program).
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+#include "memopt/Dialect/Memopt/Transforms/Passes.h"
+#include "memopt/Support/ModelState.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/Debug.h"
+
+#include <cstdio>
+
+#define DEBUG_TYPE "memopt-autodiff"
+
+namespace memopt {
+#define GEN_PASS_DEF_AUTODIFFPASS
+#include "memopt/Dialect/Memopt/Transforms/Passes.h.inc"
+} // namespace memopt
+
+using namespace mlir;
+using namespace memopt;
+
+namespace {
+
+struct AutodiffPass : public memopt::impl::AutodiffPassBase<AutodiffPass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+
+private:
+  /// Checks the hyper-parameters; reports the first bad one.
+  LogicalResult verifyOptions(Location loc, OptimizerKind kind);
+};
+
+} // namespace
+
+LogicalResult AutodiffPass::verifyOptions(Location loc, OptimizerKind kind) {
+  auto bad = [&](StringRef name, double value, StringRef range) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", value);
+    return emitError(loc) << "--memopt-autodiff option '" << name << "' is "
+                          << std::string(text) << ", expected " << range;
+  };
+  if (!(lr >= 0.0))
+    return bad("lr", lr, ">= 0");
+  if (!(weightDecay >= 0.0))
+    return bad("weight-decay", weightDecay, ">= 0");
+  if (kind == OptimizerKind::AdamW) {
+    if (!(beta1 >= 0.0 && beta1 < 1.0))
+      return bad("beta1", beta1, "in [0, 1)");
+    if (!(beta2 >= 0.0 && beta2 < 1.0))
+      return bad("beta2", beta2, "in [0, 1)");
+    if (!(eps > 0.0 && eps < 1.0))
+      return bad("eps", eps, "in (0, 1)");
+  } else if (!(momentum >= 0.0)) {
+    return bad("momentum", momentum, ">= 0");
+  }
+  return success();
+}
+
+/// Returns the role of argument `index` of `func`, if it has one.
+static std::optional<ArgumentRole> roleOf(FunctionOpInterface func,
+                                          unsigned index) {
+  auto role =
+      func.getArgAttrOfType<StringAttr>(index, MemoptDialect::kRoleAttrName);
+  if (!role)
+    return std::nullopt;
+  return symbolizeArgumentRole(role.getValue());
+}
+
+void AutodiffPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  MLIRContext *ctx = &getContext();
+
+  std::optional<OptimizerKind> kind = parseOptimizerKind(optimizer);
+  if (!kind) {
+    emitError(module.getLoc()) << "unknown optimizer '" << optimizer
+                       << "' for --memopt-autodiff (expected adamw or sgd)";
+    return signalPassFailure();
+  }
+  if (failed(verifyOptions(module.getLoc(), *kind)))
+    return signalPassFailure();
+
+  SmallVector<func::FuncOp> losses;
+  module.walk([&](func::FuncOp func) {
+    if (func->hasAttr(MemoptDialect::kLossAttrName))
+      losses.push_back(func);
+  });
+  if (losses.size() != 1) {
+    emitError(module.getLoc()) << "--memopt-autodiff expects exactly one function "
+                          "marked memopt.loss, found "
+                       << losses.size();
+    return signalPassFailure();
+  }
+  func::FuncOp loss = losses.front();
+  if (!llvm::hasSingleElement(loss.getBody())) {
+    loss.emitError() << "cannot differentiate a loss function with control "
+                        "flow (more than one block)";
+    return signalPassFailure();
+  }
+  Block &forwardBody = loss.getBody().front();
+  for (Operation &op : forwardBody.without_terminator()) {
+    if (!isa<MemoptDialect>(op.getDialect())) {
+      op.emitError() << "cannot differentiate '" << op.getName()
+                     << "': only memopt ops may appear in a loss function";
+      return signalPassFailure();
+    }
+  }
+
+  // The signature: the loss function's arguments, then the optimizer state.
+  OpBuilder b(loss);
+  Location loc = loss.getLoc();
+  unsigned numForwardArgs = loss.getNumArguments();
+  SmallVector<Type> argTypes(loss.getArgumentTypes());
+  SmallVector<DictionaryAttr> argAttrs;
+  for (unsigned i = 0; i < numForwardArgs; ++i)
+    argAttrs.push_back(loss.getArgAttrDict(i));
+  auto optimArg = [&](Type type, const Twine &name) {
+    argTypes.push_back(type);
+    argAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr(MemoptDialect::kRoleAttrName, b.getStringAttr("optim")),
+         b.getNamedAttr(MemoptDialect::kNameAttrName,
+                        b.getStringAttr(name))}));
+  };
+  SmallVector<unsigned> params;
+  for (unsigned i = 0; i < numForwardArgs; ++i)
+    if (roleOf(loss, i) == ArgumentRole::Param)
+      params.push_back(i);
+  SmallVector<StringRef> slotNames =
+      *kind == OptimizerKind::AdamW
+          ? SmallVector<StringRef>{"exp_avg", "exp_avg_sq"}
+          : SmallVector<StringRef>{"momentum_buffer"};
+  for (unsigned p : params) {
+    StringRef name =
+        loss.getArgAttrOfType<StringAttr>(p, MemoptDialect::kNameAttrName)
+            .getValue();
+    for (StringRef slot : slotNames)
+      optimArg(argTypes[p], "optimizer." + name + "." + slot);
+  }
+  auto stepType = RankedTensorType::get({}, b.getI64Type());
+  optimArg(stepType, "optimizer.step");
+
+  // Results: the loss, then the new value of every param, state and optim
+  // argument in argument order.
+  SmallVector<Type> resultTypes = {loss.getResultTypes().front()};
+  for (unsigned i = 0; i < argTypes.size(); ++i) {
+    std::optional<ArgumentRole> role =
+        i < numForwardArgs ? roleOf(loss, i) : ArgumentRole::Optim;
+    if (role == ArgumentRole::Param || role == ArgumentRole::State ||
+        role == ArgumentRole::Optim)
+      resultTypes.push_back(argTypes[i]);
+  }
+
+  auto step = func::FuncOp::create(b, loc, "train_step",
+                                   b.getFunctionType(argTypes, resultTypes));
+  step.setAllArgAttrs(argAttrs);
+  step->setAttr(MemoptDialect::kTrainStepAttrName, UnitAttr::get(ctx));
+  Block *entry = step.addEntryBlock();
+  b.setInsertionPointToEnd(entry);
+
+  // 1. Forward.
+  IRMapping map;
+  for (unsigned i = 0; i < numForwardArgs; ++i)
+    map.map(loss.getArgument(i), entry->getArgument(i));
+  SmallVector<Operation *> forwardOps;
+  for (Operation &op : forwardBody.without_terminator())
+    forwardOps.push_back(b.clone(op, map));
+  auto forwardReturn = cast<func::ReturnOp>(forwardBody.getTerminator());
+  Value lossValue = map.lookup(forwardReturn.getOperand(0));
+  SmallVector<Value> newState;
+  for (Value v : forwardReturn.getOperands().drop_front())
+    newState.push_back(map.lookup(v));
+
+  // 2. Activity analysis.
+  DenseSet<Value> varied;
+  for (unsigned p : params)
+    varied.insert(entry->getArgument(p));
+  for (Operation *op : forwardOps)
+    if (llvm::any_of(op->getOperands(),
+                     [&](Value v) { return varied.contains(v); }))
+      varied.insert(op->result_begin(), op->result_end());
+
+  // 3. Reverse sweep.
+  DenseMap<Value, Value> grads;
+  auto one = DenseElementsAttr::get(cast<ShapedType>(lossValue.getType()),
+                                    b.getF32FloatAttr(1.0));
+  grads[lossValue] = ConstantOp::create(b, loc, one);
+  unsigned gradientOps = 0;
+  for (Operation *op : llvm::reverse(forwardOps)) {
+    SmallVector<Value> resultGrads;
+    for (Value result : op->getResults())
+      resultGrads.push_back(grads.lookup(result));
+    if (llvm::all_of(resultGrads, [](Value g) { return !g; }) ||
+        llvm::none_of(op->getOperands(),
+                      [&](Value v) { return varied.contains(v); }))
+      continue;
+    auto differentiable = dyn_cast<DifferentiableOpInterface>(op);
+    if (!differentiable) {
+      op->emitError() << "'" << op->getName()
+                      << "' is not differentiable, but the loss depends on "
+                         "it through a parameter";
+      return signalPassFailure();
+    }
+    Operation *last = &entry->back();
+    SmallVector<Value> operandGrads;
+    if (failed(differentiable.buildVectorJacobianProduct(b, resultGrads,
+                                                         operandGrads)) ||
+        operandGrads.size() != op->getNumOperands()) {
+      op->emitError() << "failed to build the gradient of '" << op->getName()
+                      << "'";
+      return signalPassFailure();
+    }
+    // Backward ops speak in the forward op's scope.
+    Attribute scope = op->getAttr(MemoptDialect::kScopeAttrName);
+    for (Operation *it = last->getNextNode(); it; it = it->getNextNode()) {
+      ++gradientOps;
+      if (scope)
+        it->setAttr(MemoptDialect::kScopeAttrName, scope);
+    }
+    for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
+      if (!grad || !varied.contains(operand))
+        continue;
+      Value &sum = grads[operand];
+      if (!sum) {
+        sum = grad;
+        continue;
+      }
+      sum = AddOp::create(b, op->getLoc(), sum.getType(), sum, grad);
+      ++gradientOps;
+      if (scope)
+        sum.getDefiningOp()->setAttr(MemoptDialect::kScopeAttrName, scope);
+    }
+  }
+
+  // 4. Optimizer update.
+  Value oldStep = entry->getArgument(argTypes.size() - 1);
+  Value newStep = IncrementOp::create(b, loc, stepType, oldStep, Value());
+  DenseMap<unsigned, Value> updated; // argument index -> its new value
+  unsigned slot = numForwardArgs;
+  for (unsigned p : params) {
+    Value param = entry->getArgument(p);
+    auto type = cast<RankedTensorType>(param.getType());
+    Value grad = grads.lookup(param);
+    if (!grad)
+      grad = ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(type,
+                                 b.getFloatAttr(type.getElementType(), 0.0)));
+    Attribute scope;
+    if (Operation *use = param.use_empty() ? nullptr : *param.user_begin())
+      scope = use->getAttr(MemoptDialect::kScopeAttrName);
+    Operation *update;
+    if (*kind == OptimizerKind::AdamW) {
+      update = AdamWUpdateOp::create(
+          b, loc, type, type, type, param, grad, entry->getArgument(slot),
+          entry->getArgument(slot + 1), newStep, Value(),
+          b.getF64FloatAttr(lr), b.getF64FloatAttr(beta1),
+          b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+          b.getF64FloatAttr(weightDecay));
+    } else {
+      update = SgdUpdateOp::create(b, loc, type, type, param, grad,
+                                   entry->getArgument(slot), Value(),
+                                   b.getF64FloatAttr(lr),
+                                   b.getF64FloatAttr(momentum),
+                                   b.getF64FloatAttr(weightDecay));
+    }
+    if (scope)
+      update->setAttr(MemoptDialect::kScopeAttrName, scope);
+    updated[p] = update->getResult(0);
+    for (unsigned i = 0; i < slotNames.size(); ++i)
+      updated[slot + i] = update->getResult(1 + i);
+    slot += slotNames.size();
+  }
+  updated[argTypes.size() - 1] = newStep;
+
+  SmallVector<Value> results = {lossValue};
+  unsigned stateIndex = 0;
+  for (unsigned i = 0; i < argTypes.size(); ++i) {
+    std::optional<ArgumentRole> role =
+        i < numForwardArgs ? roleOf(loss, i) : ArgumentRole::Optim;
+    if (role == ArgumentRole::State)
+      results.push_back(newState[stateIndex++]);
+    else if (role == ArgumentRole::Param || role == ArgumentRole::Optim)
+      results.push_back(updated.lookup(i));
+  }
+  func::ReturnOp::create(b, loc, results);
+
+  // 5. Remove what feeds nothing (gradients of inputs and labels).
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*entry)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+
+  numGradientOps = gradientOps;
+  loss.erase();
+}

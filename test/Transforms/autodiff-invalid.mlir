@@ -1,0 +1,21 @@
+// RUN: memopt-opt %s -split-input-file --memopt-autodiff -verify-diagnostics
+// RUN: not memopt-opt %s --memopt-autodiff="optimizer=adam" 2>&1 | FileCheck %s --check-prefix=OPTIMIZER
+// RUN: not memopt-opt %s --memopt-autodiff="beta2=1.5" 2>&1 | FileCheck %s --check-prefix=BETA
+
+// OPTIMIZER: error: unknown optimizer 'adam' for --memopt-autodiff (expected adamw or sgd)
+// BETA: error: --memopt-autodiff option 'beta2' is 1.5, expected in [0, 1)
+
+func.func @not_differentiable(%w: tensor<4xf32> {memopt.role = "param", memopt.name = "w"}) -> tensor<f32> attributes {memopt.loss} {
+  // expected-error @+1 {{'memopt.reduce_max' is not differentiable, but the loss depends on it through a parameter}}
+  %m = memopt.reduce_max %w dims [0] : tensor<4xf32> to tensor<f32>
+  return %m : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{--memopt-autodiff expects exactly one function marked memopt.loss, found 0}}
+module {
+  func.func @plain(%w: tensor<4xf32>) -> tensor<4xf32> {
+    return %w : tensor<4xf32>
+  }
+}
