@@ -1,0 +1,1396 @@
+"""Export a PyTorch model's forward pass and loss to the memopt dialect.
+
+The model is traced with ``torch.fx.symbolic_trace`` semantics (a tracer
+that also records, for every node, the path of the module whose
+``forward()`` created it). The graph is then walked once, node by node, and
+each node is both
+
+* evaluated on concrete example values, which gives every shape statically
+  (and the value of everything that depends only on constants, buffers and
+  shapes: sizes, masks, position indices), and
+* if it depends on an input or a parameter, translated by the handler that
+  the tables at the end of this file map its target to, which prints memopt
+  ops through :class:`memopt._emit.Emitter`.
+
+Each handler's result is checked against the shape and dtype PyTorch
+computed, so a translation bug surfaces as an error at export time rather
+than as wrong IR.
+"""
+
+import ast
+import builtins
+import math
+import operator
+import os
+
+import numpy as np
+import torch
+import torch.fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+from . import safetensors
+from ._emit import FLOAT_TYPES, INDEX_TYPES, Emitter
+
+__all__ = ["export", "ExportError"]
+
+
+class ExportError(Exception):
+    """The model cannot be exported: the message names the op or function
+    and the module path it comes from."""
+
+
+def export(model, example_args, path):
+    """Trace ``model(*example_args)`` and write it in the memopt dialect.
+
+    ``model.forward`` must return the scalar training loss. Writes ``path``
+    (e.g. ``model.mlir``): a module with ``func.func @forward`` whose
+    arguments are the ``forward()`` arguments (role ``input``, or ``label``
+    for those that only feed a loss's target), every parameter in
+    ``named_parameters()`` order (role ``param``) and the batch-norm running
+    statistics (role ``state``); and ``path`` with the suffix
+    ``.safetensors``: the initial parameters and state, by PyTorch name.
+
+    Both files are written to temporary files and renamed, so a failure
+    never leaves a half-written file. Returns the MLIR text. Raises
+    :class:`ExportError` when the model uses something memopt cannot
+    express.
+    """
+    if isinstance(example_args, torch.Tensor):
+        example_args = (example_args,)
+    root, ext = os.path.splitext(path)
+    if ext == ".safetensors":
+        raise ExportError("the output path '%s' must not end in .safetensors:"
+                          " the parameters are written next to it" % path)
+    text, tensors = _Exporter(model, tuple(example_args)).run()
+    safetensors.save(tensors, root + ".safetensors")
+    safetensors.write_atomically(path, [text.encode("utf-8")])
+    return text
+
+
+#===----------------------------------------------------------------------===#
+# Tracing
+#===----------------------------------------------------------------------===#
+
+_SCOPE = "memopt_scope"
+
+
+class _Tracer(torch.fx.Tracer):
+    """``symbolic_trace``'s tracer, plus: buffers become ``get_attr`` nodes
+    (so ``self.mask[:, :, :T, :T]`` traces), and every node records in
+    ``meta`` the path of the module whose ``forward()`` created it."""
+
+    proxy_buffer_attributes = True
+
+    def __init__(self):
+        super().__init__()
+        self._scopes = [""]
+
+    def call_module(self, m, forward, args, kwargs):
+        # fx creates the node of an attribute access (`x.T`) lazily, at its
+        # first use: force it now so that it gets the caller's scope.
+        torch.fx.node.map_aggregate(
+            (args, kwargs),
+            lambda a: a.node if isinstance(a, torch.fx.Proxy) else a)
+        self._scopes.append(self.path_of_module(m))
+        try:
+            return super().call_module(m, forward, args, kwargs)
+        finally:
+            self._scopes.pop()
+
+    def create_node(self, *args, **kwargs):
+        node = super().create_node(*args, **kwargs)
+        node.meta[_SCOPE] = self._scopes[-1]
+        return node
+
+
+#===----------------------------------------------------------------------===#
+# Argument binding
+#===----------------------------------------------------------------------===#
+
+_REQUIRED = object()
+
+
+def _signature(text):
+    """Parse ``"input, dim=None, *rest, **"`` into a list of (name,
+    default); ``*name`` collects the remaining positional arguments and
+    ``**`` accepts (and ignores) any keyword argument."""
+    params = []
+    for item in (s.strip() for s in text.split(",")):
+        name, _, default = item.partition("=")
+        name = name.strip()
+        params.append((name, ast.literal_eval(default.strip()) if default
+                       else _REQUIRED))
+    return params
+
+
+class _Call:
+    """One node to translate: its bound arguments (fx Nodes or literals, by
+    parameter name), the called module if any, and PyTorch's result."""
+
+    def __init__(self, node, args, module, out):
+        self.node = node
+        self.args = args
+        self.module = module
+        self.out = out
+
+
+def _bind(params, args, kwargs, what):
+    bound = {}
+    args = list(args)
+    for name, default in params:
+        if name == "**":
+            continue
+        if name.startswith("*"):
+            bound[name[1:]] = tuple(args)
+            args = []
+        elif args:
+            bound[name] = args.pop(0)
+        elif name in kwargs:
+            bound[name] = kwargs[name]
+        elif default is _REQUIRED:
+            raise ExportError("%s: missing argument '%s'" % (what, name))
+        else:
+            bound[name] = default
+    if args:
+        raise ExportError("%s: too many arguments" % what)
+    if not any(name == "**" for name, _ in params):
+        unknown = set(kwargs) - {name for name, _ in params}
+        if unknown:
+            raise ExportError("%s: unsupported keyword argument(s) %s"
+                              % (what, ", ".join(sorted(unknown))))
+    return bound
+
+
+#===----------------------------------------------------------------------===#
+# The exporter
+#===----------------------------------------------------------------------===#
+
+_DTYPES = {
+    torch.float32: "f32",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.bool: "i1",
+}
+_NUMPY = {"f32": np.float32, "i64": np.int64, "i32": np.int32, "i1": np.bool_}
+
+# Calls that create a tensor from nothing but draw random numbers: folding
+# them into a constant would freeze one draw.
+_RANDOM = {torch.rand, torch.randn, torch.randint, torch.rand_like,
+           torch.randn_like, torch.randint_like, torch.bernoulli,
+           torch.normal, torch.multinomial, torch.randperm, F.dropout}
+_RANDOM_METHODS = {"uniform_", "normal_", "bernoulli_", "random_",
+                   "exponential_", "bernoulli"}
+
+# Calls whose result is a shape, a rank, a size, a dtype or a device: known
+# at export time even when their operand is not.
+_QUERY_METHODS = {"size", "dim", "ndimension", "numel", "nelement",
+                  "get_device"}
+_QUERY_ATTRS = {"shape", "ndim", "dtype", "device", "is_cuda"}
+
+
+def _is_query(node):
+    if node.op == "call_method":
+        return node.target in _QUERY_METHODS
+    if node.op == "call_function":
+        if node.target is builtins.getattr:
+            return node.args[1] in _QUERY_ATTRS
+        return node.target is builtins.len
+    return False
+
+
+def _dtype_name(dtype, what):
+    if dtype not in _DTYPES:
+        raise ExportError("%s has dtype %s; memopt supports float32 data and "
+                          "int64/int32 indices" % (what, dtype))
+    return _DTYPES[dtype]
+
+
+def _target_name(node, module=None):
+    """How an error message names what a node calls: ``torch.cumsum``,
+    ``Tensor.cumsum``, ``torch.nn.functional.unfold``, ``nn.LSTM``."""
+    if node.op == "call_module":
+        cls = type(module)
+        if cls.__module__.startswith("torch.nn"):
+            return "nn." + cls.__name__
+        return "%s.%s" % (cls.__module__, cls.__qualname__)
+    if node.op == "call_method":
+        return "Tensor." + node.target
+    target = node.target
+    if target is builtins.getattr:
+        return "Tensor." + str(node.args[1])
+    name = getattr(target, "__name__", repr(target))
+    mod = getattr(target, "__module__", None) or ""
+    if mod in ("_operator", "operator"):
+        return "operator." + name
+    if mod.startswith("torch.nn.functional") or mod == "torch._C._nn":
+        return "torch.nn.functional." + name
+    if mod.startswith("torch") or mod == "":
+        return "torch." + name
+    return "%s.%s" % (mod, name)
+
+
+def _where(scope):
+    return "in module '%s'" % scope if scope else "at the top level"
+
+
+class _Exporter:
+    def __init__(self, model, example_args):
+        if not isinstance(model, nn.Module):
+            raise ExportError("memopt.export expects an nn.Module, got %s"
+                              % type(model).__name__)
+        for i, a in enumerate(example_args):
+            if not isinstance(a, torch.Tensor):
+                raise ExportError("example argument %d is a %s: every "
+                                  "forward() argument must be a tensor"
+                                  % (i, type(a).__name__))
+        self.model = model
+        self.example_args = example_args
+        self.emit = Emitter()
+        self.modules = dict(model.named_modules())
+        self.env = {}       # fx Node -> concrete value
+        self.values = {}    # fx Node -> Value, for nodes that are not constant
+        self.params = {}    # id(parameter) -> Value
+        self.state = {}     # buffer name -> its current Value
+        self.state_args = []  # (buffer name, argument Value), argument order
+        self.tensors = {}   # safetensors contents
+        self.constants = {}  # (node, dtype) -> materialized constant
+        self.dropout_stream = 0
+        self.node = None
+
+    # -- Errors -------------------------------------------------------------
+
+    def fail(self, message):
+        """Raise an ExportError about the node being exported."""
+        node = self.node
+        module = self.modules.get(node.target) \
+            if node.op == "call_module" else None
+        raise ExportError("%s %s: %s" % (
+            _target_name(node, module), _where(node.meta.get(_SCOPE, "")),
+            message))
+
+    # -- Values -------------------------------------------------------------
+
+    def is_symbolic(self, arg):
+        found = []
+        torch.fx.node.map_arg(
+            arg, lambda n: found.append(n) if n in self.values else None)
+        return bool(found)
+
+    def concrete(self, arg):
+        return torch.fx.node.map_arg(arg, lambda n: self.env[n])
+
+    def const(self, arg, what="argument"):
+        """The value of ``arg`` at export time; an error if it depends on an
+        input or a parameter."""
+        if self.is_symbolic(arg):
+            self.fail("the %s must be known at export time (it may depend "
+                      "only on constants, buffers and shapes)" % what)
+        return self.concrete(arg)
+
+    def val(self, arg, dtype=None):
+        """The Value of ``arg``; a constant (optionally converted to
+        ``dtype``) is materialized with ``memopt.constant``."""
+        if isinstance(arg, torch.fx.Node) and arg in self.values:
+            value = self.values[arg]
+            if dtype is not None and value.dtype != dtype:
+                self.fail("an operand has element type %s where %s is needed"
+                          % (value.dtype, dtype))
+            return value
+        key = (arg, dtype) if isinstance(arg, torch.fx.Node) else None
+        if key in self.constants:
+            return self.constants[key]
+        concrete = self.concrete(arg)
+        if isinstance(concrete, torch.Tensor):
+            array = concrete.detach().cpu()
+            if dtype is None:
+                dtype = _DTYPES.get(array.dtype, str(array.dtype))
+            if dtype not in _NUMPY:
+                self.fail("constants of element type %s are not supported"
+                          % dtype)
+            array = array.numpy().astype(_NUMPY[dtype])
+        elif isinstance(concrete, (bool, int, float)):
+            if dtype is None:
+                dtype = "f32" if isinstance(concrete, float) else "i64"
+            array = np.asarray(concrete, dtype=_NUMPY[dtype])
+        else:
+            self.fail("expected a tensor, got %s" % type(concrete).__name__)
+        value = self.emit.constant(array, dtype)
+        if key is not None:
+            self.constants[key] = value
+        return value
+
+    def param(self, tensor, what):
+        """The argument Value of a parameter of the model."""
+        if id(tensor) not in self.params:
+            self.fail("%s is not a parameter of the model" % what)
+        return self.params[id(tensor)]
+
+    def out_shape(self, call):
+        return tuple(call.out.shape)
+
+    # -- Driver -------------------------------------------------------------
+
+    def run(self):
+        # The tracer stores tensors created while tracing as attributes of
+        # the model (_tensor_constant0, ...): remove them afterwards.
+        before = set(vars(self.model))
+        try:
+            return self._run()
+        finally:
+            for name in set(vars(self.model)) - before:
+                delattr(self.model, name)
+
+    def _run(self):
+        try:
+            graph = _Tracer().trace(self.model)
+        except Exception as e:
+            raise ExportError("torch.fx could not trace %s.forward(): %s: %s"
+                              % (type(self.model).__name__,
+                                 type(e).__name__, e))
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(self.example_args):
+            raise ExportError(
+                "%s.forward() takes %d argument(s) (%s) but %d example "
+                "argument(s) were given" % (
+                    type(self.model).__name__, len(placeholders),
+                    ", ".join(n.target for n in placeholders),
+                    len(self.example_args)))
+
+        self._add_arguments(graph, placeholders)
+        loss = None
+        with torch.no_grad():
+            for node in graph.nodes:
+                self.node = node
+                self.emit.scope = node.meta.get(_SCOPE, "")
+                self.emit.hint = node.name
+                if node.op == "output":
+                    loss = self._output(node)
+                elif node.op == "get_attr":
+                    self._get_attr(node)
+                elif node.op != "placeholder":
+                    self._call(node)
+
+        results = [loss] + [self.state[name] for name, _ in self.state_args]
+        header = "// Exported by memopt.export from %s (torch %s)." % (
+            type(self.model).__name__, torch.__version__)
+        return self.emit.function("forward", results, header), self.tensors
+
+    def _add_arguments(self, graph, placeholders):
+        batch = None
+        for node, example in zip(placeholders, self.example_args):
+            if node.target.startswith("*"):
+                raise ExportError("forward() may not take *args or **kwargs")
+            dtype = _dtype_name(example.dtype,
+                                "forward() argument '%s'" % node.target)
+            if dtype in ("f16", "bf16"):
+                raise ExportError(
+                    "forward() argument '%s' is %s: only float32 inputs are "
+                    "supported for now (memopt chooses low precision itself,"
+                    " see --mixed-precision)" % (node.target, example.dtype))
+            role = "label" if _is_label(node, self.modules) else "input"
+            attrs = [("memopt.role", '"%s"' % role),
+                     ("memopt.name", '"%s"' % node.target)]
+            # Dimension 0 indexes the examples, in every argument whose
+            # leading size is the first one's: an argument of another size
+            # is not split into micro-batches.
+            if example.dim() > 0:
+                if batch is None:
+                    batch = example.shape[0]
+                if example.shape[0] == batch:
+                    attrs.append(("memopt.batch_dim", "0 : i64"))
+            self.values[node] = self.emit.argument(
+                node.target, example.shape, dtype, attrs)
+            self.env[node] = example.detach().clone()
+
+        for name, p in self.model.named_parameters():
+            if p.dtype != torch.float32:
+                raise ExportError(
+                    "parameter '%s' is %s: only float32 parameters are "
+                    "supported for now (memopt keeps FP32 master weights and "
+                    "chooses low precision itself, see --mixed-precision)"
+                    % (name, p.dtype))
+            self.params[id(p)] = self.emit.argument(
+                name, p.shape, "f32",
+                [("memopt.role", '"param"'), ("memopt.name", '"%s"' % name)])
+            self.tensors[name] = p.detach().cpu().numpy().copy()
+
+        # Running statistics of the batch-norm modules the graph calls.
+        called = {n.target for n in graph.nodes if n.op == "call_module"}
+        for name, buf in self.model.named_buffers():
+            owner, _, attr = name.rpartition(".")
+            module = self.modules.get(owner)
+            if not (owner in called and isinstance(module, _BATCH_NORMS)
+                    and attr in ("running_mean", "running_var")):
+                continue
+            if buf.dtype != torch.float32:
+                raise ExportError("buffer '%s' is %s: only float32 is "
+                                  "supported" % (name, buf.dtype))
+            value = self.emit.argument(
+                name, buf.shape, "f32",
+                [("memopt.role", '"state"'), ("memopt.name", '"%s"' % name)])
+            self.state[name] = value
+            self.state_args.append((name, value))
+            self.tensors[name] = buf.detach().cpu().numpy().copy()
+
+    def _get_attr(self, node):
+        obj = self.model
+        for part in node.target.split("."):
+            obj = getattr(obj, part)
+        if isinstance(obj, torch.Tensor) and id(obj) in self.params:
+            self.values[node] = self.params[id(obj)]
+            self.env[node] = obj.detach().clone()
+        elif isinstance(obj, torch.Tensor):
+            # A buffer or a tensor created while tracing: a constant. Cloned
+            # so that evaluating the graph never writes into the model.
+            self.env[node] = obj.detach().clone()
+        else:
+            self.env[node] = obj
+
+    def _output(self, node):
+        result = node.args[0]
+        if not isinstance(result, torch.fx.Node) or result not in self.values:
+            raise ExportError(
+                "%s.forward() must return the scalar loss as a tensor that "
+                "depends on the inputs or parameters; it returns %s"
+                % (type(self.model).__name__,
+                   type(self.concrete(result)).__name__))
+        loss = self.values[result]
+        if loss.shape != () or loss.dtype != "f32":
+            raise ExportError(
+                "%s.forward() must return the scalar float32 loss; it "
+                "returns %s" % (type(self.model).__name__, loss.type))
+        return loss
+
+    def _evaluate(self, node, args, kwargs):
+        if node.op == "call_function":
+            return node.target(*args, **kwargs)
+        if node.op == "call_method":
+            return getattr(args[0], node.target)(*args[1:], **kwargs)
+        module = self.modules[node.target]
+        if isinstance(module, _BATCH_NORMS) and module.training:
+            # Do not update the model's running statistics.
+            return F.batch_norm(args[0], None, None, module.weight,
+                                module.bias, True, 0.0, module.eps)
+        return module(*args, **kwargs)
+
+    def _call(self, node):
+        module = self.modules.get(node.target) \
+            if node.op == "call_module" else None
+        symbolic = self.is_symbolic((node.args, node.kwargs))
+        if symbolic and node.op == "call_method" and \
+                node.target.endswith("_"):
+            self.fail("in-place ops are not supported: use the out-of-place "
+                      "form")
+        if not symbolic:
+            if node.target in _RANDOM or (node.op == "call_method" and
+                                          node.target in _RANDOM_METHODS):
+                self.fail("random numbers outside nn.Dropout/F.dropout are "
+                          "not supported")
+            if module is not None and (
+                    isinstance(module, (nn.Dropout, _BATCH_NORMS)) or
+                    any(True for _ in module.parameters())):
+                symbolic = True
+
+        args, kwargs = self.concrete(node.args), self.concrete(node.kwargs)
+        try:
+            out = self._evaluate(node, args, kwargs)
+        except ExportError:
+            raise
+        except Exception as e:
+            self.fail("PyTorch could not evaluate it on the example "
+                      "arguments: %s: %s" % (type(e).__name__, e))
+        self.env[node] = out
+        if not symbolic or _is_query(node):
+            return
+
+        if node.op == "call_module":
+            entry = _MODULES.get(type(module))
+        elif node.op == "call_method":
+            entry = _METHODS.get(node.target)
+        else:
+            entry = _FUNCTIONS.get(node.target)
+        if entry is None and module is not None:
+            raise ExportError("unsupported module '%s' (module '%s')"
+                              % (_target_name(node, module), node.target))
+        if entry is None:
+            raise ExportError("unsupported op '%s' %s" % (
+                _target_name(node), _where(node.meta.get(_SCOPE))))
+        spec, handler = entry
+        bound = _bind(spec, node.args, node.kwargs,
+                      _target_name(node, module))
+        if not isinstance(out, torch.Tensor):
+            hint = "; use torch.amax for the maximum along a dimension" \
+                if node.target in ("max", torch.max) else ""
+            kind = "tuple" if isinstance(out, tuple) else type(out).__name__
+            self.fail("it returns a %s, and only calls that return one tensor "
+                      "are supported%s" % (kind, hint))
+        value = handler(self, _Call(node, bound, module, out))
+
+        expected = (tuple(out.shape),
+                    _dtype_name(out.dtype, "the result of '%s'" % node.name))
+        if (value.shape, value.dtype) != expected:
+            raise ExportError(
+                "internal error: %s exported as %s, but PyTorch computes "
+                "shape %s and dtype %s" % (node.format_node(), value.type,
+                                           list(expected[0]), expected[1]))
+        self.values[node] = value
+
+
+#===----------------------------------------------------------------------===#
+# Roles
+#===----------------------------------------------------------------------===#
+
+# Ops through which a label may pass on its way to a loss's target.
+_LABEL_METHODS = {"view", "reshape", "flatten", "contiguous", "squeeze",
+                  "unsqueeze", "long", "int", "to", "type", "float"}
+_LABEL_FUNCTIONS = {operator.getitem, torch.flatten, torch.reshape,
+                    torch.squeeze, torch.unsqueeze}
+
+
+def _is_label(placeholder, modules):
+    """Whether the argument reaches nothing but the target operand of
+    losses (possibly reshaped or sliced on the way)."""
+    reaches_loss = False
+    pending = [placeholder]
+    while pending:
+        node = pending.pop()
+        for user in node.users:
+            if _is_query(user):
+                continue
+            first = user.args[0] if user.args else None
+            if first is node and (
+                    (user.op == "call_method" and
+                     user.target in _LABEL_METHODS) or
+                    (user.op == "call_function" and
+                     user.target in _LABEL_FUNCTIONS)):
+                pending.append(user)
+                continue
+            if _loss_target(user, modules) is node and first is not node:
+                reaches_loss = True
+                continue
+            return False
+    return reaches_loss
+
+
+def _loss_target(node, modules):
+    if node.op == "call_function" and node.target in (F.cross_entropy,
+                                                      F.mse_loss):
+        pass
+    elif node.op == "call_module" and isinstance(
+            modules.get(node.target), (nn.CrossEntropyLoss, nn.MSELoss)):
+        pass
+    else:
+        return None
+    if len(node.args) > 1:
+        return node.args[1]
+    return node.kwargs.get("target")
+
+
+#===----------------------------------------------------------------------===#
+# Handlers
+#===----------------------------------------------------------------------===#
+
+def _norm_dim(ex, dim, rank):
+    dim = operator.index(dim)
+    if not -max(rank, 1) <= dim < max(rank, 1):
+        ex.fail("dimension %d is out of range for rank %d" % (dim, rank))
+    return dim % rank if rank else 0
+
+
+def _pair(value):
+    if isinstance(value, (tuple, list)):
+        if len(value) == 1:
+            return (int(value[0]),) * 2
+        return tuple(int(v) for v in value)
+    return (int(value),) * 2
+
+
+def _float_input(ex, arg):
+    x = ex.val(arg)
+    if x.dtype not in FLOAT_TYPES:
+        ex.fail("expected a float tensor, got element type %s" % x.dtype)
+    return x
+
+
+# -- Elementwise ----------------------------------------------------------
+
+def _unary(kind):
+    def handler(ex, call):
+        return ex.emit.unary(kind, _float_input(ex, call.args["input"]))
+    return handler
+
+
+def _gelu(ex, call):
+    approximate = call.args.get("approximate")
+    if call.module is not None:
+        approximate = getattr(call.module, "approximate", "none")
+    if approximate not in ("none", "tanh"):
+        ex.fail("unknown approximation '%s'" % approximate)
+    return ex.emit.gelu(_float_input(ex, call.args["input"]), approximate)
+
+
+def _scalar(ex, arg):
+    """The Python number ``arg`` stands for, or None if it is a tensor of
+    more than one element or not known at export time."""
+    if ex.is_symbolic(arg):
+        return None
+    value = ex.concrete(arg)
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            return None
+        value = value.item()
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    ex.fail("unsupported operand of type %s" % type(value).__name__)
+
+
+def _binary(kind):
+    """``add``, ``sub``, ``mul``, ``div``, ``pow`` and ``maximum`` with
+    PyTorch's broadcasting and Python-number operands."""
+    def handler(ex, call):
+        lhs, rhs = call.args["input"], call.args["other"]
+        alpha = call.args.get("alpha", 1)
+        if call.args.get("rounding_mode") is not None:
+            ex.fail("rounding_mode is not supported")
+        shape = ex.out_shape(call)
+        dtype = _dtype_name(call.out.dtype, "the result")
+        if dtype not in FLOAT_TYPES:
+            ex.fail("arithmetic on %s tensors is not supported" % dtype)
+        if alpha != 1:
+            if _scalar(ex, rhs) is None:
+                rhs_value = ex.emit.scalar(
+                    "mul_scalar", ex.emit.broadcast_to(
+                        ex.val(rhs, dtype), shape), alpha)
+                return ex.emit.binary(kind, ex.emit.broadcast_to(
+                    ex.val(lhs, dtype), shape), rhs_value)
+        a, b = _scalar(ex, lhs), _scalar(ex, rhs)
+        if b is not None:
+            x = ex.val(lhs, dtype)
+            b *= alpha
+            if kind == "add":
+                y = ex.emit.scalar("add_scalar", x, b)
+            elif kind == "sub":
+                y = ex.emit.scalar("add_scalar", x, -b)
+            elif kind == "mul":
+                y = ex.emit.scalar("mul_scalar", x, b)
+            elif kind == "div":
+                y = ex.emit.scalar("mul_scalar", x, 1.0 / b)
+            elif kind == "pow":
+                y = ex.emit.scalar("pow_scalar", x, b)
+            else:
+                ex.fail("a Python-number operand is not supported")
+            return _reshape_to(ex, y, shape)
+        if a is not None:
+            x = ex.val(rhs, dtype)
+            if kind == "add":
+                y = ex.emit.scalar("add_scalar", x, a)
+            elif kind == "mul":
+                y = ex.emit.scalar("mul_scalar", x, a)
+            elif kind == "sub":
+                y = ex.emit.unary("neg", x)
+                if a != 0:
+                    y = ex.emit.scalar("add_scalar", y, a)
+            elif kind == "div":
+                y = ex.emit.scalar("pow_scalar", x, -1.0)
+                if a != 1:
+                    y = ex.emit.scalar("mul_scalar", y, a)
+            elif kind == "pow" and a > 0:
+                y = ex.emit.unary("exp", ex.emit.scalar(
+                    "mul_scalar", x, math.log(a)))
+            else:
+                ex.fail("a Python-number left operand is not supported")
+            return _reshape_to(ex, y, shape)
+        if kind == "pow":
+            ex.fail("a tensor exponent is not supported")
+        x = ex.emit.broadcast_to(ex.val(lhs, dtype), shape)
+        y = ex.emit.broadcast_to(ex.val(rhs, dtype), shape)
+        return ex.emit.binary(kind, x, y)
+    return handler
+
+
+def _reshape_to(ex, value, shape):
+    """A scalar op's result, given the shape PyTorch broadcast it to (a
+    one-element tensor operand may add leading dimensions)."""
+    if value.shape == tuple(shape):
+        return value
+    if int(np.prod(value.shape)) == int(np.prod(shape)):
+        return ex.emit.reshape(value, shape)
+    return ex.emit.broadcast_to(value, shape)
+
+
+def _masked_fill(ex, call):
+    x = _float_input(ex, call.args["input"])
+    if tuple(call.out.shape) != x.shape:
+        ex.fail("the mask may not broadcast the input")
+    mask = ex.val(call.args["mask"])
+    if mask.dtype != "i1":
+        ex.fail("the mask must be a bool tensor, got %s" % mask.dtype)
+    value = _scalar(ex, call.args["value"])
+    if value is None:
+        ex.fail("the fill value must be a number known at export time")
+    return ex.emit.masked_fill(x, ex.emit.broadcast_to(mask, x.shape), value)
+
+
+def _where_handler(ex, call):
+    shape = ex.out_shape(call)
+    dtype = _dtype_name(call.out.dtype, "the result")
+    if dtype not in FLOAT_TYPES:
+        ex.fail("only float results are supported")
+    condition = ex.val(call.args["condition"])
+    if condition.dtype != "i1":
+        ex.fail("the condition must be a bool tensor")
+
+    def operand(arg):
+        number = _scalar(ex, arg)
+        if number is not None and not isinstance(ex.concrete(arg),
+                                                  torch.Tensor):
+            return ex.emit.constant(np.full(shape, number, np.float32), dtype)
+        return ex.emit.broadcast_to(ex.val(arg, dtype), shape)
+
+    return ex.emit.where(ex.emit.broadcast_to(condition, shape),
+                         operand(call.args["input"]),
+                         operand(call.args["other"]))
+
+
+# -- Shapes ---------------------------------------------------------------
+
+def _reshape(ex, call):
+    """view, reshape, flatten, squeeze, unsqueeze, expand-free shape
+    changes: the result shape is PyTorch's."""
+    return ex.emit.reshape(ex.val(call.args["input"]), ex.out_shape(call))
+
+
+def _identity(ex, call):
+    return ex.val(call.args["input"])
+
+
+def _convert(ex, call):
+    """Tensor.to / float / type_as ...: a no-op, or a float-to-float cast."""
+    x = ex.val(call.args["input"])
+    dtype = _dtype_name(call.out.dtype, "the result")
+    if dtype == x.dtype:
+        return x
+    if x.dtype in FLOAT_TYPES and dtype in FLOAT_TYPES:
+        return ex.emit.cast(x, dtype)
+    ex.fail("conversion from %s to %s is not supported" % (x.dtype, dtype))
+
+
+def _expand(ex, call):
+    return ex.emit.broadcast_to(ex.val(call.args["input"]),
+                                ex.out_shape(call))
+
+
+def _transpose(ex, call):
+    x = ex.val(call.args["input"])
+    perm = list(range(x.rank))
+    if "dim0" in call.args:
+        d0 = _norm_dim(ex, ex.const(call.args["dim0"]), x.rank)
+        d1 = _norm_dim(ex, ex.const(call.args["dim1"]), x.rank)
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+    elif x.rank == 2:  # .t(), .T
+        perm = [1, 0]
+    elif x.rank > 2:
+        ex.fail(".t() / .T expects a tensor of rank 2 at most")
+    return ex.emit.transpose(x, perm)
+
+
+def _swap_last(ex, call):
+    x = ex.val(call.args["input"])
+    if x.rank < 2:
+        ex.fail("expects a tensor of rank 2 or more")
+    return ex.emit.transpose(x, list(range(x.rank - 2)) +
+                             [x.rank - 1, x.rank - 2])
+
+
+def _permute(ex, call):
+    x = ex.val(call.args["input"])
+    dims = ex.const(call.args["dims"])
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = dims[0]
+    return ex.emit.transpose(x, [_norm_dim(ex, d, x.rank) for d in dims])
+
+
+def _getattr(ex, call):
+    name = ex.const(call.args["name"])
+    if name == "T":  # reverses every dimension
+        x = ex.val(call.args["input"])
+        return ex.emit.transpose(x, list(reversed(range(x.rank))))
+    if name == "mT":
+        return _swap_last(ex, call)
+    ex.fail("attribute '%s' is not supported" % name)
+
+
+def _getitem(ex, call):
+    """Static indexing: ints, slices with a positive step, None and
+    Ellipsis, as one memopt.slice and a reshape."""
+    x = ex.val(call.args["input"])
+    index = ex.const(call.args["index"], "index")
+    if not isinstance(index, tuple):
+        index = (index,)
+    consumed = sum(1 for i in index if i is not None and i is not Ellipsis)
+    items = []
+    for item in index:
+        if item is Ellipsis:
+            items.extend([slice(None)] * (x.rank - consumed))
+        else:
+            items.append(item)
+    starts, limits, strides = [], [], []
+    dim = 0
+    for item in items:
+        if item is None:
+            continue
+        if dim >= x.rank:
+            ex.fail("too many indices for a tensor of rank %d" % x.rank)
+        size = x.shape[dim]
+        if isinstance(item, slice):
+            start, stop, step = item.indices(size)
+            count = len(range(start, stop, step))
+            if count == 0:
+                ex.fail("the slice %s of dimension %d is empty" % (item, dim))
+            starts.append(start)
+            limits.append(start + (count - 1) * step + 1)
+            strides.append(step)
+        elif isinstance(item, int) and not isinstance(item, bool):
+            i = item + size if item < 0 else item
+            starts.append(i)
+            limits.append(i + 1)
+            strides.append(1)
+        else:
+            ex.fail("indexing with %s is not supported (only ints, slices, "
+                    "None and ...)" % type(item).__name__)
+        dim += 1
+    starts += [0] * (x.rank - dim)
+    limits += list(x.shape[dim:])
+    strides += [1] * (x.rank - dim)
+    y = x
+    if tuple(starts) != (0,) * x.rank or tuple(limits) != x.shape or \
+            tuple(strides) != (1,) * x.rank:
+        y = ex.emit.slice(x, starts, limits, strides)
+    return ex.emit.reshape(y, ex.out_shape(call))
+
+
+def _cat(ex, call):
+    tensors = call.args["tensors"]
+    dtype = _dtype_name(call.out.dtype, "the result")
+    values = [ex.val(t, dtype) for t in tensors]
+    dim = _norm_dim(ex, ex.const(call.args["dim"]), values[0].rank)
+    if len(values) == 1:
+        return values[0]
+    return ex.emit.concat(values, dim)
+
+
+# -- Reductions and normalisation -----------------------------------------
+
+def _reduce(kind):
+    def handler(ex, call):
+        x = _float_input(ex, call.args["input"])
+        if call.args.get("dtype") is not None:
+            ex.fail("the dtype argument is not supported")
+        dim = ex.const(call.args.get("dim"))
+        if dim is None or (isinstance(dim, (tuple, list)) and not dim):
+            dims = list(range(x.rank))
+        elif isinstance(dim, (tuple, list)):
+            dims = [_norm_dim(ex, d, x.rank) for d in dim]
+        else:
+            dims = [_norm_dim(ex, dim, x.rank)]
+        dims = sorted(set(dims))
+        return ex.emit.reshape(ex.emit.reduce(kind, x, dims),
+                               ex.out_shape(call))
+    return handler
+
+
+def _max(ex, call):
+    if call.args.get("dim") is not None:
+        ex.fail("max along a dimension also returns indices: use "
+                "torch.amax")
+    x = _float_input(ex, call.args["input"])
+    return ex.emit.reduce("reduce_max", x, list(range(x.rank)))
+
+
+def _softmax(kind):
+    def handler(ex, call):
+        x = _float_input(ex, call.args["input"])
+        if call.module is not None:
+            dim = call.module.dim
+        else:
+            dim = ex.const(call.args.get("dim"))
+            if call.args.get("dtype") is not None:
+                ex.fail("the dtype argument is not supported")
+        if dim is None:
+            ex.fail("the dimension must be given explicitly")
+        return ex.emit.softmax(kind, x, _norm_dim(ex, dim, x.rank))
+    return handler
+
+
+def _layer_norm(ex, call):
+    x = _float_input(ex, call.args["input"])
+    if call.module is not None:
+        m = call.module
+        shape, eps = tuple(m.normalized_shape), m.eps
+        weight = ex.param(m.weight, "weight") if m.weight is not None \
+            else None
+        bias = ex.param(m.bias, "bias") if m.bias is not None else None
+    else:
+        shape = ex.const(call.args["normalized_shape"])
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        eps = ex.const(call.args["eps"])
+        weight = ex.val(call.args["weight"], "f32") \
+            if call.args["weight"] is not None else None
+        bias = ex.val(call.args["bias"], "f32") \
+            if call.args["bias"] is not None else None
+    if weight is None:
+        weight = ex.emit.constant(np.ones(shape, np.float32), "f32")
+    if bias is None:
+        bias = ex.emit.constant(np.zeros(shape, np.float32), "f32")
+    if x.shape[x.rank - len(shape):] != tuple(shape) or \
+            weight.shape != tuple(shape) or bias.shape != tuple(shape):
+        ex.fail("normalized_shape %s does not match the input %s"
+                % (list(shape), x.type))
+    return ex.emit.layer_norm(x, weight, bias, eps)[0]
+
+
+def _batch_norm(ex, call):
+    m = call.module
+    path = call.node.target
+    if not m.training:
+        ex.fail("the module is in eval mode: export a model in training "
+                "mode (model.train())")
+    if m.momentum is None:
+        ex.fail("momentum=None (a cumulative average) is not supported")
+    x = _float_input(ex, call.args["input"])
+    if x.rank < 2 or x.shape[1] != m.num_features:
+        ex.fail("expected an input with %d channels in dimension 1, got %s"
+                % (m.num_features, x.type))
+    channels = (m.num_features,)
+    weight = ex.param(m.weight, "weight") if m.affine else \
+        ex.emit.constant(np.ones(channels, np.float32), "f32")
+    bias = ex.param(m.bias, "bias") if m.affine else \
+        ex.emit.constant(np.zeros(channels, np.float32), "f32")
+    if m.track_running_stats:
+        mean = ex.state[path + ".running_mean"]
+        var = ex.state[path + ".running_var"]
+    else:
+        mean = ex.emit.constant(np.zeros(channels, np.float32), "f32")
+        var = ex.emit.constant(np.ones(channels, np.float32), "f32")
+    y, _, _, new_mean, new_var = ex.emit.batch_norm(
+        x, weight, bias, mean, var, m.eps, m.momentum)
+    if m.track_running_stats:
+        ex.state[path + ".running_mean"] = new_mean
+        ex.state[path + ".running_var"] = new_var
+    return y
+
+
+# -- Matrix products, embeddings, convolution and pooling -----------------
+
+def _matmul_values(ex, a, b):
+    """torch.matmul of two Values: vectors become matrices, batch
+    dimensions that memopt.matmul does not share are broadcast, and a
+    transpose of the two trailing dimensions folds into the op's flags."""
+    if a.rank == 0 or b.rank == 0:
+        ex.fail("both operands must have rank 1 or more")
+    out_shape = None
+    if a.rank == 1 and b.rank == 1:
+        out_shape = ()
+    elif a.rank == 1:
+        out_shape = b.shape[:-2] + b.shape[-1:]
+    elif b.rank == 1:
+        out_shape = a.shape[:-1]
+    if a.rank == 1:
+        a = ex.emit.reshape(a, (1,) + a.shape)
+    if b.rank == 1:
+        b = ex.emit.reshape(b, b.shape + (1,))
+    batch_a, batch_b = a.shape[:-2], b.shape[:-2]
+    if batch_a != batch_b and batch_a and batch_b:
+        batch = tuple(torch.broadcast_shapes(batch_a, batch_b))
+        a = ex.emit.broadcast_to(a, batch + a.shape[-2:])
+        b = ex.emit.broadcast_to(b, batch + b.shape[-2:])
+    transpose_lhs = a.name in ex.emit.swapped
+    transpose_rhs = b.name in ex.emit.swapped
+    if transpose_lhs:
+        a = ex.emit.swapped[a.name]
+    if transpose_rhs:
+        b = ex.emit.swapped[b.name]
+    y = ex.emit.matmul(a, b, transpose_lhs, transpose_rhs)
+    return y if out_shape is None else ex.emit.reshape(y, out_shape)
+
+
+def _matmul(ex, call):
+    a = _float_input(ex, call.args["input"])
+    b = _float_input(ex, call.args.get("other", call.args.get("mat2")))
+    if a.dtype != b.dtype:
+        ex.fail("operands of different element types %s and %s"
+                % (a.dtype, b.dtype))
+    return _matmul_values(ex, a, b)
+
+
+def _linear_values(ex, x, weight, bias):
+    if weight.rank != 2:
+        ex.fail("the weight must be a matrix, got %s" % weight.type)
+    lead = x.shape[:-1]
+    if x.rank == 1:
+        x = ex.emit.reshape(x, (1,) + x.shape)
+    if weight.name in ex.emit.swapped:  # F.linear(x, w.t()): x @ w
+        y = ex.emit.matmul(x, ex.emit.swapped[weight.name])
+    else:
+        y = ex.emit.matmul(x, weight, transpose_rhs=True)
+    y = ex.emit.reshape(y, lead + weight.shape[:1])
+    if bias is not None:
+        y = ex.emit.binary("add", y, ex.emit.broadcast_to(bias, y.shape))
+    return y
+
+
+def _linear(ex, call):
+    x = _float_input(ex, call.args["input"])
+    if call.module is not None:
+        m = call.module
+        weight = ex.param(m.weight, "weight")
+        bias = ex.param(m.bias, "bias") if m.bias is not None else None
+    else:
+        weight = _float_input(ex, call.args["weight"])
+        bias = _float_input(ex, call.args["bias"]) \
+            if call.args["bias"] is not None else None
+    return _linear_values(ex, x, weight, bias)
+
+
+def _embedding(ex, call):
+    if call.module is not None:
+        m = call.module
+        weight = ex.param(m.weight, "weight")
+        options = {"padding_idx": m.padding_idx, "max_norm": m.max_norm,
+                   "scale_grad_by_freq": m.scale_grad_by_freq,
+                   "sparse": m.sparse}
+    else:
+        weight = _float_input(ex, call.args["weight"])
+        options = {k: ex.const(call.args[k]) for k in
+                   ("padding_idx", "max_norm", "scale_grad_by_freq",
+                    "sparse")}
+    for name, value in options.items():
+        if value is not None and value is not False:
+            ex.fail("%s=%r is not supported" % (name, value))
+    indices = ex.val(call.args["input"])
+    if indices.dtype not in INDEX_TYPES:
+        ex.fail("the indices must be int64 or int32, got %s" % indices.dtype)
+    return ex.emit.embedding(weight, indices)
+
+
+def _conv2d(ex, call):
+    x = _float_input(ex, call.args["input"])
+    if call.module is not None:
+        m = call.module
+        if m.padding_mode != "zeros":
+            ex.fail("padding_mode='%s' is not supported" % m.padding_mode)
+        weight = ex.param(m.weight, "weight")
+        bias = ex.param(m.bias, "bias") if m.bias is not None else None
+        stride, padding, dilation, groups = (m.stride, m.padding, m.dilation,
+                                             m.groups)
+    else:
+        weight = _float_input(ex, call.args["weight"])
+        bias = _float_input(ex, call.args["bias"]) \
+            if call.args["bias"] is not None else None
+        stride, padding, dilation, groups = (
+            ex.const(call.args[k]) for k in ("stride", "padding", "dilation",
+                                             "groups"))
+    if x.rank != 4:
+        ex.fail("expected a 4-D [N, C, H, W] input, got %s" % x.type)
+    dilation = _pair(dilation)
+    if padding == "valid":
+        padding = (0, 0)
+    elif padding == "same":
+        total = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
+        if any(t % 2 for t in total):
+            ex.fail("padding='same' with an even kernel pads unevenly, which "
+                    "is not supported")
+        padding = tuple(t // 2 for t in total)
+    y = ex.emit.conv2d(x, weight, ex.out_shape(call), _pair(stride),
+                       _pair(padding), dilation, int(groups))
+    if bias is not None:
+        y = ex.emit.binary("add", y, ex.emit.broadcast(bias, [1], y.shape))
+    return y
+
+
+def _pool(kind):
+    def handler(ex, call):
+        x = _float_input(ex, call.args["input"])
+        if call.module is not None:
+            m = call.module
+            options = {k: getattr(m, k) for k in (
+                "kernel_size", "stride", "padding", "dilation", "ceil_mode",
+                "return_indices", "count_include_pad", "divisor_override")
+                if hasattr(m, k)}
+        else:
+            options = {k: ex.const(v) for k, v in call.args.items()
+                       if k != "input"}
+        if x.rank != 4:
+            ex.fail("expected a 4-D [N, C, H, W] input, got %s" % x.type)
+        kernel = _pair(options["kernel_size"])
+        stride = options.get("stride")
+        stride = kernel if stride is None or stride == [] or stride == () \
+            else _pair(stride)
+        padding = _pair(options.get("padding", 0))
+        if options.get("ceil_mode"):
+            ex.fail("ceil_mode=True is not supported")
+        if options.get("return_indices"):
+            ex.fail("return_indices=True is not supported")
+        if _pair(options.get("dilation", 1)) != (1, 1):
+            ex.fail("dilation is not supported")
+        if options.get("divisor_override") is not None:
+            ex.fail("divisor_override is not supported")
+        if not options.get("count_include_pad", True) and padding != (0, 0):
+            ex.fail("count_include_pad=False with padding is not supported")
+        return ex.emit.pool(kind, x, ex.out_shape(call), kernel, stride,
+                            padding)
+    return handler
+
+
+def _adaptive_avg_pool(ex, call):
+    x = _float_input(ex, call.args["input"])
+    if x.rank != 4:
+        ex.fail("expected a 4-D [N, C, H, W] input, got %s" % x.type)
+    shape = ex.out_shape(call)
+    (h, w), (oh, ow) = x.shape[2:], shape[2:]
+    if h % oh or w % ow:
+        ex.fail("an output size %dx%d that does not divide the input %dx%d "
+                "is not supported" % (oh, ow, h, w))
+    kernel = (h // oh, w // ow)
+    return ex.emit.pool("avg_pool2d", x, shape, kernel, kernel, (0, 0))
+
+
+# -- Randomness and losses ------------------------------------------------
+
+def _dropout(ex, call):
+    x = _float_input(ex, call.args["input"])
+    if call.module is not None:
+        p, training = call.module.p, call.module.training
+    else:
+        p, training = ex.const(call.args["p"]), ex.const(call.args["training"])
+    if not training or p == 0:
+        return x
+    if not 0 < p < 1:
+        ex.fail("p=%r is not supported" % p)
+    stream = ex.dropout_stream
+    ex.dropout_stream += 1
+    return ex.emit.dropout(x, p, 0, stream)
+
+
+def _loss_options(ex, call, names):
+    if call.module is not None:
+        options = {k: getattr(call.module, k, None) for k in names}
+    else:
+        options = {k: ex.const(call.args[k]) for k in names}
+    for legacy in ("size_average", "reduce"):
+        if legacy in names and options[legacy] is not None:
+            ex.fail("the deprecated %s argument is not supported: use "
+                    "reduction" % legacy)
+    if options["reduction"] not in ("mean", "sum"):
+        ex.fail("reduction='%s' is not supported: the loss must be a scalar"
+                % options["reduction"])
+    return options
+
+
+def _cross_entropy(ex, call):
+    options = _loss_options(ex, call, (
+        "weight", "size_average", "ignore_index", "reduce", "reduction",
+        "label_smoothing"))
+    if options["weight"] is not None:
+        ex.fail("class weights are not supported")
+    if options["label_smoothing"]:
+        ex.fail("label_smoothing is not supported")
+    logits = _float_input(ex, call.args["input"])
+    labels = ex.val(call.args["target"])
+    if labels.dtype not in INDEX_TYPES:
+        ex.fail("the target must hold class indices (int64 or int32); "
+                "class probabilities are not supported")
+    if logits.rank == 1:
+        logits = ex.emit.reshape(logits, (1,) + logits.shape)
+        labels = ex.emit.reshape(labels, (1,))
+    elif logits.rank > 2:
+        # PyTorch's class dimension is 1; memopt's is the last.
+        logits = ex.emit.transpose(
+            logits, [0] + list(range(2, logits.rank)) + [1])
+    if labels.shape != logits.shape[:-1]:
+        ex.fail("the target %s does not match the input %s"
+                % (labels.type, logits.type))
+    return ex.emit.cross_entropy(logits, labels, int(options["ignore_index"]),
+                                 options["reduction"])
+
+
+def _mse_loss(ex, call):
+    options = _loss_options(ex, call, ("size_average", "reduce",
+                                       "reduction"))
+    x = _float_input(ex, call.args["input"])
+    target = _float_input(ex, call.args["target"])
+    if target.dtype != x.dtype:
+        ex.fail("the input and target have different element types")
+    shape = tuple(torch.broadcast_shapes(x.shape, target.shape))
+    return ex.emit.mse_loss(ex.emit.broadcast_to(x, shape),
+                            ex.emit.broadcast_to(target, shape),
+                            options["reduction"])
+
+
+#===----------------------------------------------------------------------===#
+# Tables: fx targets -> (signature, handler)
+#===----------------------------------------------------------------------===#
+
+_BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d)
+
+_UNARY = ("relu", "silu", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt",
+          "neg")
+
+_FUNCTIONS = {}
+_METHODS = {}
+_MODULES = {}
+
+
+def _register(table, targets, signature, handler):
+    params = _signature(signature)
+    for target in targets:
+        table[target] = (params, handler)
+
+
+def _build_tables():
+    fn, method, module = _FUNCTIONS, _METHODS, _MODULES
+
+    for kind in _UNARY:
+        h = _unary(kind)
+        if hasattr(torch, kind):
+            _register(fn, [getattr(torch, kind)], "input, **", h)
+        _register(method, [kind], "input", h)
+    _register(fn, [F.relu], "input, inplace=False", _unary("relu"))
+    _register(fn, [F.silu], "input, inplace=False", _unary("silu"))
+    _register(fn, [operator.neg], "input", _unary("neg"))
+    _register(fn, [F.gelu], "input, approximate='none'", _gelu)
+    _register(module, [nn.ReLU], "input", _unary("relu"))
+    _register(module, [nn.SiLU], "input", _unary("silu"))
+    _register(module, [nn.Tanh], "input", _unary("tanh"))
+    _register(module, [nn.Sigmoid], "input", _unary("sigmoid"))
+    _register(module, [nn.GELU], "input", _gelu)
+
+    for kind, ops, torch_fn in (
+            ("add", [operator.add, operator.iadd], torch.add),
+            ("sub", [operator.sub, operator.isub], torch.sub),
+            ("mul", [operator.mul, operator.imul], torch.mul),
+            ("div", [operator.truediv, operator.itruediv], torch.div),
+            ("pow", [operator.pow, operator.ipow], torch.pow),
+            ("maximum", [], torch.maximum)):
+        h = _binary(kind)
+        _register(fn, ops, "input, other", h)
+        spec = {"add": "input, other, alpha=1", "sub": "input, other, alpha=1",
+                "div": "input, other, rounding_mode=None",
+                "pow": "input, exponent"}.get(kind, "input, other")
+        if kind == "pow":
+            h = _binary_pow(h)
+        _register(fn, [torch_fn], spec, h)
+        _register(method, [torch_fn.__name__], spec, h)
+    _register(fn, [torch.subtract], "input, other, alpha=1", _binary("sub"))
+    _register(fn, [torch.multiply], "input, other", _binary("mul"))
+    _register(fn, [torch.true_divide], "input, other", _binary("div"))
+    _register(method, ["true_divide"], "input, other", _binary("div"))
+
+    _register(fn, [torch.masked_fill], "input, mask, value", _masked_fill)
+    _register(method, ["masked_fill"], "input, mask, value", _masked_fill)
+    _register(fn, [torch.where], "condition, input, other", _where_handler)
+
+    # Shapes.
+    _register(method, ["view", "reshape", "flatten", "squeeze", "unsqueeze",
+                       "view_as", "reshape_as"], "input, *rest, **", _reshape)
+    _register(fn, [torch.reshape, torch.flatten, torch.squeeze,
+                   torch.unsqueeze], "input, *rest, **", _reshape)
+    _register(module, [nn.Flatten, nn.Unflatten], "input", _reshape)
+    _register(method, ["contiguous"], "input, *rest, **", _identity)
+    _register(module, [nn.Identity], "input", _identity)
+    _register(method, ["to", "type", "type_as", "float", "cpu", "cuda"],
+              "input, *rest, **", _convert)
+    _register(method, ["expand", "expand_as"], "input, *rest, **", _expand)
+    _register(fn, [torch.broadcast_to], "input, *rest", _expand)
+    _register(method, ["transpose"], "input, dim0, dim1", _transpose)
+    _register(fn, [torch.transpose], "input, dim0, dim1", _transpose)
+    _register(method, ["t"], "input", _transpose)
+    _register(fn, [torch.t], "input", _transpose)
+    _register(method, ["permute"], "input, *dims", _permute)
+    _register(fn, [torch.permute], "input, dims", _permute)
+    _register(fn, [builtins.getattr], "input, name", _getattr)
+    _register(fn, [operator.getitem], "input, index", _getitem)
+    _register(fn, [torch.cat, torch.concat], "tensors, dim=0", _cat)
+
+    # Reductions and normalisation.
+    for name, kind in (("sum", "reduce_sum"), ("mean", "reduce_mean")):
+        _register(fn, [getattr(torch, name)],
+                  "input, dim=None, keepdim=False, dtype=None", _reduce(kind))
+        _register(method, [name],
+                  "input, dim=None, keepdim=False, dtype=None", _reduce(kind))
+    _register(fn, [torch.amax], "input, dim=(), keepdim=False",
+              _reduce("reduce_max"))
+    _register(method, ["amax"], "input, dim=(), keepdim=False",
+              _reduce("reduce_max"))
+    _register(fn, [torch.max], "input, dim=None, keepdim=False", _max)
+    _register(method, ["max"], "input, dim=None, keepdim=False", _max)
+    for name in ("softmax", "log_softmax"):
+        h = _softmax(name)
+        _register(fn, [getattr(F, name)],
+                  "input, dim=None, _stacklevel=3, dtype=None", h)
+        _register(fn, [getattr(torch, name)], "input, dim, dtype=None", h)
+        _register(method, [name], "input, dim, dtype=None", h)
+    _register(module, [nn.Softmax], "input", _softmax("softmax"))
+    _register(module, [nn.LogSoftmax], "input", _softmax("log_softmax"))
+    _register(fn, [F.layer_norm],
+              "input, normalized_shape, weight=None, bias=None, eps=1e-05",
+              _layer_norm)
+    _register(module, [nn.LayerNorm], "input", _layer_norm)
+    _register(module, list(_BATCH_NORMS), "input", _batch_norm)
+
+    # Matrix products, embeddings, convolution and pooling.
+    _register(fn, [operator.matmul, torch.matmul], "input, other", _matmul)
+    _register(method, ["matmul", "__matmul__"], "input, other", _matmul)
+    _register(fn, [torch.bmm, torch.mm], "input, mat2", _matmul)
+    _register(method, ["bmm", "mm"], "input, mat2", _matmul)
+    _register(fn, [F.linear], "input, weight, bias=None", _linear)
+    _register(module, [nn.Linear], "input", _linear)
+    _register(fn, [F.embedding],
+              "input, weight, padding_idx=None, max_norm=None, "
+              "norm_type=2.0, scale_grad_by_freq=False, sparse=False",
+              _embedding)
+    _register(module, [nn.Embedding], "input", _embedding)
+    _register(fn, [F.conv2d, torch.conv2d],
+              "input, weight, bias=None, stride=1, padding=0, dilation=1, "
+              "groups=1", _conv2d)
+    _register(module, [nn.Conv2d], "input", _conv2d)
+    _register(fn, [F.max_pool2d, torch.max_pool2d],
+              "input, kernel_size, stride=None, padding=0, dilation=1, "
+              "ceil_mode=False, return_indices=False", _pool("max_pool2d"))
+    _register(module, [nn.MaxPool2d], "input", _pool("max_pool2d"))
+    _register(fn, [F.avg_pool2d],
+              "input, kernel_size, stride=None, padding=0, ceil_mode=False, "
+              "count_include_pad=True, divisor_override=None",
+              _pool("avg_pool2d"))
+    _register(module, [nn.AvgPool2d], "input", _pool("avg_pool2d"))
+    _register(fn, [F.adaptive_avg_pool2d], "input, output_size",
+              _adaptive_avg_pool)
+    _register(module, [nn.AdaptiveAvgPool2d], "input", _adaptive_avg_pool)
+
+    # Randomness and losses.
+    _register(fn, [F.dropout], "input, p=0.5, training=True, inplace=False",
+              _dropout)
+    _register(module, [nn.Dropout], "input", _dropout)
+    _register(fn, [F.cross_entropy],
+              "input, target, weight=None, size_average=None, "
+              "ignore_index=-100, reduce=None, reduction='mean', "
+              "label_smoothing=0.0", _cross_entropy)
+    _register(module, [nn.CrossEntropyLoss], "input, target", _cross_entropy)
+    _register(fn, [F.mse_loss],
+              "input, target, size_average=None, reduce=None, "
+              "reduction='mean'", _mse_loss)
+    _register(module, [nn.MSELoss], "input, target", _mse_loss)
+
+
+def _binary_pow(handler):
+    """torch.pow names its second operand ``exponent``."""
+    def adapted(ex, call):
+        call.args["other"] = call.args.pop("exponent")
+        return handler(ex, call)
+    return adapted
+
+
+_build_tables()
