@@ -13,4 +13,6 @@ ninja -C "$BUILD_DIR" memopt-doc
 mkdir -p docs/generated
 cp "$BUILD_DIR/docs/Dialects/MemoptOps.md" docs/generated/MemoptOps.md
 cp "$BUILD_DIR/docs/Passes/MemoptPasses.md" docs/generated/MemoptPasses.md
+cp "$BUILD_DIR/docs/Passes/MemoptConversionPasses.md" \
+  docs/generated/MemoptConversionPasses.md
 echo "docs/generated refreshed"

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "memopt/Conversion/Passes.h"
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 
@@ -23,6 +24,7 @@
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   memopt::registerMemoptPasses();
+  memopt::registerMemoptConversionPasses();
 
   mlir::DialectRegistry registry;
   registry.insert<memopt::MemoptDialect, mlir::arith::ArithDialect,

@@ -105,13 +105,15 @@ LogicalResult MemoptDialect::verifyRegionArgAttribute(Operation *op,
         op->getRegion(regionIndex).empty())
       return success();
     Type argType = op->getRegion(regionIndex).getArgument(argIndex).getType();
-    auto tensor = dyn_cast<RankedTensorType>(argType);
-    if (!tensor)
-      return argError() << "needs a ranked tensor argument, got " << argType;
+    // A tensor before bufferization, a memref after.
+    auto shaped = dyn_cast<ShapedType>(argType);
+    if (!shaped || !shaped.hasRank())
+      return argError() << "needs a ranked tensor or memref argument, got "
+                        << argType;
     int64_t value = dim.getInt();
-    if (value < 0 || value >= tensor.getRank())
+    if (value < 0 || value >= shaped.getRank())
       return argError() << "is " << value << ", outside [0, "
-                        << tensor.getRank() << ") for type " << argType;
+                        << shaped.getRank() << ") for type " << argType;
     return success();
   }
   return op->emitOpError() << "argument #" << argIndex

@@ -64,4 +64,99 @@ def PrintModelStatePass : Pass<"memopt-print-model-state", "mlir::ModuleOp"> {
   ];
 }
 
+def TestPrintBufferLivenessPass
+    : Pass<"memopt-test-print-liveness", "mlir::ModuleOp"> {
+  let summary = "Print the live interval of every buffer (BufferLiveness)";
+  let description = [{
+    For every function with a body, prints to standard output the live
+    interval that buffer planning uses for each `memref.alloc`: ops are
+    numbered by a pre-order walk (program order is the schedule), a buffer is
+    live from its alloc to its last use (the dealloc does not count), and a
+    buffer used inside a loop it was not allocated in is live over the whole
+    loop. The IR is left unchanged.
+
+    ```
+    liveness of @train_step (9 ops):
+    buffer 0 memref<4x3xf32> size=48 live=[0, 2] scope="fc1"
+    ```
+  }];
+}
+
+def PlanBuffersPass : Pass<"memopt-plan-buffers", "mlir::ModuleOp"> {
+  let summary = "Give every scratch buffer of @train_step an arena offset";
+  let description = [{
+    Places the buffers of every function marked `memopt.train_step` in one
+    arena: each buffer's lifetime comes from the BufferLiveness analysis, the
+    offsets from the placement library (a portfolio of first-fit heuristics,
+    then an exact branch and bound within `time-limit`; docs/Planning.md).
+    Every `memref.alloc` gets `memopt.offset = <bytes> : i64` and the function
+    `memopt.arena_bytes = <bytes> : i64` (docs/Pipeline.md, section 3). The
+    independent checker verifies the plan before it is written; a rejected
+    plan, a module without a train_step function or a buffer of dynamic shape
+    is an error.
+
+    ```
+    memopt-opt --memopt-plan-buffers="alignment=256 time-limit=2" step.mlir
+    ```
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", /*default=*/"256",
+           "Every offset is a multiple of this many bytes (1 to 2^30)">,
+    Option<"timeLimit", "time-limit", "double", /*default=*/"1.0",
+           "Seconds the placement may take; 0 runs only the heuristics">
+  ];
+  let statistics = [
+    Statistic<"numBuffers", "buffers", "Number of buffers placed">,
+    Statistic<"lowerBoundBytes", "lower-bound-bytes",
+              "Largest total size of the buffers live at one point">,
+    Statistic<"arenaBytes", "arena-bytes", "Size of the planned arena">
+  ];
+}
+
+def VerifyPlanPass : Pass<"memopt-verify-plan", "mlir::ModuleOp"> {
+  let summary = "Check the arena offsets of @train_step independently";
+  let description = [{
+    Re-derives the live intervals of the buffers of every function marked
+    `memopt.train_step` from the IR and checks, with the placement checker
+    (not the placer), that every `memref.alloc` has a `memopt.offset` that is
+    a multiple of `alignment`, that every buffer lies inside
+    `[0, memopt.arena_bytes)`, and that no two buffers live at the same time
+    share a byte. A violation is an error at the offending alloc, with a note
+    at the other buffer of a conflicting pair. The IR is left unchanged.
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", /*default=*/"256",
+           "Every offset must be a multiple of this many bytes">
+  ];
+}
+
+def BufferizePass : Pass<"memopt-bufferize", "mlir::ModuleOp"> {
+  let summary = "Rewrite @train_step from tensors to buffers, one kernel per op";
+  let description = [{
+    Rewrites the function marked `memopt.train_step` into destination-passing
+    style (docs/Pipeline.md, section 2): arguments become memrefs with the
+    same attributes, a last `%loss: memref<f32>` argument (role "loss")
+    receives the loss, and the function returns nothing. Each memopt op
+    becomes one `memopt.kernel` with the op's attributes. The new value of a
+    "param", "state" or "optim" argument is written into that argument's
+    memref by its producer when no later op reads the old value (and the
+    runtime allows the aliasing), otherwise copied there at the end of the
+    step by a `memopt.kernel "memopt.reshape"` of equal types. Every other
+    value gets a `memref.alloc` before its producer and a `memref.dealloc`
+    after its last use. A reduction over dimensions that are not adjacent
+    becomes one kernel per run of adjacent dimensions (the runtime reduces
+    one run per call), through f32 buffers. Anything else (non-memopt ops,
+    control flow, dynamic shapes) is an error.
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numKernels", "kernels", "Number of kernels created">,
+    Statistic<"numAllocs", "allocs", "Number of scratch buffers allocated">,
+    Statistic<"numInPlace", "in-place",
+              "Number of results written straight into an argument">,
+    Statistic<"numCopies", "copies",
+              "Number of copies into arguments at the end of the step">
+  ];
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_TD

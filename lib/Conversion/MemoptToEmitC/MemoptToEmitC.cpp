@@ -1,0 +1,1071 @@
+//===- MemoptToEmitC.cpp - planned train step to EmitC runtime calls ------===//
+//
+// Lowers the bufferized, planned `@train_step` (docs/Pipeline.md, sections 2
+// and 3) to one EmitC function that `translateToCpp` prints as
+// `extern "C" void memopt_train_step(ctx, args, scratch)` (section 4).
+//
+// The lowering is a single walk over the straight-line body, in the spirit of
+// upstream's MemRefToEmitC but with a fixed runtime ABI instead of loops:
+//
+//  - every buffer becomes a typed C pointer (`float *`, `uint16_t *` for
+//    f16/bf16, `int32_t *`, `int64_t *`, `uint8_t *` for i1), so that calls
+//    type-check against runtime.h without casts: argument `i` is
+//    `(T *)args[i]`, a `memref.alloc` is `(T *)(scratch + offset)`;
+//  - every `memopt.kernel` is one `emitc.call_opaque` of its runtime entry,
+//    whose scalar arguments (dtypes, enum values, collapsed extents such as
+//    the `(outer, dim, inner)` of a softmax, attributes) are call attributes
+//    printed inline; shape arrays and constant data become `static const`
+//    globals, deduplicated;
+//  - `memref.dealloc` vanishes: the arena is the planner's.
+//
+// Linear in the size of the body plus the size of the constants.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Conversion/Passes.h"
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Debug.h"
+
+#include <map>
+
+#define DEBUG_TYPE "convert-memopt-to-emitc"
+
+namespace memopt {
+#define GEN_PASS_DEF_CONVERTMEMOPTTOEMITCPASS
+#include "memopt/Conversion/Passes.h.inc"
+} // namespace memopt
+
+using namespace mlir;
+using namespace memopt;
+
+/// The name of the generated entry point (docs/Pipeline.md, section 4).
+static constexpr llvm::StringLiteral kEntryName = "memopt_train_step";
+
+//===----------------------------------------------------------------------===//
+// Types and sizes
+//===----------------------------------------------------------------------===//
+
+/// The `memopt_dtype` enumerator of an element type, or "" if none.
+static StringRef getDTypeName(Type type) {
+  if (type.isF32())
+    return "MEMOPT_F32";
+  if (type.isF16())
+    return "MEMOPT_F16";
+  if (type.isBF16())
+    return "MEMOPT_BF16";
+  if (type.isInteger(32))
+    return "MEMOPT_I32";
+  if (type.isInteger(64))
+    return "MEMOPT_I64";
+  if (type.isInteger(1))
+    return "MEMOPT_I1";
+  return "";
+}
+
+/// The C element type a buffer of `type` is addressed through.
+static Type getStorageType(Type type) {
+  MLIRContext *ctx = type.getContext();
+  if (type.isF16() || type.isBF16())
+    return IntegerType::get(ctx, 16, IntegerType::Unsigned);
+  if (type.isInteger(1))
+    return IntegerType::get(ctx, 8, IntegerType::Unsigned);
+  return type;
+}
+
+/// Bytes of one element as stored by the runtime (i1: one byte).
+static int64_t getElementBytes(Type type) {
+  return type.isInteger(1) ? 1 : type.getIntOrFloatBitWidth() / 8;
+}
+
+static int64_t product(ArrayRef<int64_t> dims) {
+  int64_t result = 1;
+  for (int64_t dim : dims)
+    result *= dim;
+  return result;
+}
+
+/// `shape` collapsed to (outer, shape[dim], inner).
+static std::array<int64_t, 3> collapseAround(ArrayRef<int64_t> shape,
+                                             int64_t dim) {
+  return {product(shape.take_front(dim)), shape[dim],
+          product(shape.drop_front(dim + 1))};
+}
+
+//===----------------------------------------------------------------------===//
+// Lowering
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The argument list of one runtime call under construction: SSA operands
+/// are referenced by index, everything else is an attribute printed inline.
+struct RuntimeCall {
+  explicit RuntimeCall(MLIRContext *ctx) : ctx(ctx) {}
+
+  RuntimeCall &value(Value v) {
+    args.push_back(IntegerAttr::get(IndexType::get(ctx), operands.size()));
+    operands.push_back(v);
+    return *this;
+  }
+  RuntimeCall &verbatim(StringRef text) {
+    args.push_back(emitc::OpaqueAttr::get(ctx, text));
+    return *this;
+  }
+  RuntimeCall &i64(int64_t v) {
+    args.push_back(IntegerAttr::get(IntegerType::get(ctx, 64), v));
+    return *this;
+  }
+  RuntimeCall &i32(int32_t v) {
+    args.push_back(IntegerAttr::get(IntegerType::get(ctx, 32), v));
+    return *this;
+  }
+  RuntimeCall &f64(double v) {
+    args.push_back(FloatAttr::get(Float64Type::get(ctx), v));
+    return *this;
+  }
+
+  MLIRContext *ctx;
+  SmallVector<Value> operands;
+  SmallVector<Attribute> args;
+};
+
+/// Lowers one `memopt.train_step` function into an `emitc.func`.
+class TrainStepLowering {
+public:
+  TrainStepLowering(ModuleOp module, func::FuncOp func)
+      : module(module), func(func), ctx(module.getContext()), builder(ctx) {}
+
+  /// Builds the includes, globals and the entry point before `func`, then
+  /// erases `func`. On failure, reports the error; the module may then hold a
+  /// partial lowering.
+  LogicalResult run();
+
+  /// The number of runtime calls emitted.
+  unsigned getNumCalls() const { return numCalls; }
+
+private:
+  LogicalResult lowerBody(Block &body);
+  LogicalResult lowerAlloc(memref::AllocOp alloc, int64_t arenaBytes);
+  LogicalResult lowerKernel(KernelOp kernel);
+
+  /// Emits `callee` with the arguments of `call`.
+  void emitCall(Location loc, StringRef callee, const RuntimeCall &call);
+
+  /// A `static const` global holding `values` (nullptr when empty).
+  std::string getI64Array(ArrayRef<int64_t> values);
+  /// A global holding the elements of a non-splat constant.
+  std::string getConstantData(DenseElementsAttr data, Type elementType);
+  /// A fresh global name with `prefix`.
+  std::string getGlobalName(StringRef prefix);
+
+  Value getPointer(Value memref) { return pointers.lookup(memref); }
+
+  ModuleOp module;
+  func::FuncOp func;
+  MLIRContext *ctx;
+  OpBuilder builder;
+  /// Where globals go: before the entry point.
+  Operation *globalInsertionPoint = nullptr;
+  Value context, args, scratch;
+  DenseMap<Value, Value> pointers;
+  std::map<std::vector<int64_t>, std::string> i64Arrays;
+  unsigned nextGlobal = 0;
+  unsigned numCalls = 0;
+};
+} // namespace
+
+std::string TrainStepLowering::getGlobalName(StringRef prefix) {
+  return (Twine("memopt_") + prefix + "_" + Twine(nextGlobal++)).str();
+}
+
+std::string TrainStepLowering::getI64Array(ArrayRef<int64_t> values) {
+  if (values.empty())
+    return "nullptr";
+  std::vector<int64_t> key(values.begin(), values.end());
+  auto it = i64Arrays.find(key);
+  if (it != i64Arrays.end())
+    return it->second;
+  std::string name = getGlobalName("i64");
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPoint(globalInsertionPoint);
+  Type i64 = builder.getI64Type();
+  auto type = emitc::ArrayType::get({static_cast<int64_t>(values.size())}, i64);
+  auto init = DenseIntElementsAttr::get(
+      RankedTensorType::get({static_cast<int64_t>(values.size())}, i64),
+      values);
+  emitc::GlobalOp::create(builder, func.getLoc(), name, type, init,
+                          /*extern_specifier=*/false,
+                          /*static_specifier=*/true, /*const_specifier=*/true);
+  i64Arrays.emplace(std::move(key), name);
+  return name;
+}
+
+std::string TrainStepLowering::getConstantData(DenseElementsAttr data,
+                                               Type elementType) {
+  int64_t n = data.getNumElements();
+  Type storage = getStorageType(elementType);
+  auto flatType = RankedTensorType::get({n}, storage);
+  DenseElementsAttr flat;
+  if (elementType.isInteger(1)) {
+    SmallVector<APInt> bytes = llvm::map_to_vector(
+        data.getValues<bool>(), [](bool b) { return APInt(8, b ? 1 : 0); });
+    flat = DenseElementsAttr::get(flatType, bytes);
+  } else if (storage != elementType) {
+    // f16/bf16: the bit patterns, as uint16_t.
+    flat =
+        data.reshape(RankedTensorType::get({n}, elementType)).bitcast(storage);
+  } else {
+    flat = data.reshape(flatType);
+  }
+  std::string name = getGlobalName("const");
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPoint(globalInsertionPoint);
+  emitc::GlobalOp::create(builder, func.getLoc(), name,
+                          emitc::ArrayType::get({n}, storage), flat,
+                          /*extern_specifier=*/false,
+                          /*static_specifier=*/true, /*const_specifier=*/true);
+  return name;
+}
+
+void TrainStepLowering::emitCall(Location loc, StringRef callee,
+                                 const RuntimeCall &call) {
+  emitc::CallOpaqueOp::create(builder, loc, TypeRange{}, callee, call.operands,
+                              builder.getArrayAttr(call.args), ArrayAttr{});
+  ++numCalls;
+}
+
+LogicalResult TrainStepLowering::lowerAlloc(memref::AllocOp alloc,
+                                            int64_t arenaBytes) {
+  MemRefType type = alloc.getType();
+  auto offset =
+      alloc->getAttrOfType<IntegerAttr>(MemoptDialect::kOffsetAttrName);
+  if (!offset)
+    return alloc.emitOpError() << "has no '" << MemoptDialect::kOffsetAttrName
+                               << "' (run --memopt-plan-buffers first)";
+  if (getDTypeName(type.getElementType()).empty() || !type.hasStaticShape() ||
+      !type.getLayout().isIdentity())
+    return alloc.emitOpError()
+           << "allocates " << type << ", which the runtime cannot address";
+  int64_t bytes =
+      type.getNumElements() * getElementBytes(type.getElementType());
+  if (offset.getInt() + bytes > arenaBytes)
+    return alloc.emitOpError()
+           << "occupies bytes [" << offset.getInt() << ", "
+           << offset.getInt() + bytes << ") outside the arena of " << arenaBytes
+           << " bytes";
+  Location loc = alloc.getLoc();
+  Value offsetValue =
+      emitc::ConstantOp::create(builder, loc, builder.getI64Type(),
+                                builder.getI64IntegerAttr(offset.getInt()));
+  Value address = emitc::AddOp::create(builder, loc, scratch.getType(), scratch,
+                                       offsetValue);
+  auto pointerType =
+      emitc::PointerType::get(getStorageType(type.getElementType()));
+  pointers[alloc] =
+      pointerType == address.getType()
+          ? address
+          : emitc::CastOp::create(builder, loc, pointerType, address);
+  return success();
+}
+
+LogicalResult TrainStepLowering::lowerBody(Block &body) {
+  auto arenaAttr =
+      func->getAttrOfType<IntegerAttr>(MemoptDialect::kArenaBytesAttrName);
+  if (!arenaAttr)
+    return func.emitOpError()
+           << "has no '" << MemoptDialect::kArenaBytesAttrName
+           << "' (run --memopt-plan-buffers first)";
+
+  // Argument i is args[i], seen through the pointer type of its elements.
+  Location loc = func.getLoc();
+  auto constPointer = emitc::OpaqueType::get(ctx, "void *const");
+  for (BlockArgument arg : body.getArguments()) {
+    auto type = dyn_cast<MemRefType>(arg.getType());
+    if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
+        getDTypeName(type.getElementType()).empty())
+      return func.emitOpError()
+             << "argument #" << arg.getArgNumber() << " has type "
+             << arg.getType()
+             << ", expected a dense static memref of a runtime dtype";
+    Value index =
+        emitc::ConstantOp::create(builder, loc, builder.getIndexType(),
+                                  builder.getIndexAttr(arg.getArgNumber()));
+    Value slot = emitc::SubscriptOp::create(
+        builder, loc, emitc::LValueType::get(constPointer), args,
+        ValueRange{index});
+    Value raw = emitc::LoadOp::create(builder, loc, constPointer, slot);
+    auto pointerType =
+        emitc::PointerType::get(getStorageType(type.getElementType()));
+    pointers[arg] = emitc::CastOp::create(builder, loc, pointerType, raw);
+  }
+
+  for (Operation &op : body) {
+    LogicalResult result =
+        llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+            .Case([&](memref::AllocOp alloc) {
+              return lowerAlloc(alloc, arenaAttr.getInt());
+            })
+            .Case([&](memref::DeallocOp) { return success(); })
+            .Case([&](KernelOp kernel) { return lowerKernel(kernel); })
+            .Case([&](func::ReturnOp ret) -> LogicalResult {
+              if (ret.getNumOperands() != 0)
+                return ret.emitOpError()
+                       << "returns values; a bufferized train step returns "
+                          "nothing";
+              emitc::ReturnOp::create(builder, ret.getLoc(), Value());
+              return success();
+            })
+            .Default([&](Operation *other) -> LogicalResult {
+              return other->emitOpError()
+                     << "cannot be lowered to runtime calls (expected "
+                        "memopt.kernel, memref.alloc or memref.dealloc)";
+            });
+    if (failed(result))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult TrainStepLowering::run() {
+  if (func.isExternal() || !func.getBody().hasOneBlock())
+    return func.emitOpError()
+           << "must have a body of one block to be lowered to C++";
+  if (!func.getResultTypes().empty())
+    return func.emitOpError() << "returns values; run --memopt-bufferize first";
+
+  Location loc = func.getLoc();
+  builder.setInsertionPointToStart(module.getBody());
+  emitc::IncludeOp::create(builder, loc, "cmath", /*is_standard_include=*/true);
+  emitc::IncludeOp::create(builder, loc, "cstddef",
+                           /*is_standard_include=*/true);
+  emitc::IncludeOp::create(builder, loc, "cstdint",
+                           /*is_standard_include=*/true);
+  emitc::IncludeOp::create(builder, loc, "memopt/runtime.h");
+
+  builder.setInsertionPoint(func);
+  Type contextType =
+      emitc::PointerType::get(emitc::OpaqueType::get(ctx, "memopt_context"));
+  Type argsType =
+      emitc::PointerType::get(emitc::OpaqueType::get(ctx, "void *const"));
+  Type scratchType =
+      emitc::PointerType::get(IntegerType::get(ctx, 8, IntegerType::Unsigned));
+  auto entry = emitc::FuncOp::create(
+      builder, loc, kEntryName,
+      builder.getFunctionType({contextType, argsType, scratchType}, {}));
+  entry.setSpecifiersAttr(builder.getStrArrayAttr({"extern \"C\""}));
+  globalInsertionPoint = entry;
+  Block *block = entry.addEntryBlock();
+  context = block->getArgument(0);
+  args = block->getArgument(1);
+  scratch = block->getArgument(2);
+
+  builder.setInsertionPointToStart(block);
+  if (failed(lowerBody(func.getBody().front())))
+    return failure();
+  func.erase();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
+  StringRef name = kernel.getKernel();
+  DictionaryAttr attrs = kernel.getOpAttributes();
+  SmallVector<Value> ins(kernel.getIns());
+  SmallVector<Value> outs(kernel.getOuts());
+  Location loc = kernel.getLoc();
+
+  auto fail = [&](const Twine &why) {
+    return kernel.emitOpError()
+           << "'" << name << "' cannot be lowered: " << why;
+  };
+  // Checks the operand counts; the optional `skip_if` operand is the extra
+  // input allowed by `maxIns`.
+  auto expectCounts = [&](size_t numIns, size_t numOuts,
+                          size_t maxIns = 0) -> LogicalResult {
+    maxIns = std::max(maxIns, numIns);
+    if (ins.size() < numIns || ins.size() > maxIns || outs.size() != numOuts)
+      return fail("expected " + Twine(numIns) +
+                  (maxIns > numIns ? " or " + Twine(maxIns) : Twine()) +
+                  " inputs and " + Twine(numOuts) + " outputs, got " +
+                  Twine(ins.size()) + " and " + Twine(outs.size()));
+    return success();
+  };
+  auto typeOf = [](Value v) { return cast<MemRefType>(v.getType()); };
+  auto shapeOf = [&](Value v) { return typeOf(v).getShape(); };
+  auto numel = [&](Value v) { return typeOf(v).getNumElements(); };
+  auto dtype = [&](Value v) {
+    return getDTypeName(typeOf(v).getElementType());
+  };
+
+  // Attributes. A missing required one is an error; defaults are the ODS
+  // defaults of the tensor op, which the kernel omits like the op does.
+  bool missing = false;
+  std::string missingName;
+  auto f64Attr = [&](StringRef attrName) -> double {
+    if (auto attr = attrs.getAs<FloatAttr>(attrName))
+      return attr.getValueAsDouble();
+    missing = true;
+    missingName = attrName.str();
+    return 0.0;
+  };
+  auto i64Attr = [&](StringRef attrName,
+                     std::optional<int64_t> def = std::nullopt) -> int64_t {
+    if (auto attr = attrs.getAs<IntegerAttr>(attrName))
+      return attr.getInt();
+    if (def)
+      return *def;
+    missing = true;
+    missingName = attrName.str();
+    return 0;
+  };
+  auto arrayAttr = [&](StringRef attrName,
+                       ArrayRef<int64_t> def = {}) -> SmallVector<int64_t> {
+    if (auto attr = attrs.getAs<DenseI64ArrayAttr>(attrName))
+      return SmallVector<int64_t>(attr.asArrayRef());
+    if (!def.empty())
+      return SmallVector<int64_t>(def);
+    missing = true;
+    missingName = attrName.str();
+    return SmallVector<int64_t>(2, 0);
+  };
+  // An attribute of the tensor op's Memopt_Pair kind.
+  auto pairAttr = [&](StringRef attrName,
+                      ArrayRef<int64_t> def = {}) -> SmallVector<int64_t> {
+    SmallVector<int64_t> pair = arrayAttr(attrName, def);
+    if (pair.size() != 2) {
+      missing = true;
+      missingName = (attrName + "' pair").str();
+      pair.assign(2, 0);
+    }
+    return pair;
+  };
+  // An attribute with one entry per dimension of a rank-`rank` tensor.
+  auto perDimAttr = [&](StringRef attrName,
+                        size_t rank) -> SmallVector<int64_t> {
+    SmallVector<int64_t> values = arrayAttr(attrName);
+    if (values.size() != rank && !missing) {
+      missing = true;
+      missingName = (attrName + "' of " + Twine(rank) + " entries").str();
+    }
+    return values;
+  };
+  auto reduction = [&]() -> StringRef {
+    auto attr = attrs.getAs<LossReductionAttr>("reduction");
+    return attr && attr.getValue() == LossReduction::Sum
+               ? "MEMOPT_REDUCTION_SUM"
+               : "MEMOPT_REDUCTION_MEAN";
+  };
+  auto geluTanh = [&]() {
+    auto attr = attrs.getAs<GeluApproximationAttr>("approximate");
+    return attr && attr.getValue() == GeluApproximation::Tanh;
+  };
+
+  for (auto [index, v] : llvm::enumerate(kernel->getOperands()))
+    if (!getPointer(v))
+      return fail("operand #" + Twine(index) +
+                  " is not a function argument or a planned allocation");
+
+  RuntimeCall call(ctx);
+  call.value(context);
+  auto ptr = [&](Value v) { call.value(getPointer(v)); };
+  auto optionalPtr = [&](std::optional<Value> v) {
+    if (v)
+      ptr(*v);
+    else
+      call.verbatim("nullptr");
+  };
+  StringRef callee;
+
+  // Elementwise families: (kind enum, operand count).
+  auto unaryKind =
+      llvm::StringSwitch<StringRef>(name)
+          .Case("memopt.neg", "MEMOPT_UNARY_NEG")
+          .Case("memopt.exp", "MEMOPT_UNARY_EXP")
+          .Case("memopt.log", "MEMOPT_UNARY_LOG")
+          .Case("memopt.sqrt", "MEMOPT_UNARY_SQRT")
+          .Case("memopt.rsqrt", "MEMOPT_UNARY_RSQRT")
+          .Case("memopt.tanh", "MEMOPT_UNARY_TANH")
+          .Case("memopt.sigmoid", "MEMOPT_UNARY_SIGMOID")
+          .Case("memopt.relu", "MEMOPT_UNARY_RELU")
+          .Case("memopt.silu", "MEMOPT_UNARY_SILU")
+          .Case("memopt.gelu",
+                geluTanh() ? "MEMOPT_UNARY_GELU_TANH" : "MEMOPT_UNARY_GELU")
+          .Default("");
+  auto binaryKind = llvm::StringSwitch<StringRef>(name)
+                        .Case("memopt.add", "MEMOPT_BINARY_ADD")
+                        .Case("memopt.sub", "MEMOPT_BINARY_SUB")
+                        .Case("memopt.mul", "MEMOPT_BINARY_MUL")
+                        .Case("memopt.div", "MEMOPT_BINARY_DIV")
+                        .Case("memopt.maximum", "MEMOPT_BINARY_MAXIMUM")
+                        .Default("");
+  auto scalarKind = llvm::StringSwitch<StringRef>(name)
+                        .Case("memopt.add_scalar", "MEMOPT_SCALAR_ADD")
+                        .Case("memopt.mul_scalar", "MEMOPT_SCALAR_MUL")
+                        .Case("memopt.pow_scalar", "MEMOPT_SCALAR_POW")
+                        .Default("");
+  auto gradKind =
+      llvm::StringSwitch<StringRef>(name)
+          .Case("memopt.relu_grad", "MEMOPT_GRAD_RELU")
+          .Case("memopt.silu_grad", "MEMOPT_GRAD_SILU")
+          .Case("memopt.tanh_grad", "MEMOPT_GRAD_TANH")
+          .Case("memopt.sigmoid_grad", "MEMOPT_GRAD_SIGMOID")
+          .Case("memopt.gelu_grad",
+                geluTanh() ? "MEMOPT_GRAD_GELU_TANH" : "MEMOPT_GRAD_GELU")
+          .Default("");
+  auto reduceKind = llvm::StringSwitch<StringRef>(name)
+                        .Case("memopt.reduce_sum", "MEMOPT_REDUCE_SUM")
+                        .Case("memopt.reduce_mean", "MEMOPT_REDUCE_MEAN")
+                        .Case("memopt.reduce_max", "MEMOPT_REDUCE_MAX")
+                        .Default("");
+
+  if (!unaryKind.empty()) {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    callee = "memopt_unary";
+    call.verbatim(unaryKind).verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else if (!binaryKind.empty()) {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    callee = "memopt_binary";
+    call.verbatim(binaryKind).verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else if (!scalarKind.empty()) {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    callee = "memopt_scalar";
+    call.verbatim(scalarKind).verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    call.f64(f64Attr("value"));
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else if (!gradKind.empty()) {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    callee = "memopt_activation_grad";
+    call.verbatim(gradKind).verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else if (!reduceKind.empty()) {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    // Collapse to [outer, reduced, inner]: the reduced dimensions of extent
+    // above 1 must form one run (extent-1 dimensions fit anywhere).
+    ArrayRef<int64_t> shape = shapeOf(ins[0]);
+    SmallVector<int64_t> dims = arrayAttr("dims");
+    int64_t lo = shape.size(), hi = -1;
+    for (int64_t d : dims)
+      if (d >= 0 && d < static_cast<int64_t>(shape.size()) && shape[d] != 1) {
+        lo = std::min(lo, d);
+        hi = std::max(hi, d);
+      }
+    std::array<int64_t, 3> extents = {numel(ins[0]), 1, 1};
+    if (hi >= 0) {
+      for (int64_t d = lo; d <= hi; ++d)
+        if (shape[d] != 1 && !llvm::is_contained(dims, d))
+          return fail("reduced dimensions are not contiguous");
+      extents = {product(shape.take_front(lo)),
+                 product(shape.slice(lo, hi - lo + 1)),
+                 product(shape.drop_front(hi + 1))};
+    }
+    callee = "memopt_reduce";
+    call.verbatim(reduceKind).verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    call.verbatim(dtype(outs[0]));
+    ptr(outs[0]);
+    call.i64(extents[0]).i64(extents[1]).i64(extents[2]);
+  } else if (name == "memopt.constant") {
+    if (failed(expectCounts(0, 1)))
+      return failure();
+    auto value = attrs.getAs<DenseElementsAttr>("value");
+    if (!value)
+      return fail("its 'value' is not a dense elements attribute");
+    Type elementType = typeOf(outs[0]).getElementType();
+    if (value.getNumElements() != numel(outs[0]) ||
+        value.getElementType() != elementType)
+      return fail("its 'value' does not match the output buffer");
+    if (value.isSplat()) {
+      double fill;
+      if (elementType.isInteger(1))
+        fill = value.getSplatValue<bool>() ? 1.0 : 0.0;
+      else if (isa<IntegerType>(elementType))
+        fill = static_cast<double>(value.getSplatValue<APInt>().getSExtValue());
+      else
+        fill = value.getSplatValue<APFloat>().convertToDouble();
+      callee = "memopt_fill";
+      call.verbatim(dtype(outs[0]));
+      ptr(outs[0]);
+      call.i64(numel(outs[0])).f64(fill);
+    } else {
+      std::string data = getConstantData(value, elementType);
+      callee = "memopt_copy_from_host";
+      ptr(outs[0]);
+      call.verbatim(data).i64(numel(outs[0]) * getElementBytes(elementType));
+    }
+  } else if (name == "memopt.reshape") {
+    // Also the copies --memopt-bufferize inserts (equal in and out types).
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    callee = "memopt_copy";
+    ptr(outs[0]);
+    ptr(ins[0]);
+    call.i64(numel(outs[0]) *
+             getElementBytes(typeOf(outs[0]).getElementType()));
+  } else if (name == "memopt.cast") {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    callee = "memopt_cast";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    call.verbatim(dtype(outs[0]));
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else if (name == "memopt.where") {
+    if (failed(expectCounts(3, 1)))
+      return failure();
+    callee = "memopt_where";
+    call.verbatim(dtype(outs[0]));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(ins[2]);
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else if (name == "memopt.masked_fill") {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    callee = "memopt_masked_fill";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    call.f64(f64Attr("value"));
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else if (name == "memopt.broadcast") {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    callee = "memopt_broadcast";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    call.i64(shapeOf(ins[0]).size())
+        .verbatim(getI64Array(shapeOf(ins[0])))
+        .verbatim(getI64Array(perDimAttr("dims", shapeOf(ins[0]).size())));
+    ptr(outs[0]);
+    call.i64(shapeOf(outs[0]).size()).verbatim(getI64Array(shapeOf(outs[0])));
+  } else if (name == "memopt.transpose") {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    callee = "memopt_transpose";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    call.i64(shapeOf(ins[0]).size())
+        .verbatim(getI64Array(shapeOf(ins[0])))
+        .verbatim(
+            getI64Array(perDimAttr("permutation", shapeOf(ins[0]).size())));
+    ptr(outs[0]);
+  } else if (name == "memopt.slice" || name == "memopt.slice_grad") {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    bool isGrad = name == "memopt.slice_grad";
+    // The shape argument is the sliced tensor's: the input of a slice, the
+    // result of its gradient.
+    ArrayRef<int64_t> fullShape = shapeOf(isGrad ? outs[0] : ins[0]);
+    callee = isGrad ? "memopt_slice_grad" : "memopt_slice";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    call.i64(fullShape.size())
+        .verbatim(getI64Array(fullShape))
+        .verbatim(getI64Array(perDimAttr("starts", fullShape.size())))
+        .verbatim(getI64Array(perDimAttr("limits", fullShape.size())))
+        .verbatim(getI64Array(perDimAttr("strides", fullShape.size())));
+    ptr(outs[0]);
+  } else if (name == "memopt.concat") {
+    if (ins.empty() || failed(expectCounts(ins.size(), 1)))
+      return ins.empty() ? fail("it has no inputs") : failure();
+    int64_t dim = i64Attr("dim");
+    ArrayRef<int64_t> outShape = shapeOf(outs[0]);
+    if (dim < 0 || dim >= static_cast<int64_t>(outShape.size()))
+      return fail("'dim' is out of range");
+    SmallVector<int64_t> sizes =
+        llvm::map_to_vector(ins, [&](Value v) { return shapeOf(v)[dim]; });
+    // A local array of the input pointers.
+    std::string inputs = getGlobalName("inputs");
+    // `{{` prints one brace; `{}` is an operand.
+    std::string format = "const void *" + inputs + "[] = {{";
+    for (size_t j = 0; j < ins.size(); ++j)
+      format += j ? ", {}" : "{}";
+    format += "};";
+    emitc::VerbatimOp::create(
+        builder, loc, builder.getStringAttr(format),
+        llvm::map_to_vector(ins, [&](Value v) { return getPointer(v); }));
+    callee = "memopt_concat";
+    call.verbatim(dtype(outs[0])).i64(ins.size()).verbatim(inputs);
+    call.verbatim(getI64Array(sizes));
+    ptr(outs[0]);
+    call.i64(product(outShape.take_front(dim)))
+        .i64(product(outShape.drop_front(dim + 1)));
+  } else if (name == "memopt.softmax" || name == "memopt.log_softmax") {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    ArrayRef<int64_t> shape = shapeOf(ins[0]);
+    int64_t dim = i64Attr("dim");
+    if (dim < 0 || dim >= static_cast<int64_t>(shape.size()))
+      return fail("'dim' is out of range");
+    auto extents = collapseAround(shape, dim);
+    callee = name == "memopt.softmax" ? "memopt_softmax" : "memopt_log_softmax";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    ptr(outs[0]);
+    call.i64(extents[0]).i64(extents[1]).i64(extents[2]);
+  } else if (name == "memopt.softmax_grad" ||
+             name == "memopt.log_softmax_grad") {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    ArrayRef<int64_t> shape = shapeOf(ins[0]);
+    int64_t dim = i64Attr("dim");
+    if (dim < 0 || dim >= static_cast<int64_t>(shape.size()))
+      return fail("'dim' is out of range");
+    auto extents = collapseAround(shape, dim);
+    callee = name == "memopt.softmax_grad" ? "memopt_softmax_grad"
+                                           : "memopt_log_softmax_grad";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(outs[0]);
+    call.i64(extents[0]).i64(extents[1]).i64(extents[2]);
+  } else if (name == "memopt.layer_norm" || name == "memopt.rms_norm") {
+    bool isLayer = name == "memopt.layer_norm";
+    if (failed(expectCounts(isLayer ? 3 : 2, isLayer ? 3 : 2)))
+      return failure();
+    int64_t cols = numel(ins[1]);
+    callee = isLayer ? "memopt_layer_norm" : "memopt_rms_norm";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    call.verbatim(dtype(ins[1]));
+    ptr(ins[1]);
+    if (isLayer)
+      ptr(ins[2]);
+    for (Value out : outs)
+      ptr(out);
+    call.i64(numel(ins[0]) / cols).i64(cols).f64(f64Attr("epsilon"));
+  } else if (name == "memopt.layer_norm_grad" ||
+             name == "memopt.rms_norm_grad") {
+    bool isLayer = name == "memopt.layer_norm_grad";
+    if (failed(expectCounts(isLayer ? 5 : 4, isLayer ? 3 : 2)))
+      return failure();
+    int64_t cols = numel(ins[2]);
+    callee = isLayer ? "memopt_layer_norm_grad" : "memopt_rms_norm_grad";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    call.verbatim(dtype(ins[2]));
+    for (Value in : ArrayRef<Value>(ins).drop_front(2))
+      ptr(in);
+    for (Value out : outs)
+      ptr(out);
+    call.i64(numel(ins[1]) / cols).i64(cols);
+  } else if (name == "memopt.batch_norm" || name == "memopt.batch_norm_grad") {
+    bool isGrad = name == "memopt.batch_norm_grad";
+    if (failed(isGrad ? expectCounts(5, 3) : expectCounts(5, 5)))
+      return failure();
+    Value input = isGrad ? ins[1] : ins[0];
+    ArrayRef<int64_t> shape = shapeOf(input);
+    if (shape.size() < 2)
+      return fail("the input has rank below 2");
+    callee = isGrad ? "memopt_batch_norm_grad" : "memopt_batch_norm";
+    call.verbatim(dtype(input));
+    for (Value v : llvm::concat<Value>(ins, outs))
+      ptr(v);
+    call.i64(shape[0]).i64(shape[1]).i64(product(shape.drop_front(2)));
+    if (!isGrad)
+      call.f64(f64Attr("epsilon")).f64(f64Attr("momentum"));
+  } else if (name == "memopt.matmul") {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    ArrayRef<int64_t> a = shapeOf(ins[0]), b = shapeOf(ins[1]),
+                      c = shapeOf(outs[0]);
+    if (a.size() < 2 || b.size() < 2 || c.size() < 2)
+      return fail("an operand has rank below 2");
+    bool transA = attrs.contains("transpose_lhs");
+    bool transB = attrs.contains("transpose_rhs");
+    callee = "memopt_matmul";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(outs[0]);
+    call.i64(product(a.drop_back(2)))
+        .i64(product(b.drop_back(2)))
+        .i64(c[c.size() - 2])
+        .i64(c.back())
+        .i64(transA ? a[a.size() - 2] : a.back())
+        .i32(transA)
+        .i32(transB)
+        .verbatim(dtype(outs[0]));
+  } else if (name == "memopt.embedding" || name == "memopt.embedding_grad") {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    bool isGrad = name == "memopt.embedding_grad";
+    ArrayRef<int64_t> table = shapeOf(isGrad ? outs[0] : ins[0]);
+    if (table.size() != 2)
+      return fail("the table is not a matrix");
+    callee = isGrad ? "memopt_embedding_grad" : "memopt_embedding";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    call.verbatim(dtype(ins[1]));
+    ptr(ins[1]);
+    ptr(outs[0]);
+    call.i64(numel(ins[1])).i64(table[0]).i64(table[1]);
+  } else if (name == "memopt.conv2d" || name == "memopt.conv2d_grad_input" ||
+             name == "memopt.conv2d_grad_filter") {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    // The forward's input [n, c, h, w] and filter [o, c / groups, kh, kw].
+    Value input = name == "memopt.conv2d"              ? ins[0]
+                  : name == "memopt.conv2d_grad_input" ? outs[0]
+                                                       : ins[1];
+    Value filter = name == "memopt.conv2d_grad_filter" ? outs[0] : ins[1];
+    ArrayRef<int64_t> x = shapeOf(input), f = shapeOf(filter);
+    if (x.size() != 4 || f.size() != 4)
+      return fail("the input or filter is not 4-D");
+    SmallVector<int64_t> strides = pairAttr("strides", {1, 1});
+    SmallVector<int64_t> padding = pairAttr("padding", {0, 0});
+    SmallVector<int64_t> dilations = pairAttr("dilations", {1, 1});
+    callee = name == "memopt.conv2d"              ? "memopt_conv2d"
+             : name == "memopt.conv2d_grad_input" ? "memopt_conv2d_grad_input"
+                                                  : "memopt_conv2d_grad_filter";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(outs[0]);
+    call.i64(x[0]).i64(x[1]).i64(x[2]).i64(x[3]);
+    call.i64(f[0]).i64(f[2]).i64(f[3]);
+    call.i64(strides[0]).i64(strides[1]);
+    call.i64(padding[0]).i64(padding[1]);
+    call.i64(dilations[0]).i64(dilations[1]);
+    call.i64(i64Attr("groups", 1));
+  } else if (name == "memopt.max_pool2d" || name == "memopt.avg_pool2d" ||
+             name == "memopt.max_pool2d_grad" ||
+             name == "memopt.avg_pool2d_grad") {
+    bool isMaxGrad = name == "memopt.max_pool2d_grad";
+    bool isGrad = isMaxGrad || name == "memopt.avg_pool2d_grad";
+    if (failed(expectCounts(isMaxGrad ? 2 : 1, 1)))
+      return failure();
+    ArrayRef<int64_t> x = shapeOf(isGrad ? outs[0] : ins[0]);
+    if (x.size() != 4)
+      return fail("the input is not 4-D");
+    SmallVector<int64_t> window = pairAttr("kernel");
+    SmallVector<int64_t> strides = pairAttr("strides");
+    SmallVector<int64_t> padding = pairAttr("padding", {0, 0});
+    callee = llvm::StringSwitch<StringRef>(name)
+                 .Case("memopt.max_pool2d", "memopt_max_pool2d")
+                 .Case("memopt.avg_pool2d", "memopt_avg_pool2d")
+                 .Case("memopt.max_pool2d_grad", "memopt_max_pool2d_grad")
+                 .Default("memopt_avg_pool2d_grad");
+    call.verbatim(dtype(ins[0]));
+    for (Value v : llvm::concat<Value>(ins, outs))
+      ptr(v);
+    call.i64(x[0]).i64(x[1]).i64(x[2]).i64(x[3]);
+    call.i64(window[0]).i64(window[1]);
+    call.i64(strides[0]).i64(strides[1]);
+    call.i64(padding[0]).i64(padding[1]);
+  } else if (name == "memopt.dropout") {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    // `offset` is 0: one call covers the whole tensor (runtime.h).
+    callee = "memopt_dropout";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    ptr(outs[0]);
+    call.i64(numel(outs[0]))
+        .f64(f64Attr("p"))
+        .i64(i64Attr("seed"))
+        .i64(i64Attr("stream"))
+        .i64(0);
+  } else if (name == "memopt.cross_entropy" ||
+             name == "memopt.cross_entropy_grad") {
+    bool isGrad = name == "memopt.cross_entropy_grad";
+    if (failed(expectCounts(isGrad ? 3 : 2, 1)))
+      return failure();
+    ArrayRef<int64_t> logits = shapeOf(ins[0]);
+    if (logits.empty())
+      return fail("the logits are a scalar");
+    callee = isGrad ? "memopt_cross_entropy_grad" : "memopt_cross_entropy";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    call.verbatim(dtype(ins[1]));
+    ptr(ins[1]);
+    if (isGrad)
+      ptr(ins[2]);
+    ptr(outs[0]);
+    call.i64(numel(ins[1]))
+        .i64(logits.back())
+        .i64(i64Attr("ignore_index", -100))
+        .verbatim(reduction());
+  } else if (name == "memopt.mse_loss" || name == "memopt.mse_loss_grad") {
+    bool isGrad = name == "memopt.mse_loss_grad";
+    if (failed(expectCounts(isGrad ? 3 : 2, 1)))
+      return failure();
+    callee = isGrad ? "memopt_mse_loss_grad" : "memopt_mse_loss";
+    call.verbatim(dtype(ins[0]));
+    for (Value v : llvm::concat<Value>(ins, outs))
+      ptr(v);
+    call.i64(numel(ins[0])).verbatim(reduction());
+  } else if (name == "memopt.sgd_update") {
+    if (failed(expectCounts(3, 2, 4)))
+      return failure();
+    callee = "memopt_sgd_update";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(ins[2]);
+    optionalPtr(ins.size() == 4 ? std::optional<Value>(ins[3]) : std::nullopt);
+    ptr(outs[0]);
+    ptr(outs[1]);
+    call.i64(numel(ins[0]))
+        .f64(f64Attr("lr"))
+        .f64(f64Attr("momentum"))
+        .f64(f64Attr("weight_decay"));
+  } else if (name == "memopt.adamw_update") {
+    if (failed(expectCounts(5, 3, 6)))
+      return failure();
+    callee = "memopt_adamw_update";
+    call.verbatim(dtype(ins[0]));
+    for (Value v : ArrayRef<Value>(ins).take_front(5))
+      ptr(v);
+    optionalPtr(ins.size() == 6 ? std::optional<Value>(ins[5]) : std::nullopt);
+    for (Value v : outs)
+      ptr(v);
+    call.i64(numel(ins[0]))
+        .f64(f64Attr("lr"))
+        .f64(f64Attr("beta1"))
+        .f64(f64Attr("beta2"))
+        .f64(f64Attr("eps"))
+        .f64(f64Attr("weight_decay"));
+  } else if (name == "memopt.increment") {
+    if (failed(expectCounts(1, 1, 2)))
+      return failure();
+    callee = "memopt_increment";
+    ptr(ins[0]);
+    optionalPtr(ins.size() == 2 ? std::optional<Value>(ins[1]) : std::nullopt);
+    ptr(outs[0]);
+  } else if (name == "memopt.scale_loss") {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    callee = "memopt_scale_loss";
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(outs[0]);
+  } else if (name == "memopt.unscale") {
+    if (ins.size() < 2 || outs.size() != ins.size())
+      return fail("expected the scale and N gradients in, N results and "
+                  "found_inf out");
+    size_t n = ins.size() - 1;
+    ArrayRef<Value> grads = ArrayRef<Value>(ins).drop_front();
+    ArrayRef<Value> results = ArrayRef<Value>(outs).drop_back();
+    // Local arrays of the dtypes and of the gradient and result pointers.
+    std::string dtypes = getGlobalName("dtypes");
+    std::string gradArray = getGlobalName("grads");
+    std::string resultArray = getGlobalName("results");
+    std::string dtypeList;
+    for (Value g : grads)
+      dtypeList += (dtypeList.empty() ? "" : ", ") + dtype(g).str();
+    std::string placeholders;
+    for (size_t j = 0; j < n; ++j)
+      placeholders += j ? ", {}" : "{}";
+    emitc::VerbatimOp::create(builder, loc,
+                              "const memopt_dtype " + dtypes + "[] = {" +
+                                  dtypeList + "};");
+    emitc::VerbatimOp::create(
+        builder, loc,
+        builder.getStringAttr("const void *" + gradArray + "[] = {{" +
+                              placeholders + "};"),
+        llvm::map_to_vector(grads, [&](Value v) { return getPointer(v); }));
+    emitc::VerbatimOp::create(
+        builder, loc,
+        builder.getStringAttr("void *" + resultArray + "[] = {{" +
+                              placeholders + "};"),
+        llvm::map_to_vector(results, [&](Value v) { return getPointer(v); }));
+    SmallVector<int64_t> sizes =
+        llvm::map_to_vector(grads, [&](Value v) { return numel(v); });
+    callee = "memopt_unscale";
+    ptr(ins[0]);
+    call.i64(n).verbatim(dtypes).verbatim(gradArray).verbatim(resultArray);
+    call.verbatim(getI64Array(sizes));
+    ptr(outs.back());
+  } else if (name == "memopt.update_scale") {
+    if (failed(expectCounts(3, 2)))
+      return failure();
+    callee = "memopt_update_scale";
+    for (Value v : llvm::concat<Value>(ins, outs))
+      ptr(v);
+    call.f64(f64Attr("growth_factor"))
+        .f64(f64Attr("backoff_factor"))
+        .i64(i64Attr("growth_interval"));
+  } else {
+    return fail("no runtime entry computes it");
+  }
+
+  if (missing)
+    return fail("it has no valid '" + missingName + "' attribute");
+  for (Value v : llvm::concat<Value>(ins, outs))
+    if (dtype(v).empty())
+      return fail("the runtime has no dtype for its operand types");
+  emitCall(loc, callee, call);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Pass
+//===----------------------------------------------------------------------===//
+
+namespace {
+struct ConvertMemoptToEmitCPass
+    : public memopt::impl::ConvertMemoptToEmitCPassBase<
+          ConvertMemoptToEmitCPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp step;
+    for (Operation &op : module.getBody()->getOperations()) {
+      auto func = dyn_cast<func::FuncOp>(op);
+      if (func && func->hasAttr(MemoptDialect::kTrainStepAttrName) && !step) {
+        step = func;
+        continue;
+      }
+      if (isa<emitc::EmitCDialect>(op.getDialect()))
+        continue;
+      op.emitOpError() << "cannot be lowered to C++: the module may hold only "
+                          "the function marked 'memopt.train_step'";
+      return signalPassFailure();
+    }
+    if (!step) {
+      module.emitError() << "no function marked 'memopt.train_step' to lower";
+      return signalPassFailure();
+    }
+    TrainStepLowering lowering(module, step);
+    if (failed(lowering.run()))
+      return signalPassFailure();
+    numCalls += lowering.getNumCalls();
+    LLVM_DEBUG(llvm::dbgs()
+               << "emitted " << lowering.getNumCalls() << " runtime calls\n");
+  }
+};
+} // namespace

@@ -1,0 +1,144 @@
+//===- PlanBuffers.cpp - static arena offsets for @train_step -------------===//
+//
+// Static buffer planning, as in TVM's and XLA's static memory planners and
+// MiniMalloc: every `memref.alloc` of the training step gets a fixed offset in
+// one arena that the runtime allocates once.
+//
+// 1. BufferLiveness gives each buffer an inclusive interval [a, b] of op
+//    indices in program order; the placement problem uses the half-open
+//    lifetime [a, b + 1) and the buffer's byte size.
+// 2. memopt::placeBuffers solves it: first-fit in four orders (O(n log n log T)
+//    each, T distinct lifetime ends), stopping at the lower bound, then, for at
+//    most 2000 buffers and within `time-limit`, an exact branch and bound
+//    (exponential in the worst case, bounded by the time limit).
+// 3. memopt::checkPlacement, which shares no code with the placer, verifies
+//    the result (O(n log n)) before anything is written; a rejection is a
+//    planner bug and fails the pass.
+// 4. The offsets go on the allocs (`memopt.offset`), the arena size on the
+//    function (`memopt.arena_bytes`).
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Analysis/BufferLiveness.h"
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/Transforms/Passes.h"
+#include "memopt/Planning/Placement.h"
+#include "memopt/Planning/PlanChecker.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "memopt-plan-buffers"
+
+namespace memopt {
+#define GEN_PASS_DEF_PLANBUFFERSPASS
+#include "memopt/Dialect/Memopt/Transforms/Passes.h.inc"
+} // namespace memopt
+
+using namespace mlir;
+using namespace memopt;
+
+/// The largest buffer and alignment placeBuffers() accepts.
+static constexpr int64_t kMaxBufferBytes = int64_t(1) << 40;
+static constexpr int64_t kMaxAlignment = int64_t(1) << 30;
+
+namespace {
+struct PlanBuffersPass
+    : public memopt::impl::PlanBuffersPassBase<PlanBuffersPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (alignment < 1 || alignment > kMaxAlignment) {
+      module.emitError() << "--memopt-plan-buffers: alignment "
+                         << alignment.getValue() << " is not in [1, 2^30]";
+      return signalPassFailure();
+    }
+    if (!(timeLimit >= 0)) {
+      module.emitError() << "--memopt-plan-buffers: time-limit must be a "
+                            "non-negative number of seconds";
+      return signalPassFailure();
+    }
+    bool found = false;
+    for (auto func : module.getOps<FunctionOpInterface>()) {
+      if (!func->hasAttr(MemoptDialect::kTrainStepAttrName) ||
+          func.isExternal())
+        continue;
+      found = true;
+      if (failed(planFunction(func)))
+        signalPassFailure();
+    }
+    if (!found) {
+      module.emitError() << "--memopt-plan-buffers found no function marked "
+                            "'memopt.train_step' with a body";
+      return signalPassFailure();
+    }
+    // Only attributes changed: the live intervals still hold.
+    markAnalysesPreserved<BufferLiveness>();
+  }
+
+  /// Places the buffers of `func` and writes the offsets and the arena size.
+  LogicalResult planFunction(FunctionOpInterface func) {
+    const auto &liveness = getChildAnalysis<BufferLiveness>(func);
+    std::vector<Buffer> problem;
+    bool valid = true;
+    for (const BufferInterval &interval : liveness.getBuffers()) {
+      memref::AllocOp alloc = interval.alloc;
+      MemRefType type = alloc.getType();
+      if (!interval.sizeBytes) {
+        InFlightDiagnostic diag = alloc.emitOpError();
+        if (!type.hasStaticShape())
+          diag << "has a dynamic shape (" << type
+               << "); --memopt-plan-buffers needs static shapes";
+        else
+          diag << "has no known byte size (" << type
+               << "); --memopt-plan-buffers needs a static layout and an "
+                  "integer, float, index, complex or vector element type";
+        valid = false;
+        continue;
+      }
+      if (*interval.sizeBytes > kMaxBufferBytes) {
+        alloc.emitOpError()
+            << "is " << *interval.sizeBytes
+            << " bytes, above the 2^40-byte limit of --memopt-plan-buffers";
+        valid = false;
+        continue;
+      }
+      problem.push_back(
+          {interval.id, interval.start, interval.end + 1, *interval.sizeBytes});
+    }
+    if (!valid)
+      return failure();
+
+    PlacementOptions options;
+    options.alignment = alignment;
+    options.timeLimitSeconds = timeLimit;
+    Placement placement = placeBuffers(problem, options);
+    LLVM_DEBUG(llvm::dbgs()
+               << "@" << func.getName() << ": " << problem.size()
+               << " buffers, arena " << placement.arenaSize << ", LB "
+               << placement.lowerBound << ", method " << placement.method
+               << (placement.provenOptimal ? ", optimal" : "") << "\n");
+    if (std::optional<std::string> error = checkPlacement(
+            problem, placement.offsets, placement.arenaSize, alignment))
+      return func.emitOpError()
+             << "buffer plan rejected by the independent checker (a planner "
+                "bug): "
+             << *error;
+
+    Builder builder(func.getContext());
+    for (auto [interval, offset] :
+         llvm::zip_equal(liveness.getBuffers(), placement.offsets))
+      memref::AllocOp(interval.alloc)
+          ->setAttr(MemoptDialect::kOffsetAttrName,
+                    builder.getI64IntegerAttr(offset));
+    func->setAttr(MemoptDialect::kArenaBytesAttrName,
+                  builder.getI64IntegerAttr(placement.arenaSize));
+    numBuffers += problem.size();
+    lowerBoundBytes += placement.lowerBound;
+    arenaBytes += placement.arenaSize;
+    return success();
+  }
+};
+} // namespace

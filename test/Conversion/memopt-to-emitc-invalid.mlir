@@ -1,0 +1,71 @@
+// RUN: memopt-opt %s --convert-memopt-to-emitc -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{no function marked 'memopt.train_step' to lower}}
+module {
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op has no 'memopt.arena_bytes' (run --memopt-plan-buffers first)}}
+func.func @train_step(%loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"}) attributes {memopt.train_step} {
+  return
+}
+
+// -----
+
+func.func @train_step(%loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
+    attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
+  // expected-error @+1 {{'memref.alloc' op has no 'memopt.offset' (run --memopt-plan-buffers first)}}
+  %a = memref.alloc() : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @train_step(%loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
+    attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
+  // expected-error @+1 {{'memref.alloc' op occupies bytes [256, 272) outside the arena of 256 bytes}}
+  %a = memref.alloc() {memopt.offset = 256 : i64} : memref<4xf32>
+  return
+}
+
+// -----
+
+func.func @train_step(%x: memref<2x3x4xf32> {memopt.role = "input", memopt.name = "x"},
+                      %loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
+    attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
+  %a = memref.alloc() {memopt.offset = 0 : i64} : memref<3xf32>
+  // expected-error @+1 {{'memopt.kernel' op 'memopt.reduce_sum' cannot be lowered: reduced dimensions are not contiguous}}
+  memopt.kernel "memopt.reduce_sum" ins(%x : memref<2x3x4xf32>) outs(%a : memref<3xf32>) with {dims = array<i64: 0, 2>}
+  return
+}
+
+// -----
+
+func.func @train_step(%x: memref<2x3xf32> {memopt.role = "input", memopt.name = "x"},
+                      %loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
+    attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
+  %a = memref.alloc() {memopt.offset = 0 : i64} : memref<2x3xf32>
+  // expected-error @+1 {{'memopt.kernel' op 'memopt.softmax' cannot be lowered: it has no valid 'dim' attribute}}
+  memopt.kernel "memopt.softmax" ins(%x : memref<2x3xf32>) outs(%a : memref<2x3xf32>) with {}
+  return
+}
+
+// -----
+
+func.func @train_step(%x: memref<2x3xf32> {memopt.role = "input", memopt.name = "x"},
+                      %loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
+    attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
+  // expected-error @+1 {{'memopt.kernel' op 'memopt.add' cannot be lowered: expected 2 inputs and 1 outputs, got 1 and 1}}
+  memopt.kernel "memopt.add" ins(%x : memref<2x3xf32>) outs(%x : memref<2x3xf32>) with {}
+  return
+}
+
+// -----
+
+func.func @train_step(%loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
+    attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
+  // expected-error @+1 {{'arith.constant' op cannot be lowered to runtime calls (expected memopt.kernel, memref.alloc or memref.dealloc)}}
+  %c = arith.constant 1.0 : f32
+  return
+}
