@@ -9,6 +9,7 @@
 #include "memopt/Conversion/Passes.h"
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
+#include "memopt/Pipelines/Pipelines.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -25,6 +26,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   memopt::registerMemoptPasses();
   memopt::registerMemoptConversionPasses();
+  memopt::registerMemoptPipelines();
 
   mlir::DialectRegistry registry;
   registry.insert<memopt::MemoptDialect, mlir::arith::ArithDialect,

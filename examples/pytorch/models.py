@@ -1,0 +1,184 @@
+"""PyTorch models bundled with memopt, with example batches.
+
+Each model's forward() returns the training loss, as memopt.export expects.
+They are the PyTorch twins of the hand-written examples/*.mlir, used by the
+main job (scripts/demo.sh) and by the tests that compare memopt's training
+with torch.optim's.
+
+Run with Debian's /usr/bin/python3 (torch 1.13).
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class MLP(nn.Module):
+    """A 2-layer perceptron classifying 64 features into 10 classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(64, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.fc2(F.relu(self.fc1(x))), y)
+
+    @staticmethod
+    def example_batch(generator):
+        x = torch.randn(32, 64, generator=generator)
+        y = torch.randint(0, 10, (32,), generator=generator)
+        return {"x": x, "y": y}
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, embed, heads, block, dropout):
+        super().__init__()
+        self.heads = heads
+        # No bias on the key projection: its gradient is exactly zero (softmax
+        # is shift-invariant), so it would only train on rounding noise.
+        self.c_attn = nn.Linear(embed, 3 * embed, bias=False)
+        self.c_proj = nn.Linear(embed, embed)
+        self.attn_dropout = nn.Dropout(dropout)
+        self.resid_dropout = nn.Dropout(dropout)
+        self.register_buffer(
+            "bias", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
+
+    def forward(self, x):
+        B, T, C = x.size(0), x.size(1), x.size(2)
+        H = self.heads
+        qkv = self.c_attn(x)
+        q = qkv[:, :, :C].view(B, T, H, C // H).transpose(1, 2)
+        k = qkv[:, :, C:2 * C].view(B, T, H, C // H).transpose(1, 2)
+        v = qkv[:, :, 2 * C:].view(B, T, H, C // H).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = self.attn_dropout(F.softmax(att, dim=-1))
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class Block(nn.Module):
+    def __init__(self, embed, heads, block, dropout):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(embed)
+        self.attn = CausalSelfAttention(embed, heads, block, dropout)
+        self.ln_2 = nn.LayerNorm(embed)
+        self.mlp = nn.ModuleDict(dict(
+            c_fc=nn.Linear(embed, 4 * embed),
+            c_proj=nn.Linear(4 * embed, embed),
+            dropout=nn.Dropout(dropout)))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        m = self.mlp
+        return x + m.dropout(m.c_proj(F.gelu(m.c_fc(self.ln_2(x)),
+                                             approximate="tanh")))
+
+
+class GPT(nn.Module):
+    """A GPT-style decoder (nanoGPT layout): token and position embeddings,
+    causal multi-head attention, GELU MLP, residuals, an LM head tied to the
+    token embedding, cross-entropy with ignore_index=-100."""
+
+    def __init__(self, vocab=128, block=16, embed=64, heads=4, layers=2,
+                 dropout=0.0):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab, embed),
+            wpe=nn.Embedding(block, embed),
+            drop=nn.Dropout(dropout),
+            h=nn.ModuleList([Block(embed, heads, block, dropout)
+                             for _ in range(layers)]),
+            ln_f=nn.LayerNorm(embed)))
+        self.lm_head = nn.Linear(embed, vocab, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight
+        self.vocab, self.block = vocab, block
+        # Positions as a buffer: torch.fx cannot trace arange(t) of a traced t.
+        self.register_buffer("pos", torch.arange(block), persistent=False)
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(module):
+        # GPT-2's initialisation: small normal weights, zero biases.
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def forward(self, idx, targets):
+        t = idx.size(1)
+        pos = self.pos[:t]
+        tr = self.transformer
+        x = tr.drop(tr.wte(idx) + tr.wpe(pos))
+        for block in tr.h:
+            x = block(x)
+        logits = self.lm_head(tr.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)),
+                               targets.view(-1), ignore_index=-100)
+
+    def example_batch(self, generator, batch=4):
+        idx = torch.randint(0, self.vocab, (batch, self.block),
+                            generator=generator)
+        targets = torch.randint(0, self.vocab, (batch, self.block),
+                                generator=generator)
+        # Padded sequences: the tail of each row is ignored, unevenly.
+        for row in range(batch):
+            targets[row, self.block - 2 * row:] = -100
+        return {"idx": idx, "targets": targets}
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(out)) + x)
+
+
+class CNN(nn.Module):
+    """A small ResNet-style CNN: conv + batch norm + relu, a residual basic
+    block, max pooling, a second conv stage, average pooling, a linear
+    classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.layer1 = BasicBlock(16)
+        self.pool = nn.MaxPool2d(2)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(32)
+        self.avgpool = nn.AvgPool2d(8)
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x, y):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.pool(self.layer1(x))
+        x = F.relu(self.bn2(self.conv2(x)))
+        x = self.avgpool(x).flatten(1)
+        return F.cross_entropy(self.fc(x), y)
+
+    @staticmethod
+    def example_batch(generator):
+        x = torch.randn(8, 3, 16, 16, generator=generator)
+        y = torch.randint(0, 10, (8,), generator=generator)
+        return {"x": x, "y": y}
+
+
+MODELS = {"mlp": MLP, "gpt": GPT, "cnn": CNN}
+
+
+def build(name, seed=0):
+    """Returns (model, batch dict) for `name`, deterministically."""
+    torch.manual_seed(seed)
+    model = MODELS[name]()
+    generator = torch.Generator().manual_seed(seed + 1)
+    return model, model.example_batch(generator)

@@ -1,0 +1,42 @@
+//===- Pipelines.h - the memopt compilation pipeline -------------*- C++ -*-===//
+//
+// One function builds the pipeline that memopt-compile runs and that
+// memopt-opt exposes as --memopt-pipeline, so the two never diverge.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_PIPELINES_PIPELINES_H
+#define MEMOPT_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace memopt {
+
+/// The options of the training pipeline.
+struct MemoptPipelineOptions {
+  /// adamw or sgd.
+  std::string optimizer = "adamw";
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0.01;
+  double momentum = 0.0;
+  /// Seconds the buffer placer may search for a smaller arena.
+  double planTimeLimit = 1.0;
+};
+
+/// Adds the passes from a forward + loss module to a planned, bufferized
+/// @train_step: autodiff, bufferization, buffer planning, plan verification.
+void buildMemoptPipeline(mlir::OpPassManager &pm,
+                         const MemoptPipelineOptions &options);
+
+/// Registers --memopt-pipeline with memopt-opt.
+void registerMemoptPipelines();
+
+} // namespace memopt
+
+#endif // MEMOPT_PIPELINES_PIPELINES_H

@@ -1,0 +1,599 @@
+//===- Driver.cpp - the `train` driver ------------------------------------===//
+//
+// Everything is checked before the runtime is touched: the command line, the
+// embedded model description, both safetensors headers, and every argument
+// tensor's presence, dtype and shape. Only then one arena is allocated:
+// every argument tensor at a 256-byte aligned offset, in argument order,
+// followed by the scratch region the generated step addresses as
+// `scratch + memopt.offset`. One allocation keeps the runtime's memory
+// high-water mark equal to what the planner promised plus the model state.
+//
+// The runtime's step counter (which dropout reads) starts at the loaded
+// `optimizer.step` when resuming, so that N steps followed by M resumed ones
+// draw the same masks as N + M steps in one run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Driver.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <ostream>
+#include <set>
+
+using namespace memopt::driver;
+
+namespace {
+
+constexpr uint64_t kAlignment = 256;
+
+/// The largest arena the driver lays out; far beyond any device, small enough
+/// that offsets never overflow.
+constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 62;
+
+const char *getRoleName(Role role) {
+  switch (role) {
+  case Role::Param:
+    return "param";
+  case Role::Input:
+    return "input";
+  case Role::Label:
+    return "label";
+  case Role::State:
+    return "state";
+  case Role::Optim:
+    return "optim";
+  case Role::Loss:
+    return "loss";
+  }
+  return "?";
+}
+
+bool parseStepCount(const std::string &text, int64_t &steps) {
+  if (text.empty() || text[0] < '0' || text[0] > '9')
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || value < 1)
+    return false;
+  steps = value;
+  return true;
+}
+
+/// Parses one argument object of the model description.
+bool parseArgument(const nlohmann::json &json, size_t index,
+                   ModelArgument &argument, std::string &error) {
+  std::string where = "argument " + std::to_string(index);
+  if (!json.is_object()) {
+    error = where + " is not an object";
+    return false;
+  }
+  auto field = [&](const char *key) -> const nlohmann::json * {
+    auto it = json.find(key);
+    return it == json.end() ? nullptr : &*it;
+  };
+  const nlohmann::json *name = field("name");
+  if (!name || !name->is_string() || name->get<std::string>().empty()) {
+    error = where + " has no name";
+    return false;
+  }
+  argument.name = name->get<std::string>();
+  where += " ('" + argument.name + "')";
+  const nlohmann::json *role = field("role");
+  if (!role || !role->is_string() ||
+      !parseRole(role->get<std::string>(), argument.role)) {
+    error = where + " has no valid role";
+    return false;
+  }
+  const nlohmann::json *dtype = field("dtype");
+  if (!dtype || !dtype->is_string() ||
+      !parseModelDtype(dtype->get<std::string>(), argument.dtype)) {
+    error = where + " has no valid dtype";
+    return false;
+  }
+  const nlohmann::json *shape = field("shape");
+  if (!shape || !shape->is_array()) {
+    error = where + " has no shape";
+    return false;
+  }
+  for (const nlohmann::json &dim : *shape) {
+    if (!dim.is_number_unsigned() ||
+        dim.get<uint64_t>() >
+            static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      error = where + " has a negative or non-integer dimension";
+      return false;
+    }
+    argument.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
+  }
+  uint64_t numElements = 0;
+  uint64_t elementBytes = getDtypeSize(argument.dtype);
+  if (!getNumElements(argument.shape, elementBytes, numElements) ||
+      numElements * elementBytes > kMaxArenaBytes) {
+    error = where + " is too large";
+    return false;
+  }
+  argument.byteSize = numElements * elementBytes;
+  return true;
+}
+
+/// Frees a context when the run ends, whichever way.
+struct ContextDeleter {
+  void operator()(memopt_context *ctx) const { memopt_context_destroy(ctx); }
+};
+using ContextPtr = std::unique_ptr<memopt_context, ContextDeleter>;
+
+/// One run of `train` for a parsed command line and model.
+class TrainRun {
+public:
+  TrainRun(const DriverOptions &options, const ModelDescription &model,
+           TrainStepFunction step, std::ostream &out, std::ostream &err)
+      : options(options), model(model), step(step), out(out), err(err) {}
+
+  int run();
+
+private:
+  /// Prints `train: <message>` and returns `code`.
+  int fail(int code, const std::string &message) {
+    err << "train: " << message << "\n";
+    err.flush();
+    return code;
+  }
+
+  /// The runtime's error message, or a generic one.
+  std::string runtimeMessage() const {
+    const char *message = memopt_get_error_message(ctx.get());
+    return message && *message ? message : "unknown runtime error";
+  }
+
+  /// Finds and checks the file tensor of every argument read from a file.
+  int bindTensors();
+  /// Lays out the arena, allocates it and copies the tensors in.
+  int loadArena();
+  /// Runs the steps, printing the losses.
+  int runSteps();
+  /// Writes params, state and optimizer state to --save.
+  int save();
+
+  const DriverOptions &options;
+  const ModelDescription &model;
+  TrainStepFunction step;
+  std::ostream &out;
+  std::ostream &err;
+
+  SafetensorsReader params;
+  SafetensorsReader batch;
+  /// Per argument: the reader and entry it is loaded from, or null (zeroed).
+  std::vector<SafetensorsReader *> sourceReaders;
+  std::vector<const SafetensorsEntry *> sourceEntries;
+  std::vector<uint64_t> offsets;
+  uint64_t scratchOffset = 0;
+  /// The runtime step the first training step runs at.
+  uint64_t firstStep = 0;
+  ContextPtr ctx;
+  unsigned char *base = nullptr;
+};
+
+int TrainRun::bindTensors() {
+  std::string error;
+  if (!params.open(options.paramsPath, error))
+    return fail(DriverInputError,
+                "cannot read '" + options.paramsPath + "': " + error);
+  if (!batch.open(options.batchPath, error))
+    return fail(DriverInputError,
+                "cannot read '" + options.batchPath + "': " + error);
+
+  // Optimizer state is all or nothing: a checkpoint that has some of it but
+  // not all is not a checkpoint of this model.
+  const ModelArgument *firstOptim = nullptr;
+  for (const ModelArgument &argument : model.arguments) {
+    if (argument.role == Role::Optim && params.lookup(argument.name)) {
+      firstOptim = &argument;
+      break;
+    }
+  }
+
+  size_t numArguments = model.arguments.size();
+  sourceReaders.assign(numArguments, nullptr);
+  sourceEntries.assign(numArguments, nullptr);
+  for (size_t i = 0; i < numArguments; ++i) {
+    const ModelArgument &argument = model.arguments[i];
+    SafetensorsReader *reader = nullptr;
+    const std::string *path = nullptr;
+    switch (argument.role) {
+    case Role::Param:
+    case Role::State:
+    case Role::Optim:
+      reader = &params;
+      path = &options.paramsPath;
+      break;
+    case Role::Input:
+    case Role::Label:
+      reader = &batch;
+      path = &options.batchPath;
+      break;
+    case Role::Loss:
+      continue;
+    }
+    if (argument.role == Role::Optim && !firstOptim)
+      continue;
+    const SafetensorsEntry *entry = reader->lookup(argument.name);
+    if (!entry) {
+      if (argument.role == Role::Optim)
+        return fail(DriverInputError, "tensor '" + argument.name +
+                                          "' (optim) not found in '" + *path +
+                                          "', which has optimizer state ('" +
+                                          firstOptim->name + "')");
+      return fail(DriverInputError, "tensor '" + argument.name + "' (" +
+                                        getRoleName(argument.role) +
+                                        ") not found in '" + *path + "'");
+    }
+    if (entry->dtype != argument.dtype)
+      return fail(DriverInputError,
+                  "tensor '" + argument.name + "' in '" + *path +
+                      "' has dtype " + getSafetensorsDtypeName(entry->dtype) +
+                      ", expected " + getSafetensorsDtypeName(argument.dtype));
+    if (entry->shape != argument.shape)
+      return fail(DriverInputError,
+                  "tensor '" + argument.name + "' in '" + *path +
+                      "' has shape " + formatShape(entry->shape) +
+                      ", expected " + formatShape(argument.shape));
+    sourceReaders[i] = reader;
+    sourceEntries[i] = entry;
+  }
+  return DriverSuccess;
+}
+
+int TrainRun::loadArena() {
+  uint64_t total = 0;
+  for (const ModelArgument &argument : model.arguments) {
+    offsets.push_back(total);
+    uint64_t padded =
+        (argument.byteSize + kAlignment - 1) / kAlignment * kAlignment;
+    if (padded > kMaxArenaBytes - total)
+      return fail(DriverInputError, "the model's tensors exceed 2^62 bytes");
+    total += padded;
+  }
+  scratchOffset = total;
+  if (model.arenaBytes > kMaxArenaBytes - total)
+    return fail(DriverInputError, "the model's arena exceeds 2^62 bytes");
+  total += model.arenaBytes;
+
+  ctx.reset(memopt_context_create());
+  if (!ctx)
+    return fail(DriverRuntimeError, "cannot create the runtime context");
+  // A zero-byte arena would have no base for the (empty) scratch pointer.
+  base = static_cast<unsigned char *>(
+      memopt_arena_allocate(ctx.get(), total ? total : kAlignment));
+  if (!base)
+    return fail(DriverRuntimeError, "cannot allocate the arena of " +
+                                        std::to_string(total) +
+                                        " bytes: " + runtimeMessage());
+
+  // The arena is zero-filled: arguments without a source (fresh optimizer
+  // state, the loss) need nothing more.
+  std::vector<unsigned char> staging;
+  std::string error;
+  for (size_t i = 0; i < model.arguments.size(); ++i) {
+    const SafetensorsEntry *entry = sourceEntries[i];
+    if (!entry || entry->byteSize() == 0)
+      continue;
+    staging.resize(entry->byteSize());
+    if (!sourceReaders[i]->readData(*entry, staging.data(), error))
+      return fail(DriverInputError,
+                  "cannot read '" +
+                      (sourceReaders[i] == &params ? options.paramsPath
+                                                   : options.batchPath) +
+                      "': " + error);
+    memopt_copy_from_host(ctx.get(), base + offsets[i], staging.data(),
+                          entry->byteSize());
+    const ModelArgument &argument = model.arguments[i];
+    if (argument.name == "optimizer.step" &&
+        argument.dtype == TensorDtype::I64 && argument.shape.empty()) {
+      int64_t updates = 0;
+      std::memcpy(&updates, staging.data(), sizeof(updates));
+      firstStep = updates > 0 ? static_cast<uint64_t>(updates) : 0;
+    }
+  }
+  if (memopt_get_status(ctx.get()) != MEMOPT_OK)
+    return fail(DriverRuntimeError,
+                "cannot load the tensors: " + runtimeMessage());
+  return DriverSuccess;
+}
+
+int TrainRun::runSteps() {
+  std::vector<void *> args;
+  for (uint64_t offset : offsets)
+    args.push_back(base + offset);
+  unsigned char *scratch = base + scratchOffset;
+  memopt_set_step(ctx.get(), firstStep);
+  for (int64_t i = 1; i <= options.steps; ++i) {
+    step(ctx.get(), args.data(), scratch);
+    float loss = 0;
+    memopt_copy_to_host(ctx.get(), &loss, args[model.lossIndex], sizeof(loss));
+    if (memopt_get_status(ctx.get()) != MEMOPT_OK)
+      return fail(DriverRuntimeError, "runtime error during step " +
+                                          std::to_string(i) + ": " +
+                                          runtimeMessage());
+    char line[64];
+    std::snprintf(line, sizeof(line), "step %lld loss %.9g\n",
+                  static_cast<long long>(i), static_cast<double>(loss));
+    out << line;
+    out.flush();
+    memopt_advance_step(ctx.get());
+  }
+  return DriverSuccess;
+}
+
+int TrainRun::save() {
+  std::vector<std::vector<unsigned char>> buffers;
+  std::vector<SafetensorsTensorRef> tensors;
+  for (size_t i = 0; i < model.arguments.size(); ++i) {
+    const ModelArgument &argument = model.arguments[i];
+    if (argument.role != Role::Param && argument.role != Role::State &&
+        argument.role != Role::Optim)
+      continue;
+    buffers.emplace_back(argument.byteSize);
+    if (argument.byteSize)
+      memopt_copy_to_host(ctx.get(), buffers.back().data(), base + offsets[i],
+                          argument.byteSize);
+    tensors.push_back(SafetensorsTensorRef{argument.name, argument.dtype,
+                                           argument.shape, nullptr});
+  }
+  if (memopt_get_status(ctx.get()) != MEMOPT_OK)
+    return fail(DriverRuntimeError,
+                "cannot read back the tensors: " + runtimeMessage());
+  for (size_t i = 0; i < tensors.size(); ++i)
+    tensors[i].data = buffers[i].data();
+  std::string error;
+  if (!writeSafetensors(options.savePath, tensors, {{"format", "pt"}}, error))
+    return fail(DriverInputError,
+                "cannot save '" + options.savePath + "': " + error);
+  return DriverSuccess;
+}
+
+int TrainRun::run() {
+  if (int code = bindTensors())
+    return code;
+  if (int code = loadArena())
+    return code;
+  if (int code = runSteps())
+    return code;
+  if (!options.savePath.empty())
+    return save();
+  return DriverSuccess;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Model description
+//===----------------------------------------------------------------------===//
+
+bool memopt::driver::parseRole(const std::string &name, Role &role) {
+  static const std::pair<const char *, Role> kRoles[] = {
+      {"param", Role::Param}, {"input", Role::Input}, {"label", Role::Label},
+      {"state", Role::State}, {"optim", Role::Optim}, {"loss", Role::Loss}};
+  for (const auto &[spelling, value] : kRoles) {
+    if (name == spelling) {
+      role = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool memopt::driver::parseModelDtype(const std::string &name,
+                                     TensorDtype &dtype) {
+  static const std::pair<const char *, TensorDtype> kDtypes[] = {
+      {"f32", TensorDtype::F32},   {"f16", TensorDtype::F16},
+      {"bf16", TensorDtype::BF16}, {"i64", TensorDtype::I64},
+      {"i32", TensorDtype::I32},   {"i1", TensorDtype::Bool}};
+  for (const auto &[spelling, value] : kDtypes) {
+    if (name == spelling) {
+      dtype = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool memopt::driver::parseModelDescription(const std::string &json,
+                                           ModelDescription &model,
+                                           std::string &error) {
+  model = ModelDescription();
+  try {
+    nlohmann::json root = nlohmann::json::parse(json);
+    if (!root.is_object()) {
+      error = "not a JSON object";
+      return false;
+    }
+    auto arena = root.find("arena_bytes");
+    if (arena == root.end() || !arena->is_number_unsigned() ||
+        arena->get<uint64_t>() > kMaxArenaBytes) {
+      error = "'arena_bytes' is not a non-negative integer below 2^62";
+      return false;
+    }
+    model.arenaBytes = arena->get<uint64_t>();
+    auto arguments = root.find("arguments");
+    if (arguments == root.end() || !arguments->is_array()) {
+      error = "'arguments' is not an array";
+      return false;
+    }
+    std::set<std::string> names;
+    bool hasLoss = false;
+    for (size_t i = 0; i < arguments->size(); ++i) {
+      ModelArgument argument;
+      if (!parseArgument((*arguments)[i], i, argument, error))
+        return false;
+      if (!names.insert(argument.name).second) {
+        error = "argument name '" + argument.name + "' appears twice";
+        return false;
+      }
+      if (argument.role == Role::Loss) {
+        if (hasLoss) {
+          error = "more than one loss argument";
+          return false;
+        }
+        if (argument.dtype != TensorDtype::F32 || !argument.shape.empty()) {
+          error =
+              "the loss argument '" + argument.name + "' is not an f32 scalar";
+          return false;
+        }
+        hasLoss = true;
+        model.lossIndex = model.arguments.size();
+      }
+      model.arguments.push_back(std::move(argument));
+    }
+    if (!hasLoss) {
+      error = "no argument has role 'loss'";
+      return false;
+    }
+  } catch (const std::exception &e) {
+    error = e.what();
+    return false;
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Command line
+//===----------------------------------------------------------------------===//
+
+const char *memopt::driver::getDriverUsage() {
+  return "usage: train --params P.safetensors --batch B.safetensors "
+         "--steps N\n"
+         "             [--save F.safetensors]\n"
+         "\n"
+         "Trains the compiled model for N steps on one batch and prints\n"
+         "`step <i> loss <value>` per step.\n"
+         "\n"
+         "  --params FILE  parameters and state by name; optimizer state\n"
+         "                 (optimizer.*) too when resuming, else it starts at "
+         "zero\n"
+         "  --batch FILE   the inputs and labels\n"
+         "  --steps N      the number of steps (N >= 1)\n"
+         "  --save FILE    write parameters, state and optimizer state to "
+         "FILE\n"
+         "  --help         print this message\n"
+         "\n"
+         "Exit codes: 0 success, 1 bad command line or input files, 2 a\n"
+         "runtime error.\n";
+}
+
+ParseResult memopt::driver::parseDriverArguments(int argc,
+                                                 const char *const *argv,
+                                                 DriverOptions &options,
+                                                 std::string &error) {
+  options = DriverOptions();
+  std::string stepsText;
+  bool seenParams = false, seenBatch = false, seenSteps = false,
+       seenSave = false;
+  struct Flag {
+    const char *name;
+    std::string *value;
+    bool *seen;
+  } flags[] = {{"--params", &options.paramsPath, &seenParams},
+               {"--batch", &options.batchPath, &seenBatch},
+               {"--steps", &stepsText, &seenSteps},
+               {"--save", &options.savePath, &seenSave}};
+
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i] ? argv[i] : "";
+    if (arg == "--help" || arg == "-h")
+      return ParseResult::Help;
+    Flag *flag = nullptr;
+    std::string value;
+    bool hasValue = false;
+    for (Flag &candidate : flags) {
+      std::string name = candidate.name;
+      if (arg == name) {
+        flag = &candidate;
+        // `--params --batch B` lacks a value rather than naming a file.
+        if (i + 1 < argc && argv[i + 1] &&
+            std::string(argv[i + 1]).compare(0, 2, "--") != 0) {
+          value = argv[++i];
+          hasValue = true;
+        }
+      } else if (arg.compare(0, name.size() + 1, name + "=") == 0) {
+        flag = &candidate;
+        value = arg.substr(name.size() + 1);
+        hasValue = true;
+      }
+      if (flag)
+        break;
+    }
+    if (!flag) {
+      error = arg.size() > 1 && arg[0] == '-'
+                  ? "unknown option '" + arg + "'"
+                  : "unexpected argument '" + arg + "'";
+      return ParseResult::Error;
+    }
+    if (!hasValue || value.empty()) {
+      error = std::string(flag->name) + " needs a value";
+      return ParseResult::Error;
+    }
+    if (*flag->seen) {
+      error = std::string(flag->name) + " is given twice";
+      return ParseResult::Error;
+    }
+    *flag->seen = true;
+    *flag->value = value;
+  }
+  for (const Flag &flag : flags) {
+    if (!*flag.seen && flag.seen != &seenSave) {
+      error = std::string("missing ") + flag.name;
+      return ParseResult::Error;
+    }
+  }
+  if (!parseStepCount(stepsText, options.steps)) {
+    error = "--steps must be an integer >= 1, got '" + stepsText + "'";
+    return ParseResult::Error;
+  }
+  return ParseResult::Run;
+}
+
+//===----------------------------------------------------------------------===//
+// Entry point
+//===----------------------------------------------------------------------===//
+
+int memopt::driver::runDriver(int argc, const char *const *argv,
+                              const char *modelJson, TrainStepFunction step,
+                              std::ostream &out, std::ostream &err) {
+  try {
+    DriverOptions options;
+    std::string error;
+    switch (parseDriverArguments(argc, argv, options, error)) {
+    case ParseResult::Help:
+      out << getDriverUsage();
+      out.flush();
+      return DriverSuccess;
+    case ParseResult::Error:
+      err << "train: " << error << " (see --help)\n";
+      err.flush();
+      return DriverInputError;
+    case ParseResult::Run:
+      break;
+    }
+    ModelDescription model;
+    if (!modelJson || !parseModelDescription(modelJson, model, error)) {
+      err << "train: invalid embedded model description: "
+          << (modelJson ? error : "none") << "\n";
+      err.flush();
+      return DriverInputError;
+    }
+    return TrainRun(options, model, step, out, err).run();
+  } catch (const std::bad_alloc &) {
+    err << "train: out of host memory\n";
+  } catch (const std::exception &e) {
+    err << "train: internal error: " << e.what() << "\n";
+  }
+  err.flush();
+  return DriverRuntimeError;
+}

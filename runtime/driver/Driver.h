@@ -1,0 +1,101 @@
+//===- Driver.h - the `train` driver ----------------------------*- C++ -*-===//
+//
+// The main of `OUT/train` as a library (docs/Pipeline.md, section 6): parses
+// the command line and the model description that memopt-compile embeds,
+// loads parameters, state, optimizer state and the batch from safetensors
+// files into one arena, runs the generated training step N times and saves
+// the result. main.cpp binds it to the generated `memopt_train_step` and
+// `memopt_model_json`; tests bind it to hand-written ones.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_DRIVER_DRIVER_H
+#define MEMOPT_DRIVER_DRIVER_H
+
+#include "Safetensors.h"
+
+#include "memopt/runtime.h"
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace memopt::driver {
+
+/// The role of a training-step argument (`memopt.role`).
+enum class Role { Param, Input, Label, State, Optim, Loss };
+
+/// Parses "param", "input", "label", "state", "optim" or "loss".
+bool parseRole(const std::string &name, Role &role);
+
+/// Parses a model dtype ("f32", "f16", "bf16", "i64", "i32", "i1").
+bool parseModelDtype(const std::string &name, TensorDtype &dtype);
+
+/// One argument of the bufferized `@train_step`.
+struct ModelArgument {
+  std::string name;
+  Role role = Role::Param;
+  TensorDtype dtype = TensorDtype::F32;
+  std::vector<int64_t> shape;
+  /// product(shape) * dtype size.
+  uint64_t byteSize = 0;
+};
+
+/// The model description of docs/Pipeline.md, section 5.
+struct ModelDescription {
+  /// Bytes of the scratch arena the training step addresses.
+  uint64_t arenaBytes = 0;
+  /// The arguments of `@train_step`, in order; exactly one has role Loss.
+  std::vector<ModelArgument> arguments;
+  /// The index of the loss argument in `arguments`.
+  size_t lossIndex = 0;
+};
+
+/// Parses and checks a model description: valid JSON, known roles and
+/// dtypes, non-negative shapes, unique names, one f32 scalar loss.
+bool parseModelDescription(const std::string &json, ModelDescription &model,
+                           std::string &error);
+
+/// The command line of `train`.
+struct DriverOptions {
+  std::string paramsPath;
+  std::string batchPath;
+  /// Empty when --save is absent.
+  std::string savePath;
+  int64_t steps = 0;
+};
+
+/// What parseDriverArguments found.
+enum class ParseResult { Run, Help, Error };
+
+/// Parses `--params P --batch B --steps N [--save F]` (also `--flag=value`)
+/// and `--help`. On Error, `error` holds the message.
+ParseResult parseDriverArguments(int argc, const char *const *argv,
+                                 DriverOptions &options, std::string &error);
+
+/// The `--help` text.
+const char *getDriverUsage();
+
+/// The generated training step (docs/Pipeline.md, section 4).
+using TrainStepFunction = void (*)(memopt_context *, void *const *, uint8_t *);
+
+/// Exit codes of runDriver.
+enum DriverExitCode {
+  DriverSuccess = 0,
+  /// Bad command line, bad or missing file, a tensor missing or mismatched.
+  DriverInputError = 1,
+  /// The runtime reported an error (arena allocation, a kernel in a step).
+  DriverRuntimeError = 2
+};
+
+/// Runs `train` with the command line `argv` for the model described by
+/// `modelJson` whose step is `step`. Prints `step <i> loss <value>` lines and
+/// the help to `out`, one `train: ...` line per error to `err`. Never
+/// throws; returns a DriverExitCode.
+int runDriver(int argc, const char *const *argv, const char *modelJson,
+              TrainStepFunction step, std::ostream &out, std::ostream &err);
+
+} // namespace memopt::driver
+
+#endif // MEMOPT_DRIVER_DRIVER_H

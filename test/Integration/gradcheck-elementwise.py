@@ -1,0 +1,67 @@
+# Gradients of elementwise ops against central finite differences.
+#
+# REQUIRES: torch
+# RUN: rm -rf %t && %python %s %t | FileCheck %s
+# CHECK: gradcheck: [[N:[0-9]+]] of [[N]] ops match finite differences
+
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
+from gradcheck import Case, main  # noqa: E402
+
+rng = np.random.default_rng(0)
+S = (2, 3)
+T = "tensor<2x3xf32>"
+
+
+def normal():
+    return rng.standard_normal(S).astype(np.float32)
+
+
+def positive():
+    return rng.uniform(0.5, 2.0, S).astype(np.float32)
+
+
+def away_from_zero():
+    x = normal()
+    return np.where(np.abs(x) < 0.2, 0.5, x).astype(np.float32)
+
+
+def unary(op, init=normal, attrs=""):
+    return Case(op + attrs.replace(" ", "_").replace("<", "_").replace(">", ""),
+                f"  %y = memopt.{op} %a{attrs} : {T}", {"a": init()}, out=S)
+
+
+CASES = [
+    unary("neg"), unary("exp"), unary("log", positive),
+    unary("sqrt", positive), unary("rsqrt", positive), unary("tanh"),
+    unary("sigmoid"), unary("relu", away_from_zero), unary("silu"),
+    unary("gelu"), unary("gelu", attrs=" approximate<tanh>"),
+    Case("add", f"  %y = memopt.add %a, %b : {T}",
+         {"a": normal(), "b": normal()}, out=S),
+    Case("sub", f"  %y = memopt.sub %a, %b : {T}",
+         {"a": normal(), "b": normal()}, out=S),
+    Case("mul", f"  %y = memopt.mul %a, %b : {T}",
+         {"a": normal(), "b": normal()}, out=S),
+    Case("div", f"  %y = memopt.div %a, %b : {T}",
+         {"a": normal(), "b": positive()}, out=S),
+    Case("add_scalar", f"  %y = memopt.add_scalar %a, 2.5 : {T}",
+         {"a": normal()}, out=S),
+    Case("mul_scalar", f"  %y = memopt.mul_scalar %a, -1.5 : {T}",
+         {"a": normal()}, out=S),
+    Case("pow_scalar", f"  %y = memopt.pow_scalar %a, 3.0 : {T}",
+         {"a": positive()}, out=S),
+    Case("where", f"  %y = memopt.where %c, %a, %b : tensor<2x3xi1>, {T}",
+         {"a": normal(), "b": normal()},
+         {"c": np.array([[1, 0, 1], [0, 0, 1]], dtype=np.bool_)}, out=S),
+    Case("masked_fill",
+         f"  %y = memopt.masked_fill %a, %m, -3.0 : {T}, tensor<2x3xi1>",
+         {"a": normal()},
+         {"m": np.array([[0, 1, 0], [1, 0, 0]], dtype=np.bool_)}, out=S),
+]
+
+if __name__ == "__main__":
+    sys.exit(main(CASES, sys.argv))

@@ -1,0 +1,566 @@
+//===- memopt-compile.cpp - compile a loss function into `train` ----------===//
+//
+// The user-facing compiler (docs/Pipeline.md): parses a module with one
+// `memopt.loss` function, runs the memopt pipeline (autodiff, bufferize,
+// plan buffers), writes the planned module and the model description, lowers
+// to EmitC and C++, and links the result with the `train` driver and the host
+// runtime by invoking the system C++ compiler:
+//
+//   OUT/plan.mlir         the bufferized, planned module
+//   OUT/model.json        the arguments of @train_step and the arena size
+//   OUT/train_step.cpp    the generated step
+//   OUT/model_info.cpp    model.json as the string `memopt_model_json`
+//   OUT/train             the program
+//   OUT/memory_report.json  with --report=json
+//
+// Every file is written to a temporary and renamed, so an interrupted run
+// never leaves a half-written output. A thin main over library code: the
+// pipeline, the conversion and the emitter live in lib/.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Analysis/ModelStateAnalysis.h"
+#include "memopt/Conversion/Passes.h"
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/Transforms/Passes.h"
+#include "memopt/Pipelines/Pipelines.h"
+#include "memopt/Target/Cpp/EmitCpp.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#ifndef MEMOPT_RUNTIME_INCLUDE_DIR
+#error "MEMOPT_RUNTIME_INCLUDE_DIR must name runtime/include"
+#endif
+#ifndef MEMOPT_DRIVER_LIBRARY_NAME
+#error "MEMOPT_DRIVER_LIBRARY_NAME must name the driver archive"
+#endif
+#ifndef MEMOPT_RUNTIME_LIBRARY_NAME
+#error "MEMOPT_RUNTIME_LIBRARY_NAME must name the host runtime archive"
+#endif
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Command line
+//===----------------------------------------------------------------------===//
+
+cl::OptionCategory compileCategory("memopt-compile options");
+
+cl::opt<std::string> inputFilename(cl::Positional, cl::Required,
+                                   cl::desc("<model.mlir>"),
+                                   cl::cat(compileCategory));
+
+cl::opt<std::string> outputDir("o", cl::Required,
+                               cl::desc("Output directory (created if needed)"),
+                               cl::value_desc("dir"), cl::cat(compileCategory));
+
+cl::opt<std::string> target("target", cl::init("host"),
+                            cl::desc("Runtime to link: host"),
+                            cl::value_desc("host"), cl::cat(compileCategory));
+
+cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
+                               cl::desc("Optimizer: adamw or sgd"),
+                               cl::value_desc("adamw|sgd"),
+                               cl::cat(compileCategory));
+
+cl::opt<std::string> lr("lr", cl::init("1e-3"), cl::desc("Learning rate"),
+                        cl::value_desc("number"), cl::cat(compileCategory));
+
+cl::opt<std::string>
+    weightDecay("weight-decay",
+                cl::desc("Weight decay (default 0.01 for adamw, 0 for sgd)"),
+                cl::value_desc("number"), cl::cat(compileCategory));
+
+cl::opt<std::string> betas("betas", cl::init("0.9,0.999"),
+                           cl::desc("AdamW moment decays, as b1,b2"),
+                           cl::value_desc("b1,b2"), cl::cat(compileCategory));
+
+cl::opt<std::string> eps("eps", cl::init("1e-8"),
+                         cl::desc("AdamW denominator term"),
+                         cl::value_desc("number"), cl::cat(compileCategory));
+
+cl::opt<std::string> momentum("momentum", cl::init("0"),
+                              cl::desc("SGD momentum"),
+                              cl::value_desc("number"),
+                              cl::cat(compileCategory));
+
+cl::opt<std::string> report("report", cl::init("text"),
+                            cl::desc("Memory report: text (printed) or json "
+                                     "(printed and OUT/memory_report.json)"),
+                            cl::value_desc("text|json"),
+                            cl::cat(compileCategory));
+
+cl::opt<std::string> cxx("cxx", cl::init("c++"),
+                         cl::desc("C++ compiler that builds OUT/train"),
+                         cl::value_desc("path"), cl::cat(compileCategory));
+
+/// Prints `memopt-compile: <message>` and returns false.
+bool fail(const llvm::Twine &message) {
+  llvm::errs() << "memopt-compile: " << message << "\n";
+  return false;
+}
+
+/// Parses a finite number >= 0 (> 0 if `positive`).
+bool parseNumber(llvm::StringRef flag, llvm::StringRef text, bool positive,
+                 double &value) {
+  if (text.trim().getAsDouble(value) || !std::isfinite(value) || value < 0 ||
+      (positive && value == 0))
+    return fail("invalid --" + flag + "='" + text + "': expected a " +
+                (positive ? "positive" : "non-negative") + " number");
+  return true;
+}
+
+/// Checks the options and fills the pipeline's.
+bool parseOptions(memopt::MemoptPipelineOptions &options) {
+  if (target != "host")
+    return fail("unsupported --target='" + target + "' (expected host)");
+  if (optimizer != "adamw" && optimizer != "sgd")
+    return fail("unknown --optimizer='" + optimizer +
+                "' (expected adamw or sgd)");
+  if (report != "text" && report != "json")
+    return fail("unknown --report='" + report + "' (expected text or json)");
+  bool isSgd = optimizer == "sgd";
+  if (isSgd && (betas.getNumOccurrences() || eps.getNumOccurrences()))
+    return fail(llvm::Twine("--") +
+                (betas.getNumOccurrences() ? "betas" : "eps") +
+                " applies to --optimizer=adamw only");
+  if (!isSgd && momentum.getNumOccurrences())
+    return fail("--momentum applies to --optimizer=sgd only");
+
+  options.optimizer = optimizer;
+  if (!parseNumber("lr", lr, /*positive=*/true, options.lr) ||
+      !parseNumber("eps", eps, /*positive=*/true, options.eps) ||
+      !parseNumber("momentum", momentum, /*positive=*/false, options.momentum))
+    return false;
+  // torch.optim's defaults: AdamW decays by 0.01, SGD not at all.
+  options.weightDecay = isSgd ? 0.0 : 0.01;
+  if (weightDecay.getNumOccurrences() &&
+      !parseNumber("weight-decay", weightDecay, /*positive=*/false,
+                   options.weightDecay))
+    return false;
+  auto [beta1, beta2] = llvm::StringRef(betas).split(',');
+  if (beta1.trim().getAsDouble(options.beta1) ||
+      beta2.trim().getAsDouble(options.beta2) || !(options.beta1 >= 0) ||
+      !(options.beta1 < 1) || !(options.beta2 >= 0) || !(options.beta2 < 1))
+    return fail("invalid --betas='" + betas +
+                "': expected two numbers b1,b2 in [0, 1)");
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Outputs
+//===----------------------------------------------------------------------===//
+
+/// Writes `contents` to OUT/name through a temporary file and a rename.
+bool writeOutput(llvm::StringRef name,
+                 llvm::function_ref<void(llvm::raw_ostream &)> contents) {
+  llvm::SmallString<256> path(outputDir);
+  llvm::sys::path::append(path, name);
+  llvm::Error error = llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
+    contents(os);
+    return llvm::Error::success();
+  });
+  if (error)
+    return fail("cannot write '" + path +
+                "': " + llvm::toString(std::move(error)));
+  return true;
+}
+
+/// The function marked with `attrName`, or null after an error.
+FunctionOpInterface findFunction(ModuleOp module, llvm::StringRef attrName) {
+  FunctionOpInterface found;
+  module.walk([&](FunctionOpInterface func) {
+    if (func->hasAttr(attrName) && !found)
+      found = func;
+  });
+  if (!found)
+    module.emitError() << "no function is marked '" << attrName << "'";
+  return found;
+}
+
+/// The driver's spelling of a memref element type, or "".
+std::string getDtypeName(Type type) {
+  if (type.isF32())
+    return "f32";
+  if (type.isF16())
+    return "f16";
+  if (type.isBF16())
+    return "bf16";
+  for (unsigned width : {1, 32, 64})
+    if (type.isSignlessInteger(width))
+      return "i" + std::to_string(width);
+  return "";
+}
+
+/// The shortest decimal spelling of `value` that reads back exactly (0.9,
+/// not 0.90000000000000002).
+std::string formatDouble(double value) {
+  for (int precision = 1; precision < 17; ++precision) {
+    std::string text =
+        llvm::formatv("{0}", llvm::format("%.*g", precision, value)).str();
+    if (std::strtod(text.c_str(), nullptr) == value)
+      return text;
+  }
+  return llvm::formatv("{0}", llvm::format("%.17g", value)).str();
+}
+
+/// Builds the model description (docs/Pipeline.md, section 5) of the
+/// bufferized, planned `func`: one line per argument, so that the file
+/// reads like the table it is.
+bool buildModelJson(FunctionOpInterface func,
+                    const memopt::MemoptPipelineOptions &options,
+                    std::string &json) {
+  auto arena = func->getAttrOfType<IntegerAttr>(
+      memopt::MemoptDialect::kArenaBytesAttrName);
+  if (!arena || arena.getValue().isNegative()) {
+    func.emitError() << "has no '" << memopt::MemoptDialect::kArenaBytesAttrName
+                     << "' after planning";
+    return false;
+  }
+
+  llvm::raw_string_ostream os(json);
+  os << "{\n  \"arena_bytes\": " << arena.getValue().getSExtValue()
+     << ",\n  \"optimizer\": ";
+  {
+    llvm::json::OStream out(os);
+    auto number = [&](llvm::StringRef key, double value) {
+      out.attributeBegin(key);
+      out.rawValue(formatDouble(value));
+      out.attributeEnd();
+    };
+    out.object([&] {
+      out.attribute("kind", options.optimizer);
+      number("lr", options.lr);
+      if (options.optimizer == "adamw") {
+        out.attributeArray("betas", [&] {
+          out.rawValue(formatDouble(options.beta1));
+          out.rawValue(formatDouble(options.beta2));
+        });
+        number("eps", options.eps);
+      } else {
+        number("momentum", options.momentum);
+      }
+      number("weight_decay", options.weightDecay);
+    });
+  }
+  os << ",\n  \"arguments\": [";
+  for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
+    auto name = func.getArgAttrOfType<StringAttr>(
+        index, memopt::MemoptDialect::kNameAttrName);
+    auto role = func.getArgAttrOfType<StringAttr>(
+        index, memopt::MemoptDialect::kRoleAttrName);
+    auto memref = dyn_cast<MemRefType>(type);
+    std::string dtype = memref ? getDtypeName(memref.getElementType()) : "";
+    if (!name || !role || !memref || !memref.hasStaticShape() ||
+        !memref.getLayout().isIdentity() || dtype.empty()) {
+      func.emitError() << "argument " << index << " (" << type
+                       << ") is not a named, static, identity-layout memref "
+                          "of f32, f16, bf16, i64, i32 or i1";
+      return false;
+    }
+    os << (index ? ",\n    " : "\n    ");
+    llvm::json::OStream out(os);
+    out.object([&] {
+      out.attribute("name", llvm::json::fixUTF8(name.getValue()));
+      out.attribute("role", llvm::json::fixUTF8(role.getValue()));
+      out.attribute("dtype", dtype);
+      out.attributeArray("shape", [&] {
+        for (int64_t dim : memref.getShape())
+          out.value(dim);
+      });
+    });
+  }
+  os << "\n  ]\n}\n";
+  return true;
+}
+
+/// The account of --report=json.
+llvm::json::Value accountToJson(const memopt::ModelStateAccount &account,
+                                llvm::StringRef lossName, int64_t arenaBytes) {
+  llvm::json::Array pools;
+  for (const memopt::MemoryPool &pool : account.pools) {
+    llvm::json::Object byDtype;
+    for (const auto &[dtype, bytes] : pool.bytesByDtype)
+      byDtype[dtype] = bytes;
+    pools.push_back(llvm::json::Object{{"name", pool.name},
+                                       {"bytes", pool.totalBytes()},
+                                       {"bytes_by_dtype", std::move(byDtype)}});
+  }
+  return llvm::json::Object{
+      {"loss_function", lossName},
+      {"optimizer",
+       account.optimizer == memopt::OptimizerKind::Sgd ? "sgd" : "adamw"},
+      {"model_state",
+       llvm::json::Object{{"parameter_tensors", account.numParameterTensors},
+                          {"parameters", account.numParameters},
+                          {"pools", std::move(pools)},
+                          {"total_bytes", account.totalBytes()}}},
+      {"scratch_arena_bytes", arenaBytes},
+      {"total_bytes", account.totalBytes() + arenaBytes}};
+}
+
+//===----------------------------------------------------------------------===//
+// Building OUT/train
+//===----------------------------------------------------------------------===//
+
+/// Runs the C++ compiler on the generated sources, linking the driver and the
+/// host runtime found next to this executable (bin/../lib).
+bool buildTrain(const char *argv0) {
+  static int anchor;
+  std::string self = llvm::sys::fs::getMainExecutable(argv0, &anchor);
+  llvm::SmallString<256> libDir(llvm::sys::path::parent_path(self));
+  llvm::sys::path::append(libDir, "..", "lib");
+  llvm::SmallString<256> driverLib(libDir), runtimeLib(libDir);
+  llvm::sys::path::append(driverLib, MEMOPT_DRIVER_LIBRARY_NAME);
+  llvm::sys::path::append(runtimeLib, MEMOPT_RUNTIME_LIBRARY_NAME);
+  for (llvm::StringRef lib : {driverLib.str(), runtimeLib.str()})
+    if (!llvm::sys::fs::exists(lib))
+      return fail("cannot find '" + lib +
+                  "' (build memopt_driver and "
+                  "memopt_runtime_host)");
+
+  std::string compiler = cxx;
+  if (!llvm::StringRef(compiler).contains('/')) {
+    llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName(compiler);
+    if (!found)
+      return fail("cannot find the C++ compiler '" + compiler + "' on PATH");
+    compiler = *found;
+  } else if (!llvm::sys::fs::can_execute(compiler)) {
+    return fail("the C++ compiler '" + compiler + "' is not executable");
+  }
+
+  auto inOut = [](llvm::StringRef name) {
+    llvm::SmallString<256> path(outputDir);
+    llvm::sys::path::append(path, name);
+    return std::string(path);
+  };
+  std::string finalPath = inOut("train");
+  std::string tmpPath =
+      inOut(".train.tmp." + std::to_string(llvm::sys::Process::getProcessId()));
+  std::vector<std::string> args = {compiler,
+                                   "-O2",
+                                   "-std=c++17",
+                                   "-I" MEMOPT_RUNTIME_INCLUDE_DIR,
+                                   inOut("train_step.cpp"),
+                                   inOut("model_info.cpp"),
+                                   std::string(driverLib),
+                                   std::string(runtimeLib),
+                                   "-lopenblas",
+                                   "-o",
+                                   tmpPath};
+
+  llvm::SmallString<128> log;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("memopt-compile", "log", log))
+    return fail("cannot create a temporary file: " + ec.message());
+  llvm::FileRemover removeLog(log);
+  std::vector<llvm::StringRef> argRefs(args.begin(), args.end());
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.str(),
+                                                log.str()};
+  std::string execError;
+  int status = llvm::sys::ExecuteAndWait(compiler, argRefs, std::nullopt,
+                                         redirects, /*SecondsToWait=*/0,
+                                         /*MemoryLimit=*/0, &execError);
+  if (status != 0) {
+    llvm::sys::fs::remove(tmpPath);
+    std::string command = llvm::join(args, " ");
+    std::string output;
+    if (auto buffer = llvm::MemoryBuffer::getFile(log))
+      output = (*buffer)->getBuffer().str();
+    llvm::errs() << "memopt-compile: building '" << finalPath << "' failed ("
+                 << (status < 0 ? execError
+                                : "exit code " + std::to_string(status))
+                 << "): " << command << "\n"
+                 << output;
+    return false;
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmpPath, finalPath)) {
+    llvm::sys::fs::remove(tmpPath);
+    return fail("cannot write '" + finalPath + "': " + ec.message());
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Compilation
+//===----------------------------------------------------------------------===//
+
+bool compile(MLIRContext &context, const char *argv0) {
+  memopt::MemoptPipelineOptions options;
+  if (!parseOptions(options))
+    return false;
+
+  std::string errorMessage;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      openInputFile(inputFilename, &errorMessage);
+  if (!input)
+    return fail(errorMessage);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return false;
+
+  // The model-state account reads the loss function, which autodiff replaces.
+  FunctionOpInterface lossFunc =
+      findFunction(*module, memopt::MemoptDialect::kLossAttrName);
+  if (!lossFunc)
+    return false;
+  std::string lossName = lossFunc.getName().str();
+  memopt::OptimizerKind kind = *memopt::parseOptimizerKind(options.optimizer);
+  memopt::ModelStateAccount account =
+      memopt::ModelStateAnalysis(lossFunc).getAccount(kind);
+
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+    return fail("cannot create '" + outputDir + "': " + ec.message());
+
+  PassManager pm(&context, ModuleOp::getOperationName());
+  if (failed(applyPassManagerCLOptions(pm)))
+    return false;
+  memopt::buildMemoptPipeline(pm, options);
+  if (failed(pm.run(*module)))
+    return false;
+
+  FunctionOpInterface step =
+      findFunction(*module, memopt::MemoptDialect::kTrainStepAttrName);
+  if (!step)
+    return false;
+  std::string modelJson;
+  if (!buildModelJson(step, options, modelJson))
+    return false;
+  // The lowering replaces the function: keep what the report needs.
+  std::string stepName = step.getName().str();
+  int64_t arenaBytes = step->getAttrOfType<IntegerAttr>(
+                               memopt::MemoptDialect::kArenaBytesAttrName)
+                           .getInt();
+
+  if (!writeOutput("plan.mlir",
+                   [&](llvm::raw_ostream &os) {
+                     module->print(os);
+                     os << "\n";
+                   }) ||
+      !writeOutput("model.json",
+                   [&](llvm::raw_ostream &os) { os << modelJson; }))
+    return false;
+
+  PassManager lowering(&context, ModuleOp::getOperationName());
+  if (failed(applyPassManagerCLOptions(lowering)))
+    return false;
+  std::string pipelineError;
+  llvm::raw_string_ostream pipelineErrorStream(pipelineError);
+  if (failed(parsePassPipeline("convert-memopt-to-emitc", lowering,
+                               pipelineErrorStream)))
+    return fail("cannot build the lowering: " + pipelineError);
+  if (failed(lowering.run(*module)))
+    return false;
+  std::string stepCpp;
+  llvm::raw_string_ostream stepStream(stepCpp);
+  if (failed(memopt::emitTrainStepCpp(*module, stepStream)))
+    return false;
+
+  if (!writeOutput("train_step.cpp",
+                   [&](llvm::raw_ostream &os) { os << stepCpp; }) ||
+      !writeOutput("model_info.cpp", [&](llvm::raw_ostream &os) {
+        // JSON escapes every '"' inside strings, so `)memopt"` cannot occur
+        // in it and the raw string is safe.
+        os << "// The model description, generated by memopt-compile.\n"
+           << "extern \"C\" const char memopt_model_json[] = R\"memopt("
+           << modelJson << ")memopt\";\n";
+      }))
+    return false;
+  if (!buildTrain(argv0))
+    return false;
+
+  llvm::raw_ostream &os = llvm::outs();
+  os << "model state of @" << lossName << " (optimizer " << options.optimizer
+     << "):\n";
+  memopt::printModelStateAccount(os, account);
+  os << "scratch arena of @" << stepName << ": "
+     << memopt::formatBytes(arenaBytes) << " (" << arenaBytes << " bytes)\n";
+  if (report == "json" &&
+      !writeOutput("memory_report.json", [&](llvm::raw_ostream &os) {
+        os << llvm::formatv("{0:2}",
+                            accountToJson(account, lossName, arenaBytes))
+           << "\n";
+      }))
+    return false;
+  return true;
+}
+
+/// Keeps --help to this tool's options, the generic ones and MLIR's
+/// `-mlir-*` instrumentation (timing, IR printing, statistics) rather than
+/// every option linked in from libLLVM.
+void hideUnrelatedOptions() {
+  std::vector<std::pair<cl::Option *, cl::OptionHidden>> mlirOptions;
+  for (auto &entry : cl::getRegisteredOptions())
+    if (entry.first.starts_with("mlir-"))
+      mlirOptions.emplace_back(entry.second,
+                               entry.second->getOptionHiddenFlag());
+  cl::HideUnrelatedOptions(compileCategory);
+  for (auto [option, flag] : mlirOptions)
+    option->setHiddenFlag(flag);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerAsmPrinterCLOptions();
+  memopt::registerMemoptPasses();
+  memopt::registerMemoptConversionPasses();
+  hideUnrelatedOptions();
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "memopt-compile: compile a memopt loss function into a training "
+      "program\n\n"
+      "  memopt-compile model.mlir -o OUT [options]\n\n"
+      "writes OUT/plan.mlir, OUT/model.json, OUT/train_step.cpp,\n"
+      "OUT/model_info.cpp and OUT/train, and prints the memory report.\n");
+
+  DialectRegistry registry;
+  registry.insert<memopt::MemoptDialect, arith::ArithDialect,
+                  bufferization::BufferizationDialect, emitc::EmitCDialect,
+                  func::FuncDialect, memref::MemRefDialect, scf::SCFDialect,
+                  tensor::TensorDialect>();
+  MLIRContext context(registry);
+  return compile(context, argv[0]) ? 0 : 1;
+}
