@@ -19,3 +19,14 @@ module {
     return %w : tensor<4xf32>
   }
 }
+
+// -----
+
+func.func @statistics(%x: tensor<2x8xf32> {memopt.role = "param", memopt.name = "x"},
+                      %w: tensor<8xf32> {memopt.role = "param", memopt.name = "w"},
+                      %b: tensor<8xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  // expected-error @+1 {{'memopt.layer_norm' op cannot differentiate through its saved statistics (result #1): only the normalised result has a gradient}}
+  %y, %m, %r = memopt.layer_norm %x, %w, %b eps 1.0e-05 : tensor<2x8xf32>, tensor<8xf32> -> tensor<2xf32>
+  %l = memopt.reduce_sum %m dims [0] : tensor<2xf32> to tensor<f32>
+  return %l : tensor<f32>
+}

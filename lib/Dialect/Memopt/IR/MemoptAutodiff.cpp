@@ -70,6 +70,19 @@ struct GradBuilder {
 /// The gradient flowing into the single result of `op`.
 static Value singleGrad(ValueRange resultGrads) { return resultGrads.front(); }
 
+/// Normalisations return their statistics for the backward only: a loss that
+/// depends on them directly is not differentiated (rather than silently
+/// dropping that gradient).
+static LogicalResult rejectStatisticGrads(Operation *op,
+                                          ValueRange resultGrads) {
+  for (auto [index, grad] : llvm::enumerate(resultGrads.drop_front()))
+    if (grad && index < 2)
+      return op->emitOpError()
+             << "cannot differentiate through its saved statistics (result #"
+             << index + 1 << "): only the normalised result has a gradient";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
@@ -363,6 +376,8 @@ LogicalResult LogSoftmaxOp::buildVectorJacobianProduct(
 
 LogicalResult LayerNormOp::buildVectorJacobianProduct(
     OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  if (failed(rejectStatisticGrads(*this, resultGrads)))
+    return failure();
   // The statistics are by-products: only the normalised result carries a
   // gradient.
   Value g = resultGrads[0];
@@ -380,6 +395,8 @@ LogicalResult LayerNormOp::buildVectorJacobianProduct(
 
 LogicalResult RmsNormOp::buildVectorJacobianProduct(
     OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  if (failed(rejectStatisticGrads(*this, resultGrads)))
+    return failure();
   Value g = resultGrads[0];
   if (!g) {
     grads.assign(getNumOperands(), Value());
@@ -394,6 +411,8 @@ LogicalResult RmsNormOp::buildVectorJacobianProduct(
 
 LogicalResult BatchNormOp::buildVectorJacobianProduct(
     OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  if (failed(rejectStatisticGrads(*this, resultGrads)))
+    return failure();
   // Running statistics are state, not differentiated.
   Value g = resultGrads[0];
   if (!g) {

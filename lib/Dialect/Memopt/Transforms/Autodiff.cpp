@@ -225,11 +225,14 @@ void AutodiffPass::runOnOperation() {
     }
     Operation *last = &entry->back();
     SmallVector<Value> operandGrads;
+    // On failure the op has reported why.
     if (failed(differentiable.buildVectorJacobianProduct(b, resultGrads,
-                                                         operandGrads)) ||
-        operandGrads.size() != op->getNumOperands()) {
-      op->emitError() << "failed to build the gradient of '" << op->getName()
-                      << "'";
+                                                         operandGrads)))
+      return signalPassFailure();
+    if (operandGrads.size() != op->getNumOperands()) {
+      op->emitError() << "the gradient of '" << op->getName() << "' has "
+                      << operandGrads.size() << " operand gradients, expected "
+                      << op->getNumOperands();
       return signalPassFailure();
     }
     // Backward ops speak in the forward op's scope.

@@ -25,7 +25,8 @@ def Memopt_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> 
         given the gradient of each result. `resultGrads[i]` is null when no
         gradient flows into result `i`. On success, `operandGrads` holds one
         value per operand: null for operands that receive no gradient
-        (indices, masks, constants).
+        (indices, masks, constants). On failure the op has emitted a
+        diagnostic that says why it cannot be differentiated.
       }],
       "::llvm::LogicalResult", "buildVectorJacobianProduct",
       (ins "::mlir::OpBuilder &":$builder,

@@ -1,0 +1,948 @@
+// RUN: memopt-opt %s -split-input-file --memopt-autodiff="optimizer=sgd lr=1 weight-decay=0" | FileCheck %s
+
+// The vector-Jacobian product of each differentiable op, one op per split.
+// Every differentiable operand is a parameter, so each of its gradients is
+// kept; the loss sums the op's result, whose gradient G is the seed 1
+// broadcast to the result's shape. CHECK-NEXT pins the whole backward
+// section: exactly the ops the product builds, in order, then the update.
+
+// d(-x) = -g.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.neg %[[X]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.neg %[[G]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]], %{{.*}} lr 1.000000e+00 momentum 0.000000e+00 weight_decay 0.000000e+00 : tensor<4xf32>
+func.func @neg(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.neg %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// d(e^x) = g * e^x, from the forward result.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: %[[Y:.*]] = memopt.exp %[[X]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.mul %[[G]], %[[Y]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @exp(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.exp %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// d(ln x) = g / x.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.log %[[X]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.div %[[G]], %[[X]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @log(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.log %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// d sqrt(x) = g / (2 sqrt(x)), from the forward result.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: %[[Y:.*]] = memopt.sqrt %[[X]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[TWICE:.*]] = memopt.mul_scalar %[[Y]], 2.000000e+00 : tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.div %[[G]], %[[TWICE]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @sqrt(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.sqrt %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// d x^(-1/2) = -1/2 * g * rsqrt(x)^3, from the forward result.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: %[[Y:.*]] = memopt.rsqrt %[[X]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[CUBE:.*]] = memopt.pow_scalar %[[Y]], 3.000000e+00 : tensor<4xf32>
+// CHECK-NEXT: %[[T:.*]] = memopt.mul %[[G]], %[[CUBE]] : tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.mul_scalar %[[T]], -5.000000e-01 : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @rsqrt(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.rsqrt %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// tanh and sigmoid differentiate from their output.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: %[[Y:.*]] = memopt.tanh %[[X]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.tanh_grad %[[Y]], %[[G]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @tanh(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.tanh %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: %[[Y:.*]] = memopt.sigmoid %[[X]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.sigmoid_grad %[[Y]], %[[G]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @sigmoid(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.sigmoid %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// relu, silu and gelu differentiate from their input.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.relu %[[X]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.relu_grad %[[X]], %[[G]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @relu(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.relu %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.silu %[[X]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.silu_grad %[[X]], %[[G]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @silu(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.silu %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// The exact (erf) GELU: gelu_grad carries no approximation.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.gelu %[[X]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.gelu_grad %[[X]], %[[G]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @gelu_erf(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.gelu %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// The tanh approximation is carried over to gelu_grad.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.gelu %[[X]] approximate<tanh> : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.gelu_grad %[[X]], %[[G]] approximate<tanh> : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @gelu_tanh(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.gelu %x approximate<tanh> : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// d(a + b) = (g, g): no op, both updates read the seed's broadcast.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<4xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<4xf32> {memopt.name = "b", memopt.role = "param"}
+// CHECK: memopt.add %[[A]], %[[B]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[G]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[G]],
+func.func @add(%a: tensor<4xf32> {memopt.role = "param", memopt.name = "a"},
+               %b: tensor<4xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.add %a, %b : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// d(a - b) = (g, -g).
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<4xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<4xf32> {memopt.name = "b", memopt.role = "param"}
+// CHECK: memopt.sub %[[A]], %[[B]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DB:.*]] = memopt.neg %[[G]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[G]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+func.func @sub(%a: tensor<4xf32> {memopt.role = "param", memopt.name = "a"},
+               %b: tensor<4xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.sub %a, %b : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// d(a * b) = (g * b, g * a).
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<4xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<4xf32> {memopt.name = "b", memopt.role = "param"}
+// CHECK: memopt.mul %[[A]], %[[B]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DA:.*]] = memopt.mul %[[G]], %[[B]] : tensor<4xf32>
+// CHECK-NEXT: %[[DB:.*]] = memopt.mul %[[G]], %[[A]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[DA]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+func.func @mul(%a: tensor<4xf32> {memopt.role = "param", memopt.name = "a"},
+               %b: tensor<4xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.mul %a, %b : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// d(a / b) = (g / b, -(g / b) * (a / b)), reusing the forward quotient.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<4xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<4xf32> {memopt.name = "b", memopt.role = "param"}
+// CHECK: %[[Y:.*]] = memopt.div %[[A]], %[[B]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DA:.*]] = memopt.div %[[G]], %[[B]] : tensor<4xf32>
+// CHECK-NEXT: %[[T:.*]] = memopt.mul %[[DA]], %[[Y]] : tensor<4xf32>
+// CHECK-NEXT: %[[DB:.*]] = memopt.neg %[[T]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[DA]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+func.func @div(%a: tensor<4xf32> {memopt.role = "param", memopt.name = "a"},
+               %b: tensor<4xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.div %a, %b : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// d(x + c) = g: no op.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.add_scalar %[[X]], 3.000000e+00 : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[G]],
+func.func @add_scalar(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.add_scalar %x, 3.0 : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// d(c * x) = c * g.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.mul_scalar %[[X]], 3.000000e+00 : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.mul_scalar %[[G]], 3.000000e+00 : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @mul_scalar(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.mul_scalar %x, 3.0 : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// d(x^3) = g * (3 * x^2).
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.pow_scalar %[[X]], 3.000000e+00 : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[SQ:.*]] = memopt.pow_scalar %[[X]], 2.000000e+00 : tensor<4xf32>
+// CHECK-NEXT: %[[SLOPE:.*]] = memopt.mul_scalar %[[SQ]], 3.000000e+00 : tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.mul %[[G]], %[[SLOPE]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @pow_scalar(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.pow_scalar %x, 3.0 : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A cast's gradient is cast back to the operand's element type; the sum of
+// bf16 into f32 first casts its f32 gradient to bf16.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.cast %[[X]] : tensor<4xf32> to tensor<4xbf16>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[ONE16:.*]] = memopt.cast %[[ONE]] : tensor<f32> to tensor<bf16>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE16]] dims [] : tensor<bf16> to tensor<4xbf16>
+// CHECK-NEXT: %[[DX:.*]] = memopt.cast %[[G]] : tensor<4xbf16> to tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @cast(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.cast %x : tensor<4xf32> to tensor<4xbf16>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xbf16> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// where routes g to the selected side and zeros to the other; the condition
+// gets no gradient.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[C:[^:]*]]: tensor<4xi1> {memopt.name = "c", memopt.role = "input"}, %[[A:[^:]*]]: tensor<4xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<4xf32> {memopt.name = "b", memopt.role = "param"}
+// CHECK: memopt.where %[[C]], %[[A]], %[[B]] : tensor<4xi1>, tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[ZERO:.*]] = memopt.constant dense<0.000000e+00> : tensor<4xf32>
+// CHECK-NEXT: %[[DA:.*]] = memopt.where %[[C]], %[[G]], %[[ZERO]] : tensor<4xi1>, tensor<4xf32>
+// CHECK-NEXT: %[[DB:.*]] = memopt.where %[[C]], %[[ZERO]], %[[G]] : tensor<4xi1>, tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[DA]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+func.func @where(%c: tensor<4xi1> {memopt.role = "input", memopt.name = "c"},
+                 %a: tensor<4xf32> {memopt.role = "param", memopt.name = "a"},
+                 %b: tensor<4xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.where %c, %a, %b : tensor<4xi1>, tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Filled positions get a zero gradient, whatever the fill value.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x3xf32> {memopt.name = "x", memopt.role = "param"}, %[[M:[^:]*]]: tensor<2x3xi1> {memopt.name = "m", memopt.role = "input"}
+// CHECK: memopt.masked_fill %[[X]], %[[M]], -1.000000e+09 : tensor<2x3xf32>, tensor<2x3xi1>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x3xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.masked_fill %[[G]], %[[M]], 0.000000e+00 : tensor<2x3xf32>, tensor<2x3xi1>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @masked_fill(%x: tensor<2x3xf32> {memopt.role = "param", memopt.name = "x"},
+                       %m: tensor<2x3xi1> {memopt.role = "input", memopt.name = "m"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.masked_fill %x, %m, -1.0e9 : tensor<2x3xf32>, tensor<2x3xi1>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<2x3xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Broadcast into a new dimension: the gradient sums over it, with no reshape.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.broadcast %[[X]] dims [1] : tensor<4xf32> to tensor<3x4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<3x4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.reduce_sum %[[G]] dims [0] : tensor<3x4xf32> to tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @broadcast_new_dim(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.broadcast %x dims [1] : tensor<4xf32> to tensor<3x4xf32>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<3x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Broadcast of a size-1 dimension: the gradient sums over the repeated
+// dimension (not over the kept one) and reshapes back to the operand's type.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<1x4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.broadcast %[[X]] dims [0, 1] : tensor<1x4xf32> to tensor<3x4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<3x4xf32>
+// CHECK-NEXT: %[[S:.*]] = memopt.reduce_sum %[[G]] dims [0] : tensor<3x4xf32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.reshape %[[S]] : tensor<4xf32> to tensor<1x4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @broadcast_size_one(%x: tensor<1x4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.broadcast %x dims [0, 1] : tensor<1x4xf32> to tensor<3x4xf32>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<3x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x6xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.reshape %[[X]] : tensor<2x6xf32> to tensor<3x4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<3x4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.reshape %[[G]] : tensor<3x4xf32> to tensor<2x6xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @reshape(%x: tensor<2x6xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.reshape %x : tensor<2x6xf32> to tensor<3x4xf32>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<3x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// The gradient of a transpose by [1, 2, 0] is the transpose by its inverse
+// [2, 0, 1] (a permutation that is not its own inverse).
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x3x4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.transpose %[[X]] perm [1, 2, 0] : tensor<2x3x4xf32> to tensor<3x4x2xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<3x4x2xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.transpose %[[G]] perm [2, 0, 1] : tensor<3x4x2xf32> to tensor<2x3x4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @transpose(%x: tensor<2x3x4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.transpose %x perm [1, 2, 0] : tensor<2x3x4xf32> to tensor<3x4x2xf32>
+  %l = memopt.reduce_sum %y dims [0, 1, 2] : tensor<3x4x2xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4x6xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.slice %[[X]] starts [1, 0] limits [4, 6] strides [1, 2] : tensor<4x6xf32> to tensor<3x3xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<3x3xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.slice_grad %[[G]] starts [1, 0] limits [4, 6] strides [1, 2] : tensor<3x3xf32> to tensor<4x6xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @slice(%x: tensor<4x6xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.slice %x starts [1, 0] limits [4, 6] strides [1, 2] : tensor<4x6xf32> to tensor<3x3xf32>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<3x3xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Each concatenated operand gets its slice of g, at its running offset.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<2x3xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<2x1xf32> {memopt.name = "b", memopt.role = "param"}, %[[C:[^:]*]]: tensor<2x4xf32> {memopt.name = "c", memopt.role = "param"}
+// CHECK: memopt.concat %[[A]], %[[B]], %[[C]] dim 1 : tensor<2x3xf32>, tensor<2x1xf32>, tensor<2x4xf32> -> tensor<2x8xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x8xf32>
+// CHECK-NEXT: %[[DA:.*]] = memopt.slice %[[G]] starts [0, 0] limits [2, 3] strides [1, 1] : tensor<2x8xf32> to tensor<2x3xf32>
+// CHECK-NEXT: %[[DB:.*]] = memopt.slice %[[G]] starts [0, 3] limits [2, 4] strides [1, 1] : tensor<2x8xf32> to tensor<2x1xf32>
+// CHECK-NEXT: %[[DC:.*]] = memopt.slice %[[G]] starts [0, 4] limits [2, 8] strides [1, 1] : tensor<2x8xf32> to tensor<2x4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[DA]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+// CHECK-NEXT: memopt.sgd_update %[[C]], %[[DC]],
+func.func @concat(%a: tensor<2x3xf32> {memopt.role = "param", memopt.name = "a"},
+                  %b: tensor<2x1xf32> {memopt.role = "param", memopt.name = "b"},
+                  %c: tensor<2x4xf32> {memopt.role = "param", memopt.name = "c"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.concat %a, %b, %c dim 1 : tensor<2x3xf32>, tensor<2x1xf32>, tensor<2x4xf32> -> tensor<2x8xf32>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<2x8xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A partial sum broadcasts its gradient back along the kept dimensions.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x3x4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.reduce_sum %[[X]] dims [1] : tensor<2x3x4xf32> to tensor<2x4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.broadcast %[[G]] dims [0, 2] : tensor<2x4xf32> to tensor<2x3x4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @reduce_sum(%x: tensor<2x3x4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.reduce_sum %x dims [1] : tensor<2x3x4xf32> to tensor<2x4xf32>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<2x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A mean over 2 * 4 elements spreads 1/8 of its gradient to each.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x3x4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.reduce_mean %[[X]] dims [0, 2] : tensor<2x3x4xf32> to tensor<3xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<3xf32>
+// CHECK-NEXT: %[[SPREAD:.*]] = memopt.broadcast %[[G]] dims [1] : tensor<3xf32> to tensor<2x3x4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.mul_scalar %[[SPREAD]], 1.250000e-01 : tensor<2x3x4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @reduce_mean(%x: tensor<2x3x4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.reduce_mean %x dims [0, 2] : tensor<2x3x4xf32> to tensor<3xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<3xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// softmax and log_softmax differentiate from their output, along their dim.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: %[[Y:.*]] = memopt.softmax %[[X]] dim 0 : tensor<2x4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.softmax_grad %[[Y]], %[[G]] dim 0 : tensor<2x4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @softmax(%x: tensor<2x4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.softmax %x dim 0 : tensor<2x4xf32>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<2x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: %[[Y:.*]] = memopt.log_softmax %[[X]] dim 1 : tensor<2x4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.log_softmax_grad %[[Y]], %[[G]] dim 1 : tensor<2x4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @log_softmax(%x: tensor<2x4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.log_softmax %x dim 1 : tensor<2x4xf32>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<2x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// layer_norm_grad reads the saved mean and rstd and yields the gradients of
+// input, weight and bias in operand order.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x8xf32> {memopt.name = "x", memopt.role = "param"}, %[[W:[^:]*]]: tensor<8xf32> {memopt.name = "ln.weight", memopt.role = "param"}, %[[B:[^:]*]]: tensor<8xf32> {memopt.name = "ln.bias", memopt.role = "param"}
+// CHECK: %[[Y:[^,]*]], %[[MEAN:[^,]*]], %[[RSTD:[^ ]*]] = memopt.layer_norm %[[X]], %[[W]], %[[B]] eps
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x8xf32>
+// CHECK-NEXT: %[[DX:[^,]*]], %[[DW:[^,]*]], %[[DB:[^ ]*]] = memopt.layer_norm_grad %[[G]], %[[X]], %[[W]], %[[MEAN]], %[[RSTD]] : tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+// CHECK-NEXT: memopt.sgd_update %[[W]], %[[DW]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+func.func @layer_norm(%x: tensor<2x8xf32> {memopt.role = "param", memopt.name = "x"},
+                      %w: tensor<8xf32> {memopt.role = "param", memopt.name = "ln.weight"},
+                      %b: tensor<8xf32> {memopt.role = "param", memopt.name = "ln.bias"}) -> tensor<f32> attributes {memopt.loss} {
+  %y, %m, %r = memopt.layer_norm %x, %w, %b eps 1.0e-05 : tensor<2x8xf32>, tensor<8xf32> -> tensor<2xf32>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<2x8xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x8xf32> {memopt.name = "x", memopt.role = "param"}, %[[W:[^:]*]]: tensor<8xf32> {memopt.name = "norm.weight", memopt.role = "param"}
+// CHECK: %[[Y:[^,]*]], %[[RSTD:[^ ]*]] = memopt.rms_norm %[[X]], %[[W]] eps
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x8xf32>
+// CHECK-NEXT: %[[DX:[^,]*]], %[[DW:[^ ]*]] = memopt.rms_norm_grad %[[G]], %[[X]], %[[W]], %[[RSTD]] : tensor<2x8xf32>, tensor<8xf32>, tensor<2xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+// CHECK-NEXT: memopt.sgd_update %[[W]], %[[DW]],
+func.func @rms_norm(%x: tensor<2x8xf32> {memopt.role = "param", memopt.name = "x"},
+                    %w: tensor<8xf32> {memopt.role = "param", memopt.name = "norm.weight"}) -> tensor<f32> attributes {memopt.loss} {
+  %y, %r = memopt.rms_norm %x, %w eps 1.0e-06 : tensor<2x8xf32>, tensor<8xf32> -> tensor<2xf32>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<2x8xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// batch_norm_grad yields input, weight and bias gradients; the running
+// statistics (state) get none and pass through to the results.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x3x2x2xf32> {memopt.name = "x", memopt.role = "param"}, %[[W:[^:]*]]: tensor<3xf32> {memopt.name = "bn.weight", memopt.role = "param"}, %[[B:[^:]*]]: tensor<3xf32> {memopt.name = "bn.bias", memopt.role = "param"}, %[[RM:[^:]*]]: tensor<3xf32> {memopt.name = "bn.running_mean", memopt.role = "state"}, %[[RV:[^:]*]]: tensor<3xf32> {memopt.name = "bn.running_var", memopt.role = "state"}
+// CHECK: %[[Y:[^,]*]], %[[MEAN:[^,]*]], %[[RSTD:[^,]*]], %[[RM2:[^,]*]], %[[RV2:[^ ]*]] = memopt.batch_norm %[[X]], %[[W]], %[[B]], %[[RM]], %[[RV]] eps
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x3x2x2xf32>
+// CHECK-NEXT: %[[DX:[^,]*]], %[[DW:[^,]*]], %[[DB:[^ ]*]] = memopt.batch_norm_grad %[[G]], %[[X]], %[[W]], %[[MEAN]], %[[RSTD]] : tensor<2x3x2x2xf32>, tensor<3xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: %[[NX:[^,]*]], %{{.*}} = memopt.sgd_update %[[X]], %[[DX]],
+// CHECK-NEXT: %[[NW:[^,]*]], %{{.*}} = memopt.sgd_update %[[W]], %[[DW]],
+// CHECK-NEXT: %[[NB:[^,]*]], %{{.*}} = memopt.sgd_update %[[B]], %[[DB]],
+// CHECK-NEXT: return %{{[^,]*}}, %[[NX]], %[[NW]], %[[NB]], %[[RM2]], %[[RV2]],
+func.func @batch_norm(%x: tensor<2x3x2x2xf32> {memopt.role = "param", memopt.name = "x"},
+                      %w: tensor<3xf32> {memopt.role = "param", memopt.name = "bn.weight"},
+                      %b: tensor<3xf32> {memopt.role = "param", memopt.name = "bn.bias"},
+                      %rm: tensor<3xf32> {memopt.role = "state", memopt.name = "bn.running_mean"},
+                      %rv: tensor<3xf32> {memopt.role = "state", memopt.name = "bn.running_var"}) -> (tensor<f32>, tensor<3xf32>, tensor<3xf32>) attributes {memopt.loss} {
+  %y, %m, %r, %rm2, %rv2 = memopt.batch_norm %x, %w, %b, %rm, %rv eps 1.0e-05 momentum 0.1 : tensor<2x3x2x2xf32>, tensor<3xf32>
+  %l = memopt.reduce_sum %y dims [0, 1, 2, 3] : tensor<2x3x2x2xf32> to tensor<f32>
+  return %l, %rm2, %rv2 : tensor<f32>, tensor<3xf32>, tensor<3xf32>
+}
+
+// -----
+
+// C = A B: dA = G B^T, dB = A^T G, the transposes folded into the flags.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<2x3xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<3x4xf32> {memopt.name = "b", memopt.role = "param"}
+// CHECK: memopt.matmul %[[A]], %[[B]] : tensor<2x3xf32>, tensor<3x4xf32> -> tensor<2x4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x4xf32>
+// CHECK-NEXT: %[[DA:.*]] = memopt.matmul %[[G]], %[[B]] transpose_rhs : tensor<2x4xf32>, tensor<3x4xf32> -> tensor<2x3xf32>
+// CHECK-NEXT: %[[DB:.*]] = memopt.matmul %[[A]], %[[G]] transpose_lhs : tensor<2x3xf32>, tensor<2x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[DA]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+func.func @matmul(%a: tensor<2x3xf32> {memopt.role = "param", memopt.name = "a"},
+                  %b: tensor<3x4xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.matmul %a, %b : tensor<2x3xf32>, tensor<3x4xf32> -> tensor<2x4xf32>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<2x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// C = A^T B: dA = B G^T, dB = A G.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<3x2xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<3x4xf32> {memopt.name = "b", memopt.role = "param"}
+// CHECK: memopt.matmul %[[A]], %[[B]] transpose_lhs : tensor<3x2xf32>, tensor<3x4xf32> -> tensor<2x4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x4xf32>
+// CHECK-NEXT: %[[DA:.*]] = memopt.matmul %[[B]], %[[G]] transpose_rhs : tensor<3x4xf32>, tensor<2x4xf32> -> tensor<3x2xf32>
+// CHECK-NEXT: %[[DB:.*]] = memopt.matmul %[[A]], %[[G]] : tensor<3x2xf32>, tensor<2x4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[DA]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+func.func @matmul_transpose_lhs(%a: tensor<3x2xf32> {memopt.role = "param", memopt.name = "a"},
+                                %b: tensor<3x4xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.matmul %a, %b transpose_lhs : tensor<3x2xf32>, tensor<3x4xf32> -> tensor<2x4xf32>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<2x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// C = A B^T: dA = G B, dB = G^T A.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<2x3xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<4x3xf32> {memopt.name = "b", memopt.role = "param"}
+// CHECK: memopt.matmul %[[A]], %[[B]] transpose_rhs : tensor<2x3xf32>, tensor<4x3xf32> -> tensor<2x4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x4xf32>
+// CHECK-NEXT: %[[DA:.*]] = memopt.matmul %[[G]], %[[B]] : tensor<2x4xf32>, tensor<4x3xf32> -> tensor<2x3xf32>
+// CHECK-NEXT: %[[DB:.*]] = memopt.matmul %[[G]], %[[A]] transpose_lhs : tensor<2x4xf32>, tensor<2x3xf32> -> tensor<4x3xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[DA]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+func.func @matmul_transpose_rhs(%a: tensor<2x3xf32> {memopt.role = "param", memopt.name = "a"},
+                                %b: tensor<4x3xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.matmul %a, %b transpose_rhs : tensor<2x3xf32>, tensor<4x3xf32> -> tensor<2x4xf32>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<2x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// C = A^T B^T: dA = B^T G^T, dB = G^T A^T.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<3x2xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<4x3xf32> {memopt.name = "b", memopt.role = "param"}
+// CHECK: memopt.matmul %[[A]], %[[B]] transpose_lhs transpose_rhs : tensor<3x2xf32>, tensor<4x3xf32> -> tensor<2x4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x4xf32>
+// CHECK-NEXT: %[[DA:.*]] = memopt.matmul %[[B]], %[[G]] transpose_lhs transpose_rhs : tensor<4x3xf32>, tensor<2x4xf32> -> tensor<3x2xf32>
+// CHECK-NEXT: %[[DB:.*]] = memopt.matmul %[[G]], %[[A]] transpose_lhs transpose_rhs : tensor<2x4xf32>, tensor<3x2xf32> -> tensor<4x3xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[DA]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+func.func @matmul_transpose_both(%a: tensor<3x2xf32> {memopt.role = "param", memopt.name = "a"},
+                                 %b: tensor<4x3xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.matmul %a, %b transpose_lhs transpose_rhs : tensor<3x2xf32>, tensor<4x3xf32> -> tensor<2x4xf32>
+  %l = memopt.reduce_sum %y dims [0, 1] : tensor<2x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Both operands batched: per-batch products, no sum over the batch.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<2x2x3xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<2x3x4xf32> {memopt.name = "b", memopt.role = "param"}
+// CHECK: memopt.matmul %[[A]], %[[B]] : tensor<2x2x3xf32>, tensor<2x3x4xf32> -> tensor<2x2x4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x2x4xf32>
+// CHECK-NEXT: %[[DA:.*]] = memopt.matmul %[[G]], %[[B]] transpose_rhs : tensor<2x2x4xf32>, tensor<2x3x4xf32> -> tensor<2x2x3xf32>
+// CHECK-NEXT: %[[DB:.*]] = memopt.matmul %[[A]], %[[G]] transpose_lhs : tensor<2x2x3xf32>, tensor<2x2x4xf32> -> tensor<2x3x4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[DA]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+func.func @matmul_batched(%a: tensor<2x2x3xf32> {memopt.role = "param", memopt.name = "a"},
+                          %b: tensor<2x3x4xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.matmul %a, %b : tensor<2x2x3xf32>, tensor<2x3x4xf32> -> tensor<2x2x4xf32>
+  %l = memopt.reduce_sum %y dims [0, 1, 2] : tensor<2x2x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Shared rhs (nn.Linear on a batched input): dB sums over the batch as one
+// product over the flattened rows.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<2x3x4xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<4x5xf32> {memopt.name = "b", memopt.role = "param"}
+// CHECK: memopt.matmul %[[A]], %[[B]] : tensor<2x3x4xf32>, tensor<4x5xf32> -> tensor<2x3x5xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x3x5xf32>
+// CHECK-NEXT: %[[DA:.*]] = memopt.matmul %[[G]], %[[B]] transpose_rhs : tensor<2x3x5xf32>, tensor<4x5xf32> -> tensor<2x3x4xf32>
+// CHECK-NEXT: %[[AROWS:.*]] = memopt.reshape %[[A]] : tensor<2x3x4xf32> to tensor<6x4xf32>
+// CHECK-NEXT: %[[GROWS:.*]] = memopt.reshape %[[G]] : tensor<2x3x5xf32> to tensor<6x5xf32>
+// CHECK-NEXT: %[[DB:.*]] = memopt.matmul %[[AROWS]], %[[GROWS]] transpose_lhs : tensor<6x4xf32>, tensor<6x5xf32> -> tensor<4x5xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[DA]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+func.func @matmul_shared_rhs(%a: tensor<2x3x4xf32> {memopt.role = "param", memopt.name = "a"},
+                             %b: tensor<4x5xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.matmul %a, %b : tensor<2x3x4xf32>, tensor<4x5xf32> -> tensor<2x3x5xf32>
+  %l = memopt.reduce_sum %y dims [0, 1, 2] : tensor<2x3x5xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Shared rhs under a transposed batched lhs: the rows cannot be flattened,
+// so dB is a per-batch product summed over the batch.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<2x4x3xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<4x5xf32> {memopt.name = "b", memopt.role = "param"}
+// CHECK: memopt.matmul %[[A]], %[[B]] transpose_lhs : tensor<2x4x3xf32>, tensor<4x5xf32> -> tensor<2x3x5xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x3x5xf32>
+// CHECK-NEXT: %[[DA:.*]] = memopt.matmul %[[B]], %[[G]] transpose_rhs : tensor<4x5xf32>, tensor<2x3x5xf32> -> tensor<2x4x3xf32>
+// CHECK-NEXT: %[[P:.*]] = memopt.matmul %[[A]], %[[G]] : tensor<2x4x3xf32>, tensor<2x3x5xf32> -> tensor<2x4x5xf32>
+// CHECK-NEXT: %[[DB:.*]] = memopt.reduce_sum %[[P]] dims [0] : tensor<2x4x5xf32> to tensor<4x5xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[DA]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+func.func @matmul_shared_rhs_transpose_lhs(%a: tensor<2x4x3xf32> {memopt.role = "param", memopt.name = "a"},
+                                           %b: tensor<4x5xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.matmul %a, %b transpose_lhs : tensor<2x4x3xf32>, tensor<4x5xf32> -> tensor<2x3x5xf32>
+  %l = memopt.reduce_sum %y dims [0, 1, 2] : tensor<2x3x5xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Shared lhs: dA is a per-batch product summed over the batch.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<3x4xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<2x4x5xf32> {memopt.name = "b", memopt.role = "param"}
+// CHECK: memopt.matmul %[[A]], %[[B]] : tensor<3x4xf32>, tensor<2x4x5xf32> -> tensor<2x3x5xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x3x5xf32>
+// CHECK-NEXT: %[[P:.*]] = memopt.matmul %[[G]], %[[B]] transpose_rhs : tensor<2x3x5xf32>, tensor<2x4x5xf32> -> tensor<2x3x4xf32>
+// CHECK-NEXT: %[[DA:.*]] = memopt.reduce_sum %[[P]] dims [0] : tensor<2x3x4xf32> to tensor<3x4xf32>
+// CHECK-NEXT: %[[DB:.*]] = memopt.matmul %[[A]], %[[G]] transpose_lhs : tensor<3x4xf32>, tensor<2x3x5xf32> -> tensor<2x4x5xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[DA]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+func.func @matmul_shared_lhs(%a: tensor<3x4xf32> {memopt.role = "param", memopt.name = "a"},
+                             %b: tensor<2x4x5xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.matmul %a, %b : tensor<3x4xf32>, tensor<2x4x5xf32> -> tensor<2x3x5xf32>
+  %l = memopt.reduce_sum %y dims [0, 1, 2] : tensor<2x3x5xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[W:[^:]*]]: tensor<5x4xf32> {memopt.name = "wte.weight", memopt.role = "param"}, %[[IDS:[^:]*]]: tensor<2x3xi64> {memopt.name = "idx", memopt.role = "input"}
+// CHECK: memopt.embedding %[[W]], %[[IDS]] : tensor<5x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x3x4xf32>
+// CHECK-NEXT: %[[DW:.*]] = memopt.embedding_grad %[[G]], %[[IDS]] : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<5x4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[W]], %[[DW]],
+func.func @embedding(%w: tensor<5x4xf32> {memopt.role = "param", memopt.name = "wte.weight"},
+                     %ids: tensor<2x3xi64> {memopt.role = "input", memopt.name = "idx"}) -> tensor<f32> attributes {memopt.loss} {
+  %e = memopt.embedding %w, %ids : tensor<5x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+  %l = memopt.reduce_sum %e dims [0, 1, 2] : tensor<2x3x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Both convolution gradients carry every non-default attribute of the
+// forward convolution.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<1x2x5x5xf32> {memopt.name = "x", memopt.role = "param"}, %[[W:[^:]*]]: tensor<4x1x3x3xf32> {memopt.name = "conv.weight", memopt.role = "param"}
+// CHECK: memopt.conv2d %[[X]], %[[W]] strides [2, 2] padding [1, 1] dilations [2, 2] groups 2 : tensor<1x2x5x5xf32>, tensor<4x1x3x3xf32> -> tensor<1x4x2x2xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<1x4x2x2xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.conv2d_grad_input %[[G]], %[[W]] strides [2, 2] padding [1, 1] dilations [2, 2] groups 2 : tensor<1x4x2x2xf32>, tensor<4x1x3x3xf32> -> tensor<1x2x5x5xf32>
+// CHECK-NEXT: %[[DW:.*]] = memopt.conv2d_grad_filter %[[G]], %[[X]] strides [2, 2] padding [1, 1] dilations [2, 2] groups 2 : tensor<1x4x2x2xf32>, tensor<1x2x5x5xf32> -> tensor<4x1x3x3xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+// CHECK-NEXT: memopt.sgd_update %[[W]], %[[DW]],
+func.func @conv2d(%x: tensor<1x2x5x5xf32> {memopt.role = "param", memopt.name = "x"},
+                  %w: tensor<4x1x3x3xf32> {memopt.role = "param", memopt.name = "conv.weight"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.conv2d %x, %w strides [2, 2] padding [1, 1] dilations [2, 2] groups 2 : tensor<1x2x5x5xf32>, tensor<4x1x3x3xf32> -> tensor<1x4x2x2xf32>
+  %l = memopt.reduce_sum %y dims [0, 1, 2, 3] : tensor<1x4x2x2xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Max pooling routes g through the maxima of the forward input.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<1x1x4x4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.max_pool2d %[[X]] kernel [3, 3] strides [2, 2] padding [1, 1] : tensor<1x1x4x4xf32> to tensor<1x1x2x2xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<1x1x2x2xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.max_pool2d_grad %[[G]], %[[X]] kernel [3, 3] strides [2, 2] padding [1, 1] : tensor<1x1x2x2xf32>, tensor<1x1x4x4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @max_pool2d(%x: tensor<1x1x4x4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.max_pool2d %x kernel [3, 3] strides [2, 2] padding [1, 1] : tensor<1x1x4x4xf32> to tensor<1x1x2x2xf32>
+  %l = memopt.reduce_sum %y dims [0, 1, 2, 3] : tensor<1x1x2x2xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Average pooling spreads g over each window; it does not read the input.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<1x1x4x4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.avg_pool2d %[[X]] kernel [3, 3] strides [2, 2] padding [1, 1] : tensor<1x1x4x4xf32> to tensor<1x1x2x2xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<1x1x2x2xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.avg_pool2d_grad %[[G]] kernel [3, 3] strides [2, 2] padding [1, 1] : tensor<1x1x2x2xf32> to tensor<1x1x4x4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @avg_pool2d(%x: tensor<1x1x4x4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.avg_pool2d %x kernel [3, 3] strides [2, 2] padding [1, 1] : tensor<1x1x4x4xf32> to tensor<1x1x2x2xf32>
+  %l = memopt.reduce_sum %y dims [0, 1, 2, 3] : tensor<1x1x2x2xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Dropout's backward is the same dropout (same p, seed and stream) of g.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.dropout %[[X]] p 2.500000e-01 seed 7 stream 3 : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.dropout %[[G]] p 2.500000e-01 seed 7 stream 3 : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @dropout(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.dropout %x p 0.25 seed 7 stream 3 : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// The loss itself: the seed feeds cross_entropy_grad directly, which keeps
+// ignore_index and the reduction.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x5xf32> {memopt.name = "x", memopt.role = "param"}, %[[T:[^:]*]]: tensor<2xi64> {memopt.name = "t", memopt.role = "label"}
+// CHECK: memopt.cross_entropy %[[X]], %[[T]] ignore_index 1 reduction<sum> : tensor<2x5xf32>, tensor<2xi64>
+// CHECK-NEXT: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.cross_entropy_grad %[[X]], %[[T]], %[[ONE]] ignore_index 1 reduction<sum> : tensor<2x5xf32>, tensor<2xi64>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @cross_entropy(%x: tensor<2x5xf32> {memopt.role = "param", memopt.name = "x"},
+                         %t: tensor<2xi64> {memopt.role = "label", memopt.name = "t"}) -> tensor<f32> attributes {memopt.loss} {
+  %l = memopt.cross_entropy %x, %t ignore_index 1 reduction<sum> : tensor<2x5xf32>, tensor<2xi64>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// d mse(a, b) = (d, -d) with d = mse_loss_grad(a, b, g).
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<2x3xf32> {memopt.name = "a", memopt.role = "param"}, %[[B:[^:]*]]: tensor<2x3xf32> {memopt.name = "b", memopt.role = "param"}
+// CHECK: memopt.mse_loss %[[A]], %[[B]] reduction<sum> : tensor<2x3xf32>
+// CHECK-NEXT: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[DA:.*]] = memopt.mse_loss_grad %[[A]], %[[B]], %[[ONE]] reduction<sum> : tensor<2x3xf32>
+// CHECK-NEXT: %[[DB:.*]] = memopt.neg %[[DA]] : tensor<2x3xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[A]], %[[DA]],
+// CHECK-NEXT: memopt.sgd_update %[[B]], %[[DB]],
+func.func @mse_loss(%a: tensor<2x3xf32> {memopt.role = "param", memopt.name = "a"},
+                    %b: tensor<2x3xf32> {memopt.role = "param", memopt.name = "b"}) -> tensor<f32> attributes {memopt.loss} {
+  %l = memopt.mse_loss %a, %b reduction<sum> : tensor<2x3xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Indices, masks, labels and float inputs get no gradient: the products for
+// the labels and the condition are null, and the one where builds for the
+// input %x (where %m, 0, g) feeds nothing and is removed.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[W:[^:]*]]: tensor<5x4xf32> {memopt.name = "wte.weight", memopt.role = "param"}, %[[IDS:[^:]*]]: tensor<2x3xi64> {memopt.name = "idx", memopt.role = "input"}, %[[M:[^:]*]]: tensor<2x3x4xi1> {memopt.name = "m", memopt.role = "input"}, %[[X:[^:]*]]: tensor<2x3x4xf32> {memopt.name = "x", memopt.role = "input"}, %[[T:[^:]*]]: tensor<2x3xi64> {memopt.name = "t", memopt.role = "label"}
+// CHECK-SAME: -> (tensor<f32>, tensor<5x4xf32>, tensor<5x4xf32>, tensor<i64>)
+// CHECK: %[[S:.*]] = memopt.where
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[DS:.*]] = memopt.cross_entropy_grad %[[S]], %[[T]], %[[ONE]] :
+// CHECK-NEXT: %[[ZERO:.*]] = memopt.constant dense<0.000000e+00> : tensor<2x3x4xf32>
+// CHECK-NEXT: %[[DE:.*]] = memopt.where %[[M]], %[[DS]], %[[ZERO]] :
+// CHECK-NOT: memopt.where %[[M]], %[[ZERO]], %[[DS]]
+// CHECK-NEXT: %[[DW:.*]] = memopt.embedding_grad %[[DE]], %[[IDS]] :
+// CHECK-NOT: %[[T]]
+// CHECK-NOT: %[[M]]
+// CHECK-NOT: %[[IDS]]
+// CHECK-NOT: %[[X]]
+// CHECK: memopt.sgd_update %[[W]], %[[DW]],
+// CHECK-NOT: memopt.
+// CHECK: return
+func.func @no_gradient(%w: tensor<5x4xf32> {memopt.role = "param", memopt.name = "wte.weight"},
+                       %ids: tensor<2x3xi64> {memopt.role = "input", memopt.name = "idx"},
+                       %m: tensor<2x3x4xi1> {memopt.role = "input", memopt.name = "m"},
+                       %x: tensor<2x3x4xf32> {memopt.role = "input", memopt.name = "x"},
+                       %t: tensor<2x3xi64> {memopt.role = "label", memopt.name = "t"}) -> tensor<f32> attributes {memopt.loss} {
+  %e = memopt.embedding %w, %ids : tensor<5x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+  %s = memopt.where %m, %e, %x : tensor<2x3x4xi1>, tensor<2x3x4xf32>
+  %l = memopt.cross_entropy %s, %t : tensor<2x3x4xf32>, tensor<2x3xi64>
+  return %l : tensor<f32>
+}
