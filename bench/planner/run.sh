@@ -60,6 +60,7 @@ echo
 echo "| instance | buffers | LB | memopt arena | ratio | time (ms) | reference |"
 echo "|---|---:|---:|---:|---:|---:|---|"
 status=0
+ratios="" # "folder ratio" lines, for the geometric means below the table
 for csv in "$dsa"/*/*.csv; do
   name="$(basename "$csv" .csv)"
   buffers=$(($(grep -cv '^[[:space:]]*$' "$csv") - 1))
@@ -72,6 +73,14 @@ for csv in "$dsa"/*/*.csv; do
   lb="$(sed -E 's/.*lower_bound=([0-9]+).*/\1/' <<<"$line")"
   ratio="$(sed -E 's/.*ratio=([0-9.]+).*/\1/' <<<"$line")"
   ms="$(sed -E 's/.*time_ms=([0-9]+).*/\1/' <<<"$line")"
-  echo "| $(basename "$(dirname "$csv")")/$name | $buffers | $lb | $arena | $ratio | $ms | $(reference "$name") |"
+  folder="$(basename "$(dirname "$csv")")"
+  ratios+="$folder $ratio"$'\n'
+  echo "| $folder/$name | $buffers | $lb | $arena | $ratio | $ms | $(reference "$name") |"
 done
+echo
+# Geometric mean of the ratios per folder (from the 4-decimal figures).
+printf '%s' "$ratios" | awk '
+  NF == 2 { sum[$1] += log($2); n[$1]++ }
+  END { for (f in sum) printf "geomean ratio %s: %.4f (%d instances)\n", f, exp(sum[f] / n[f]), n[f] }' |
+  sort
 exit "$status"

@@ -5,64 +5,69 @@
 // memory, with the smallest arena. The problem is NP-hard; the lower bound LB
 // (largest total size live at one instant) is often reached on real traces.
 //
-// placeBuffers() works in units of the alignment (sizes rounded up and divided
-// by it, so every offset it produces is aligned) and runs, in order:
+// placeBuffers() works in units of the alignment times the gcd of the
+// aligned sizes (a placement pushed down until every buffer rests on 0 or on
+// another one has only sums of sizes as offsets, so nothing is lost) and runs,
+// in order:
 //
 // 1. A portfolio of greedy first-fit placements. Each visits the buffers in one
-//    order (size, lifetime length, area, start time) and puts each one at the
-//    lowest offset where it overlaps no already-placed buffer live at the same
-//    time. The best arena wins; the portfolio stops as soon as one reaches LB.
+//    order and puts each one at the lowest offset where it overlaps no
+//    already-placed buffer live at the same time. The orders, most useful
+//    first: size then start time (for equal sizes, first fit by start time is
+//    optimal: interval-graph colouring), the peak live total over the
+//    buffer's lifetime, size octave then start, size then lifetime, lifetime,
+//    area, start, size then end, peak then area. The best arena wins; the
+//    portfolio stops as soon as one reaches LB, and (with a time limit) when
+//    the next order would overrun PlacementOptions::heuristicShare of it.
+//    Above exactSearchMaxBuffers only the first three orders run.
 //    The lowest fitting offset is found with a segment tree over the
 //    compressed time axis (T <= 2n slots). Each tree node keeps two disjoint,
-//    merged interval sets of occupied memory: `own` (buffers whose canonical
-//    decomposition contains the node, i.e. live during all of it) and `sub`
-//    (everything placed anywhere below the node). A buffer conflicts with a
-//    query exactly when it sits in `own` of a node on the two boundary paths
-//    of the query range or in `sub` of one of the query's canonical nodes, so
-//    a query looks at O(log T) sets. Starting at x = 0, any set that has an
-//    interval meeting [x, x + size) moves x to that interval's end (every
-//    offset in between is blocked by the same interval); the query ends when
-//    all sets are clear at x. One placement costs O(log T * log n) per
-//    insertion plus O(J log T log n) per query, where J is the number of
-//    occupied runs jumped over; no all-pairs scan, so the 62k-buffer traces
-//    take well under a second per order.
+//    merged interval sets of occupied memory, as sorted vectors of runs:
+//    `own` (buffers whose canonical decomposition contains the node, i.e.
+//    live during all of it) and `sub` (everything placed anywhere below the
+//    node). A buffer conflicts with a query exactly when it sits in `own` of
+//    a node on the two boundary paths of the query range or in `sub` of one
+//    of the query's canonical nodes, so a query looks at O(log T) sets.
+//    Starting at x = 0, each set in turn moves x to its own next fit (walking
+//    its runs from x); the query ends when a full round leaves x unchanged.
+//    One placement costs O(log T * (log n + R)) per insertion, R the runs a
+//    merge removes or shifts, plus O(J log T log n) per query, where J is the
+//    number of times x moves; the 62k-buffer Y_1 trace takes about half a
+//    second per order.
 //
-// 2. If no heuristic reached LB, an exact branch and bound in the spirit of
-//    MiniMalloc (Moffitt, ASPLOS 2023), run until the time limit, starting
-//    from the best heuristic arena as incumbent. It builds a bottom-justified
-//    solution in non-decreasing offset order: the next buffer may be any
-//    unplaced one, and its offset is forced to the highest "floor" (top of
-//    the placed buffers) over its lifetime. Every solution can be pushed down
-//    until each buffer rests on 0 or on a buffer below it, and sorting that
-//    solution by (offset, rank) gives a sequence this search generates, so
-//    the search is complete. Symmetry: offsets must not decrease along the
-//    sequence, and equal offsets must come in a fixed rank order (size
-//    descending), which is also the order candidates are tried in.
-//    Pruning: for each time slot t, every unplaced buffer live at t must go
-//    above max(floor[t], current offset), stacked, which bounds the arena
-//    from below; a branch is cut when that bound reaches the incumbent, or
-//    when a buffer below the current level has no unplaced neighbour in time
-//    left to rest on.
-//    Candidates are tried lowest offset first, larger buffers first. A node
-//    costs O(n * T) in the worst case; the search space is exponential, so it
-//    is bounded by the time limit (checked every 1024 nodes) and by
-//    PlacementOptions::exactSearchMaxBuffers.
+// 2. Improvement ("squeaky wheel"), while LB is not reached, for at most
+//    improvementRounds rounds and within the heuristic budget: mark the
+//    buffers that hold up the arena (those reaching its top, the buffers they
+//    rest on, and so on down to 0), move them to the front of the order and
+//    place again; keep the best. This takes pangu_2.6B from 1.0076 to LB.
+//
+// 3. If LB is still not reached and there are at most exactSearchMaxBuffers
+//    buffers, the exact search of PlacementSearch.cpp (MiniMalloc's canonical
+//    search, decision version) until the time limit: first "does everything
+//    fit in LB?" for lowerBoundShare of the remaining time, then bisection
+//    between the highest refuted capacity and the incumbent. When a capacity
+//    one unit below the incumbent is refuted, the arena is proven optimal.
 //
 // Everything is deterministic for a given input (fixed orders, index
-// tie-breaks); only the point where the time limit stops the search varies.
+// tie-breaks, node limits); only where a time budget (the heuristic share or
+// the time limit) stops the improvement loop or the search can vary.
 //
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Planning/Placement.h"
 
+#include "PlacementInternal.h"
+
 #include <algorithm>
 #include <cassert>
 #include <chrono>
 #include <functional>
-#include <map>
+#include <memory>
 #include <numeric>
+#include <type_traits>
 
 using namespace memopt;
+using namespace memopt::detail;
 
 int64_t memopt::alignUp(int64_t value, int64_t alignment) {
   assert(alignment >= 1 && "alignment must be positive");
@@ -93,20 +98,6 @@ int64_t memopt::computeLowerBound(const std::vector<Buffer> &buffers,
 
 namespace {
 
-/// The problem in alignment units over compressed time: buffer i is live in
-/// slots [first[i], last[i]) and is size[i] units large. Only buffers that
-/// can conflict with something (non-empty lifetime, non-zero size) appear.
-struct UnitProblem {
-  std::vector<size_t> original; // index into the caller's vector
-  std::vector<int64_t> size;
-  std::vector<int64_t> lower, upper; // original times, for orderings
-  std::vector<uint32_t> first, last;
-  size_t numSlots = 0;
-  int64_t lowerBound = 0; // in units
-
-  size_t numBuffers() const { return size.size(); }
-};
-
 UnitProblem buildUnitProblem(const std::vector<Buffer> &buffers,
                              int64_t alignment) {
   UnitProblem p;
@@ -133,6 +124,17 @@ UnitProblem buildUnitProblem(const std::vector<Buffer> &buffers,
     p.first.push_back(slotOf(p.lower[i]));
     p.last.push_back(slotOf(p.upper[i]));
   }
+  // A canonical placement (every buffer at 0 or on top of another) has only
+  // sums of sizes as offsets, and every placement can be pushed down into
+  // one, so working in units of the sizes' gcd loses nothing and makes the
+  // capacities the search tries coarser.
+  int64_t g = 0;
+  for (int64_t size : p.size)
+    g = std::gcd(g, size);
+  if (g > 1)
+    for (int64_t &size : p.size)
+      size /= g;
+  p.unit = alignment * std::max<int64_t>(g, 1);
   std::vector<int64_t> delta(p.numSlots + 1, 0);
   for (size_t i = 0; i < p.numBuffers(); ++i) {
     delta[p.first[i]] += p.size[i];
@@ -157,29 +159,43 @@ public:
   bool empty() const { return runs.empty(); }
 
   void insert(int64_t begin, int64_t end) {
-    auto it = runs.upper_bound(begin);
-    if (it != runs.begin() && std::prev(it)->second >= begin) {
-      --it;
-      begin = it->first;
+    // First run that ends at or after `begin` (it touches or follows it).
+    auto first = std::lower_bound(
+        runs.begin(), runs.end(), begin,
+        [](const Run &r, int64_t value) { return r.end < value; });
+    auto last = first;
+    while (last != runs.end() && last->begin <= end) {
+      begin = std::min(begin, last->begin);
+      end = std::max(end, last->end);
+      ++last;
     }
-    while (it != runs.end() && it->first <= end) {
-      end = std::max(end, it->second);
-      it = runs.erase(it);
+    if (first == last) {
+      runs.insert(first, {begin, end});
+      return;
     }
-    runs.emplace_hint(it, begin, end);
+    *first = {begin, end};
+    runs.erase(first + 1, last);
   }
 
-  /// The end of a run meeting [x, x + size), or -1 when there is none.
-  int64_t blockerEnd(int64_t x, int64_t size) const {
-    auto it = runs.lower_bound(x + size);
-    if (it == runs.begin())
-      return -1;
-    --it;
-    return it->second > x ? it->second : -1;
+  /// The lowest y >= x such that [y, y + size) meets no run: walks the runs
+  /// from x on, so runs of this set jumped over cost a step each.
+  int64_t nextFit(int64_t x, int64_t size) const {
+    // First run that ends after x: the only ones that can block.
+    auto it = std::upper_bound(
+        runs.begin(), runs.end(), x,
+        [](int64_t value, const Run &r) { return value < r.end; });
+    for (; it != runs.end() && it->begin < x + size; ++it)
+      x = std::max(x, it->end);
+    return x;
   }
 
 private:
-  std::map<int64_t, int64_t> runs;
+  /// Disjoint, non-touching runs sorted by offset; a sorted vector keeps the
+  /// binary searches in cache, which matters more than the insert's memmove.
+  struct Run {
+    int64_t begin, end;
+  };
+  std::vector<Run> runs;
 };
 
 /// Segment tree over time slots answering "lowest offset free during a slot
@@ -204,17 +220,23 @@ public:
       if (!sub[node].empty())
         sets.push_back(&sub[node]);
     });
-    int64_t x = 0;
+    return fitFrom(0, size);
+  }
+
+  /// The lowest fit at or above x among the sets of the last query.
+  int64_t fitFrom(int64_t x, int64_t size) {
+    // Every set moves x to its own next fit; x is the answer once a full
+    // round over the sets leaves it unchanged.
     size_t clear = 0, i = 0;
     while (clear < sets.size()) {
-      int64_t end = sets[i]->blockerEnd(x, size);
-      if (end >= 0) {
-        x = end;
-        clear = 0;
-        continue;
+      int64_t next = sets[i]->nextFit(x, size);
+      if (next != x) {
+        x = next;
+        clear = 1;
+      } else {
+        ++clear;
       }
-      ++clear;
-      i = (i + 1) % sets.size();
+      i = i + 1 == sets.size() ? 0 : i + 1;
     }
     return x;
   }
@@ -274,6 +296,49 @@ int64_t greedyFirstFit(const UnitProblem &p, const std::vector<uint32_t> &order,
   return arena;
 }
 
+/// Marks the buffers that hold up the arena: those reaching its top, the
+/// buffers they rest on (overlapping in time, top = their offset), and so on
+/// down to offset 0. Uses a sweep over the buffers sorted by top, so it costs
+/// O(n log n + chain * live).
+void markCriticalChains(const UnitProblem &p,
+                        const std::vector<int64_t> &offsets, int64_t arena,
+                        std::vector<char> &critical) {
+  size_t n = p.numBuffers();
+  // Buffers by top, to find the ones a critical buffer can rest on.
+  std::vector<uint32_t> byTop(n);
+  std::iota(byTop.begin(), byTop.end(), 0);
+  auto top = [&](uint32_t i) { return offsets[i] + p.size[i]; };
+  std::sort(byTop.begin(), byTop.end(),
+            [&](uint32_t a, uint32_t b) { return top(a) < top(b); });
+  std::vector<uint32_t> stack;
+  for (uint32_t i = 0; i < n; ++i)
+    if (top(i) == arena) {
+      critical[i] = 1;
+      stack.push_back(i);
+    }
+  while (!stack.empty()) {
+    uint32_t c = stack.back();
+    stack.pop_back();
+    int64_t at = offsets[c];
+    if (at == 0)
+      continue;
+    auto range = std::equal_range(
+        byTop.begin(), byTop.end(), at, [&](auto a, auto b) {
+          if constexpr (std::is_same_v<decltype(a), int64_t>)
+            return a < top(b);
+          else
+            return top(a) < b;
+        });
+    for (auto it = range.first; it != range.second; ++it) {
+      uint32_t j = *it;
+      if (!critical[j] && p.first[j] < p.last[c] && p.first[c] < p.last[j]) {
+        critical[j] = 1;
+        stack.push_back(j);
+      }
+    }
+  }
+}
+
 struct GreedyOrder {
   const char *name;
   std::function<bool(uint32_t, uint32_t)> before;
@@ -284,9 +349,67 @@ std::vector<GreedyOrder> greedyOrders(const UnitProblem &p) {
   auto area = [&p, life](uint32_t i) {
     return static_cast<long double>(p.size[i]) * life(i);
   };
+  // peak[i]: the largest total size live at one slot of buffer i's lifetime,
+  // by a sparse table of range maxima over the per-slot totals.
+  auto peak = std::make_shared<std::vector<int64_t>>(p.numBuffers());
+  {
+    std::vector<int64_t> live(p.numSlots + 1, 0);
+    for (size_t i = 0; i < p.numBuffers(); ++i) {
+      live[p.first[i]] += p.size[i];
+      live[p.last[i]] -= p.size[i];
+    }
+    for (size_t t = 1; t < p.numSlots; ++t)
+      live[t] += live[t - 1];
+    live.resize(p.numSlots);
+    std::vector<std::vector<int64_t>> table{std::move(live)};
+    for (size_t w = 1; 2 * w <= p.numSlots; w *= 2) {
+      const std::vector<int64_t> &prev = table.back();
+      std::vector<int64_t> next(p.numSlots - 2 * w + 1);
+      for (size_t t = 0; t < next.size(); ++t)
+        next[t] = std::max(prev[t], prev[t + w]);
+      table.push_back(std::move(next));
+    }
+    for (size_t i = 0; i < p.numBuffers(); ++i) {
+      size_t len = p.last[i] - p.first[i], level = 0;
+      while ((size_t(2) << level) <= len)
+        ++level;
+      (*peak)[i] = std::max(table[level][p.first[i]],
+                            table[level][p.last[i] - (size_t(1) << level)]);
+    }
+  }
   // Ties fall back to the next criterion and finally to the index, so every
   // order is total and the result deterministic.
   return {
+      {"greedy-by-size-start",
+       [=, &p](uint32_t a, uint32_t b) {
+         if (p.size[a] != p.size[b])
+           return p.size[a] > p.size[b];
+         if (p.lower[a] != p.lower[b])
+           return p.lower[a] < p.lower[b];
+         return a < b;
+       }},
+      {"greedy-by-peak",
+       [=, &p](uint32_t a, uint32_t b) {
+         const std::vector<int64_t> &pk = *peak;
+         if (pk[a] != pk[b])
+           return pk[a] > pk[b];
+         if (p.size[a] != p.size[b])
+           return p.size[a] > p.size[b];
+         if (life(a) != life(b))
+           return life(a) > life(b);
+         return a < b;
+       }},
+      {"greedy-by-octave-start",
+       [=, &p](uint32_t a, uint32_t b) {
+         int la = 63 - __builtin_clzll(uint64_t(p.size[a])), lb = 63 - __builtin_clzll(uint64_t(p.size[b]));
+         if (la != lb)
+           return la > lb;
+         if (p.lower[a] != p.lower[b])
+           return p.lower[a] < p.lower[b];
+         if (p.size[a] != p.size[b])
+           return p.size[a] > p.size[b];
+         return a < b;
+       }},
       {"greedy-by-size",
        [=, &p](uint32_t a, uint32_t b) {
          if (p.size[a] != p.size[b])
@@ -319,153 +442,25 @@ std::vector<GreedyOrder> greedyOrders(const UnitProblem &p) {
            return p.size[a] > p.size[b];
          return a < b;
        }},
+      {"greedy-by-size-end",
+       [=, &p](uint32_t a, uint32_t b) {
+         if (p.size[a] != p.size[b])
+           return p.size[a] > p.size[b];
+         if (p.upper[a] != p.upper[b])
+           return p.upper[a] > p.upper[b];
+         return a < b;
+       }},
+      {"greedy-by-peak-area",
+       [=, &p](uint32_t a, uint32_t b) {
+         const std::vector<int64_t> &pk = *peak;
+         if (pk[a] != pk[b])
+           return pk[a] > pk[b];
+         if (area(a) != area(b))
+           return area(a) > area(b);
+         return a < b;
+       }},
   };
 }
-
-//===----------------------------------------------------------------------===//
-// Exact branch and bound
-//===----------------------------------------------------------------------===//
-
-class ExactSearch {
-public:
-  ExactSearch(const UnitProblem &p, int64_t incumbent,
-              std::chrono::steady_clock::time_point deadline)
-      : p(p), deadline(deadline), best(incumbent) {
-    size_t n = p.numBuffers();
-    floors.assign(p.numSlots, 0);
-    remaining.assign(p.numSlots, 0);
-    for (size_t i = 0; i < n; ++i)
-      for (uint32_t t = p.first[i]; t < p.last[i]; ++t)
-        remaining[t] += p.size[i];
-    placed.assign(n, false);
-    offsets.assign(n, 0);
-    // The symmetry rule orders equal offsets by rank, and candidates are tried
-    // in rank order, so the first dive is a sensible bottom-left packing.
-    std::vector<uint32_t> order(n);
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      if (p.size[a] != p.size[b])
-        return p.size[a] > p.size[b];
-      int64_t lifeA = p.upper[a] - p.lower[a], lifeB = p.upper[b] - p.lower[b];
-      if (lifeA != lifeB)
-        return lifeA > lifeB;
-      return a < b;
-    });
-    rank.resize(n);
-    for (uint32_t r = 0; r < n; ++r)
-      rank[order[r]] = r;
-  }
-
-  /// Runs until done or out of time. Returns true when it found an arena
-  /// below the incumbent; bestOffsets() then holds it.
-  bool run() {
-    search(0, 0, -1);
-    return improved;
-  }
-
-  bool finished() const { return !timedOut; }
-  int64_t bestArena() const { return best; }
-  const std::vector<int64_t> &bestOffsets() const { return bestOffs; }
-  uint64_t numNodes() const { return nodes; }
-
-private:
-  /// Lower bound on any completion of the current partial solution.
-  int64_t bound(int64_t current) const {
-    int64_t result = 0;
-    for (size_t t = 0; t < p.numSlots; ++t) {
-      int64_t top = remaining[t] ? std::max(current, floors[t]) + remaining[t]
-                                 : floors[t];
-      result = std::max(result, top);
-    }
-    return result;
-  }
-
-  void search(size_t depth, int64_t current, int64_t lastRank) {
-    if (stopped)
-      return;
-    if ((++nodes & 1023) == 0 && std::chrono::steady_clock::now() > deadline) {
-      stopped = timedOut = true;
-      return;
-    }
-    size_t n = p.numBuffers();
-    if (depth == n) {
-      int64_t arena = 0;
-      for (int64_t f : floors)
-        arena = std::max(arena, f);
-      if (arena < best) {
-        best = arena;
-        bestOffs = offsets;
-        improved = true;
-        if (best <= p.lowerBound)
-          stopped = true;
-      }
-      return;
-    }
-    if (bound(current) >= best)
-      return;
-
-    struct Candidate {
-      int64_t offset;
-      uint32_t index;
-    };
-    std::vector<Candidate> candidates;
-    for (uint32_t i = 0; i < n; ++i) {
-      if (placed[i])
-        continue;
-      int64_t offset = 0;
-      bool alone = true;
-      for (uint32_t t = p.first[i]; t < p.last[i]; ++t) {
-        offset = std::max(offset, floors[t]);
-        alone &= remaining[t] == p.size[i];
-      }
-      // Below the current level a buffer must later rest on another unplaced
-      // buffer; with none left beside it, this branch can never complete.
-      if (offset < current && alone)
-        return;
-      if (offset < current ||
-          (offset == current && static_cast<int64_t>(rank[i]) < lastRank))
-        continue;
-      if (offset + p.size[i] >= best)
-        continue;
-      candidates.push_back({offset, i});
-    }
-    std::sort(candidates.begin(), candidates.end(),
-              [&](const Candidate &a, const Candidate &b) {
-                if (a.offset != b.offset)
-                  return a.offset < b.offset;
-                return rank[a.index] < rank[b.index];
-              });
-
-    std::vector<int64_t> saved;
-    for (const Candidate &c : candidates) {
-      uint32_t i = c.index;
-      saved.assign(floors.begin() + p.first[i], floors.begin() + p.last[i]);
-      for (uint32_t t = p.first[i]; t < p.last[i]; ++t) {
-        floors[t] = c.offset + p.size[i];
-        remaining[t] -= p.size[i];
-      }
-      placed[i] = true;
-      offsets[i] = c.offset;
-      search(depth + 1, c.offset, rank[i]);
-      placed[i] = false;
-      for (uint32_t t = p.first[i]; t < p.last[i]; ++t) {
-        floors[t] = saved[t - p.first[i]];
-        remaining[t] += p.size[i];
-      }
-      if (stopped)
-        return;
-    }
-  }
-
-  const UnitProblem &p;
-  std::chrono::steady_clock::time_point deadline;
-  int64_t best;
-  std::vector<int64_t> floors, remaining, offsets, bestOffs;
-  std::vector<bool> placed;
-  std::vector<uint32_t> rank;
-  uint64_t nodes = 0;
-  bool improved = false, stopped = false, timedOut = false;
-};
 
 } // namespace
 
@@ -473,8 +468,8 @@ Placement memopt::placeBuffers(const std::vector<Buffer> &buffers,
                                const PlacementOptions &options) {
   assert(options.alignment >= 1 && "alignment must be positive");
   auto start = std::chrono::steady_clock::now();
-  const int64_t align = options.alignment;
-  UnitProblem p = buildUnitProblem(buffers, align);
+  UnitProblem p = buildUnitProblem(buffers, options.alignment);
+  const int64_t align = p.unit;
 
   Placement result;
   result.offsets.assign(buffers.size(), 0);
@@ -490,21 +485,92 @@ Placement memopt::placeBuffers(const std::vector<Buffer> &buffers,
     return result;
   }
 
+  // The heuristics get heuristicShare of the time limit (all of the
+  // portfolio when the limit is 0): an order starts only when the one before
+  // suggests it ends within that budget, and the improvement loop below runs
+  // until it is spent.
+  auto deadline =
+      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                  std::chrono::duration<double>(options.timeLimitSeconds));
+  auto heuristicEnd =
+      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                  std::chrono::duration<double>(options.timeLimitSeconds *
+                                                options.heuristicShare));
+  const bool unlimited = options.timeLimitSeconds <= 0;
   int64_t bestArena = -1;
-  std::vector<uint32_t> order(p.numBuffers());
-  std::vector<int64_t> offsets;
-  for (const GreedyOrder &g : greedyOrders(p)) {
+  std::vector<uint32_t> order(p.numBuffers()), bestOrder;
+  std::vector<int64_t> offsets, bestOffsets;
+  std::chrono::steady_clock::duration lastRun{};
+  std::vector<GreedyOrder> orders = greedyOrders(p);
+  if (!options.runHeuristics) {
+    // Testing the exact search alone: start from the buffers stacked in
+    // index order (a valid placement), one "order" that costs nothing.
+    orders.clear();
+    bestArena = 0;
+    bestOffsets.resize(p.numBuffers());
+    for (size_t i = 0; i < p.numBuffers(); ++i) {
+      bestOffsets[i] = bestArena;
+      bestArena += p.size[i];
+    }
+    result.method = "stacked";
+  }
+  // Beyond the exact search's reach, the improvement loop is worth more than
+  // the orders that never win on large traces.
+  if (p.numBuffers() > options.exactSearchMaxBuffers && !unlimited)
+    orders.resize(3);
+  for (const GreedyOrder &g : orders) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (bestArena >= 0 && !unlimited && t0 + lastRun > heuristicEnd)
+      break;
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), g.before);
     int64_t arena = greedyFirstFit(p, order, offsets);
+    lastRun = std::chrono::steady_clock::now() - t0;
     if (bestArena < 0 || arena < bestArena) {
       bestArena = arena;
-      publish(offsets, arena);
+      bestOrder = order;
+      bestOffsets = offsets;
       result.method = g.name;
     }
     if (bestArena == p.lowerBound)
       break;
   }
+  // Improvement ("squeaky wheel"): the buffers that hold up the arena (those
+  // reaching its top and the chains they rest on) were placed too late; move
+  // them to the front of the order and place again. The walk continues from
+  // the new order whether or not it improved, so it does not stall; the best
+  // placement is kept.
+  std::vector<uint32_t> walk = bestOrder;
+  std::vector<char> critical(p.numBuffers());
+  int64_t walkArena = bestArena;
+  std::vector<int64_t> walkOffsets = bestOffsets;
+  for (int round = 0; options.runHeuristics &&
+                      round < options.improvementRounds && !unlimited &&
+                      bestArena > p.lowerBound;
+       ++round) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (t0 + lastRun > heuristicEnd)
+      break;
+    // New order: the critical buffers first, each group in its old order.
+    std::fill(critical.begin(), critical.end(), 0);
+    markCriticalChains(p, walkOffsets, walkArena, critical);
+    std::vector<std::pair<uint64_t, uint32_t>> keyed(walk.size());
+    for (size_t k = 0; k < walk.size(); ++k) {
+      uint32_t i = walk[k];
+      keyed[k] = {critical[i] ? k : walk.size() + k, i};
+    }
+    std::sort(keyed.begin(), keyed.end());
+    for (size_t k = 0; k < walk.size(); ++k)
+      walk[k] = keyed[k].second;
+    walkArena = greedyFirstFit(p, walk, walkOffsets);
+    lastRun = std::chrono::steady_clock::now() - t0;
+    if (walkArena < bestArena) {
+      bestArena = walkArena;
+      bestOffsets = walkOffsets;
+      result.method = "greedy-improved";
+    }
+  }
+  publish(bestOffsets, bestArena);
   if (bestArena == p.lowerBound) {
     result.provenOptimal = true;
     return result;
@@ -513,16 +579,75 @@ Placement memopt::placeBuffers(const std::vector<Buffer> &buffers,
       p.numBuffers() > options.exactSearchMaxBuffers)
     return result;
 
-  auto deadline =
-      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                  std::chrono::duration<double>(options.timeLimitSeconds));
-  ExactSearch search(p, bestArena, deadline);
-  if (search.run()) {
-    publish(search.bestOffsets(), search.bestArena());
-    result.method = "exact";
+  // Decision searches (see PlacementSearch.cpp), in two phases.
+  //
+  // 1. Until lowerBoundShare of the remaining time has passed: can everything
+  //    fit in LB? On real traces and on the MiniMalloc set, LB is often
+  //    reachable, and the search is strongest when the capacity is tight.
+  // 2. Then bisection between the lowest capacity not refuted and the
+  //    incumbent: a found placement becomes the incumbent (its arena can be
+  //    below the capacity asked for); a search that gives up at the node limit
+  //    moves the bisection up for this pass only; one that finishes without
+  //    a placement refutes its capacity for good.
+  //
+  // Both phases run the preorders round robin under a node limit that doubles
+  // every round, so a preorder that suits the instance is not starved.
+  CapacitySearch search(p);
+  int64_t refutedBelow = p.lowerBound; // no arena below this exists
+  bool timedOut = false;
+  auto record = [&](CapacitySearch::Result r, int64_t target) {
+    switch (r) {
+    case CapacitySearch::Result::Found: {
+      int64_t arena = 0;
+      for (size_t i = 0; i < p.numBuffers(); ++i)
+        arena = std::max(arena, search.offsets()[i] + p.size[i]);
+      assert(arena <= target && "search exceeded its capacity");
+      (void)target;
+      bestArena = arena;
+      publish(search.offsets(), arena);
+      result.method = "exact";
+      break;
+    }
+    case CapacitySearch::Result::Infeasible:
+      refutedBelow = std::max(refutedBelow, target + 1);
+      break;
+    case CapacitySearch::Result::Aborted:
+      break;
+    case CapacitySearch::Result::TimedOut:
+      timedOut = true;
+      break;
+    }
+  };
+  const uint64_t firstLimit = std::max<uint64_t>(p.numBuffers(), 64);
+  auto doubled = [](uint64_t limit) {
+    return limit > (UINT64_MAX >> 1) ? limit : 2 * limit;
+  };
+  auto now = std::chrono::steady_clock::now();
+  auto phaseEnd =
+      now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                (deadline - now) * options.lowerBoundShare);
+  for (uint64_t limit = 2 * firstLimit;
+       !timedOut && refutedBelow == p.lowerBound && bestArena > p.lowerBound;
+       limit = doubled(limit))
+    for (int h = 0; h < CapacitySearch::numHeuristics && !timedOut &&
+                    refutedBelow == p.lowerBound && bestArena > p.lowerBound;
+         ++h)
+      record(search.solve(p.lowerBound, h, limit, phaseEnd), p.lowerBound);
+  timedOut = false;
+  for (uint64_t limit = 2 * firstLimit;
+       !timedOut && refutedBelow < bestArena; limit = doubled(limit)) {
+    for (int h = 0; h < CapacitySearch::numHeuristics && !timedOut; ++h) {
+      int64_t low = refutedBelow;
+      while (!timedOut && low < bestArena) {
+        int64_t target = low + (bestArena - low) / 2;
+        CapacitySearch::Result r = search.solve(target, h, limit, deadline);
+        record(r, target);
+        if (r != CapacitySearch::Result::Found)
+          low = target + 1;
+      }
+    }
   }
   result.searchNodes = search.numNodes();
-  result.provenOptimal =
-      search.finished() || search.bestArena() == p.lowerBound;
+  result.provenOptimal = refutedBelow >= bestArena;
   return result;
 }

@@ -143,16 +143,77 @@ TEST(PlacementTest, ExactSearchMatchesBruteForce) {
   int searched = 0;
   for (int round = 0; round < 300; ++round) {
     auto buffers = randomProblem(rng, 3 + round % 4, 6, 5);
-    PlacementOptions options;
-    options.timeLimitSeconds = 10;
-    Placement p = placeBuffers(buffers, options);
-    expectValid(buffers, p);
-    EXPECT_EQ(p.arenaSize, bruteForceArena(buffers)) << "round " << round;
-    EXPECT_TRUE(p.provenOptimal);
-    searched += p.searchNodes > 0;
+    int64_t optimum = bruteForceArena(buffers);
+    // With the heuristics, and with the exact search alone.
+    for (bool heuristics : {true, false}) {
+      PlacementOptions options;
+      options.timeLimitSeconds = 10;
+      options.runHeuristics = heuristics;
+      Placement p = placeBuffers(buffers, options);
+      expectValid(buffers, p);
+      EXPECT_EQ(p.arenaSize, optimum)
+          << "round " << round << (heuristics ? "" : " (search only)");
+      EXPECT_TRUE(p.provenOptimal);
+      searched += p.searchNodes > 0;
+    }
   }
   // The instances must exercise the search, not just the heuristics.
-  EXPECT_GT(searched, 0);
+  EXPECT_GT(searched, 100);
+}
+
+TEST(PlacementTest, ExactSearchMatchesBruteForceOnLargerInstances) {
+  // More buffers, longer horizon: the search has to use its pruning,
+  // dominance and decomposition rules, and must still be exact.
+  std::mt19937 rng(11);
+  for (int round = 0; round < 60; ++round) {
+    auto buffers = randomProblem(rng, 7 + round % 2, 10, 4);
+    int64_t optimum = bruteForceArena(buffers);
+    PlacementOptions options;
+    options.timeLimitSeconds = 10;
+    options.runHeuristics = false;
+    Placement p = placeBuffers(buffers, options);
+    expectValid(buffers, p);
+    EXPECT_EQ(p.arenaSize, optimum) << "round " << round;
+    EXPECT_TRUE(p.provenOptimal);
+  }
+}
+
+TEST(PlacementTest, SearchWorksInUnitsOfTheSizesGcd) {
+  // Sizes sharing a factor (here 96, with alignment 32): the optimum scales
+  // with the factor, offsets stay aligned.
+  std::mt19937 rng(3);
+  for (int round = 0; round < 40; ++round) {
+    auto small = randomProblem(rng, 4 + round % 3, 6, 5);
+    int64_t optimum = bruteForceArena(small);
+    std::vector<Buffer> scaled = small;
+    for (Buffer &b : scaled)
+      b.size *= 96;
+    for (bool heuristics : {true, false}) {
+      PlacementOptions options;
+      options.alignment = 32;
+      options.timeLimitSeconds = 10;
+      options.runHeuristics = heuristics;
+      Placement p = placeBuffers(scaled, options);
+      expectValid(scaled, p, 32);
+      EXPECT_EQ(p.arenaSize, 96 * optimum) << "round " << round;
+    }
+  }
+}
+
+TEST(PlacementTest, ImprovementLoopIsDeterministicWithinItsRoundCap) {
+  // Large enough that the greedy orders rarely hit LB; small enough that the
+  // improvement rounds end by their cap, not by the time budget.
+  std::mt19937 rng(21);
+  auto buffers = randomProblem(rng, 400, 200, 1 << 12);
+  PlacementOptions options;
+  options.timeLimitSeconds = 30;
+  options.exactSearchMaxBuffers = 0; // heuristics only
+  options.improvementRounds = 8;
+  Placement a = placeBuffers(buffers, options);
+  Placement b = placeBuffers(buffers, options);
+  expectValid(buffers, a);
+  EXPECT_EQ(a.offsets, b.offsets);
+  EXPECT_EQ(a.method, b.method);
 }
 
 TEST(PlacementTest, IsDeterministic) {

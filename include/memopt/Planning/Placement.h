@@ -30,13 +30,30 @@ struct PlacementOptions {
   /// before placement. memopt's pass uses 256; the CSV tool defaults to 1.
   int64_t alignment = 1;
   /// Wall-clock budget, in seconds, counted from the start of the call: the
-  /// heuristics always run to completion, then the exact search (only when no
-  /// heuristic reached the lower bound) runs until this much time has passed.
-  /// Zero disables the exact search.
+  /// heuristics (the first greedy order always runs to completion) use up to
+  /// heuristicShare of it, then the exact search (only when no heuristic
+  /// reached the lower bound) runs until this much time has passed. Zero runs
+  /// the whole greedy portfolio and nothing else.
   double timeLimitSeconds = 1.0;
   /// The exact search is skipped above this many buffers: its per-node cost is
   /// linear in the problem size, so it cannot improve very large instances.
   size_t exactSearchMaxBuffers = 2000;
+  /// Share of the time left after the heuristics that the exact search spends
+  /// first on asking whether everything fits in the lower bound, before it
+  /// bisects between the lower bound and the best arena found.
+  double lowerBoundShare = 0.5;
+  /// Share of the time limit for the heuristics: further greedy orders and
+  /// the improvement loop stop when it is spent (the first order always runs;
+  /// with a time limit of 0 the whole portfolio runs and nothing else).
+  double heuristicShare = 0.3;
+  /// At most this many rounds of the improvement loop (re-placing with the
+  /// buffers that hold up the arena moved to the front of the order). The
+  /// cap keeps the result independent of machine speed whenever the loop
+  /// ends by it rather than by heuristicShare.
+  int improvementRounds = 64;
+  /// False skips the greedy portfolio and the improvement loop, so that the
+  /// exact search starts from all buffers stacked; for testing the search.
+  bool runHeuristics = true;
 };
 
 /// The result of placeBuffers().
@@ -47,10 +64,12 @@ struct Placement {
   int64_t arenaSize = 0;
   /// computeLowerBound() of the same problem with the same alignment.
   int64_t lowerBound = 0;
-  /// Which method produced `offsets` ("greedy-by-size", "exact", ...).
+  /// Which method produced `offsets`: a greedy order ("greedy-by-size-start",
+  /// ...), "greedy-improved", "exact", "stacked" (runHeuristics off) or
+  /// "trivial".
   std::string method;
   /// True when the arena is proven minimal: it equals the lower bound, or the
-  /// exact search finished without hitting its time limit.
+  /// exact search refuted every smaller capacity.
   bool provenOptimal = false;
   /// Nodes visited by the exact search (0 when it did not run).
   uint64_t searchNodes = 0;
@@ -70,8 +89,9 @@ int64_t computeLowerBound(const std::vector<Buffer> &buffers,
 /// Preconditions (checked by the callers that read user input): sizes are in
 /// [0, 2^40], alignment is in [1, 2^30]. Buffers with an empty lifetime
 /// (upper <= lower) or a zero size conflict with nothing and get offset 0.
-/// Deterministic: the same input and time limit give the same placement
-/// unless the time limit cuts the exact search at a different point.
+/// Deterministic: the same input and options give the same placement unless
+/// a time budget cuts the improvement loop or the exact search at a different
+/// point.
 Placement placeBuffers(const std::vector<Buffer> &buffers,
                        const PlacementOptions &options = {});
 
