@@ -41,3 +41,11 @@ try:
 except Exception:
     lit_config.note("torch is not importable by /usr/bin/python3: "
                     "exporter tests are unsupported")
+
+# The HTML memory report is checked by rendering it in headless Chromium
+# (scripts/setup.sh installs it).
+if shutil.which("chromium"):
+    config.available_features.add("chromium")
+else:
+    lit_config.note("chromium is not on PATH: the HTML report test is "
+                    "unsupported")

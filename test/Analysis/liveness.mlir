@@ -104,6 +104,25 @@ func.func @aliases(%x: memref<32xf32>, %out: memref<32xf32>, %n: index) {
 
 // -----
 
+// The reshape views of --memopt-bufferize (reinterpret_cast, possibly of a
+// view) keep their buffer live up to their last use.
+
+// CHECK-LABEL: liveness of @reshape_views (8 ops):
+// CHECK-NEXT:  buffer 0 memref<6xf32> size=24 live=[0, 5]
+// CHECK-NEXT:  buffer 1 memref<f32> size=4 live=[6, 6]
+func.func @reshape_views(%x: memref<6xf32>, %out: memref<3x2xf32>) {
+  %a = memref.alloc() : memref<6xf32>
+  memopt.kernel "memopt.relu" ins(%x : memref<6xf32>) outs(%a : memref<6xf32>) with {}
+  %v = memref.reinterpret_cast %a to offset: [0], sizes: [2, 3], strides: [3, 1] : memref<6xf32> to memref<2x3xf32>
+  %w = memref.reinterpret_cast %v to offset: [0], sizes: [3, 2], strides: [2, 1] : memref<2x3xf32> to memref<3x2xf32>
+  memref.dealloc %a : memref<6xf32>
+  memopt.kernel "memopt.relu" ins(%w : memref<3x2xf32>) outs(%out : memref<3x2xf32>) with {}
+  %b = memref.alloc() : memref<f32>
+  return
+}
+
+// -----
+
 // A buffer carried to the next iteration (iter_args) or out of the loop is
 // live over the whole loop and up to its last use after it.
 

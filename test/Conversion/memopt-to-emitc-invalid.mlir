@@ -65,7 +65,17 @@ func.func @train_step(%x: memref<2x3xf32> {memopt.role = "input", memopt.name = 
 
 func.func @train_step(%loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
     attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
-  // expected-error @+1 {{'arith.constant' op cannot be lowered to runtime calls (expected memopt.kernel, memref.alloc or memref.dealloc)}}
+  // expected-error @+1 {{'arith.constant' op cannot be lowered to runtime calls (expected memopt.kernel, memref.alloc, memref.dealloc or memref.reinterpret_cast)}}
   %c = arith.constant 1.0 : f32
+  return
+}
+
+// -----
+
+func.func @train_step(%x: memref<8xf32> {memopt.role = "input", memopt.name = "x"},
+                      %loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
+    attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
+  // expected-error @+1 {{'memref.reinterpret_cast' op is not a view of a whole dense buffer with the same element type (only reshapes can be lowered)}}
+  %v = memref.reinterpret_cast %x to offset: [2], sizes: [4], strides: [1] : memref<8xf32> to memref<4xf32, strided<[1], offset: 2>>
   return
 }

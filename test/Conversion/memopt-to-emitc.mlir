@@ -119,3 +119,30 @@ func.func @train_step(%p: memref<4xf32> {memopt.role = "param", memopt.name = "p
   memopt.kernel "memopt.adamw_update" ins(%p, %c, %p, %p, %t, %skip : memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<4xf32>, memref<i64>, memref<i1>) outs(%p, %p, %p : memref<4xf32>, memref<4xf32>, memref<4xf32>) with {beta1 = 9.0e-01 : f64, beta2 = 9.99e-01 : f64, eps = 1.0e-08 : f64, lr = 1.0e-03 : f64, weight_decay = 0.0 : f64}
   return
 }
+
+// -----
+
+// A reshape view (--memopt-bufferize with reuse) is its source's pointer, for
+// an allocation and for an argument alike: no call, no copy.
+
+// CHECK-LABEL: emitc.func @memopt_train_step
+// CHECK-SAME: (%[[CTX:[^:]*]]:
+// CHECK: %[[X:.*]] = cast %{{.*}} : !emitc.opaque<"void *const"> to !emitc.ptr<f32>
+// CHECK: %[[LOSS:.*]] = cast %{{.*}} : !emitc.opaque<"void *const"> to !emitc.ptr<f32>
+// CHECK: %[[A:.*]] = cast %{{.*}} : !emitc.ptr<ui8> to !emitc.ptr<f32>
+// CHECK-NEXT: call_opaque "memopt_unary"(%[[CTX]], %[[X]], %[[A]]) {args = [0 : index, #emitc.opaque<"MEMOPT_UNARY_EXP">, #emitc.opaque<"MEMOPT_F32">, 1 : index, 2 : index, 6]}
+// CHECK-NEXT: call_opaque "memopt_unary"(%[[CTX]], %[[A]], %[[A]]) {args = [0 : index, #emitc.opaque<"MEMOPT_UNARY_RELU">, #emitc.opaque<"MEMOPT_F32">, 1 : index, 2 : index, 6]}
+// CHECK-NEXT: call_opaque "memopt_reduce"(%[[CTX]], %[[A]], %[[LOSS]]) {args = [0 : index, #emitc.opaque<"MEMOPT_REDUCE_SUM">, #emitc.opaque<"MEMOPT_F32">, 1 : index, #emitc.opaque<"MEMOPT_F32">, 2 : index, 1, 6, 1]}
+// CHECK-NEXT: return
+func.func @train_step(%x: memref<2x3xf32> {memopt.role = "input", memopt.name = "x"},
+                      %loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
+    attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
+  %xv = memref.reinterpret_cast %x to offset: [0], sizes: [6], strides: [1] : memref<2x3xf32> to memref<6xf32>
+  %a = memref.alloc() {memopt.offset = 0 : i64} : memref<6xf32>
+  memopt.kernel "memopt.exp" ins(%xv : memref<6xf32>) outs(%a : memref<6xf32>) with {}
+  %av = memref.reinterpret_cast %a to offset: [0], sizes: [3, 2], strides: [2, 1] : memref<6xf32> to memref<3x2xf32>
+  memopt.kernel "memopt.relu" ins(%av : memref<3x2xf32>) outs(%av : memref<3x2xf32>) with {}
+  memopt.kernel "memopt.reduce_sum" ins(%av : memref<3x2xf32>) outs(%loss : memref<f32>) with {dims = array<i64: 0, 1>}
+  memref.dealloc %a : memref<6xf32>
+  return
+}

@@ -11,7 +11,12 @@
 //   OUT/train_step.cpp    the generated step
 //   OUT/model_info.cpp    model.json as the string `memopt_model_json`
 //   OUT/train             the program
-//   OUT/memory_report.json  with --report=json
+//   OUT/memory_report.json  the memory account (docs/MemoryReport.md)
+//   OUT/memory_report.html  the same, as a page with the timeline and the
+//                           buffers live at the peak
+//
+// and prints the memory report: a table (--report=text) or the JSON
+// (--report=json).
 //
 // Every file is written to a temporary and renamed, so an interrupted run
 // never leaves a half-written output. A thin main over library code: the
@@ -19,7 +24,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "memopt/Analysis/ModelStateAnalysis.h"
+#include "Report.h"
+
+#include "memopt/Analysis/MemoryAccount.h"
 #include "memopt/Conversion/Passes.h"
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
@@ -121,8 +128,8 @@ cl::opt<std::string> momentum("momentum", cl::init("0"),
                               cl::cat(compileCategory));
 
 cl::opt<std::string> report("report", cl::init("text"),
-                            cl::desc("Memory report: text (printed) or json "
-                                     "(printed and OUT/memory_report.json)"),
+                            cl::desc("Memory report printed: text (a table) or "
+                                     "json (OUT/memory_report.json)"),
                             cl::value_desc("text|json"),
                             cl::cat(compileCategory));
 
@@ -310,31 +317,6 @@ bool buildModelJson(FunctionOpInterface func,
   return true;
 }
 
-/// The account of --report=json.
-llvm::json::Value accountToJson(const memopt::ModelStateAccount &account,
-                                llvm::StringRef lossName, int64_t arenaBytes) {
-  llvm::json::Array pools;
-  for (const memopt::MemoryPool &pool : account.pools) {
-    llvm::json::Object byDtype;
-    for (const auto &[dtype, bytes] : pool.bytesByDtype)
-      byDtype[dtype] = bytes;
-    pools.push_back(llvm::json::Object{{"name", pool.name},
-                                       {"bytes", pool.totalBytes()},
-                                       {"bytes_by_dtype", std::move(byDtype)}});
-  }
-  return llvm::json::Object{
-      {"loss_function", lossName},
-      {"optimizer",
-       account.optimizer == memopt::OptimizerKind::Sgd ? "sgd" : "adamw"},
-      {"model_state",
-       llvm::json::Object{{"parameter_tensors", account.numParameterTensors},
-                          {"parameters", account.numParameters},
-                          {"pools", std::move(pools)},
-                          {"total_bytes", account.totalBytes()}}},
-      {"scratch_arena_bytes", arenaBytes},
-      {"total_bytes", account.totalBytes() + arenaBytes}};
-}
-
 //===----------------------------------------------------------------------===//
 // Building OUT/train
 //===----------------------------------------------------------------------===//
@@ -438,15 +420,8 @@ bool compile(MLIRContext &context, const char *argv0) {
   if (!module)
     return false;
 
-  // The model-state account reads the loss function, which autodiff replaces.
-  FunctionOpInterface lossFunc =
-      findFunction(*module, memopt::MemoptDialect::kLossAttrName);
-  if (!lossFunc)
+  if (!findFunction(*module, memopt::MemoptDialect::kLossAttrName))
     return false;
-  std::string lossName = lossFunc.getName().str();
-  memopt::OptimizerKind kind = *memopt::parseOptimizerKind(options.optimizer);
-  memopt::ModelStateAccount account =
-      memopt::ModelStateAnalysis(lossFunc).getAccount(kind);
 
   if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
     return fail("cannot create '" + outputDir + "': " + ec.message());
@@ -465,11 +440,14 @@ bool compile(MLIRContext &context, const char *argv0) {
   std::string modelJson;
   if (!buildModelJson(step, options, modelJson))
     return false;
-  // The lowering replaces the function: keep what the report needs.
-  std::string stepName = step.getName().str();
-  int64_t arenaBytes = step->getAttrOfType<IntegerAttr>(
-                               memopt::MemoptDialect::kArenaBytesAttrName)
-                           .getInt();
+  // The lowering replaces the function: render the report now.
+  memopt::MemoryAccount account(step);
+  memopt::ReportContext reportContext{step.getName().str(), options.optimizer,
+                                      outputDir};
+  std::string reportJson = memopt::renderMemoryReportJson(account);
+  std::string reportText;
+  llvm::raw_string_ostream reportTextStream(reportText);
+  memopt::printMemoryReportText(reportTextStream, account, reportContext);
 
   if (!writeOutput("plan.mlir",
                    [&](llvm::raw_ostream &os) {
@@ -477,7 +455,12 @@ bool compile(MLIRContext &context, const char *argv0) {
                      os << "\n";
                    }) ||
       !writeOutput("model.json",
-                   [&](llvm::raw_ostream &os) { os << modelJson; }))
+                   [&](llvm::raw_ostream &os) { os << modelJson; }) ||
+      !writeOutput("memory_report.json",
+                   [&](llvm::raw_ostream &os) { os << reportJson; }) ||
+      !writeOutput("memory_report.html", [&](llvm::raw_ostream &os) {
+        os << memopt::renderMemoryReportHtml(account, reportContext);
+      }))
     return false;
 
   PassManager lowering(&context, ModuleOp::getOperationName());
@@ -508,19 +491,7 @@ bool compile(MLIRContext &context, const char *argv0) {
   if (!buildTrain(argv0))
     return false;
 
-  llvm::raw_ostream &os = llvm::outs();
-  os << "model state of @" << lossName << " (optimizer " << options.optimizer
-     << "):\n";
-  memopt::printModelStateAccount(os, account);
-  os << "scratch arena of @" << stepName << ": "
-     << memopt::formatBytes(arenaBytes) << " (" << arenaBytes << " bytes)\n";
-  if (report == "json" &&
-      !writeOutput("memory_report.json", [&](llvm::raw_ostream &os) {
-        os << llvm::formatv("{0:2}",
-                            accountToJson(account, lossName, arenaBytes))
-           << "\n";
-      }))
-    return false;
+  llvm::outs() << (report == "json" ? reportJson : reportText);
   return true;
 }
 
@@ -554,7 +525,8 @@ int main(int argc, char **argv) {
       "program\n\n"
       "  memopt-compile model.mlir -o OUT [options]\n\n"
       "writes OUT/plan.mlir, OUT/model.json, OUT/train_step.cpp,\n"
-      "OUT/model_info.cpp and OUT/train, and prints the memory report.\n");
+      "OUT/model_info.cpp, OUT/train and OUT/memory_report.{json,html}, and\n"
+      "prints the memory report.\n");
 
   DialectRegistry registry;
   registry.insert<memopt::MemoptDialect, arith::ArithDialect,

@@ -10,7 +10,9 @@
 //  - every buffer becomes a typed C pointer (`float *`, `uint16_t *` for
 //    f16/bf16, `int32_t *`, `int64_t *`, `uint8_t *` for i1), so that calls
 //    type-check against runtime.h without casts: argument `i` is
-//    `(T *)args[i]`, a `memref.alloc` is `(T *)(scratch + offset)`;
+//    `(T *)args[i]`, a `memref.alloc` is `(T *)(scratch + offset)`, and a
+//    `memref.reinterpret_cast` view (a reshape, docs/Pipeline.md section 2)
+//    is its source's pointer;
 //  - every `memopt.kernel` is one `emitc.call_opaque` of its runtime entry,
 //    whose scalar arguments (dtypes, enum values, collapsed extents such as
 //    the `(outer, dim, inner)` of a softmax, attributes) are call attributes
@@ -154,6 +156,7 @@ public:
 private:
   LogicalResult lowerBody(Block &body);
   LogicalResult lowerAlloc(memref::AllocOp alloc, int64_t arenaBytes);
+  LogicalResult lowerView(memref::ReinterpretCastOp view);
   LogicalResult lowerKernel(KernelOp kernel);
 
   /// Emits `callee` with the arguments of `call`.
@@ -276,6 +279,28 @@ LogicalResult TrainStepLowering::lowerAlloc(memref::AllocOp alloc,
   return success();
 }
 
+LogicalResult TrainStepLowering::lowerView(memref::ReinterpretCastOp view) {
+  auto source = dyn_cast<MemRefType>(view.getSource().getType());
+  MemRefType type = view.getType();
+  // Only the views --memopt-bufferize makes for reshapes: all of a dense
+  // buffer, row-major, from its first element.
+  if (!source || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
+      type.getElementType() != source.getElementType() ||
+      !source.hasStaticShape() ||
+      type.getNumElements() != source.getNumElements() ||
+      !llvm::equal(view.getStaticOffsets(), ArrayRef<int64_t>{0}))
+    return view.emitOpError()
+           << "is not a view of a whole dense buffer with the same element "
+              "type (only reshapes can be lowered)";
+  Value pointer = getPointer(view.getSource());
+  if (!pointer)
+    return view.emitOpError()
+           << "views a buffer that is not a function argument, a planned "
+              "allocation or a view of one";
+  pointers[view] = pointer;
+  return success();
+}
+
 LogicalResult TrainStepLowering::lowerBody(Block &body) {
   auto arenaAttr =
       func->getAttrOfType<IntegerAttr>(MemoptDialect::kArenaBytesAttrName);
@@ -314,6 +339,8 @@ LogicalResult TrainStepLowering::lowerBody(Block &body) {
               return lowerAlloc(alloc, arenaAttr.getInt());
             })
             .Case([&](memref::DeallocOp) { return success(); })
+            .Case(
+                [&](memref::ReinterpretCastOp view) { return lowerView(view); })
             .Case([&](KernelOp kernel) { return lowerKernel(kernel); })
             .Case([&](func::ReturnOp ret) -> LogicalResult {
               if (ret.getNumOperands() != 0)
@@ -326,7 +353,8 @@ LogicalResult TrainStepLowering::lowerBody(Block &body) {
             .Default([&](Operation *other) -> LogicalResult {
               return other->emitOpError()
                      << "cannot be lowered to runtime calls (expected "
-                        "memopt.kernel, memref.alloc or memref.dealloc)";
+                        "memopt.kernel, memref.alloc, memref.dealloc or "
+                        "memref.reinterpret_cast)";
             });
     if (failed(result))
       return failure();
@@ -474,7 +502,8 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
   for (auto [index, v] : llvm::enumerate(kernel->getOperands()))
     if (!getPointer(v))
       return fail("operand #" + Twine(index) +
-                  " is not a function argument or a planned allocation");
+                  " is not a function argument, a planned allocation or a "
+                  "view of one");
 
   RuntimeCall call(ctx);
   call.value(context);

@@ -27,9 +27,35 @@
 //     per run of adjacent dimensions, through f32 intermediates, as the
 //     runtime's reduce entry takes one run.
 //  3. Deallocation. Each allocated buffer is freed right after its last user
-//     in the block (the kernels and copies that read it).
+//     in the block (the kernels and copies that read it, directly or through
+//     a view).
 //
-// Linear in the size of the body (block-order queries are amortised O(1)).
+// With `reuse` (the default; `in-place` and `alias-reshapes` select the two
+// rules separately), step 2 also shares buffers, which lowers the
+// peak that buffer planning can reach (the "in-place" and "alias" rules of
+// TVM's and XLA's static planners, and of PyTorch's inplace ops):
+//
+//  - In-place elementwise. A kernel whose runtime entry computes element i
+//    of its output from element i of its inputs only (unary, binary, scalar,
+//    activation gradients, where, masked_fill, dropout, cast), or that
+//    runtime.h lets write over its input (softmax), writes its result into
+//    the buffer of an operand of the same type when that buffer is scratch
+//    (an alloc, never an argument) and this kernel is the last reader of
+//    every value stored in it. A buffer's "storage" is its alloc: the values
+//    written in place and the views below share it, and the storage dies at
+//    the last use of any of them.
+//  - Reshape aliasing. A reshape becomes a `memref.reinterpret_cast` of its
+//    operand's buffer (same elements, row-major, offset 0) instead of a copy
+//    kernel; BufferLiveness follows the view, so the storage stays live
+//    while the view is read. A reshape of an argument is a view of the
+//    argument, so the users of the view count as readers of the argument
+//    when step 1 decides whether its new value may overwrite it. A reshape
+//    of an argument whose result (possibly through more reshapes) is
+//    returned stays a copy: the end-of-step copies read their sources after
+//    the arguments have been updated.
+//
+// Linear in the size of the body (block-order queries are amortised O(1)),
+// plus the uses of each value once for its last use.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +67,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Debug.h"
 
@@ -54,16 +81,24 @@ namespace memopt {
 using namespace mlir;
 using namespace memopt;
 
+/// Whether `op` lowers to an elementwise runtime entry: element i of the
+/// result depends on element i of each operand only, and the host entry
+/// reads it before it writes it (memopt_unary, memopt_binary, memopt_scalar,
+/// memopt_activation_grad, memopt_where, memopt_masked_fill, memopt_dropout).
+static bool isElementwiseKernel(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, AddScalarOp, MulScalarOp,
+             PowScalarOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp,
+             SigmoidOp, ReluOp, SiluOp, GeluOp, ReluGradOp, SiluGradOp,
+             TanhGradOp, SigmoidGradOp, GeluGradOp, WhereOp, MaskedFillOp,
+             DropoutOp>(op);
+}
+
 /// Whether the runtime entry of `op` may write its result `resultIndex` into
 /// the buffer of its operand `operandIndex` (runtime.h: elementwise entries,
 /// and the "corresponding" outputs of the update entries).
 static bool mayOverwriteOperand(Operation *op, unsigned resultIndex,
                                 unsigned operandIndex) {
-  if (isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, AddScalarOp, MulScalarOp,
-          PowScalarOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp,
-          ReluOp, SiluOp, GeluOp, ReluGradOp, SiluGradOp, TanhGradOp,
-          SigmoidGradOp, GeluGradOp, WhereOp, MaskedFillOp, DropoutOp,
-          IncrementOp, ScaleLossOp>(op))
+  if (isElementwiseKernel(op) || isa<IncrementOp, ScaleLossOp>(op))
     return true;
   auto pairs = [&](ArrayRef<std::pair<unsigned, unsigned>> allowed) {
     return llvm::is_contained(allowed,
@@ -81,6 +116,16 @@ static bool mayOverwriteOperand(Operation *op, unsigned resultIndex,
     return resultIndex + 1 < op->getNumResults() &&
            operandIndex == resultIndex + 1;
   return false;
+}
+
+/// Whether the single result of `op` may go into the scratch buffer of any
+/// of its operands of the same type: elementwise entries, a cast (same type:
+/// the runtime's memmove; f16 <-> bf16 is converted in chunks, also safe, but
+/// the types differ), and softmax, whose `out` may alias `input` (runtime.h;
+/// each column is read whole before it is written).
+static bool mayReuseOperandBuffer(Operation *op) {
+  return op->getNumResults() == 1 &&
+         (isElementwiseKernel(op) || isa<CastOp, SoftmaxOp>(op));
 }
 
 /// The reduced dimensions of a `memopt.reduce_*` op split into the runs that
@@ -206,6 +251,8 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
     return failure();
 
   MLIRContext *ctx = &getContext();
+  bool reuseInPlace = reuse && inPlace;
+  bool reuseViews = reuse && aliasReshapes;
   Block &body = func.getBody().front();
   auto returnOp = cast<func::ReturnOp>(body.getTerminator());
   unsigned numArgs = func.getNumArguments();
@@ -219,15 +266,28 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
   for (auto [position, argIndex] : llvm::enumerate(updated))
     newValueOf[argIndex] = returnOp.getOperand(position + 1);
 
+  // With `reuse`, a reshape may become a view of the argument: its users
+  // read the argument too (counting them for a reshape that stays a copy only
+  // makes this more conservative).
   auto canWriteInto = [&](OpResult value, BlockArgument arg) {
     Operation *producer = value.getOwner();
-    return llvm::all_of(arg.getUses(), [&](OpOperand &use) {
-      Operation *user = use.getOwner();
-      if (user == producer)
-        return mayOverwriteOperand(producer, value.getResultNumber(),
-                                   use.getOperandNumber());
-      return user->isBeforeInBlock(producer);
-    });
+    SmallVector<Value> readers = {arg};
+    while (!readers.empty()) {
+      for (OpOperand &use : readers.pop_back_val().getUses()) {
+        Operation *user = use.getOwner();
+        if (user == producer) {
+          if (!mayOverwriteOperand(producer, value.getResultNumber(),
+                                   use.getOperandNumber()))
+            return false;
+          continue;
+        }
+        if (!user->isBeforeInBlock(producer))
+          return false;
+        if (reuseViews && isa<ReshapeOp>(user))
+          readers.push_back(user->getResult(0));
+      }
+    }
+    return true;
   };
 
   Value loss = returnOp.getOperand(0);
@@ -274,29 +334,98 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
     return func.emitOpError() << "cannot add the loss argument";
   func.setType(FunctionType::get(ctx, body.getArgumentTypes(), {}));
 
-  // 2. Kernels.
-  DenseMap<Value, Value> buffer;
+  // Values that are returned, directly or through reshapes: a reshape of an
+  // argument among them stays a copy (see the header).
+  DenseSet<Value> returned(llvm::from_range, returnOp.getOperands());
+  for (Operation &op : llvm::reverse(body.without_terminator()))
+    if (isa<ReshapeOp>(op) && returned.contains(op.getResult(0)))
+      returned.insert(op.getOperand(0));
+
+  // Program positions of the tensor ops (the return is last), and the last
+  // position at which each value is read.
+  DenseMap<Operation *, int64_t> position;
+  for (auto [index, op] : llvm::enumerate(body))
+    position[&op] = index;
+  auto getLastUse = [&](Value value) {
+    int64_t last = -1;
+    if (Operation *producer = value.getDefiningOp())
+      last = position.lookup(producer);
+    for (Operation *user : value.getUsers())
+      last = std::max(last, position.lookup(user));
+    return last;
+  };
+
+  // 2. Kernels. `buffer` maps each tensor value to the memref holding it,
+  // `storageOf` each memref to the alloc or argument it lives in, and
+  // `storageEnd` each alloc to the last position at which a value stored in
+  // it is read.
+  DenseMap<Value, Value> buffer, storageOf;
+  DenseMap<Value, int64_t> storageEnd;
   for (BlockArgument arg : body.getArguments())
-    buffer[arg] = arg;
+    buffer[arg] = storageOf[arg] = arg;
+  auto store = [&](Value value, Value memref) {
+    buffer[value] = memref;
+    Value storage = storageOf.lookup(memref);
+    if (storage.getDefiningOp<memref::AllocOp>())
+      storageEnd[storage] = std::max(storageEnd[storage], getLastUse(value));
+  };
+  // The buffer of an operand of `op` that `result` may overwrite, or null.
+  auto findDyingOperand = [&](Operation &op, OpResult result) -> Value {
+    if (!reuseInPlace || !mayReuseOperandBuffer(&op))
+      return Value();
+    for (Value operand : op.getOperands()) {
+      Value memref = buffer.lookup(operand);
+      Value storage = storageOf.lookup(memref);
+      if (operand.getType() == result.getType() &&
+          storage.getDefiningOp<memref::AllocOp>() &&
+          storageEnd.lookup(storage) == position.lookup(&op))
+        return memref;
+    }
+    return Value();
+  };
   SmallVector<Value> allocs;
   SmallVector<Operation *> tensorOps;
+  unsigned reused = 0, views = 0;
   OpBuilder builder(ctx);
   for (Operation &op : body.without_terminator()) {
     tensorOps.push_back(&op);
     builder.setInsertionPoint(&op);
+    // A reshape whose result has no destination: a view of its operand's
+    // buffer, unless it is a returned view of an argument.
+    if (auto reshape = dyn_cast<ReshapeOp>(op);
+        reuseViews && reshape && !destination.contains(reshape.getResult())) {
+      Value source = buffer.lookup(reshape.getInput());
+      bool ofArgument = isa<BlockArgument>(storageOf.lookup(source));
+      MemRefType type = toMemRef(reshape.getResult().getType());
+      if (!(ofArgument && returned.contains(reshape.getResult())) &&
+          type.getElementType() ==
+              cast<MemRefType>(source.getType()).getElementType()) {
+        SmallVector<int64_t> strides = type.getStridesAndOffset().first;
+        Value view = memref::ReinterpretCastOp::create(
+            builder, op.getLoc(), type, source, /*offset=*/0, type.getShape(),
+            strides);
+        storageOf[view] = storageOf.lookup(source);
+        store(reshape.getResult(), view);
+        ++views;
+        continue;
+      }
+    }
     SmallVector<Value> outs;
     for (OpResult result : op.getResults()) {
-      auto it = destination.find(result);
-      if (it != destination.end()) {
-        outs.push_back(body.getArgument(it->second));
+      Value out;
+      if (auto it = destination.find(result); it != destination.end()) {
+        out = body.getArgument(it->second);
+      } else if ((out = findDyingOperand(op, result))) {
+        ++reused;
       } else {
-        auto alloc = memref::AllocOp::create(builder, op.getLoc(),
-                                             toMemRef(result.getType()));
-        allocs.push_back(alloc);
-        outs.push_back(alloc);
+        out = memref::AllocOp::create(builder, op.getLoc(),
+                                      toMemRef(result.getType()));
+        allocs.push_back(out);
+        storageOf[out] = out;
         ++numAllocs;
       }
-      buffer[result] = outs.back();
+      outs.push_back(out);
+      store(result, out);
     }
     SmallVector<Value> ins =
         llvm::map_to_vector(op.getOperands(), [&](Value operand) {
@@ -337,6 +466,8 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
     }
   }
   numInPlace += destination.size();
+  numReused += reused;
+  numViews += views;
 
   builder.setInsertionPoint(returnOp);
   for (auto [value, argIndex] : copies) {
@@ -351,19 +482,27 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
   for (Operation *op : llvm::reverse(tensorOps))
     op->erase();
 
-  // 3. Deallocations, after the last user in the block.
+  // 3. Deallocations, after the last user in the block of the buffer or of
+  // a view of it.
   for (Value alloc : allocs) {
     Operation *last = alloc.getDefiningOp();
-    for (Operation *user : alloc.getUsers())
-      if (last->isBeforeInBlock(user))
-        last = user;
+    SmallVector<Value> aliases = {alloc};
+    while (!aliases.empty()) {
+      for (Operation *user : aliases.pop_back_val().getUsers()) {
+        if (last->isBeforeInBlock(user))
+          last = user;
+        if (isa<memref::ReinterpretCastOp>(user))
+          aliases.push_back(user->getResult(0));
+      }
+    }
     builder.setInsertionPointAfter(last);
     memref::DeallocOp::create(builder, alloc.getLoc(), alloc);
   }
   LLVM_DEBUG(llvm::dbgs() << "bufferized @" << func.getName() << ": "
                           << allocs.size() << " buffers, " << destination.size()
-                          << " written in place, " << copies.size()
-                          << " copies\n");
+                          << " written in place, " << reused
+                          << " into a dying operand, " << views << " views, "
+                          << copies.size() << " copies\n");
   return success();
 }
 

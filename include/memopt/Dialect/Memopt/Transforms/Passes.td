@@ -147,15 +147,59 @@ def BufferizePass : Pass<"memopt-bufferize", "mlir::ModuleOp"> {
     becomes one kernel per run of adjacent dimensions (the runtime reduces
     one run per call), through f32 buffers. Anything else (non-memopt ops,
     control flow, dynamic shapes) is an error.
+
+    With `reuse` (the default) the pass also lowers the memory bound: an
+    elementwise kernel (or softmax) writes its result into the scratch buffer
+    of an operand of the same type that dies at that kernel, and a reshape
+    becomes a `memref.reinterpret_cast` view of its operand's buffer instead
+    of a copy. `reuse=false` gives one fresh buffer per value and one copy
+    per reshape, to measure the difference; `in-place` and `alias-reshapes`
+    turn the two rules off one at a time.
   }];
   let dependentDialects = ["mlir::memref::MemRefDialect"];
+  let options = [
+    Option<"reuse", "reuse", "bool", /*default=*/"true",
+           "Share buffers: in-place elementwise results and reshape views">,
+    Option<"inPlace", "in-place", "bool", /*default=*/"true",
+           "With reuse: write an elementwise result into a dying operand's "
+           "buffer">,
+    Option<"aliasReshapes", "alias-reshapes", "bool", /*default=*/"true",
+           "With reuse: make a reshape a view of its operand's buffer">,
+  ];
   let statistics = [
     Statistic<"numKernels", "kernels", "Number of kernels created">,
     Statistic<"numAllocs", "allocs", "Number of scratch buffers allocated">,
     Statistic<"numInPlace", "in-place",
               "Number of results written straight into an argument">,
     Statistic<"numCopies", "copies",
-              "Number of copies into arguments at the end of the step">
+              "Number of copies into arguments at the end of the step">,
+    Statistic<"numReused", "reused",
+              "Number of results written into a dying operand's buffer">,
+    Statistic<"numViews", "views",
+              "Number of reshapes lowered to views of their operand">
+  ];
+}
+
+def TestPrintMemoryAccountPass
+    : Pass<"memopt-test-print-memory-account", "mlir::ModuleOp"> {
+  let summary = "Print the memory account of each function (MemoryAccount)";
+  let description = [{
+    For every function with a body, normally the planned `@train_step`,
+    prints to standard output the MemoryAccount analysis that the memory
+    report of memopt-compile shows (docs/MemoryReport.md): the arena and its
+    lower bound, the bytes of each pool at the peak program point, the peak,
+    the activations saved for the backward pass by scope, the FLOPs, then one
+    line per buffer and one per program point. The IR is left unchanged.
+
+    ```
+    memory account of @train_step (9 ops):
+      arena_bytes=512 lower_bound_bytes=512
+      pools: params=48 master_params=0 grads=48 optimizer=104 ...
+    ```
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", /*default=*/"256",
+           "The plan's alignment, for the lower bound (1 to 2^30)">
   ];
 }
 

@@ -1,0 +1,227 @@
+//===- MemoryAccount.h - memory account of the planned train step -*- C++
+//-*-===//
+//
+// Where the memory of one training step goes: the bytes of every pool
+// (parameters, gradients, optimizer state, activations, ...) at the program
+// point where the scratch buffers peak, the activations each module scope
+// saves for the backward pass, the live scratch bytes at every program point,
+// and a simple FLOP count. Reads the bufferized, planned `@train_step`
+// (docs/Pipeline.md, sections 2 and 3); the rules are in docs/MemoryReport.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_ANALYSIS_MEMORYACCOUNT_H
+#define MEMOPT_ANALYSIS_MEMORYACCOUNT_H
+
+#include "memopt/Analysis/BufferLiveness.h"
+
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace memopt {
+
+class KernelOp;
+
+/// The pools of the memory account, in the order reports list them.
+enum class MemoryPoolKind {
+  /// Arguments with role "param".
+  Params,
+  /// FP32 master copies of low-precision parameters (none yet).
+  MasterParams,
+  /// Scratch buffers that hold a parameter's gradient.
+  Grads,
+  /// Arguments with role "optim".
+  Optimizer,
+  /// Arguments with role "state" (e.g. batch-norm running statistics).
+  State,
+  /// Arguments with role "input", "label", "loss" or any other role.
+  Data,
+  /// Every scratch buffer that is not a gradient.
+  Activations,
+  /// Runtime workspace outside the arena (none on the host runtime).
+  Workspace,
+};
+
+/// Number of MemoryPoolKind values.
+inline constexpr unsigned kNumMemoryPools = 8;
+
+/// The report name of `pool`: "params", "master_params", "grads", ...
+llvm::StringRef getMemoryPoolName(MemoryPoolKind pool);
+
+/// Bytes of every pool, indexed by MemoryPoolKind.
+using PoolBytes = std::array<int64_t, kNumMemoryPools>;
+
+/// One scratch buffer (one `memref.alloc`) as the account sees it.
+struct AccountedBuffer {
+  /// The buffer's live interval, id and size (unknown sizes count as 0).
+  BufferInterval interval;
+  /// MemoryPoolKind::Grads or MemoryPoolKind::Activations.
+  MemoryPoolKind pool = MemoryPoolKind::Activations;
+  /// The first kernel that writes the buffer, in program order; null when no
+  /// kernel writes it.
+  mlir::Operation *producer = nullptr;
+  /// The producer's op index, or -1.
+  int64_t producerIndex = -1;
+  /// The producer's `memopt.scope`, or else the interval's scope; "" when
+  /// neither has one.
+  std::string scope;
+  /// `memopt.offset` of the alloc, or std::nullopt before planning.
+  std::optional<int64_t> offset;
+
+  /// The buffer's size in bytes, 0 when unknown.
+  int64_t getSizeBytes() const { return interval.sizeBytes.value_or(0); }
+};
+
+/// Live scratch bytes at one program point (one op index).
+struct TimelinePoint {
+  /// The op at this index.
+  mlir::Operation *op = nullptr;
+  /// Live bytes of gradient buffers.
+  int64_t grads = 0;
+  /// Live bytes of every other scratch buffer.
+  int64_t activations = 0;
+
+  /// All live scratch bytes.
+  int64_t getBytes() const { return grads + activations; }
+};
+
+/// The memory account of a bufferized, planned training step. Pure: reads the
+/// IR, never changes it. O(n + b log b + b * p) for n ops, b buffers and p
+/// program points covered by their live intervals, plus BufferLiveness.
+class MemoryAccount {
+public:
+  /// The alignment the default pipeline plans with (--memopt-plan-buffers).
+  static constexpr int64_t kDefaultAlignment = 256;
+
+  /// Analyses `op`, normally the `@train_step` function after
+  /// --memopt-plan-buffers, assuming offsets aligned to kDefaultAlignment.
+  explicit MemoryAccount(mlir::Operation *op)
+      : MemoryAccount(op, kDefaultAlignment) {}
+
+  /// Analyses `op`; `alignment` (>= 1) is the plan's, used for the lower
+  /// bound.
+  MemoryAccount(mlir::Operation *op, int64_t alignment);
+
+  /// `memopt.arena_bytes` of the function, or std::nullopt before planning.
+  std::optional<int64_t> getArenaBytes() const { return arenaBytes; }
+
+  /// The placement lower bound: the largest total size of the buffers live at
+  /// one program point, each rounded up to the alignment. No plan with that
+  /// alignment fits in a smaller arena.
+  int64_t getLowerBoundBytes() const { return lowerBoundBytes; }
+
+  /// Bytes of every pool at the peak program point: the arguments by role,
+  /// and the scratch buffers live at the peak by pool.
+  const PoolBytes &getPoolsAtPeak() const { return poolsAtPeak; }
+
+  /// Sum of getPoolsAtPeak().
+  int64_t getTotalBytesAtPeak() const;
+
+  /// Bytes of all arguments (params, optimizer, state, data): what the step
+  /// reads and writes outside the arena.
+  int64_t getArgumentBytes() const;
+
+  /// Index of the peak program point: the one with the most live scratch
+  /// bytes; on a tie, a kernel rather than another op, then the earliest.
+  /// -1 when the function has no ops.
+  int64_t getPeakIndex() const { return peakIndex; }
+
+  /// The op at the peak, or null.
+  mlir::Operation *getPeakOp() const;
+
+  /// Live scratch bytes at the peak (unaligned).
+  int64_t getPeakBytes() const;
+
+  /// Live scratch bytes at every program point (op index).
+  llvm::ArrayRef<TimelinePoint> getTimeline() const { return timeline; }
+
+  /// Every scratch buffer, in program order of its alloc.
+  llvm::ArrayRef<AccountedBuffer> getBuffers() const { return buffers; }
+
+  /// Indices into getBuffers() of the buffers live at the peak, largest
+  /// first.
+  llvm::SmallVector<unsigned> getBuffersLiveAtPeak() const;
+
+  /// Bytes of the activations saved for the backward pass, by the scope of
+  /// the forward kernel that produced them, largest first (then by scope).
+  /// A buffer is saved when a forward kernel writes it and it is still live
+  /// at the first backward op.
+  llvm::ArrayRef<std::pair<std::string, int64_t>> getSavedByScope() const {
+    return savedByScope;
+  }
+
+  /// Index of the kernel that writes the `loss` argument (the end of the
+  /// forward pass), or -1 when no kernel does.
+  int64_t getLossIndex() const { return lossIndex; }
+
+  /// Index of the first backward op: the first kernel after the loss
+  /// kernel; -1 when there is none.
+  int64_t getFirstBackwardIndex() const { return firstBackwardIndex; }
+
+  /// FLOPs of the kernels up to and including the loss kernel (all kernels
+  /// when no kernel writes the loss).
+  int64_t getForwardFlops() const { return forwardFlops; }
+
+  /// FLOPs of the kernels after the loss kernel: the backward pass and the
+  /// optimizer update.
+  int64_t getBackwardFlops() const { return backwardFlops; }
+
+  /// FLOPs of recomputed forward kernels (no rematerialization yet: 0).
+  int64_t getRecomputeFlops() const { return 0; }
+
+  /// Elements and tensors of the "param" arguments.
+  int64_t getNumParameters() const { return numParameters; }
+  int64_t getNumParameterTensors() const { return numParameterTensors; }
+
+  /// Number of buffers whose size is unknown (counted as 0 bytes).
+  int64_t getNumUnsizedBuffers() const { return numUnsizedBuffers; }
+
+  /// Prints the account in the line format of
+  /// -memopt-test-print-memory-account.
+  void print(llvm::raw_ostream &os) const;
+
+private:
+  std::optional<int64_t> arenaBytes;
+  int64_t lowerBoundBytes = 0;
+  PoolBytes argumentBytes{};
+  PoolBytes poolsAtPeak{};
+  int64_t peakIndex = -1;
+  int64_t lossIndex = -1;
+  int64_t firstBackwardIndex = -1;
+  int64_t forwardFlops = 0;
+  int64_t backwardFlops = 0;
+  int64_t numParameters = 0;
+  int64_t numParameterTensors = 0;
+  int64_t numUnsizedBuffers = 0;
+  llvm::SmallVector<TimelinePoint> timeline;
+  llvm::SmallVector<AccountedBuffer> buffers;
+  llvm::SmallVector<std::pair<std::string, int64_t>> savedByScope;
+};
+
+/// The name reports give `op`: the op a kernel computes ("memopt.matmul"),
+/// else the op's own name; "" for null.
+llvm::StringRef getReportedOpName(mlir::Operation *op);
+
+/// The `memopt.scope` of `op`; "" when it has none or is null.
+llvm::StringRef getReportedScope(mlir::Operation *op);
+
+/// The FLOPs of one kernel, by the op it computes: 2·M·N·K for a matmul
+/// (times the batch), 2 · output elements · (C/groups · KH · KW) for a 2-D
+/// convolution and both its gradients, 0 for kernels that only move or
+/// create data (reshape, transpose, broadcast, slice, concat, embedding,
+/// constant, cast, increment), and the element count of the largest operand
+/// for every other (elementwise, reduction, normalization, loss, optimizer)
+/// kernel. Saturates at INT64_MAX.
+int64_t getKernelFlops(KernelOp kernel);
+
+} // namespace memopt
+
+#endif // MEMOPT_ANALYSIS_MEMORYACCOUNT_H

@@ -1,0 +1,455 @@
+//===- MemoryAccount.cpp - memory account of the planned train step -------===//
+//
+// The account follows the pools of "do the memory accounting first"
+// (docs/MemoryReport.md), as PyTorch's memory snapshot categories and the
+// ZeRO paper's model-state / residual-state split do:
+//
+// 1. Arguments are counted by `memopt.role`: they are live for the whole
+//    step, so they belong to every program point.
+// 2. Scratch buffers (the `memref.alloc`s) come from BufferLiveness. The
+//    gradient of a parameter is the `grad` operand of its optimizer-update
+//    kernel, and, walking backwards through the backward pass, the inputs of
+//    the adds (sums of partial gradients), reshapes, casts and unscales that
+//    write a gradient buffer; every other buffer is an activation.
+// 3. A difference array over op indices gives the live scratch bytes per
+//    program point per pool; the peak is the point with the most.
+// 4. Saved activations: buffers a forward kernel (one at or before the kernel
+//    that writes the `loss` argument) writes that are live at the first
+//    backward op (the next kernel), by the producer's `memopt.scope`.
+// 5. FLOPs: getKernelFlops() per kernel, split at the loss kernel.
+//
+// O(n + b log b) for n ops and b buffers, plus BufferLiveness.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Analysis/MemoryAccount.h"
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+#include "memopt/Planning/Placement.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/Debug.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <limits>
+
+#define DEBUG_TYPE "memopt-memory-account"
+
+using namespace mlir;
+using namespace memopt;
+
+static constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
+
+static int64_t saturatingAdd(int64_t a, int64_t b) {
+  return llvm::checkedAdd(a, b).value_or(kMaxInt64);
+}
+
+static int64_t saturatingMul(int64_t a, int64_t b) {
+  return llvm::checkedMul(a, b).value_or(kMaxInt64);
+}
+
+llvm::StringRef memopt::getMemoryPoolName(MemoryPoolKind pool) {
+  switch (pool) {
+  case MemoryPoolKind::Params:
+    return "params";
+  case MemoryPoolKind::MasterParams:
+    return "master_params";
+  case MemoryPoolKind::Grads:
+    return "grads";
+  case MemoryPoolKind::Optimizer:
+    return "optimizer";
+  case MemoryPoolKind::State:
+    return "state";
+  case MemoryPoolKind::Data:
+    return "data";
+  case MemoryPoolKind::Activations:
+    return "activations";
+  case MemoryPoolKind::Workspace:
+    return "workspace";
+  }
+  llvm_unreachable("unknown memory pool");
+}
+
+/// Elements of a statically shaped value (saturating), or 0.
+static int64_t getNumElements(Value value) {
+  auto type = dyn_cast<ShapedType>(value.getType());
+  if (!type || !type.hasStaticShape())
+    return 0;
+  int64_t count = 1;
+  for (int64_t dim : type.getShape())
+    count = saturatingMul(count, dim);
+  return count;
+}
+
+/// 2 · `outputs` · (elements per output channel of `filterLike`): the
+/// multiply-adds of a convolution whose filter (or filter gradient) is
+/// `filterLike`, `[O, C / groups, KH, KW]`, producing `outputs` elements of
+/// the forward output's shape.
+static int64_t getConvFlops(int64_t outputs, Value filterLike) {
+  auto type = dyn_cast<ShapedType>(filterLike.getType());
+  if (!type || !type.hasStaticShape() || type.getRank() < 1 ||
+      type.getDimSize(0) <= 0)
+    return 0;
+  int64_t perOutput = getNumElements(filterLike) / type.getDimSize(0);
+  return saturatingMul(2, saturatingMul(outputs, perOutput));
+}
+
+int64_t memopt::getKernelFlops(KernelOp kernel) {
+  llvm::StringRef name = kernel.getKernel();
+  auto ins = kernel.getIns();
+  auto outs = kernel.getOuts();
+
+  if (name == "memopt.matmul" && ins.size() == 2 && outs.size() == 1) {
+    // [batch..., M, N] outputs, each a dot product of length K.
+    auto lhs = dyn_cast<ShapedType>(ins[0].getType());
+    if (!lhs || !lhs.hasStaticShape() || lhs.getRank() < 2)
+      return 0;
+    bool transposeLhs =
+        static_cast<bool>(kernel.getOpAttributes().get("transpose_lhs"));
+    int64_t k = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));
+    return saturatingMul(2, saturatingMul(getNumElements(outs[0]), k));
+  }
+  if (ins.size() == 2 && outs.size() == 1) {
+    if (name == "memopt.conv2d")
+      return getConvFlops(getNumElements(outs[0]), ins[1]);
+    // The gradients cost what the forward convolution costs: `ins[0]` is the
+    // gradient of the forward output.
+    if (name == "memopt.conv2d_grad_input")
+      return getConvFlops(getNumElements(ins[0]), ins[1]);
+    if (name == "memopt.conv2d_grad_filter")
+      return getConvFlops(getNumElements(ins[0]), outs[0]);
+  }
+
+  bool movesData =
+      llvm::StringSwitch<bool>(name)
+          .Cases({"memopt.constant", "memopt.reshape", "memopt.transpose",
+                  "memopt.broadcast", "memopt.slice", "memopt.slice_grad",
+                  "memopt.concat", "memopt.embedding", "memopt.cast",
+                  "memopt.increment"},
+                 true)
+          .Default(false);
+  if (movesData)
+    return 0;
+  int64_t largest = 0;
+  for (Value operand : kernel->getOperands())
+    largest = std::max(largest, getNumElements(operand));
+  return largest;
+}
+
+/// The value `value` is a view of, through view-like ops, up to its root.
+static Value getRootBuffer(Value value) {
+  while (auto view = value.getDefiningOp<ViewLikeOpInterface>()) {
+    if (view.getViewSource() == value)
+      break;
+    value = view.getViewSource();
+  }
+  return value;
+}
+
+/// The pool of an argument with `memopt.role = role` (null: none).
+static MemoryPoolKind getArgumentPool(StringAttr role) {
+  std::optional<ArgumentRole> kind =
+      role ? symbolizeArgumentRole(role.getValue()) : std::nullopt;
+  if (!kind)
+    return MemoryPoolKind::Data;
+  switch (*kind) {
+  case ArgumentRole::Param:
+    return MemoryPoolKind::Params;
+  case ArgumentRole::Optim:
+    return MemoryPoolKind::Optimizer;
+  case ArgumentRole::State:
+    return MemoryPoolKind::State;
+  case ArgumentRole::Input:
+  case ArgumentRole::Label:
+  case ArgumentRole::Loss:
+    return MemoryPoolKind::Data;
+  }
+  llvm_unreachable("unknown argument role");
+}
+
+llvm::StringRef memopt::getReportedScope(Operation *op) {
+  if (!op)
+    return "";
+  if (auto scope = op->getAttrOfType<StringAttr>(MemoptDialect::kScopeAttrName))
+    return scope.getValue();
+  return "";
+}
+
+MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
+  assert(alignment >= 1 && "alignment must be positive");
+  BufferLiveness liveness(op);
+  int64_t numOps = liveness.getNumOps();
+  timeline.resize(numOps);
+  op->walk<WalkOrder::PreOrder>([&](Operation *nested) {
+    int64_t index = liveness.getIndex(nested);
+    if (index >= 0)
+      timeline[index].op = nested;
+  });
+
+  if (auto arena =
+          op->getAttrOfType<IntegerAttr>(MemoptDialect::kArenaBytesAttrName))
+    arenaBytes = arena.getInt();
+
+  // 1. Arguments, by role.
+  Value lossArgument;
+  if (auto func = dyn_cast<FunctionOpInterface>(op)) {
+    for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
+      auto role = func.getArgAttrOfType<StringAttr>(
+          index, MemoptDialect::kRoleAttrName);
+      MemoryPoolKind pool = getArgumentPool(role);
+      auto memref = dyn_cast<MemRefType>(type);
+      int64_t bytes = memref ? getMemRefSizeInBytes(memref, op).value_or(0) : 0;
+      argumentBytes[static_cast<unsigned>(pool)] =
+          saturatingAdd(argumentBytes[static_cast<unsigned>(pool)], bytes);
+      if (pool == MemoryPoolKind::Params && memref && memref.hasStaticShape()) {
+        ++numParameterTensors;
+        numParameters = saturatingAdd(numParameters, memref.getNumElements());
+      }
+      if (role && role.getValue() == "loss" && !func.isExternal() &&
+          !lossArgument)
+        lossArgument = func.getArgument(index);
+    }
+  }
+
+  // 2. Scratch buffers, their producers and writers.
+  llvm::DenseMap<Value, unsigned> bufferOf;
+  for (const BufferInterval &interval : liveness.getBuffers()) {
+    memref::AllocOp alloc = interval.alloc;
+    AccountedBuffer buffer;
+    buffer.interval = interval;
+    if (!interval.sizeBytes)
+      ++numUnsizedBuffers;
+    if (auto offset =
+            alloc->getAttrOfType<IntegerAttr>(MemoptDialect::kOffsetAttrName))
+      buffer.offset = offset.getInt();
+    bufferOf[alloc.getResult()] = buffers.size();
+    buffers.push_back(std::move(buffer));
+  }
+  auto lookupBuffer = [&](Value value) -> std::optional<unsigned> {
+    auto it = bufferOf.find(getRootBuffer(value));
+    if (it == bufferOf.end())
+      return std::nullopt;
+    return it->second;
+  };
+
+  SmallVector<std::pair<KernelOp, int64_t>> kernels;
+  op->walk<WalkOrder::PreOrder>([&](KernelOp kernel) {
+    kernels.emplace_back(kernel, liveness.getIndex(kernel));
+  });
+  std::vector<SmallVector<KernelOp, 1>> writers(buffers.size());
+  for (auto [kernel, index] : kernels) {
+    for (Value out : kernel.getOuts()) {
+      if (lossArgument && out == lossArgument && lossIndex < 0)
+        lossIndex = index;
+      std::optional<unsigned> id = lookupBuffer(out);
+      if (!id)
+        continue;
+      writers[*id].push_back(kernel);
+      AccountedBuffer &buffer = buffers[*id];
+      if (!buffer.producer) {
+        buffer.producer = kernel;
+        buffer.producerIndex = index;
+      }
+    }
+  }
+  for (AccountedBuffer &buffer : buffers) {
+    buffer.scope = getReportedScope(buffer.producer).str();
+    if (buffer.scope.empty() && buffer.interval.scope)
+      buffer.scope = buffer.interval.scope.getValue().str();
+  }
+  if (lossIndex >= 0)
+    for (auto [kernel, index] : kernels)
+      if (index > lossIndex) {
+        firstBackwardIndex = index;
+        break;
+      }
+
+  // Gradients: the update's `grad` operand, then backwards through the
+  // kernels of the backward pass that only sum, copy or rescale gradients.
+  SmallVector<unsigned> worklist;
+  auto markGrad = [&](Value value) {
+    std::optional<unsigned> id = lookupBuffer(value);
+    if (!id || buffers[*id].pool == MemoryPoolKind::Grads)
+      return;
+    buffers[*id].pool = MemoryPoolKind::Grads;
+    worklist.push_back(*id);
+  };
+  for (auto [kernel, index] : kernels) {
+    llvm::StringRef name = kernel.getKernel();
+    if ((name == "memopt.adamw_update" || name == "memopt.sgd_update") &&
+        kernel.getIns().size() >= 2)
+      markGrad(kernel.getIns()[1]);
+  }
+  while (!worklist.empty()) {
+    unsigned id = worklist.pop_back_val();
+    for (KernelOp writer : writers[id]) {
+      if (liveness.getIndex(writer) <= lossIndex)
+        continue;
+      llvm::StringRef name = writer.getKernel();
+      auto ins = writer.getIns();
+      if (name == "memopt.add" || name == "memopt.reshape" ||
+          name == "memopt.cast") {
+        for (Value in : ins)
+          markGrad(in);
+      } else if (name == "memopt.unscale") {
+        // unscale(scale, d_1..d_n) -> (g_1..g_n, found_inf).
+        for (auto [position, out] : llvm::enumerate(writer.getOuts()))
+          if (lookupBuffer(out) == id && position + 1 < ins.size())
+            markGrad(ins[position + 1]);
+      }
+    }
+  }
+
+  // 3. Live scratch bytes per program point, and the peak.
+  SmallVector<int64_t> gradDelta(numOps + 1, 0), activationDelta(numOps + 1, 0);
+  std::vector<Buffer> problem;
+  for (const AccountedBuffer &buffer : buffers) {
+    const BufferInterval &interval = buffer.interval;
+    int64_t size = buffer.getSizeBytes();
+    if (size <= 0 || interval.start < 0 || interval.end < interval.start ||
+        interval.end >= numOps)
+      continue;
+    SmallVector<int64_t> &delta =
+        buffer.pool == MemoryPoolKind::Grads ? gradDelta : activationDelta;
+    delta[interval.start] += size;
+    delta[interval.end + 1] -= size;
+    problem.push_back({interval.id, interval.start, interval.end + 1, size});
+  }
+  int64_t grads = 0, activations = 0;
+  for (int64_t index = 0; index < numOps; ++index) {
+    grads += gradDelta[index];
+    activations += activationDelta[index];
+    timeline[index].grads = grads;
+    timeline[index].activations = activations;
+    if (peakIndex < 0) {
+      peakIndex = index;
+      continue;
+    }
+    int64_t bytes = timeline[index].getBytes();
+    int64_t best = timeline[peakIndex].getBytes();
+    if (bytes > best ||
+        (bytes == best && !isa<KernelOp>(timeline[peakIndex].op) &&
+         isa<KernelOp>(timeline[index].op)))
+      peakIndex = index;
+  }
+  lowerBoundBytes = computeLowerBound(problem, alignment);
+
+  poolsAtPeak = argumentBytes;
+  if (peakIndex >= 0) {
+    poolsAtPeak[static_cast<unsigned>(MemoryPoolKind::Grads)] =
+        timeline[peakIndex].grads;
+    poolsAtPeak[static_cast<unsigned>(MemoryPoolKind::Activations)] =
+        timeline[peakIndex].activations;
+  }
+
+  // 4. Activations saved for the backward pass, by scope.
+  if (firstBackwardIndex >= 0) {
+    llvm::StringMap<int64_t> saved;
+    for (const AccountedBuffer &buffer : buffers)
+      if (buffer.producer && buffer.producerIndex <= lossIndex &&
+          buffer.interval.start <= firstBackwardIndex &&
+          firstBackwardIndex <= buffer.interval.end)
+        saved[buffer.scope] =
+            saturatingAdd(saved[buffer.scope], buffer.getSizeBytes());
+    for (const auto &entry : saved)
+      savedByScope.emplace_back(entry.getKey().str(), entry.getValue());
+    llvm::sort(savedByScope, [](const auto &a, const auto &b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+  }
+
+  // 5. FLOPs.
+  for (auto [kernel, index] : kernels) {
+    int64_t flops = getKernelFlops(kernel);
+    if (lossIndex < 0 || index <= lossIndex)
+      forwardFlops = saturatingAdd(forwardFlops, flops);
+    else
+      backwardFlops = saturatingAdd(backwardFlops, flops);
+  }
+  LLVM_DEBUG(llvm::dbgs() << "memory account: " << buffers.size()
+                          << " buffers, peak at " << peakIndex << ", LB "
+                          << lowerBoundBytes << "\n");
+}
+
+int64_t MemoryAccount::getTotalBytesAtPeak() const {
+  int64_t total = 0;
+  for (int64_t bytes : poolsAtPeak)
+    total = saturatingAdd(total, bytes);
+  return total;
+}
+
+int64_t MemoryAccount::getArgumentBytes() const {
+  int64_t total = 0;
+  for (int64_t bytes : argumentBytes)
+    total = saturatingAdd(total, bytes);
+  return total;
+}
+
+Operation *MemoryAccount::getPeakOp() const {
+  return peakIndex >= 0 ? timeline[peakIndex].op : nullptr;
+}
+
+int64_t MemoryAccount::getPeakBytes() const {
+  return peakIndex >= 0 ? timeline[peakIndex].getBytes() : 0;
+}
+
+SmallVector<unsigned> MemoryAccount::getBuffersLiveAtPeak() const {
+  SmallVector<unsigned> live;
+  if (peakIndex < 0)
+    return live;
+  for (auto [id, buffer] : llvm::enumerate(buffers))
+    if (buffer.interval.start <= peakIndex &&
+        peakIndex <= buffer.interval.end && buffer.getSizeBytes() > 0)
+      live.push_back(id);
+  llvm::stable_sort(live, [&](unsigned a, unsigned b) {
+    return buffers[a].getSizeBytes() > buffers[b].getSizeBytes();
+  });
+  return live;
+}
+
+llvm::StringRef memopt::getReportedOpName(Operation *op) {
+  if (!op)
+    return "";
+  if (auto kernel = dyn_cast<KernelOp>(op))
+    return kernel.getKernel();
+  return op->getName().getStringRef();
+}
+
+void MemoryAccount::print(llvm::raw_ostream &os) const {
+  os << "  arena_bytes=";
+  if (arenaBytes)
+    os << *arenaBytes;
+  else
+    os << "?";
+  os << " lower_bound_bytes=" << lowerBoundBytes << "\n  pools:";
+  for (unsigned pool = 0; pool < kNumMemoryPools; ++pool)
+    os << " " << getMemoryPoolName(static_cast<MemoryPoolKind>(pool)) << "="
+       << poolsAtPeak[pool];
+  os << "\n  peak: index=" << peakIndex
+     << " op=" << getReportedOpName(getPeakOp()) << " scope=\""
+     << getReportedScope(getPeakOp()) << "\" bytes=" << getPeakBytes()
+     << "\n  loss=" << lossIndex << " first_backward=" << firstBackwardIndex
+     << " saved:";
+  for (const auto &[scope, bytes] : savedByScope)
+    os << " \"" << scope << "\"=" << bytes;
+  os << "\n  flops: forward=" << forwardFlops << " backward=" << backwardFlops
+     << " recompute=" << getRecomputeFlops() << "\n";
+  for (const AccountedBuffer &buffer : buffers) {
+    os << "  buffer " << buffer.interval.id << " "
+       << getMemoryPoolName(buffer.pool) << " size=" << buffer.getSizeBytes()
+       << " live=[" << buffer.interval.start << ", " << buffer.interval.end
+       << "] producer=" << buffer.producerIndex << " scope=\"" << buffer.scope
+       << "\"\n";
+  }
+  for (auto [index, point] : llvm::enumerate(timeline))
+    os << "  point " << index << " " << getReportedOpName(point.op)
+       << " activations=" << point.activations << " grads=" << point.grads
+       << "\n";
+}

@@ -1,0 +1,195 @@
+//===- Report.cpp - the memory report: JSON and text ----------------------===//
+//
+// The JSON and the printed table of the memory report (docs/MemoryReport.md)
+// from a MemoryAccount. memopt-compile is built without exceptions, so the
+// JSON is only constructed and dumped, with invalid UTF-8 replaced rather than
+// thrown on.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Report.h"
+
+#include "memopt/Analysis/MemoryAccount.h"
+#include "memopt/Support/ModelState.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <nlohmann/json.hpp>
+
+using namespace memopt;
+using Json = nlohmann::ordered_json;
+
+/// The scopes the text report lists.
+static constexpr size_t kMaxScopesShown = 10;
+
+/// `value` as JSON text, never throwing on invalid UTF-8.
+static std::string dump(const Json &value, int indent = -1) {
+  return value.dump(indent, ' ', /*ensure_ascii=*/false,
+                    Json::error_handler_t::replace);
+}
+
+Json memopt::buildMemoryReport(const MemoryAccount &account) {
+  Json report = Json::object();
+  if (std::optional<int64_t> arena = account.getArenaBytes())
+    report["arena_bytes"] = *arena;
+  else
+    report["arena_bytes"] = nullptr;
+  report["lower_bound_bytes"] = account.getLowerBoundBytes();
+
+  Json pools = Json::object();
+  for (unsigned pool = 0; pool < kNumMemoryPools; ++pool)
+    pools[getMemoryPoolName(static_cast<MemoryPoolKind>(pool)).str()] =
+        account.getPoolsAtPeak()[pool];
+  report["pools"] = std::move(pools);
+
+  mlir::Operation *peakOp = account.getPeakOp();
+  report["peak"] = Json{{"index", account.getPeakIndex()},
+                        {"op", getReportedOpName(peakOp).str()},
+                        {"scope", getReportedScope(peakOp).str()},
+                        {"bytes", account.getPeakBytes()}};
+
+  Json byScope = Json::object();
+  for (const auto &[scope, bytes] : account.getSavedByScope())
+    byScope[scope] = bytes;
+  report["by_scope"] = std::move(byScope);
+
+  report["forward_flops"] = account.getForwardFlops();
+  report["backward_flops"] = account.getBackwardFlops();
+  report["recompute_flops"] = account.getRecomputeFlops();
+
+  Json timeline = Json::array();
+  for (auto [index, point] : llvm::enumerate(account.getTimeline()))
+    timeline.push_back(Json{{"index", index},
+                            {"op", getReportedOpName(point.op).str()},
+                            {"scope", getReportedScope(point.op).str()},
+                            {"bytes", point.getBytes()},
+                            {"activations", point.activations},
+                            {"grads", point.grads}});
+  report["timeline"] = std::move(timeline);
+  return report;
+}
+
+std::string memopt::renderMemoryReportJson(const MemoryAccount &account) {
+  // Pretty-printed, except that each timeline point stays on one line so
+  // that the file reads like the table it is.
+  Json report = buildMemoryReport(account);
+  std::string text = "{";
+  llvm::ListSeparator sep(",");
+  for (const auto &[key, value] : report.items()) {
+    text += sep;
+    text += "\n  " + dump(Json(key)) + ": ";
+    if (key == "timeline") {
+      text += "[";
+      llvm::ListSeparator pointSep(",");
+      for (const Json &point : value) {
+        text += pointSep;
+        text += "\n    " + dump(point);
+      }
+      text += value.empty() ? "]" : "\n  ]";
+      continue;
+    }
+    std::string nested = dump(value, 2);
+    llvm::SmallVector<llvm::StringRef> lines;
+    llvm::StringRef(nested).split(lines, '\n');
+    text += llvm::join(lines, "\n  ");
+  }
+  text += "\n}\n";
+  return text;
+}
+
+/// `flops` with a decimal unit: "812 FLOP", "1.25 MFLOP", "3.10 GFLOP".
+static std::string formatFlops(int64_t flops) {
+  static const char *const units[] = {"FLOP",  "kFLOP", "MFLOP",
+                                      "GFLOP", "TFLOP", "PFLOP"};
+  if (flops < 1000)
+    return std::to_string(flops) + " FLOP";
+  double value = static_cast<double>(flops);
+  int unit = 0;
+  while (value >= 1000.0 && unit < 5) {
+    value /= 1000.0;
+    ++unit;
+  }
+  return llvm::formatv("{0:f2} {1}", value, units[unit]).str();
+}
+
+/// How the text and HTML reports name a scope: "(top level)" for "".
+static std::string displayScope(llvm::StringRef scope) {
+  return scope.empty() ? "(top level)" : scope.str();
+}
+
+void memopt::printMemoryReportText(llvm::raw_ostream &os,
+                                   const MemoryAccount &account,
+                                   const ReportContext &context) {
+  const PoolBytes &pools = account.getPoolsAtPeak();
+  int64_t total = account.getTotalBytesAtPeak();
+  mlir::Operation *peakOp = account.getPeakOp();
+
+  os << "memory of @" << context.functionName << " at its peak (program point "
+     << account.getPeakIndex() << ", " << getReportedOpName(peakOp);
+  if (llvm::StringRef scope = getReportedScope(peakOp); !scope.empty())
+    os << " in " << scope;
+  os << "):\n";
+  auto printRow = [&](llvm::StringRef name, int64_t bytes) {
+    os << "  " << llvm::left_justify(name, 14) << " "
+       << llvm::right_justify(formatBytes(bytes), 12) << " "
+       << llvm::right_justify(std::to_string(bytes), 14) << " B  "
+       << llvm::format("%5.1f%%", total > 0
+                                      ? 100.0 * static_cast<double>(bytes) /
+                                            static_cast<double>(total)
+                                      : 0.0)
+       << "\n";
+  };
+  os << "  " << llvm::left_justify("pool", 14) << " "
+     << llvm::right_justify("bytes", 12) << " "
+     << llvm::right_justify("exact", 14) << "    share\n";
+  for (unsigned pool = 0; pool < kNumMemoryPools; ++pool)
+    printRow(getMemoryPoolName(static_cast<MemoryPoolKind>(pool)), pools[pool]);
+  printRow("total", total);
+  os << "  " << account.getNumParameters() << " parameters in "
+     << account.getNumParameterTensors() << " tensors, optimizer "
+     << context.optimizer << "\n";
+
+  int64_t lowerBound = account.getLowerBoundBytes();
+  os << "scratch arena: ";
+  if (std::optional<int64_t> arena = account.getArenaBytes()) {
+    os << formatBytes(*arena) << " (" << *arena << " B), lower bound "
+       << formatBytes(lowerBound) << " (" << lowerBound << " B)";
+    if (lowerBound > 0)
+      os << llvm::format(", %.3fx the bound",
+                         static_cast<double>(*arena) /
+                             static_cast<double>(lowerBound));
+    int64_t allocated = account.getArgumentBytes() + *arena;
+    os << "\nallocated for the step: " << formatBytes(allocated) << " ("
+       << allocated << " B): arguments " << account.getArgumentBytes()
+       << " B + arena " << *arena << " B\n";
+  } else {
+    os << "not planned, lower bound " << formatBytes(lowerBound) << " ("
+       << lowerBound << " B)\n";
+  }
+
+  auto scopes = account.getSavedByScope();
+  int64_t saved = 0;
+  for (const auto &entry : scopes)
+    saved += entry.second;
+  os << "activations saved for the backward: " << formatBytes(saved) << " ("
+     << saved << " B)";
+  if (scopes.empty()) {
+    os << "\n";
+  } else {
+    size_t shown = std::min(scopes.size(), kMaxScopesShown);
+    os << ", top " << shown << " of " << scopes.size() << " scopes:\n";
+    for (const auto &[scope, bytes] : scopes.take_front(shown))
+      os << "  " << llvm::left_justify(displayScope(scope), 32) << " "
+         << llvm::right_justify(formatBytes(bytes), 12) << " "
+         << llvm::right_justify(std::to_string(bytes), 14) << " B\n";
+  }
+  os << "compute: forward " << formatFlops(account.getForwardFlops())
+     << ", backward " << formatFlops(account.getBackwardFlops())
+     << ", recompute " << formatFlops(account.getRecomputeFlops()) << "\n";
+  if (!context.outputDir.empty())
+    os << "timeline and buffers at the peak: " << context.outputDir
+       << "/memory_report.html\n";
+}
