@@ -5,9 +5,9 @@
 # limit and prints one Markdown table row per instance, next to the reference
 # figure quoted in that folder's README.
 #
-#   bench/planner/run.sh                 # from anywhere
+#   bench/plan/run.sh                 # from anywhere
 #   MEMOPT_DSA_DIR=/path/to/dsa MEMOPT_PLAN=build/bin/memopt-plan \
-#   TIME_LIMIT=5 bench/planner/run.sh
+#   TIME_LIMIT=5 bench/plan/run.sh
 #
 #===------------------------------------------------------------------------===#
 set -euo pipefail
