@@ -27,6 +27,28 @@ config.substitutions.append(("%memopt_obj_root", config.memopt_obj_root))
 config.substitutions.append(("%examples",
                              os.path.join(config.memopt_src_root, "examples")))
 
+# Flags that a test's own C++ compile needs to link memopt's archives: the
+# sanitizer flags in a -DMEMOPT_ENABLE_SANITIZERS=ON build, else nothing.
+config.substitutions.append(("%host_cxxflags",
+                             config.memopt_sanitizer_cxxflags))
+
+# In a sanitized build every report goes to stderr and aborts the process:
+# a signal, so that neither `not` nor an expected exit code of 1 can mistake
+# a sanitizer error for the diagnostic a test expects. Leaks of MLIR's and
+# LLVM's own allocations are suppressed (test/lsan.supp says which and why);
+# none of memopt's are.
+if config.memopt_sanitized:
+    config.available_features.add("sanitized")
+    config.environment["ASAN_OPTIONS"] = ":".join([
+        "detect_leaks=1", "abort_on_error=1", "strict_string_checks=1",
+        "detect_stack_use_after_return=1", "check_initialization_order=1"])
+    config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1:abort_on_error=1"
+    config.environment["LSAN_OPTIONS"] = "suppressions=" + os.path.join(
+        config.memopt_src_root, "test", "lsan.supp")
+    symbolizer = os.path.join(config.llvm_tools_dir, "llvm-symbolizer")
+    if os.path.exists(symbolizer):
+        config.environment["ASAN_SYMBOLIZER_PATH"] = symbolizer
+
 # The exporter runs under Debian's Python, which has torch 1.13.
 python = "/usr/bin/python3"
 config.substitutions.append(("%python", python))

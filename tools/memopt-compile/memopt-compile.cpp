@@ -366,6 +366,12 @@ bool buildTrain(const char *argv0) {
                                    "-lopenblas",
                                    "-o",
                                    tmpPath};
+  // The flags the driver and runtime archives were built with (sanitizers).
+  llvm::SmallVector<llvm::StringRef> extraFlags;
+  llvm::StringRef(MEMOPT_TRAIN_CXXFLAGS)
+      .split(extraFlags, ' ', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  for (llvm::StringRef flag : extraFlags)
+    args.push_back(flag.str());
 
   llvm::SmallString<128> log;
   if (std::error_code ec =

@@ -483,6 +483,24 @@ func.func @conv_too_small(%x: tensor<1x3x2x2xf32>, %w: tensor<8x3x3x3xf32>) {
 
 // -----
 
+// Attributes are user input: the window arithmetic must not overflow (found
+// by UBSan, scripts/check-sanitized.sh).
+func.func @conv_padding_overflow(%x: tensor<1x4x16x16xf32>, %w: tensor<8x4x3x3xf32>) {
+  // expected-error @+1 {{'padding' or 'dilations' overflow 64-bit sizes}}
+  %0 = memopt.conv2d %x, %w padding [4611686018427387904, 0] : tensor<1x4x16x16xf32>, tensor<8x4x3x3xf32> -> tensor<1x8x14x14xf32>
+  return
+}
+
+// -----
+
+func.func @conv_dilation_overflow(%x: tensor<1x4x16x16xf32>, %w: tensor<8x4x3x3xf32>) {
+  // expected-error @+1 {{'padding' or 'dilations' overflow 64-bit sizes}}
+  %0 = memopt.conv2d %x, %w dilations [4611686018427387904, 1] : tensor<1x4x16x16xf32>, tensor<8x4x3x3xf32> -> tensor<1x8x14x14xf32>
+  return
+}
+
+// -----
+
 func.func @conv_stride(%x: tensor<1x3x8x8xf32>, %w: tensor<8x3x3x3xf32>) {
   // expected-error @+1 {{'strides' entry must be >= 1, got 0}}
   %0 = memopt.conv2d %x, %w strides [0, 1] : tensor<1x3x8x8xf32>, tensor<8x3x3x3xf32> -> tensor<1x8x6x6xf32>
@@ -542,6 +560,14 @@ func.func @pool_padding(%x: tensor<1x8x16x16xf32>) {
 func.func @pool_kernel(%x: tensor<1x8x4x4xf32>) {
   // expected-error @+1 {{the kernel [8, 8] does not fit in the padded input 'tensor<1x8x4x4xf32>'}}
   %0 = memopt.avg_pool2d %x kernel [8, 8] strides [1, 1] : tensor<1x8x4x4xf32> to tensor<1x8x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @pool_padding_overflow(%x: tensor<1x8x4x4xf32>) {
+  // expected-error @+1 {{'kernel' or 'padding' overflow 64-bit sizes}}
+  %0 = memopt.avg_pool2d %x kernel [9223372036854775807, 1] strides [1, 1] padding [4611686018427387903, 0] : tensor<1x8x4x4xf32> to tensor<1x8x1x4xf32>
   return
 }
 

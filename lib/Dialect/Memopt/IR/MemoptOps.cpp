@@ -14,6 +14,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 #include <cstdio>
 
@@ -674,14 +675,23 @@ LogicalResult EmbeddingGradOp::verify() {
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
 
-/// Output extent of a window of `kernel` elements sliding over `size`.
-static int64_t windowOutputSize(int64_t size, int64_t kernel, int64_t stride,
-                                int64_t padding, int64_t dilation = 1) {
-  int64_t span = dilation * (kernel - 1) + 1;
-  int64_t padded = size + 2 * padding;
-  if (padded < span)
+/// Output extent of a window of `kernel` elements sliding over `size`, or
+/// std::nullopt when the padded input or the dilated window does not fit in
+/// 64 bits (attributes are user input: the arithmetic must not overflow).
+static std::optional<int64_t> windowOutputSize(int64_t size, int64_t kernel,
+                                               int64_t stride, int64_t padding,
+                                               int64_t dilation = 1) {
+  std::optional<int64_t> span = llvm::checkedMul(dilation, kernel - 1);
+  if (span)
+    span = llvm::checkedAdd(*span, int64_t(1));
+  std::optional<int64_t> padded = llvm::checkedMul(padding, int64_t(2));
+  if (padded)
+    padded = llvm::checkedAdd(size, *padded);
+  if (!span || !padded)
+    return std::nullopt;
+  if (*padded < *span)
     return 0;
-  return (padded - span) / stride + 1;
+  return (*padded - *span) / stride + 1;
 }
 
 /// Computes the result type of a conv2d of `input` by `filter`, or reports
@@ -694,7 +704,7 @@ static FailureOr<RankedTensorType> inferConvType(ConvOp op, Named input,
       failed(expectPositive(raw, "'strides' entry", op.getStrides())) ||
       failed(expectPositive(raw, "'dilations' entry", op.getDilations())) ||
       failed(expectPositive(raw, "'padding' entry", op.getPadding(), 0)) ||
-      failed(expectPositive(raw, "'groups'", {op.getGroups()})))
+      failed(expectPositive(raw, "'groups'", {op.getGroupsAttr().getInt()})))
     return failure();
   RankedTensorType inputType = tensorType(input.value);
   RankedTensorType filterType = tensorType(filter.value);
@@ -702,7 +712,7 @@ static FailureOr<RankedTensorType> inferConvType(ConvOp op, Named input,
     return typeMismatch(raw, filter.name, filterType,
                         filterType.clone(inputType.getElementType()),
                         "the element type of the input");
-  int64_t groups = op.getGroups();
+  int64_t groups = op.getGroupsAttr().getInt();
   int64_t channels = inputType.getDimSize(1);
   int64_t outChannels = filterType.getDimSize(0);
   if (channels % groups != 0 || outChannels % groups != 0)
@@ -718,14 +728,17 @@ static FailureOr<RankedTensorType> inferConvType(ConvOp op, Named input,
            << " (input channels / groups)";
   SmallVector<int64_t> shape = {inputType.getDimSize(0), outChannels};
   for (int d = 0; d < 2; ++d) {
-    int64_t size = windowOutputSize(
+    std::optional<int64_t> size = windowOutputSize(
         inputType.getDimSize(2 + d), filterType.getDimSize(2 + d),
         op.getStrides()[d], op.getPadding()[d], op.getDilations()[d]);
-    if (size <= 0)
+    if (!size)
+      return op.emitOpError()
+             << "'padding' or 'dilations' overflow 64-bit sizes";
+    if (*size <= 0)
       return op.emitOpError() << "the filter " << filterType
                               << " does not fit in the padded input "
                               << inputType;
-    shape.push_back(size);
+    shape.push_back(*size);
   }
   return inputType.clone(shape);
 }
@@ -770,17 +783,19 @@ inferPoolType(Operation *op, Named input, ArrayRef<int64_t> kernel,
   RankedTensorType type = tensorType(input.value);
   SmallVector<int64_t> shape(type.getShape().take_front(2));
   for (int d = 0; d < 2; ++d) {
-    if (2 * padding[d] > kernel[d])
+    if (padding[d] > kernel[d] / 2)
       return op->emitOpError() << "'padding' entry " << padding[d]
                                << " exceeds half the kernel (" << kernel[d]
                                << ")";
-    int64_t size = windowOutputSize(type.getDimSize(2 + d), kernel[d],
-                                    strides[d], padding[d]);
-    if (size <= 0)
+    std::optional<int64_t> size = windowOutputSize(
+        type.getDimSize(2 + d), kernel[d], strides[d], padding[d]);
+    if (!size)
+      return op->emitOpError() << "'kernel' or 'padding' overflow 64-bit sizes";
+    if (*size <= 0)
       return op->emitOpError() << "the kernel [" << kernel
                                << "] does not fit in the padded input "
                                << type;
-    shape.push_back(size);
+    shape.push_back(*size);
   }
   return type.clone(shape);
 }

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+#===- scripts/check-sanitized.sh - the test suite under ASan and UBSan -----===#
+#
+# Configures build-asan/ with -DMEMOPT_ENABLE_SANITIZERS=ON, builds it, runs the
+# gtest unit tests (ctest) and the lit suite, and prints one summary line
+# "check-sanitized: N passed, M failed". Any AddressSanitizer,
+# UndefinedBehaviorSanitizer or LeakSanitizer report fails the test that
+# triggered it. docs/Development.md says what is suppressed and why.
+#
+#   BUILD_DIR  the build directory (build-asan)
+#   JOBS       parallel build and test jobs (2)
+#   LIT_PATHS  the lit tests to run, relative to test/ (all of them)
+#   CXX        the compiler (c++; memopt-compile builds OUT/train with c++
+#              too, so the two must share a sanitizer runtime)
+#
+#===-------------------------------------------------------------------------===#
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build-asan}
+JOBS=${JOBS:-2}
+LIT=${LIT:-/usr/lib/llvm-22/bin/lit}
+
+if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+  cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER="${CXX:-c++}" -DCMAKE_C_COMPILER="${CC:-cc}" \
+    -DMEMOPT_ENABLE_SANITIZERS=ON || exit 1
+fi
+ninja -C "$BUILD_DIR" -j "$JOBS" || {
+  echo "check-sanitized: 0 passed, 1 failed (build)"
+  exit 1
+}
+
+log="$BUILD_DIR/check-sanitized.log"
+: >"$log"
+status=0
+
+# Unit tests. ctest does not export lit's environment: set the same options.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:abort_on_error=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/test/lsan.supp}
+(cd "$BUILD_DIR" && ctest --output-on-failure -j "$JOBS") 2>&1 | tee -a "$log" || status=1
+
+# The lit suite (lit.cfg.py sets the sanitizer options itself).
+paths=()
+for p in ${LIT_PATHS:-.}; do paths+=("$BUILD_DIR/test/$p"); done
+"$LIT" -sv -j "$JOBS" "${paths[@]}" 2>&1 | tee -a "$log" || status=1
+
+read -r unit_failed unit_total < <(sed -n 's/.* \([0-9]\+\) tests failed out of \([0-9]\+\).*/\1 \2/p' "$log" | tail -1)
+lit_passed=$(sed -n 's/^ *Passed *: *\([0-9]\+\).*/\1/p' "$log" | tail -1)
+lit_failed=$(sed -n 's/^ *Failed *: *\([0-9]\+\).*/\1/p' "$log" | tail -1)
+passed=$(( ${unit_total:-0} - ${unit_failed:-0} + ${lit_passed:-0} ))
+failed=$(( ${unit_failed:-0} + ${lit_failed:-0} ))
+if [[ $status -ne 0 && $failed -eq 0 ]]; then
+  failed=1
+fi
+echo "check-sanitized: $passed passed, $failed failed"
+exit "$status"
