@@ -558,41 +558,35 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
                         .Case("memopt.reduce_max", "MEMOPT_REDUCE_MAX")
                         .Default("");
 
+  // The elementwise families share one shape:
+  // memopt_<family>(ctx, kind, dtype, ins..., [value,] out, n).
+  auto elementwise = [&](StringRef entry, StringRef kind, unsigned numIns,
+                         bool withValue) -> LogicalResult {
+    if (failed(expectCounts(numIns, 1)))
+      return failure();
+    callee = entry;
+    call.verbatim(kind).verbatim(dtype(ins[0]));
+    for (unsigned i = 0; i < numIns; ++i)
+      ptr(ins[i]);
+    if (withValue)
+      call.f64(f64Attr("value"));
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+    return success();
+  };
+
   if (!unaryKind.empty()) {
-    if (failed(expectCounts(1, 1)))
+    if (failed(elementwise("memopt_unary", unaryKind, 1, false)))
       return failure();
-    callee = "memopt_unary";
-    call.verbatim(unaryKind).verbatim(dtype(ins[0]));
-    ptr(ins[0]);
-    ptr(outs[0]);
-    call.i64(numel(outs[0]));
   } else if (!binaryKind.empty()) {
-    if (failed(expectCounts(2, 1)))
+    if (failed(elementwise("memopt_binary", binaryKind, 2, false)))
       return failure();
-    callee = "memopt_binary";
-    call.verbatim(binaryKind).verbatim(dtype(ins[0]));
-    ptr(ins[0]);
-    ptr(ins[1]);
-    ptr(outs[0]);
-    call.i64(numel(outs[0]));
   } else if (!scalarKind.empty()) {
-    if (failed(expectCounts(1, 1)))
+    if (failed(elementwise("memopt_scalar", scalarKind, 1, true)))
       return failure();
-    callee = "memopt_scalar";
-    call.verbatim(scalarKind).verbatim(dtype(ins[0]));
-    ptr(ins[0]);
-    call.f64(f64Attr("value"));
-    ptr(outs[0]);
-    call.i64(numel(outs[0]));
   } else if (!gradKind.empty()) {
-    if (failed(expectCounts(2, 1)))
+    if (failed(elementwise("memopt_activation_grad", gradKind, 2, false)))
       return failure();
-    callee = "memopt_activation_grad";
-    call.verbatim(gradKind).verbatim(dtype(ins[0]));
-    ptr(ins[0]);
-    ptr(ins[1]);
-    ptr(outs[0]);
-    call.i64(numel(outs[0]));
   } else if (!reduceKind.empty()) {
     if (failed(expectCounts(1, 1)))
       return failure();
