@@ -103,6 +103,6 @@ func.func @no_arena() attributes {memopt.train_step} {
 
 // -----
 
-// expected-error @below {{--memopt-verify-plan found no function marked 'memopt.train_step' with a body}}
+// expected-error @below {{no function marked 'memopt.train_step' to verify the plan of (run --memopt-autodiff first)}}
 module {
 }

@@ -439,10 +439,11 @@ bool compile(MLIRContext &context, const char *argv0) {
   if (failed(pm.run(*module)))
     return false;
 
-  FunctionOpInterface step =
-      findFunction(*module, memopt::MemoptDialect::kTrainStepAttrName);
-  if (!step)
+  FailureOr<FunctionOpInterface> found =
+      memopt::findTrainStep(*module, "generate code for");
+  if (failed(found))
     return false;
+  FunctionOpInterface step = *found;
   std::string modelJson;
   if (!buildModelJson(step, options, modelJson))
     return false;

@@ -10,6 +10,7 @@
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/StringSet.h"
@@ -30,6 +31,27 @@ void MemoptDialect::initialize() {
 #include "memopt/Dialect/Memopt/IR/MemoptOps.cpp.inc"
       >();
   registerAttributes();
+}
+
+FailureOr<FunctionOpInterface> memopt::findTrainStep(ModuleOp module,
+                                                    StringRef purpose) {
+  FunctionOpInterface found;
+  for (auto func : module.getOps<FunctionOpInterface>()) {
+    if (!func->hasAttr(MemoptDialect::kTrainStepAttrName) || func.isExternal())
+      continue;
+    if (found) {
+      func->emitOpError() << "is a second function marked "
+                             "'memopt.train_step' (expected one)";
+      return failure();
+    }
+    found = func;
+  }
+  if (!found) {
+    module.emitError() << "no function marked 'memopt.train_step' to "
+                       << purpose << " (run --memopt-autodiff first)";
+    return failure();
+  }
+  return found;
 }
 
 void MemoptDialect::registerAttributes() {

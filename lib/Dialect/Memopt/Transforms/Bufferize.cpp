@@ -182,8 +182,6 @@ private:
 /// updated argument. Fills `updated` with those arguments' indices.
 static LogicalResult checkTrainStep(func::FuncOp func,
                                     SmallVectorImpl<unsigned> &updated) {
-  if (func.isExternal())
-    return func.emitOpError() << "marked memopt.train_step has no body";
   if (!func.getBody().hasOneBlock())
     return func.emitOpError()
            << "has control flow (" << func.getBody().getBlocks().size()
@@ -508,20 +506,14 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
 
 void BufferizePass::runOnOperation() {
   ModuleOp module = getOperation();
-  SmallVector<func::FuncOp> steps;
-  for (auto func : module.getOps<func::FuncOp>())
-    if (func->hasAttr(MemoptDialect::kTrainStepAttrName))
-      steps.push_back(func);
-  if (steps.empty()) {
-    module.emitError() << "no function marked 'memopt.train_step' to "
-                          "bufferize (run --memopt-autodiff first)";
+  FailureOr<FunctionOpInterface> step = findTrainStep(module, "bufferize");
+  if (failed(step))
+    return signalPassFailure();
+  auto func = dyn_cast<func::FuncOp>(step->getOperation());
+  if (!func) {
+    step->emitOpError() << "must be a func.func to be bufferized";
     return signalPassFailure();
   }
-  if (steps.size() > 1) {
-    steps[1].emitOpError() << "is a second function marked "
-                              "'memopt.train_step' (expected one)";
-    return signalPassFailure();
-  }
-  if (failed(bufferize(steps.front())))
+  if (failed(bufferize(func)))
     return signalPassFailure();
 }

@@ -60,20 +60,9 @@ struct PlanBuffersPass
                             "non-negative number of seconds";
       return signalPassFailure();
     }
-    bool found = false;
-    for (auto func : module.getOps<FunctionOpInterface>()) {
-      if (!func->hasAttr(MemoptDialect::kTrainStepAttrName) ||
-          func.isExternal())
-        continue;
-      found = true;
-      if (failed(planFunction(func)))
-        signalPassFailure();
-    }
-    if (!found) {
-      module.emitError() << "--memopt-plan-buffers found no function marked "
-                            "'memopt.train_step' with a body";
+    FailureOr<FunctionOpInterface> step = findTrainStep(module, "plan");
+    if (failed(step) || failed(planFunction(*step)))
       return signalPassFailure();
-    }
     // Only attributes changed: the live intervals still hold.
     markAnalysesPreserved<BufferLiveness>();
   }

@@ -84,20 +84,10 @@ struct VerifyPlanPass
                          << alignment.getValue() << " is not positive";
       return signalPassFailure();
     }
-    bool found = false;
-    for (auto func : module.getOps<FunctionOpInterface>()) {
-      if (!func->hasAttr(MemoptDialect::kTrainStepAttrName) ||
-          func.isExternal())
-        continue;
-      found = true;
-      if (failed(verifyFunction(func)))
-        signalPassFailure();
-    }
-    if (!found) {
-      module.emitError() << "--memopt-verify-plan found no function marked "
-                            "'memopt.train_step' with a body";
+    FailureOr<FunctionOpInterface> step =
+        findTrainStep(module, "verify the plan of");
+    if (failed(step) || failed(verifyFunction(*step)))
       return signalPassFailure();
-    }
     markAllAnalysesPreserved();
   }
 
