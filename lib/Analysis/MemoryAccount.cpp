@@ -16,13 +16,15 @@
 // 4. Saved activations: buffers a forward kernel (one at or before the kernel
 //    that writes the `loss` argument) writes that are live at the first
 //    backward op (the next kernel), by the producer's `memopt.scope`.
-// 5. FLOPs: getKernelFlops() per kernel, split at the loss kernel.
+// 5. FLOPs: the cost model's getKernelFlops() per kernel, split at the
+//    loss kernel.
 //
 // O(n + b log b) for n ops and b buffers, plus BufferLiveness.
 //
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Analysis/MemoryAccount.h"
+#include "memopt/Analysis/CostModel.h"
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Planning/Placement.h"
@@ -32,7 +34,6 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/Debug.h"
 #include "llvm/Support/raw_ostream.h"
@@ -49,10 +50,6 @@ static constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
 static int64_t saturatingAdd(int64_t a, int64_t b) {
   return llvm::checkedAdd(a, b).value_or(kMaxInt64);
-}
-
-static int64_t saturatingMul(int64_t a, int64_t b) {
-  return llvm::checkedMul(a, b).value_or(kMaxInt64);
 }
 
 llvm::StringRef memopt::getMemoryPoolName(MemoryPoolKind pool) {
@@ -75,72 +72,6 @@ llvm::StringRef memopt::getMemoryPoolName(MemoryPoolKind pool) {
     return "workspace";
   }
   llvm_unreachable("unknown memory pool");
-}
-
-/// Elements of a statically shaped value (saturating), or 0.
-static int64_t getNumElements(Value value) {
-  auto type = dyn_cast<ShapedType>(value.getType());
-  if (!type || !type.hasStaticShape())
-    return 0;
-  int64_t count = 1;
-  for (int64_t dim : type.getShape())
-    count = saturatingMul(count, dim);
-  return count;
-}
-
-/// 2 · `outputs` · (elements per output channel of `filterLike`): the
-/// multiply-adds of a convolution whose filter (or filter gradient) is
-/// `filterLike`, `[O, C / groups, KH, KW]`, producing `outputs` elements of
-/// the forward output's shape.
-static int64_t getConvFlops(int64_t outputs, Value filterLike) {
-  auto type = dyn_cast<ShapedType>(filterLike.getType());
-  if (!type || !type.hasStaticShape() || type.getRank() < 1 ||
-      type.getDimSize(0) <= 0)
-    return 0;
-  int64_t perOutput = getNumElements(filterLike) / type.getDimSize(0);
-  return saturatingMul(2, saturatingMul(outputs, perOutput));
-}
-
-int64_t memopt::getKernelFlops(KernelOp kernel) {
-  llvm::StringRef name = kernel.getKernel();
-  auto ins = kernel.getIns();
-  auto outs = kernel.getOuts();
-
-  if (name == "memopt.matmul" && ins.size() == 2 && outs.size() == 1) {
-    // [batch..., M, N] outputs, each a dot product of length K.
-    auto lhs = dyn_cast<ShapedType>(ins[0].getType());
-    if (!lhs || !lhs.hasStaticShape() || lhs.getRank() < 2)
-      return 0;
-    bool transposeLhs =
-        static_cast<bool>(kernel.getOpAttributes().get("transpose_lhs"));
-    int64_t k = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));
-    return saturatingMul(2, saturatingMul(getNumElements(outs[0]), k));
-  }
-  if (ins.size() == 2 && outs.size() == 1) {
-    if (name == "memopt.conv2d")
-      return getConvFlops(getNumElements(outs[0]), ins[1]);
-    // The gradients cost what the forward convolution costs: `ins[0]` is the
-    // gradient of the forward output.
-    if (name == "memopt.conv2d_grad_input")
-      return getConvFlops(getNumElements(ins[0]), ins[1]);
-    if (name == "memopt.conv2d_grad_filter")
-      return getConvFlops(getNumElements(ins[0]), outs[0]);
-  }
-
-  bool movesData =
-      llvm::StringSwitch<bool>(name)
-          .Cases({"memopt.constant", "memopt.reshape", "memopt.transpose",
-                  "memopt.broadcast", "memopt.slice", "memopt.slice_grad",
-                  "memopt.concat", "memopt.embedding", "memopt.cast",
-                  "memopt.increment"},
-                 true)
-          .Default(false);
-  if (movesData)
-    return 0;
-  int64_t largest = 0;
-  for (Value operand : kernel->getOperands())
-    largest = std::max(largest, getNumElements(operand));
-  return largest;
 }
 
 /// The value `value` is a view of, through view-like ops, up to its root.

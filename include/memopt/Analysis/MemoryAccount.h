@@ -14,6 +14,7 @@
 #define MEMOPT_ANALYSIS_MEMORYACCOUNT_H
 
 #include "memopt/Analysis/BufferLiveness.h"
+#include "memopt/Analysis/CostModel.h"
 
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -213,14 +214,6 @@ llvm::StringRef getReportedOpName(mlir::Operation *op);
 /// The `memopt.scope` of `op`; "" when it has none or is null.
 llvm::StringRef getReportedScope(mlir::Operation *op);
 
-/// The FLOPs of one kernel, by the op it computes: 2·M·N·K for a matmul
-/// (times the batch), 2 · output elements · (C/groups · KH · KW) for a 2-D
-/// convolution and both its gradients, 0 for kernels that only move or
-/// create data (reshape, transpose, broadcast, slice, concat, embedding,
-/// constant, cast, increment), and the element count of the largest operand
-/// for every other (elementwise, reduction, normalization, loss, optimizer)
-/// kernel. Saturates at INT64_MAX.
-int64_t getKernelFlops(KernelOp kernel);
 
 } // namespace memopt
 

@@ -1,0 +1,288 @@
+//===- CostModel.cpp - FLOPs, bytes and roofline time of a step -----------===//
+//
+// A roofline model (Williams, Waterman and Patterson 2009) per op:
+//
+//   time(op) = max(flops / (peak · efficiency), bytes / (bandwidth · 0.8))
+//              + launch overhead
+//
+// where the peak is the math mode's dense datasheet figure (FP32 on CUDA
+// cores, TF32 or BF16/FP16 tensor cores for GEMMs) and a GEMM's efficiency
+// falls with its smallest dimension (a saturating curve, d / (d + 64)),
+// which is how smaller micro-batches cost time: the weight-gradient GEMMs
+// contract over the micro-batch's tokens. The step is the sum over its ops,
+// each counted as many times as the `scf.for` loops around it run, so
+// recomputed ops and accumulation loops are costed by what they execute.
+// O(n) for n ops. docs/Budget.md states and justifies every factor.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Analysis/CostModel.h"
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <algorithm>
+#include <limits>
+
+using namespace mlir;
+using namespace memopt;
+
+static constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
+static constexpr int64_t kGiB = int64_t(1) << 30;
+
+static int64_t saturatingAdd(int64_t a, int64_t b) {
+  return llvm::checkedAdd(a, b).value_or(kMaxInt64);
+}
+
+static int64_t saturatingMul(int64_t a, int64_t b) {
+  return llvm::checkedMul(a, b).value_or(kMaxInt64);
+}
+
+//===----------------------------------------------------------------------===//
+// Devices
+//===----------------------------------------------------------------------===//
+
+// Dense (no structured sparsity) peaks from the vendor datasheets cited in
+// docs/Budget.md; memory is the datasheet's capacity read as GiB.
+static const DeviceProfile kDevices[] = {
+    {"a100-40gb", "NVIDIA A100 40GB SXM4", 40 * kGiB, 19.5e12, 156e12, 312e12,
+     1555e9},
+    {"a100-80gb", "NVIDIA A100 80GB SXM4", 80 * kGiB, 19.5e12, 156e12, 312e12,
+     2039e9},
+    {"h100-80gb", "NVIDIA H100 80GB SXM5", 80 * kGiB, 67e12, 494.5e12,
+     989.5e12, 3350e9},
+    {"h200-141gb", "NVIDIA H200 141GB SXM", 141 * kGiB, 67e12, 494.5e12,
+     989.5e12, 4800e9},
+    {"rtx4090-24gb", "NVIDIA GeForce RTX 4090 24GB", 24 * kGiB, 82.6e12,
+     82.6e12, 165.2e12, 1008e9},
+};
+
+ArrayRef<DeviceProfile> memopt::getDeviceProfiles() { return kDevices; }
+
+const DeviceProfile *memopt::lookupDeviceProfile(llvm::StringRef name) {
+  for (const DeviceProfile &device : kDevices)
+    if (device.name.equals_insensitive(name))
+      return &device;
+  return nullptr;
+}
+
+int64_t memopt::getDeviceReserveBytes(const DeviceProfile &device) {
+  return kGiB + device.memoryBytes / 20;
+}
+
+int64_t memopt::getDefaultBudgetBytes(const DeviceProfile &device) {
+  return std::max<int64_t>(0,
+                           device.memoryBytes - getDeviceReserveBytes(device));
+}
+
+//===----------------------------------------------------------------------===//
+// Per-op cost
+//===----------------------------------------------------------------------===//
+
+/// Elements of a statically shaped type (saturating), or 0.
+static int64_t getNumElements(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped || !shaped.hasStaticShape())
+    return 0;
+  int64_t count = 1;
+  for (int64_t dim : shaped.getShape())
+    count = saturatingMul(count, dim);
+  return count;
+}
+
+/// Bytes of a statically shaped type (i1 counts a byte), or 0.
+static int64_t getNumBytes(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped || !shaped.hasStaticShape() ||
+      !shaped.getElementType().isIntOrFloat())
+    return 0;
+  int64_t elementBytes =
+      (shaped.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+  return saturatingMul(getNumElements(type), elementBytes);
+}
+
+static bool isLowPrecision(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  return shaped && (shaped.getElementType().isF16() ||
+                    shaped.getElementType().isBF16());
+}
+
+/// 2 · `outputs` · (elements per output channel of `filterLike`): the
+/// multiply-adds of a convolution whose filter (or filter gradient) is
+/// `filterLike`, `[O, C / groups, KH, KW]`, producing `outputs` elements of
+/// the forward output's shape.
+static int64_t getConvFlops(int64_t outputs, Type filterLike) {
+  auto type = dyn_cast<ShapedType>(filterLike);
+  if (!type || !type.hasStaticShape() || type.getRank() < 1 ||
+      type.getDimSize(0) <= 0)
+    return 0;
+  int64_t perOutput = getNumElements(filterLike) / type.getDimSize(0);
+  return saturatingMul(2, saturatingMul(outputs, perOutput));
+}
+
+/// The cost of the op `name` with operand types `ins`, result (or `outs`)
+/// types `outs` and attributes `attrs`: the one place the formulas live.
+static OpCost computeCost(llvm::StringRef name, TypeRange ins, TypeRange outs,
+                          DictionaryAttr attrs) {
+  OpCost cost;
+  for (Type type : ins)
+    cost.bytes = saturatingAdd(cost.bytes, getNumBytes(type));
+  for (Type type : outs)
+    cost.bytes = saturatingAdd(cost.bytes, getNumBytes(type));
+
+  if (name == "memopt.matmul" && ins.size() == 2 && outs.size() == 1) {
+    // [batch..., M, N] outputs, each a dot product of length K.
+    auto lhs = dyn_cast<ShapedType>(ins[0]);
+    auto rhs = dyn_cast<ShapedType>(ins[1]);
+    auto out = dyn_cast<ShapedType>(outs[0]);
+    if (!lhs || !lhs.hasStaticShape() || lhs.getRank() < 2 || !rhs ||
+        !out || !out.hasStaticShape() || out.getRank() < 2)
+      return cost;
+    bool transposeLhs = attrs && attrs.get("transpose_lhs");
+    int64_t k = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));
+    int64_t outputs = getNumElements(out);
+    cost.flops = saturatingMul(2, saturatingMul(outputs, k));
+    cost.isGemm = true;
+    cost.lowPrecision = isLowPrecision(lhs) && isLowPrecision(rhs);
+    int64_t n = out.getDimSize(out.getRank() - 1);
+    int64_t m = out.getDimSize(out.getRank() - 2);
+    // A shared (2-D) right operand makes the batch part of M: one GEMM.
+    if (rhs.getRank() == 2 && n > 0)
+      m = outputs / n;
+    cost.gemmMinDim = std::min({m, n, k});
+    return cost;
+  }
+  if (ins.size() == 2 && outs.size() == 1 &&
+      (name == "memopt.conv2d" || name == "memopt.conv2d_grad_input" ||
+       name == "memopt.conv2d_grad_filter")) {
+    // The gradients cost what the forward convolution costs: for them
+    // `ins[0]` is the gradient of the forward output.
+    bool forward = name == "memopt.conv2d";
+    Type filter = name == "memopt.conv2d_grad_filter" ? outs[0] : ins[1];
+    int64_t outputs = getNumElements(forward ? outs[0] : ins[0]);
+    cost.flops = getConvFlops(outputs, filter);
+    cost.isGemm = true;
+    cost.lowPrecision = isLowPrecision(ins[0]) && isLowPrecision(ins[1]);
+    // As an implicit GEMM: [N·OH·OW] x [C/g·KH·KW] x [O].
+    auto filterType = cast<ShapedType>(filter);
+    if (filterType.hasStaticShape() && filterType.getRank() >= 1 &&
+        filterType.getDimSize(0) > 0) {
+      int64_t channels = filterType.getDimSize(0);
+      int64_t reduction = getNumElements(filter) / channels;
+      cost.gemmMinDim = std::min({outputs / channels, channels, reduction});
+    }
+    return cost;
+  }
+
+  bool movesData =
+      llvm::StringSwitch<bool>(name)
+          .Cases({"memopt.constant", "memopt.reshape", "memopt.transpose",
+                  "memopt.broadcast", "memopt.slice", "memopt.slice_grad",
+                  "memopt.concat", "memopt.embedding", "memopt.cast",
+                  "memopt.increment"},
+                 true)
+          .Default(false);
+  if (movesData)
+    return cost;
+  int64_t largest = 0;
+  for (Type type : ins)
+    largest = std::max(largest, getNumElements(type));
+  for (Type type : outs)
+    largest = std::max(largest, getNumElements(type));
+  cost.flops = largest;
+  return cost;
+}
+
+OpCost memopt::getOpCost(Operation *op) {
+  if (!op)
+    return {};
+  if (auto kernel = dyn_cast<KernelOp>(op))
+    return computeCost(kernel.getKernel(), kernel.getIns().getTypes(),
+                       kernel.getOuts().getTypes(), kernel.getOpAttributes());
+  if (!isa<MemoptDialect>(op->getDialect()))
+    return {};
+  return computeCost(op->getName().getStringRef(), op->getOperandTypes(),
+                     op->getResultTypes(), op->getAttrDictionary());
+}
+
+int64_t memopt::getKernelFlops(KernelOp kernel) {
+  return getOpCost(kernel).flops;
+}
+
+//===----------------------------------------------------------------------===//
+// Roofline
+//===----------------------------------------------------------------------===//
+
+double memopt::getGemmEfficiency(int64_t minDim,
+                                 const CostModelOptions &options) {
+  if (minDim <= 0)
+    return options.gemmEfficiency;
+  double d = static_cast<double>(minDim);
+  return options.gemmEfficiency * d / (d + options.gemmHalfDim);
+}
+
+double memopt::estimateOpSeconds(const OpCost &cost,
+                                 const DeviceProfile &device,
+                                 const CostModelOptions &options) {
+  if (cost.flops == 0 && cost.bytes == 0)
+    return 0;
+  double computeSeconds = 0;
+  if (cost.flops > 0) {
+    double rate;
+    if (cost.isGemm) {
+      double peak = cost.lowPrecision ? device.halfFlops
+                    : options.fp32Math == Fp32MathMode::Tf32
+                        ? device.tf32Flops
+                        : device.fp32Flops;
+      rate = peak * getGemmEfficiency(cost.gemmMinDim, options);
+    } else {
+      rate = device.fp32Flops * options.vectorEfficiency;
+    }
+    computeSeconds = static_cast<double>(cost.flops) / rate;
+  }
+  double memorySeconds = static_cast<double>(cost.bytes) /
+                         (device.bandwidth * options.bandwidthEfficiency);
+  return std::max(computeSeconds, memorySeconds) + options.launchSeconds;
+}
+
+/// The trip count of `loop` when its bounds and step are constants, else 1.
+static int64_t getTripCount(scf::ForOp loop) {
+  APInt lower, upper, step;
+  if (!matchPattern(loop.getLowerBound(), m_ConstantInt(&lower)) ||
+      !matchPattern(loop.getUpperBound(), m_ConstantInt(&upper)) ||
+      !matchPattern(loop.getStep(), m_ConstantInt(&step)) ||
+      step.getSExtValue() <= 0)
+    return 1;
+  int64_t span = upper.getSExtValue() - lower.getSExtValue();
+  if (span <= 0)
+    return 0;
+  return (span + step.getSExtValue() - 1) / step.getSExtValue();
+}
+
+StepCost memopt::estimateStepCost(Operation *func, const DeviceProfile &device,
+                                  const CostModelOptions &options) {
+  StepCost step;
+  func->walk([&](Operation *op) {
+    OpCost cost = getOpCost(op);
+    if (cost.flops == 0 && cost.bytes == 0)
+      return;
+    int64_t times = 1;
+    for (auto loop = op->getParentOfType<scf::ForOp>(); loop;
+         loop = loop->getParentOfType<scf::ForOp>())
+      times = saturatingMul(times, getTripCount(loop));
+    double seconds = estimateOpSeconds(cost, device, options);
+    step.flops = saturatingAdd(step.flops, saturatingMul(cost.flops, times));
+    step.bytes = saturatingAdd(step.bytes, saturatingMul(cost.bytes, times));
+    step.numKernels = saturatingAdd(step.numKernels, times);
+    step.seconds += seconds * static_cast<double>(times);
+    if (cost.isGemm)
+      step.gemmSeconds += seconds * static_cast<double>(times);
+  });
+  return step;
+}
