@@ -34,13 +34,13 @@ class MLP(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, embed, heads, block, dropout):
+    def __init__(self, embed, heads, block, dropout, device=None):
         super().__init__()
         self.heads = heads
         # No bias on the key projection: its gradient is exactly zero (softmax
         # is shift-invariant), so it would only train on rounding noise.
-        self.c_attn = nn.Linear(embed, 3 * embed, bias=False)
-        self.c_proj = nn.Linear(embed, embed)
+        self.c_attn = nn.Linear(embed, 3 * embed, bias=False, device=device)
+        self.c_proj = nn.Linear(embed, embed, device=device)
         self.attn_dropout = nn.Dropout(dropout)
         self.resid_dropout = nn.Dropout(dropout)
         self.register_buffer(
@@ -61,14 +61,14 @@ class CausalSelfAttention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, embed, heads, block, dropout):
+    def __init__(self, embed, heads, block, dropout, device=None):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(embed)
-        self.attn = CausalSelfAttention(embed, heads, block, dropout)
-        self.ln_2 = nn.LayerNorm(embed)
+        self.ln_1 = nn.LayerNorm(embed, device=device)
+        self.attn = CausalSelfAttention(embed, heads, block, dropout, device)
+        self.ln_2 = nn.LayerNorm(embed, device=device)
         self.mlp = nn.ModuleDict(dict(
-            c_fc=nn.Linear(embed, 4 * embed),
-            c_proj=nn.Linear(4 * embed, embed),
+            c_fc=nn.Linear(embed, 4 * embed, device=device),
+            c_proj=nn.Linear(4 * embed, embed, device=device),
             dropout=nn.Dropout(dropout)))
 
     def forward(self, x):
@@ -81,19 +81,22 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """A GPT-style decoder (nanoGPT layout): token and position embeddings,
     causal multi-head attention, GELU MLP, residuals, an LM head tied to the
-    token embedding, cross-entropy with ignore_index=-100."""
+    token embedding, cross-entropy with ignore_index=-100.
+
+    With device="meta" the parameters have shapes but no data (for
+    accounting, see gpt2_small); the buffers stay on the CPU."""
 
     def __init__(self, vocab=128, block=16, embed=64, heads=4, layers=2,
-                 dropout=0.0):
+                 dropout=0.0, device=None):
         super().__init__()
         self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(vocab, embed),
-            wpe=nn.Embedding(block, embed),
+            wte=nn.Embedding(vocab, embed, device=device),
+            wpe=nn.Embedding(block, embed, device=device),
             drop=nn.Dropout(dropout),
-            h=nn.ModuleList([Block(embed, heads, block, dropout)
+            h=nn.ModuleList([Block(embed, heads, block, dropout, device)
                              for _ in range(layers)]),
-            ln_f=nn.LayerNorm(embed)))
-        self.lm_head = nn.Linear(embed, vocab, bias=False)
+            ln_f=nn.LayerNorm(embed, device=device)))
+        self.lm_head = nn.Linear(embed, vocab, bias=False, device=device)
         self.lm_head.weight = self.transformer.wte.weight
         self.vocab, self.block = vocab, block
         # Positions as a buffer: torch.fx cannot trace arange(t) of a traced t.
@@ -173,7 +176,120 @@ class CNN(nn.Module):
         return {"x": x, "y": y}
 
 
-MODELS = {"mlp": MLP, "gpt": GPT, "cnn": CNN}
+class RMSNorm(nn.Module):
+    """LLaMA's RMSNorm, written out: torch 1.13 has no fused one, and memopt
+    exports the composition (pow, mean, add, rsqrt, mul)."""
+
+    def __init__(self, dim, eps=1e-5, device=None):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim, device=device))
+
+    def forward(self, x):
+        rms = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return x * rms * self.weight
+
+
+class LlamaAttention(nn.Module):
+    """Causal multi-head attention without biases. Rotary position
+    embeddings are left out: torch 1.13's exporter path has no sin/cos, and
+    RoPE adds elementwise work, not parameters (docs/Budget.md)."""
+
+    def __init__(self, dim, heads, block, device=None):
+        super().__init__()
+        self.heads = heads
+        self.wq = nn.Linear(dim, dim, bias=False, device=device)
+        self.wk = nn.Linear(dim, dim, bias=False, device=device)
+        self.wv = nn.Linear(dim, dim, bias=False, device=device)
+        self.wo = nn.Linear(dim, dim, bias=False, device=device)
+        self.register_buffer(
+            "mask", torch.tril(torch.ones(block, block)).view(
+                1, 1, block, block), persistent=False)
+
+    def forward(self, x):
+        B, T, C = x.size(0), x.size(1), x.size(2)
+        H = self.heads
+        q = self.wq(x).view(B, T, H, C // H).transpose(1, 2)
+        k = self.wk(x).view(B, T, H, C // H).transpose(1, 2)
+        v = self.wv(x).view(B, T, H, C // H).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        y = F.softmax(att, dim=-1) @ v
+        return self.wo(y.transpose(1, 2).contiguous().view(B, T, C))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, dim, heads, hidden, block, device=None):
+        super().__init__()
+        self.attention_norm = RMSNorm(dim, device=device)
+        self.attention = LlamaAttention(dim, heads, block, device)
+        self.ffn_norm = RMSNorm(dim, device=device)
+        self.feed_forward = nn.ModuleDict(dict(
+            w1=nn.Linear(dim, hidden, bias=False, device=device),
+            w2=nn.Linear(hidden, dim, bias=False, device=device),
+            w3=nn.Linear(dim, hidden, bias=False, device=device)))
+
+    def forward(self, x):
+        x = x + self.attention(self.attention_norm(x))
+        f = self.feed_forward
+        h = self.ffn_norm(x)
+        # SwiGLU.
+        return x + f.w2(F.silu(f.w1(h)) * f.w3(h))
+
+
+class Llama(nn.Module):
+    """A LLaMA-style decoder (Meta's parameter names): token embedding,
+    pre-norm blocks with RMSNorm, causal attention and a SwiGLU MLP, a final
+    RMSNorm and an untied output projection; cross-entropy on the next
+    tokens. The defaults are a tiny model; llama_7b() is LLaMA-7B's shape."""
+
+    def __init__(self, vocab=128, block=16, dim=64, heads=4, hidden=172,
+                 layers=2, device=None):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(vocab, dim, device=device)
+        self.layers = nn.ModuleList([
+            LlamaBlock(dim, heads, hidden, block, device)
+            for _ in range(layers)])
+        self.norm = RMSNorm(dim, device=device)
+        self.output = nn.Linear(dim, vocab, bias=False, device=device)
+        self.vocab, self.block = vocab, block
+
+    def forward(self, idx, targets):
+        x = self.tok_embeddings(idx)
+        for layer in self.layers:
+            x = layer(x)
+        logits = self.output(self.norm(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)),
+                               targets.view(-1))
+
+    def example_batch(self, generator, batch=2):
+        idx = torch.randint(0, self.vocab, (batch, self.block),
+                            generator=generator)
+        targets = torch.randint(0, self.vocab, (batch, self.block),
+                                generator=generator)
+        return {"idx": idx, "targets": targets}
+
+
+def gpt2_small(device="meta"):
+    """GPT-2 small (124M): 12 layers, 768 wide, 12 heads, vocab 50257,
+    context 1024, tied embeddings."""
+    return GPT(vocab=50257, block=1024, embed=768, heads=12, layers=12,
+               dropout=0.0, device=device)
+
+
+def llama_7b(device="meta"):
+    """LLaMA-7B's shape: 32 layers, 4096 wide, 32 heads, SwiGLU MLP of
+    11008, vocab 32000, context 2048 (6,738,415,616 parameters)."""
+    return Llama(vocab=32000, block=2048, dim=4096, heads=32, hidden=11008,
+                 layers=32, device=device)
+
+
+# The large configurations, on the meta device, and their example batch
+# shapes (batch, sequence): for accounting, not for training on the host.
+LARGE_MODELS = {"gpt2-small": (gpt2_small, (8, 1024)),
+                "llama-7b": (llama_7b, (1, 2048))}
+
+MODELS = {"mlp": MLP, "gpt": GPT, "cnn": CNN, "llama": Llama}
 
 
 def build(name, seed=0):

@@ -102,7 +102,11 @@ def format_dense(array, dtype):
     if flat.size > 0 and np.all(flat == flat[0]) and \
             not (dtype in FLOAT_TYPES and np.isnan(flat[0])):
         return "dense<%s>" % _format_element(flat[0], dtype)
-    if flat.size > 64 and dtype != "i1":
+    if flat.size > 64 and dtype == "i1":
+        # MLIR stores i1 elements as packed bits, least significant first.
+        data = np.packbits(flat.astype(np.bool_), bitorder="little")
+        return 'dense<"0x%s">' % data.tobytes().hex().upper()
+    if flat.size > 64:
         data = np.ascontiguousarray(array, dtype=np.dtype(
             _NUMPY_TYPES[dtype]).newbyteorder("<")).tobytes()
         return 'dense<"0x%s">' % data.hex().upper()
@@ -131,6 +135,9 @@ class Emitter:
     results (the fx node being exported). Set both before emitting a node.
     """
 
+    # Constants whose literal is at least this long are emitted once.
+    SHARED_CONSTANT_CHARS = 4096
+
     def __init__(self):
         self.scope = ""
         self.hint = "v"
@@ -145,6 +152,8 @@ class Emitter:
         # chains of reshapes or of transposes collapse into one op.
         self._reshaped = {}
         self._transposed = {}
+        # Text of a large constant -> its Value.
+        self._large_constants = {}
 
     # -- Names and arguments ------------------------------------------------
 
@@ -195,9 +204,16 @@ class Emitter:
         ``dtype``."""
         array = np.asarray(array)
         type_ = tensor_type(array.shape, dtype)
-        values = self._emit("constant", [], [(array.shape, dtype)],
-                            "%s : %s" % (format_dense(array, dtype), type_),
+        head = "%s : %s" % (format_dense(array, dtype), type_)
+        # A large constant that every layer recomputes (a causal mask) is
+        # written once and shared: the IR stays small for deep models.
+        large = len(head) >= self.SHARED_CONSTANT_CHARS
+        if large and head in self._large_constants:
+            return self._large_constants[head]
+        values = self._emit("constant", [], [(array.shape, dtype)], head,
                             None)
+        if large:
+            self._large_constants[head] = values[0]
         return values[0]
 
     def cast(self, x, dtype):

@@ -55,6 +55,14 @@ def export(model, example_args, path):
     never leaves a half-written file. Returns the MLIR text. Raises
     :class:`ExportError` when the model uses something memopt cannot
     express.
+
+    A model whose parameters are on PyTorch's ``meta`` device (shapes, no
+    data: e.g. built with ``device="meta"``) exports the same IR and writes
+    no parameter file; memopt can then account for its memory and cost
+    (``memopt-compile --report-only``, ``--explore``) but not train it. The
+    example arguments may be meta tensors too. Buffers that the model turns
+    into constants (causal masks, position indices) need values: keep
+    them on the CPU.
     """
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
@@ -62,8 +70,10 @@ def export(model, example_args, path):
     if ext == ".safetensors":
         raise ExportError("the output path '%s' must not end in .safetensors:"
                           " the parameters are written next to it" % path)
-    text, tensors = _Exporter(model, tuple(example_args)).run()
-    safetensors.save(tensors, root + ".safetensors")
+    exporter = _Exporter(model, tuple(example_args))
+    text, tensors = exporter.run()
+    if not exporter.meta:
+        safetensors.save(tensors, root + ".safetensors")
     safetensors.write_atomically(path, [text.encode("utf-8")])
     return text
 
@@ -248,6 +258,15 @@ class _Exporter:
                                   % (i, type(a).__name__))
         self.model = model
         self.example_args = example_args
+        # Parameters on the meta device: shapes only, no parameter file.
+        on_meta = [p.is_meta for p in model.parameters()]
+        self.meta = any(on_meta)
+        if self.meta and not all(on_meta):
+            name = next(n for n, p in model.named_parameters()
+                        if not p.is_meta)
+            raise ExportError(
+                "some parameters are on the meta device and '%s' is not: "
+                "put the whole model on one device" % name)
         self.emit = Emitter()
         self.modules = dict(model.named_modules())
         self.env = {}       # fx Node -> concrete value
@@ -303,6 +322,10 @@ class _Exporter:
         if key in self.constants:
             return self.constants[key]
         concrete = self.concrete(arg)
+        if isinstance(concrete, torch.Tensor) and concrete.is_meta:
+            self.fail("a constant operand is computed from tensors on the "
+                      "meta device and has no value: keep the model's "
+                      "buffers on the CPU (only parameters may be on meta)")
         if isinstance(concrete, torch.Tensor):
             array = concrete.detach().cpu()
             if dtype is None:
@@ -376,6 +399,9 @@ class _Exporter:
         results = [loss] + [self.state[name] for name, _ in self.state_args]
         header = "// Exported by memopt.export from %s (torch %s)." % (
             type(self.model).__name__, torch.__version__)
+        if self.meta:
+            header += ("\n// The parameters were on the meta device: there is"
+                       " no parameter file.")
         return self.emit.function("forward", results, header), self.tensors
 
     def _add_arguments(self, graph, placeholders):
@@ -415,7 +441,8 @@ class _Exporter:
             self.params[id(p)] = self.emit.argument(
                 name, p.shape, "f32",
                 [("memopt.role", '"param"'), ("memopt.name", '"%s"' % name)])
-            self.tensors[name] = p.detach().cpu().numpy().copy()
+            if not self.meta:
+                self.tensors[name] = p.detach().cpu().numpy().copy()
 
         # Running statistics of the batch-norm modules the graph calls.
         called = {n.target for n in graph.nodes if n.op == "call_module"}
@@ -433,7 +460,8 @@ class _Exporter:
                 [("memopt.role", '"state"'), ("memopt.name", '"%s"' % name)])
             self.state[name] = value
             self.state_args.append((name, value))
-            self.tensors[name] = buf.detach().cpu().numpy().copy()
+            if not buf.is_meta:
+                self.tensors[name] = buf.detach().cpu().numpy().copy()
 
     def _get_attr(self, node):
         obj = self.model

@@ -1,0 +1,27 @@
+//===- ByteSize.h - sizes in bytes as users write them ------------*- C++ -*-===//
+//
+// Parses the memory sizes of memopt's command lines: "24GiB", "80GB",
+// "1.5 GiB", "4096".
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_SUPPORT_BYTESIZE_H
+#define MEMOPT_SUPPORT_BYTESIZE_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace memopt {
+
+/// Parses a non-negative size: a number (decimals allowed) followed by an
+/// optional unit, B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB
+/// (powers of 1000), case-insensitive, with optional spaces between. The
+/// result is rounded down to whole bytes. std::nullopt for anything else,
+/// a negative number, or a size that does not fit in int64_t.
+std::optional<int64_t> parseByteSize(llvm::StringRef text);
+
+} // namespace memopt
+
+#endif // MEMOPT_SUPPORT_BYTESIZE_H
