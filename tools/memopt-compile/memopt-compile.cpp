@@ -18,12 +18,19 @@
 // and prints the memory report: a table (--report=text) or the JSON
 // (--report=json).
 //
+// --report-only stops after the report (no code, no OUT/train; -o optional):
+// how models exported from the meta device, which have no weights, are
+// accounted for. --memory-budget and --device choose the combination of
+// techniques that fits (Explore.h, docs/Budget.md) before compiling it;
+// --explore prints the table of every combination and builds nothing.
+//
 // Every file is written to a temporary and renamed, so an interrupted run
 // never leaves a half-written output. A thin main over library code: the
 // pipeline, the conversion and the emitter live in lib/.
 //
 //===----------------------------------------------------------------------===//
 
+#include "Explore.h"
 #include "Report.h"
 
 #include "memopt/Analysis/MemoryAccount.h"
@@ -31,6 +38,8 @@
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 #include "memopt/Pipelines/Pipelines.h"
+#include "memopt/Support/ByteSize.h"
+#include "memopt/Support/ModelState.h"
 #include "memopt/Target/Cpp/EmitCpp.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -93,9 +102,11 @@ cl::opt<std::string> inputFilename(cl::Positional, cl::Required,
                                    cl::desc("<model.mlir>"),
                                    cl::cat(compileCategory));
 
-cl::opt<std::string> outputDir("o", cl::Required,
-                               cl::desc("Output directory (created if needed)"),
-                               cl::value_desc("dir"), cl::cat(compileCategory));
+cl::opt<std::string>
+    outputDir("o",
+              cl::desc("Output directory (created if needed); optional with "
+                       "--report-only and --explore"),
+              cl::value_desc("dir"), cl::cat(compileCategory));
 
 cl::opt<std::string> target("target", cl::init("host"),
                             cl::desc("Runtime to link: host"),
@@ -133,6 +144,32 @@ cl::opt<std::string> report("report", cl::init("text"),
                             cl::value_desc("text|json"),
                             cl::cat(compileCategory));
 
+cl::opt<bool> reportOnly(
+    "report-only",
+    cl::desc("Stop after the memory report: no code generation, no "
+             "OUT/train (for models without weights)"),
+    cl::cat(compileCategory));
+
+cl::opt<bool>
+    explore("explore",
+            cl::desc("Print the table of combinations of techniques (planned "
+                     "peak, fit, extra FLOPs, step time) and build nothing"),
+            cl::cat(compileCategory));
+
+cl::opt<std::string>
+    memoryBudget("memory-budget",
+                 cl::desc("Memory the step may use, e.g. 24GiB (B, KiB, MiB, "
+                          "GiB, KB, MB, GB); default: the device's memory "
+                          "less a reserve"),
+                 cl::value_desc("size"), cl::cat(compileCategory));
+
+cl::opt<std::string>
+    deviceName("device",
+               cl::desc("Device whose memory and speed the budget search "
+                        "uses: a100-40gb, a100-80gb, h100-80gb (default), "
+                        "h200-141gb, rtx4090-24gb"),
+               cl::value_desc("name"), cl::cat(compileCategory));
+
 cl::opt<std::string> cxx("cxx", cl::init("c++"),
                          cl::desc("C++ compiler that builds OUT/train"),
                          cl::value_desc("path"), cl::cat(compileCategory));
@@ -162,6 +199,9 @@ bool parseOptions(memopt::MemoptPipelineOptions &options) {
                 "' (expected adamw or sgd)");
   if (report != "text" && report != "json")
     return fail("unknown --report='" + report + "' (expected text or json)");
+  if (outputDir.empty() && !reportOnly && !explore)
+    return fail("no output directory: give -o DIR (optional only with "
+                "--report-only or --explore)");
   bool isSgd = optimizer == "sgd";
   if (isSgd && (betas.getNumOccurrences() || eps.getNumOccurrences()))
     return fail(llvm::Twine("--") +
@@ -406,6 +446,102 @@ bool buildTrain(const char *argv0) {
 }
 
 //===----------------------------------------------------------------------===//
+// Budget search
+//===----------------------------------------------------------------------===//
+
+/// The budget of the search and the chosen combination's planned peak,
+/// once one was chosen.
+std::optional<std::pair<int64_t, int64_t>> chosenBudget;
+
+/// Whether the command line asks for the budget search.
+bool wantsBudgetSearch() {
+  return explore || memoryBudget.getNumOccurrences() ||
+         deviceName.getNumOccurrences();
+}
+
+/// Fills the search's options from --device and --memory-budget.
+bool parseExploreOptions(memopt::ExploreOptions &options) {
+  std::string name = deviceName.empty() ? "h100-80gb" : deviceName.getValue();
+  options.device = memopt::lookupDeviceProfile(name);
+  if (!options.device) {
+    std::string known;
+    for (const memopt::DeviceProfile &device : memopt::getDeviceProfiles())
+      known += (known.empty() ? "" : ", ") + device.name.str();
+    return fail("unknown --device='" + name + "' (expected one of " + known +
+                ")");
+  }
+  options.budgetBytes = memopt::getDefaultBudgetBytes(*options.device);
+  if (memoryBudget.getNumOccurrences()) {
+    std::optional<int64_t> bytes = memopt::parseByteSize(memoryBudget);
+    if (!bytes || *bytes == 0)
+      return fail("invalid --memory-budget='" + memoryBudget +
+                  "': expected a positive size such as 24GiB, 80GB or "
+                  "1073741824 (units B, KiB, MiB, GiB, KB, MB, GB)");
+    options.budgetBytes = *bytes;
+    options.explicitBudget = true;
+  }
+  options.precisions = memopt::getAvailablePrecisions();
+  options.remats = memopt::getAvailableRematStrategies();
+  if (options.precisions.size() == 1)
+    options.precisionNote = "not available in this build (FP32 only)";
+  if (options.remats.size() == 1)
+    options.rematNote = "not available in this build";
+  if (!memopt::isAccumulationAvailable())
+    options.accumulationNote = "not available in this build";
+  return true;
+}
+
+/// Runs the search. With --explore prints the table (or its JSON) and
+/// returns false to stop (`ok` says whether that is success); otherwise
+/// sets `options` to the chosen combination's and prints the explanation.
+bool searchBudget(ModuleOp module, memopt::MemoptPipelineOptions &options,
+                  bool &ok) {
+  ok = false;
+  memopt::ExploreOptions exploreOptions;
+  if (!parseExploreOptions(exploreOptions))
+    return false;
+  memopt::ExploreResult result =
+      memopt::exploreCombinations(module, options, exploreOptions);
+  if (explore) {
+    std::string json = memopt::renderExploreJson(result, exploreOptions);
+    if (!outputDir.empty()) {
+      if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+        return fail("cannot create '" + outputDir + "': " + ec.message());
+      if (!writeOutput("explore.json",
+                       [&](llvm::raw_ostream &os) { os << json; }))
+        return false;
+    }
+    if (report == "json")
+      llvm::outs() << json;
+    else
+      memopt::printExploreTable(llvm::outs(), result, exploreOptions);
+    llvm::outs().flush();
+    if (!result.chosen)
+      memopt::printInfeasible(llvm::errs(), result, exploreOptions);
+    ok = result.chosen.has_value();
+    return false;
+  }
+  if (!result.chosen) {
+    memopt::printInfeasible(llvm::errs(), result, exploreOptions);
+    return false;
+  }
+  const memopt::CombinationResult &chosen = result.rows[*result.chosen];
+  std::string error = memopt::applyCombination(
+      chosen.combination, exploreOptions.budgetBytes, options);
+  if (!error.empty())
+    return fail(error);
+  chosenBudget = {exploreOptions.budgetBytes, chosen.plannedPeakBytes};
+  if (report == "text") {
+    llvm::outs() << "memory budget " << memopt::formatBytes(
+                                            exploreOptions.budgetBytes)
+                 << ": " << chosen.combination.str() << "\n";
+    for (const std::string &line : result.explanation)
+      llvm::outs() << "  " << line << "\n";
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
 // Compilation
 //===----------------------------------------------------------------------===//
 
@@ -429,8 +565,15 @@ bool compile(MLIRContext &context, const char *argv0) {
   if (!findFunction(*module, memopt::MemoptDialect::kLossAttrName))
     return false;
 
-  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
-    return fail("cannot create '" + outputDir + "': " + ec.message());
+  if (wantsBudgetSearch()) {
+    bool ok;
+    if (!searchBudget(*module, options, ok))
+      return ok;
+  }
+
+  if (!outputDir.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+      return fail("cannot create '" + outputDir + "': " + ec.message());
 
   PassManager pm(&context, ModuleOp::getOperationName());
   if (failed(applyPassManagerCLOptions(pm)))
@@ -445,16 +588,45 @@ bool compile(MLIRContext &context, const char *argv0) {
     return false;
   FunctionOpInterface step = *found;
   std::string modelJson;
-  if (!buildModelJson(step, options, modelJson))
+  if (!reportOnly && !buildModelJson(step, options, modelJson))
     return false;
   // The lowering replaces the function: render the report now.
   memopt::MemoryAccount account(step);
+  if (chosenBudget) {
+    // The plan compiled here is the one the search measured; check it
+    // again rather than trust that the placement search is repeatable.
+    int64_t planned =
+        account.getArgumentBytes() + account.getArenaBytes().value_or(0);
+    if (planned > chosenBudget->first)
+      return fail("the planned peak " + std::to_string(planned) +
+                  " B exceeds the memory budget " +
+                  std::to_string(chosenBudget->first) +
+                  " B (the search planned " +
+                  std::to_string(chosenBudget->second) + " B)");
+  }
   memopt::ReportContext reportContext{step.getName().str(), options.optimizer,
                                       outputDir};
   std::string reportJson = memopt::renderMemoryReportJson(account);
   std::string reportText;
   llvm::raw_string_ostream reportTextStream(reportText);
   memopt::printMemoryReportText(reportTextStream, account, reportContext);
+
+  if (reportOnly) {
+    if (!outputDir.empty() &&
+        (!writeOutput("plan.mlir",
+                      [&](llvm::raw_ostream &os) {
+                        module->print(os);
+                        os << "\n";
+                      }) ||
+         !writeOutput("memory_report.json",
+                      [&](llvm::raw_ostream &os) { os << reportJson; }) ||
+         !writeOutput("memory_report.html", [&](llvm::raw_ostream &os) {
+           os << memopt::renderMemoryReportHtml(account, reportContext);
+         })))
+      return false;
+    llvm::outs() << (report == "json" ? reportJson : reportText);
+    return true;
+  }
 
   if (!writeOutput("plan.mlir",
                    [&](llvm::raw_ostream &os) {
