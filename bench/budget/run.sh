@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+#===- run.sh - the budget search on the large bundled configurations ------===#
+#
+# Times `memopt-compile --explore` (every combination compiled up to the
+# planned arena) on examples/gpt2-small.mlir and examples/llama-7b.mlir for
+# every device profile, and prints one Markdown table row per run: wall
+# time, combinations, the chosen one, its planned peak and estimated step
+# time, next to the target (< 60 s per --explore on 2 cores). Then checks
+# the cost model's FLOP count of each model against the closed form
+# (6 N T for the weight GEMMs plus attention, Kaplan et al. 2020).
+#
+#   ninja -C build memopt-compile
+#   bench/budget/run.sh                 # about 10 s
+#   MEMOPT_COMPILE=<binary> bench/budget/run.sh
+#
+#===------------------------------------------------------------------------===#
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+tool="${MEMOPT_COMPILE:-$repo/build/bin/memopt-compile}"
+if [[ ! -x "$tool" ]]; then
+  echo "run.sh: memopt-compile not found at '$tool' (build it or set MEMOPT_COMPILE)" >&2
+  exit 1
+fi
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+echo "| model | device | --explore wall time (target < 60 s) | combinations | chosen | planned peak | budget | est. step | tokens/s |"
+echo "|---|---|---:|---:|---|---:|---:|---:|---:|"
+for model in gpt2-small llama-7b; do
+  for device in a100-40gb a100-80gb h100-80gb h200-141gb rtx4090-24gb; do
+    json="$tmp/$model-$device.json"
+    start=$(date +%s.%N)
+    "$tool" "$repo/examples/$model.mlir" --explore --report=json \
+      --device="$device" > "$json" 2>/dev/null || true
+    end=$(date +%s.%N)
+    /usr/bin/python3 - "$json" "$model" "$device" "$start" "$end" <<'PY'
+import json, sys
+path, model, device, start, end = sys.argv[1:]
+r = json.load(open(path))
+rows = r["combinations"]
+gib = lambda b: "%.2f GiB" % (b / 2**30)
+c = rows[r["chosen"]] if r["chosen"] is not None else None
+chosen = ("%s/%s/K=%d" % (c["precision"], c["remat"], c["micro_batches"])
+          if c else "none fits (smallest %s)" % gib(r["infeasible"]["smallest_peak_bytes"]))
+print("| %s | %s | %.2f s | %d | %s | %s | %s | %s | %s |" % (
+    model, device, float(end) - float(start), len(rows), chosen,
+    gib(c["planned_peak_bytes"]) if c else "-", gib(r["budget_bytes"]),
+    "%.3f s" % c["step_seconds"] if c else "-",
+    "%.0f" % c["tokens_per_second"] if c else "-"))
+PY
+  done
+done
+
+echo
+echo "| model | counted FLOPs (none/none/K=1) | closed form 6NT + 12 L b s^2 h | ratio |"
+echo "|---|---:|---:|---:|"
+/usr/bin/python3 - "$tmp" <<'PY'
+import json, sys
+tmp = sys.argv[1]
+# (parameters in GEMMs incl. the LM head, layers, batch, sequence, width)
+models = {
+    "gpt2-small": (12 * (12 * 768 * 768) + 50257 * 768, 12, 8, 1024, 768),
+    "llama-7b": (32 * (4 * 4096**2 + 3 * 4096 * 11008) + 32000 * 4096,
+                 32, 1, 2048, 4096),
+}
+for name, (n, layers, b, s, h) in models.items():
+    r = json.load(open("%s/%s-h100-80gb.json" % (tmp, name)))
+    row = next(c for c in r["combinations"] if c["precision"] == "none"
+               and c["remat"] == "none" and c["micro_batches"] == 1)
+    # Forward + backward: 6 FLOPs per GEMM parameter per token, and the two
+    # attention GEMMs (QK^T, PV: 4 b s^2 h per layer forward) three times.
+    closed = 6 * n * b * s + 12 * layers * b * s * s * h
+    print("| %s | %.4g | %.4g | %.3f |" % (name, row["flops"], closed,
+                                          row["flops"] / closed))
+PY
