@@ -1,0 +1,85 @@
+# The combination memopt-compile chooses under a memory budget trains the
+# bundled GPT-style decoder on the host like the unoptimised step: for each
+# budget (a fraction of the unoptimised planned peak), the chosen step's
+# planned peak (arguments + arena, from OUT/memory_report.json) is within the
+# budget, and its 5 AdamW losses match the unoptimised run's within the
+# mixed-precision tolerance, 3e-2 relative.
+#
+# REQUIRES: torch
+# RUN: rm -rf %t && mkdir -p %t
+# RUN: %python %s %t %memopt_src_root | FileCheck %s
+#
+# CHECK: unoptimised: planned peak [[PEAK:[0-9]+]] B
+# CHECK: budget 100%: {{.*}}: planned peak {{[0-9]+}} B <= {{[0-9]+}} B, 5 losses within 3e-2
+# CHECK-NOT: MISMATCH
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+STEPS = 5
+TOLERANCE = 3e-2
+# Budgets as fractions of the unoptimised planned peak.
+FRACTIONS = [1.0]
+
+
+def train(out, workdir):
+    run = subprocess.run(
+        [os.path.join(out, "train"),
+         "--params", os.path.join(workdir, "model.safetensors"),
+         "--batch", os.path.join(workdir, "batch.safetensors"),
+         "--steps", str(STEPS)], check=True, capture_output=True, text=True)
+    return [float(v) for v in re.findall(r"^step \d+ loss (\S+)$",
+                                         run.stdout, re.M)]
+
+
+def planned_peak(out):
+    report = json.load(open(os.path.join(out, "memory_report.json")))
+    pools = report["pools"]
+    arguments = sum(pools[p] for p in ("params", "master_params", "optimizer",
+                                       "state", "data"))
+    return arguments + report["arena_bytes"]
+
+
+def main():
+    workdir, src = sys.argv[1], sys.argv[2]
+    sys.path.insert(0, os.path.join(src, "examples", "pytorch"))
+    import memopt
+    import models
+
+    model, batch = models.build("gpt")
+    mlir = os.path.join(workdir, "model.mlir")
+    memopt.export(model, tuple(batch.values()), mlir)
+    memopt.safetensors.save(batch, os.path.join(workdir, "batch.safetensors"))
+
+    plain = os.path.join(workdir, "plain")
+    subprocess.run(["memopt-compile", mlir, "-o", plain], check=True,
+                   stdout=subprocess.DEVNULL)
+    peak = planned_peak(plain)
+    reference = train(plain, workdir)
+    print("unoptimised: planned peak %d B, losses %s" % (peak, reference))
+
+    for fraction in FRACTIONS:
+        budget = int(peak * fraction)
+        out = os.path.join(workdir, "budget-%d" % round(fraction * 100))
+        run = subprocess.run(["memopt-compile", mlir, "-o", out,
+                              "--memory-budget=%d" % budget],
+                             check=True, capture_output=True, text=True)
+        chosen = run.stdout.splitlines()[0].split(": ", 1)[1]
+        got = planned_peak(out)
+        losses = train(out, workdir)
+        ok = len(losses) == STEPS and all(
+            abs(a - b) <= TOLERANCE * max(1.0, abs(b))
+            for a, b in zip(losses, reference))
+        print("budget %d%%: %s: planned peak %d B %s %d B, %d losses %s 3e-2"
+              % (round(fraction * 100), chosen, got,
+                 "<=" if got <= budget else "MISMATCH >", budget,
+                 len(losses), "within" if ok else "MISMATCH outside"))
+        if not ok:
+            print("  losses %s" % losses)
+
+
+if __name__ == "__main__":
+    main()
