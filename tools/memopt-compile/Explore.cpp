@@ -115,8 +115,13 @@ static CombinationResult compileCombination(ModuleOp module,
   std::string firstError;
   ScopedDiagnosticHandler collect(context, [&](Diagnostic &diagnostic) {
     if (diagnostic.getSeverity() == DiagnosticSeverity::Error &&
-        firstError.empty())
-      firstError = diagnostic.str();
+        firstError.empty()) {
+      llvm::raw_string_ostream os(firstError);
+      if (auto file = dyn_cast<FileLineColLoc>(diagnostic.getLocation()))
+        os << file.getFilename().getValue() << ":" << file.getLine() << ":"
+           << file.getColumn() << ": ";
+      os << diagnostic.str();
+    }
     return success();
   });
   PassManager pm(context, ModuleOp::getOperationName());
@@ -475,8 +480,10 @@ void memopt::printExploreTable(llvm::raw_ostream &os,
   }
   for (const std::string &line : result.explanation)
     os << "  " << line << "\n";
-  os << llvm::formatv("{0} combinations compiled in {1:f1} s\n",
-                      result.rows.size(), result.seconds);
+  size_t compiled = llvm::count_if(
+      result.rows, [](const CombinationResult &row) { return row.compiled(); });
+  os << llvm::formatv("{0} of {1} combinations compiled in {2:f1} s\n",
+                      compiled, result.rows.size(), result.seconds);
 }
 
 static const char *getRemedyText(llvm::StringRef kind) {
@@ -493,7 +500,10 @@ void memopt::printInfeasible(llvm::raw_ostream &os,
   os << "memopt-compile: the memory budget " << formatBytes(options.budgetBytes)
      << " (" << options.budgetBytes << " B) cannot be met";
   if (!result.smallest) {
-    os << ": no combination compiled\n";
+    os << ": no combination compiled";
+    if (!result.rows.empty())
+      os << "; the first error: " << result.rows.front().error;
+    os << "\n";
     return;
   }
   const CombinationResult &row = result.rows[*result.smallest];

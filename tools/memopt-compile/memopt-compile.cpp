@@ -521,6 +521,10 @@ bool searchBudget(ModuleOp module, memopt::MemoptPipelineOptions &options,
     ok = result.chosen.has_value();
     return false;
   }
+  // When nothing compiles, the plain compilation below reports why, with
+  // the diagnostic's location and context.
+  if (!result.smallest)
+    return true;
   if (!result.chosen) {
     memopt::printInfeasible(llvm::errs(), result, exploreOptions);
     return false;

@@ -1,0 +1,4 @@
+func.func @not_differentiable(%w: tensor<4xf32> {memopt.role = "param", memopt.name = "w"}) -> tensor<f32> attributes {memopt.loss} {
+  %m = memopt.reduce_max %w dims [0] : tensor<4xf32> to tensor<f32>
+  return %m : tensor<f32>
+}
