@@ -203,4 +203,26 @@ def TestPrintMemoryAccountPass
   ];
 }
 
+def TestPrintCostPass : Pass<"memopt-test-print-cost", "mlir::ModuleOp"> {
+  let summary = "Print the cost model's figures for each function (CostModel)";
+  let description = [{
+    For every function with a body, prints to standard output the cost of
+    each op that costs anything (FLOPs, bytes moved, whether it is a GEMM,
+    its smallest GEMM dimension and its roofline time on `device`, once),
+    then the step: executed FLOPs, bytes and kernels (loop trip counts
+    applied) and the estimated seconds (docs/Budget.md). Works on tensors
+    and on bufferized kernels. The IR is left unchanged.
+
+    ```
+    cost of @f on h100-80gb:
+      op 0 memopt.matmul flops=1572864 bytes=114688 gemm min=64 seconds=...
+      step: flops=... bytes=... kernels=... seconds=...
+    ```
+  }];
+  let options = [
+    Option<"device", "device", "std::string", /*default=*/"\"h100-80gb\"",
+           "The device profile the times are estimated on">
+  ];
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_TD
