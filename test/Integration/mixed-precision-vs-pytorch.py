@@ -14,8 +14,9 @@
 #   the scale halves each time until a step succeeds, and the parameters
 #   then match, to f16 tolerance, those of a run that starts at that scale.
 # fp16-growth: with a growth interval of 2 the scale sequence equals
-#   GradScaler's, computed here in closed form from the skip flags; losses
-#   stay within 3e-2 of PyTorch FP32's.
+#   GradScaler's, computed here in closed form from the skip flags, also
+#   across a save and a resume (the scale and its tracker are optimizer
+#   state); losses stay within 3e-2 of PyTorch FP32's.
 #
 # REQUIRES: torch
 # RUN: rm -rf %t && mkdir -p %t
@@ -54,9 +55,9 @@ def compile_model(mlir, out, *flags):
         return json.load(f)
 
 
-def train(workdir, out, steps, save=None):
+def train(workdir, out, steps, save=None, params=None):
     command = [os.path.join(out, "train"),
-               "--params", os.path.join(workdir, "model.safetensors"),
+               "--params", params or os.path.join(workdir, "model.safetensors"),
                "--batch", os.path.join(workdir, "batch.safetensors"),
                "--steps", str(steps)]
     if save:
@@ -103,10 +104,12 @@ def bf16(name, model, batch, workdir, mlir):
     mixed = [l for l, _, _ in lines]
     reference = torch_losses(model, batch, steps, autocast=False)
     autocast = torch_losses(model, batch, steps, autocast=True)
+    errors = []
     for label, want, bound in [("PyTorch FP32", reference, 3e-2),
                                ("memopt FP32", fp32, 3e-2),
                                ("autocast", autocast, 1e-2)]:
         error = relative(mixed, want)
+        errors.append(f"{error:.2g}")
         if error > bound:
             failures.append(f"relative error {error:.3g} against {label} "
                             f"(bound {bound}): {mixed} vs {want}")
@@ -116,7 +119,8 @@ def bf16(name, model, batch, workdir, mlir):
         print(f"{name} bf16: MISMATCH {failure}")
     if not failures:
         print(f"{name} bf16: {steps} losses within 3e-2 of PyTorch FP32 and "
-              f"memopt FP32, within 1e-2 of autocast")
+              f"memopt FP32, within 1e-2 of autocast (largest relative "
+              f"errors {', '.join(errors)})")
 
     # Memory: f32 masters of the parameters read through a bf16 copy (all
     # but the f32 layer-norm and embedding ones), 2 + 4 bytes for those,
@@ -215,6 +219,15 @@ def fp16_growth(name, model, batch, workdir, mlir):
         failures.append(f"scales {got}, GradScaler gives {expected}")
     if any(s for _, s, _ in lines):
         failures.append(f"unexpected skipped step: {lines}")
+    # The scale state is optimizer state: saved after 4 steps and resumed,
+    # the sequence goes on.
+    out = os.path.join(workdir, "grow")
+    checkpoint = os.path.join(workdir, "checkpoint.safetensors")
+    train(workdir, out, 4, save=checkpoint)
+    resumed = [s for _, _, s in train(workdir, out, steps - 4,
+                                      params=checkpoint)]
+    if resumed != expected[4:]:
+        failures.append(f"resumed scales {resumed}, expected {expected[4:]}")
     reference = torch_losses(model, batch, steps, autocast=False)
     error = relative([l for l, _, _ in lines], reference)
     if error > 3e-2:
