@@ -1,11 +1,11 @@
 # Mixed precision on the host runtime (docs/MixedPrecision.md), against
 # PyTorch 1.13 on the CPU and against closed forms:
 #
-# bf16 <model>: 10 AdamW steps of memopt --mixed-precision=bf16 against
+# bf16 <model> (mlp, gpt, cnn): 10 AdamW steps of memopt --mixed-precision=bf16 against
 #   PyTorch FP32, memopt FP32 (both within 3e-2 relative, the acceptance
 #   bound) and torch.autocast("cpu", dtype=torch.bfloat16), which runs the
 #   same policy on these models (their layer norms see the f32 residual
-#   stream), within 1e-2. The bf16 losses must differ from memopt FP32's, so
+#   stream; batch norm runs in its input's dtype), within 1e-2. The bf16 losses must differ from memopt FP32's, so
 #   a pass that did nothing fails. The memory report must show the f32 master
 #   weights in master_params, their bf16 copies in params, and the
 #   activations saved for the backward at most 0.7 of FP32's.
@@ -22,6 +22,7 @@
 # RUN: rm -rf %t && mkdir -p %t
 # RUN: %python %s bf16 mlp %t/mlp %memopt_src_root | FileCheck %s --check-prefix=MLP
 # RUN: %python %s bf16 gpt %t/gpt %memopt_src_root | FileCheck %s --check-prefix=GPT
+# RUN: %python %s bf16 cnn %t/cnn %memopt_src_root | FileCheck %s --check-prefix=CNN
 # RUN: %python %s fp16-overflow mlp %t/overflow %memopt_src_root | FileCheck %s --check-prefix=OVERFLOW
 # RUN: %python %s fp16-growth mlp %t/growth %memopt_src_root | FileCheck %s --check-prefix=GROWTH
 #
@@ -29,6 +30,8 @@
 # MLP: mlp bf16: memory report ok
 # GPT: gpt bf16: 10 losses within 3e-2 of PyTorch FP32 and memopt FP32, within 1e-2 of autocast
 # GPT: gpt bf16: memory report ok
+# CNN: cnn bf16: 10 losses within 3e-2 of PyTorch FP32 and memopt FP32, within 1e-2 of autocast
+# CNN: cnn bf16: memory report ok
 # OVERFLOW: mlp fp16-overflow: {{[1-9][0-9]*}} steps skipped, scale halved each time, parameters match
 # GROWTH: mlp fp16-growth: scale sequence matches GradScaler
 

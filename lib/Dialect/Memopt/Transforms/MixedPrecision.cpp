@@ -93,8 +93,11 @@ private:
 static Policy getPolicy(Operation *op) {
   if (isa<MatmulOp, Conv2DOp>(op))
     return Policy::Low;
+  // Batch norm is not here: as in autocast it runs in its input's dtype,
+  // with f32 statistics, affine parameters and running statistics (the op
+  // definition fixes those).
   if (isa<ExpOp, LogOp, PowScalarOp, RsqrtOp, SoftmaxOp, LogSoftmaxOp,
-          LayerNormOp, RmsNormOp, BatchNormOp, CrossEntropyOp, MseLossOp>(op))
+          LayerNormOp, RmsNormOp, CrossEntropyOp, MseLossOp>(op))
     return Policy::F32;
   if (isa<ReduceSumOp, ReduceMeanOp>(op))
     return Policy::F32Output;
