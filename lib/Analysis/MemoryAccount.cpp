@@ -13,6 +13,8 @@
 //    write a gradient buffer; every other buffer is an activation.
 // 3. A difference array over op indices gives the live scratch bytes per
 //    program point per pool; the peak is the point with the most.
+//    A cast of a "param" argument is that parameter's low-precision copy
+//    (pool params) and the argument its f32 master (pool master_params).
 // 4. Saved activations: buffers a forward kernel (one at or before the kernel
 //    that writes the `loss` argument) writes that are live at the first
 //    backward op (the next kernel), by the producer's `memopt.scope`.
@@ -238,8 +240,57 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
     }
   }
 
+  // Mixed precision: a cast of a "param" argument is the parameter's
+  // low-precision copy (pool params) and the argument its f32 master.
+  if (auto func = dyn_cast<FunctionOpInterface>(op); func && !func.isExternal()) {
+    llvm::SmallDenseSet<unsigned> masters;
+    for (auto [kernel, index] : kernels) {
+      if (kernel.getKernel() != "memopt.cast" || kernel.getIns().size() != 1 ||
+          kernel.getOuts().size() != 1)
+        continue;
+      auto arg = dyn_cast<BlockArgument>(getRootBuffer(kernel.getIns()[0]));
+      if (!arg || arg.getOwner() != &func.getFunctionBody().front() ||
+          getArgumentPool(func.getArgAttrOfType<StringAttr>(
+              arg.getArgNumber(), MemoptDialect::kRoleAttrName)) !=
+              MemoryPoolKind::Params)
+        continue;
+      if (std::optional<unsigned> id = lookupBuffer(kernel.getOuts()[0]))
+        buffers[*id].pool = MemoryPoolKind::Params;
+      masters.insert(arg.getArgNumber());
+    }
+    for (unsigned index : masters) {
+      auto memref = dyn_cast<MemRefType>(func.getArgumentTypes()[index]);
+      int64_t bytes = memref ? getMemRefSizeInBytes(memref, op).value_or(0) : 0;
+      argumentBytes[static_cast<unsigned>(MemoryPoolKind::Params)] -= bytes;
+      argumentBytes[static_cast<unsigned>(MemoryPoolKind::MasterParams)] =
+          saturatingAdd(
+              argumentBytes[static_cast<unsigned>(MemoryPoolKind::MasterParams)],
+              bytes);
+    }
+  }
+
+  modelState.weights =
+      argumentBytes[static_cast<unsigned>(MemoryPoolKind::Params)];
+  modelState.masterWeights =
+      argumentBytes[static_cast<unsigned>(MemoryPoolKind::MasterParams)];
+  modelState.optimizer =
+      argumentBytes[static_cast<unsigned>(MemoryPoolKind::Optimizer)];
+  for (const AccountedBuffer &buffer : buffers)
+    if (buffer.pool == MemoryPoolKind::Params)
+      modelState.weights =
+          saturatingAdd(modelState.weights, buffer.getSizeBytes());
+  for (auto [kernel, index] : kernels) {
+    llvm::StringRef name = kernel.getKernel();
+    if ((name == "memopt.adamw_update" || name == "memopt.sgd_update") &&
+        kernel.getIns().size() >= 2)
+      if (std::optional<unsigned> id = lookupBuffer(kernel.getIns()[1]))
+        modelState.grads = saturatingAdd(modelState.grads,
+                                         buffers[*id].getSizeBytes());
+  }
+
   // 3. Live scratch bytes per program point, and the peak.
-  SmallVector<int64_t> gradDelta(numOps + 1, 0), activationDelta(numOps + 1, 0);
+  SmallVector<int64_t> gradDelta(numOps + 1, 0), activationDelta(numOps + 1, 0),
+      paramDelta(numOps + 1, 0);
   std::vector<Buffer> problem;
   for (const AccountedBuffer &buffer : buffers) {
     const BufferInterval &interval = buffer.interval;
@@ -248,16 +299,20 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
         interval.end >= numOps)
       continue;
     SmallVector<int64_t> &delta =
-        buffer.pool == MemoryPoolKind::Grads ? gradDelta : activationDelta;
+        buffer.pool == MemoryPoolKind::Grads    ? gradDelta
+        : buffer.pool == MemoryPoolKind::Params ? paramDelta
+                                                : activationDelta;
     delta[interval.start] += size;
     delta[interval.end + 1] -= size;
     problem.push_back({interval.id, interval.start, interval.end + 1, size});
   }
-  int64_t grads = 0, activations = 0;
+  int64_t grads = 0, activations = 0, paramCopies = 0;
   for (int64_t index = 0; index < numOps; ++index) {
     grads += gradDelta[index];
     activations += activationDelta[index];
+    paramCopies += paramDelta[index];
     timeline[index].grads = grads;
+    timeline[index].params = paramCopies;
     timeline[index].activations = activations;
     if (peakIndex < 0) {
       peakIndex = index;
@@ -278,13 +333,16 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
         timeline[peakIndex].grads;
     poolsAtPeak[static_cast<unsigned>(MemoryPoolKind::Activations)] =
         timeline[peakIndex].activations;
+    poolsAtPeak[static_cast<unsigned>(MemoryPoolKind::Params)] +=
+        timeline[peakIndex].params;
   }
 
   // 4. Activations saved for the backward pass, by scope.
   if (firstBackwardIndex >= 0) {
     llvm::StringMap<int64_t> saved;
     for (const AccountedBuffer &buffer : buffers)
-      if (buffer.producer && buffer.producerIndex <= lossIndex &&
+      if (buffer.producer && buffer.pool != MemoryPoolKind::Params &&
+          buffer.producerIndex <= lossIndex &&
           buffer.interval.start <= firstBackwardIndex &&
           firstBackwardIndex <= buffer.interval.end)
         saved[buffer.scope] =

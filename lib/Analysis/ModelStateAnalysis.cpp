@@ -1,12 +1,15 @@
 //===- ModelStateAnalysis.cpp - model state of a loss function ------------===//
 //
 // Reads the argument roles of a `memopt.loss` function: "param" arguments are
-// trained, "state" arguments are carried. One pass over the arguments.
+// trained, "state" arguments are carried; a parameter that a memopt.cast
+// reads has a low-precision copy (mixed precision). One pass over the
+// arguments and their uses.
 //
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Analysis/ModelStateAnalysis.h"
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/Support/raw_ostream.h"
@@ -35,8 +38,21 @@ ModelStateAnalysis::ModelStateAnalysis(Operation *op) {
     if (!role || !name || !type)
       continue;
     std::optional<ArgumentRole> kind = symbolizeArgumentRole(role.getValue());
-    if (kind == ArgumentRole::Param)
+    if (kind == ArgumentRole::Param) {
       params.push_back(describe(name.getValue(), type));
+      // Mixed precision: the step computes with a cast of the parameter.
+      if (func.isExternal())
+        continue;
+      for (Operation *user : func.getArgument(index).getUsers()) {
+        auto cast = dyn_cast<CastOp>(user);
+        if (!cast || cast.getType().getElementType() == type.getElementType())
+          continue;
+        StateTensor copy = describe(name.getValue(), cast.getType());
+        params.back().copyDtype = copy.dtype;
+        params.back().copyElementBytes = copy.elementBytes;
+        break;
+      }
+    }
     else if (kind == ArgumentRole::State)
       buffers.push_back(describe(name.getValue(), type));
   }

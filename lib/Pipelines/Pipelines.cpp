@@ -1,6 +1,9 @@
 //===- Pipelines.cpp - the memopt compilation pipeline --------------------===//
 //
 // The order of the passes, and why:
+// 0. mixed-precision (only when asked for) before autodiff, as autocast runs
+//    in the forward: the backward then follows the forward's dtypes, and the
+//    loss scaling it records is what autodiff implements;
 // 1. autodiff first: every later pass sees the whole training step (forward,
 //    backward and update), which is what must fit in memory;
 // 2. bufferize: from here on every value is a buffer with a lifetime;
@@ -19,6 +22,16 @@ using namespace memopt;
 
 void memopt::buildMemoptPipeline(OpPassManager &pm,
                                  const MemoptPipelineOptions &options) {
+  if (options.mixedPrecision != "none") {
+    MixedPrecisionPassOptions mixed;
+    mixed.computeType = options.mixedPrecision;
+    mixed.lossScale = options.lossScale;
+    mixed.lossScaleInit = options.lossScaleInit;
+    mixed.growthFactor = options.lossScaleGrowthFactor;
+    mixed.backoffFactor = options.lossScaleBackoffFactor;
+    mixed.growthInterval = options.lossScaleGrowthInterval;
+    pm.addPass(createMixedPrecisionPass(mixed));
+  }
   AutodiffPassOptions autodiff;
   autodiff.optimizer = options.optimizer;
   autodiff.lr = options.lr;
@@ -58,6 +71,21 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       *this, "plan-time-limit",
       llvm::cl::desc("Seconds the buffer placer may search"),
       llvm::cl::init(1.0)};
+  Option<std::string> mixedPrecision{
+      *this, "mixed-precision", llvm::cl::desc("none, bf16 or f16"),
+      llvm::cl::init("none")};
+  Option<std::string> lossScale{
+      *this, "loss-scale",
+      llvm::cl::desc("dynamic, none or a static scale (default: none for "
+                     "bf16, dynamic for f16)"),
+      llvm::cl::init("")};
+  Option<double> lossScaleInit{*this, "loss-scale-init",
+                               llvm::cl::desc("Initial dynamic loss scale"),
+                               llvm::cl::init(65536.0)};
+  Option<int64_t> lossScaleGrowthInterval{
+      *this, "loss-scale-growth-interval",
+      llvm::cl::desc("Good steps before the dynamic loss scale grows"),
+      llvm::cl::init(2000)};
 };
 } // namespace
 
@@ -75,6 +103,10 @@ void memopt::registerMemoptPipelines() {
         options.weightDecay = cl.weightDecay;
         options.momentum = cl.momentum;
         options.planTimeLimit = cl.planTimeLimit;
+        options.mixedPrecision = cl.mixedPrecision;
+        options.lossScale = cl.lossScale;
+        options.lossScaleInit = cl.lossScaleInit;
+        options.lossScaleGrowthInterval = cl.lossScaleGrowthInterval;
         buildMemoptPipeline(pm, options);
       });
 }

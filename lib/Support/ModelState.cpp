@@ -43,14 +43,21 @@ memopt::computeModelStateAccount(const std::vector<StateTensor> &params,
                                  OptimizerKind optimizer) {
   ModelStateAccount account;
   account.optimizer = optimizer;
-  MemoryPool weights{"weights", {}}, gradients{"gradients", {}},
-      optimizerState{"optimizer state", {}}, bufferPool{"buffers", {}};
+  MemoryPool weights{"weights", {}}, masters{"master weights", {}},
+      gradients{"gradients", {}}, optimizerState{"optimizer state", {}},
+      bufferPool{"buffers", {}};
   int64_t moments = optimizer == OptimizerKind::AdamW ? 2 : 1;
   for (const StateTensor &param : params) {
     int64_t bytes = param.numElements * param.elementBytes;
     account.numParameters += param.numElements;
     ++account.numParameterTensors;
-    weights.bytesByDtype[param.dtype] += bytes;
+    if (param.copyElementBytes > 0) {
+      weights.bytesByDtype[param.copyDtype] +=
+          param.numElements * param.copyElementBytes;
+      masters.bytesByDtype[param.dtype] += bytes;
+    } else {
+      weights.bytesByDtype[param.dtype] += bytes;
+    }
     gradients.bytesByDtype[param.dtype] += bytes;
     optimizerState.bytesByDtype[param.dtype] += moments * bytes;
   }
@@ -59,7 +66,11 @@ memopt::computeModelStateAccount(const std::vector<StateTensor> &params,
   for (const StateTensor &buffer : buffers)
     bufferPool.bytesByDtype[buffer.dtype] +=
         buffer.numElements * buffer.elementBytes;
-  account.pools = {weights, gradients, optimizerState, bufferPool};
+  account.pools = {weights};
+  if (!masters.bytesByDtype.empty())
+    account.pools.push_back(masters);
+  account.pools.insert(account.pools.end(),
+                       {gradients, optimizerState, bufferPool});
   return account;
 }
 
@@ -102,5 +113,6 @@ void memopt::printModelStateAccount(llvm::raw_ostream &os,
                        static_cast<double>(account.totalBytes() -
                                            account.pools.back().totalBytes()) /
                            account.numParameters)
-       << " B (weights, gradients and optimizer state)\n";
+       << " B (weights, " << (account.pools.size() > 4 ? "master weights, " : "")
+       << "gradients and optimizer state)\n";
 }

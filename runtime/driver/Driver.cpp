@@ -301,6 +301,12 @@ int TrainRun::loadArena() {
       firstStep = updates > 0 ? static_cast<uint64_t>(updates) : 0;
     }
   }
+  // Fresh optimizer state starts at zero, except the dynamic loss scale.
+  if (model.lossScaleIndex && !sourceEntries[*model.lossScaleIndex]) {
+    float scale = static_cast<float>(model.lossScale->scale);
+    memopt_copy_from_host(ctx.get(), base + offsets[*model.lossScaleIndex],
+                          &scale, sizeof(scale));
+  }
   if (memopt_get_status(ctx.get()) != MEMOPT_OK)
     return fail(DriverRuntimeError,
                 "cannot load the tensors: " + runtimeMessage());
@@ -313,18 +319,40 @@ int TrainRun::runSteps() {
     args.push_back(base + offset);
   unsigned char *scratch = base + scratchOffset;
   memopt_set_step(ctx.get(), firstStep);
+  auto readStep = [&]() {
+    int64_t value = 0;
+    if (model.stepIndex)
+      memopt_copy_to_host(ctx.get(), &value, args[*model.stepIndex],
+                          sizeof(value));
+    return value;
+  };
   for (int64_t i = 1; i <= options.steps; ++i) {
+    // The scale this step runs with, and the counter a skipped step leaves.
+    float scale = model.lossScale ? static_cast<float>(model.lossScale->scale)
+                                  : 1.0f;
+    if (model.lossScaleIndex)
+      memopt_copy_to_host(ctx.get(), &scale, args[*model.lossScaleIndex],
+                          sizeof(scale));
+    int64_t before = readStep();
     step(ctx.get(), args.data(), scratch);
     float loss = 0;
     memopt_copy_to_host(ctx.get(), &loss, args[model.lossIndex], sizeof(loss));
+    int64_t after = readStep();
     if (memopt_get_status(ctx.get()) != MEMOPT_OK)
       return fail(DriverRuntimeError, "runtime error during step " +
                                           std::to_string(i) + ": " +
                                           runtimeMessage());
-    char line[64];
-    std::snprintf(line, sizeof(line), "step %lld loss %.9g\n",
-                  static_cast<long long>(i), static_cast<double>(loss));
-    out << line;
+    char line[128];
+    int length = std::snprintf(line, sizeof(line), "step %lld loss %.9g",
+                               static_cast<long long>(i),
+                               static_cast<double>(loss));
+    if (model.lossScale && model.stepIndex && after == before)
+      length += std::snprintf(line + length, sizeof(line) - length,
+                              " skipped");
+    if (model.lossScale)
+      std::snprintf(line + length, sizeof(line) - length, " scale %.9g",
+                    static_cast<double>(scale));
+    out << line << "\n";
     out.flush();
     memopt_advance_step(ctx.get());
   }
@@ -455,6 +483,41 @@ bool memopt::driver::parseModelDescription(const std::string &json,
       error = "no argument has role 'loss'";
       return false;
     }
+    for (size_t i = 0; i < model.arguments.size(); ++i) {
+      const ModelArgument &argument = model.arguments[i];
+      bool scalar = argument.role == Role::Optim && argument.shape.empty();
+      if (argument.name == "optimizer.step" && scalar &&
+          argument.dtype == TensorDtype::I64)
+        model.stepIndex = i;
+      if (argument.name == "optimizer.loss_scale" && scalar &&
+          argument.dtype == TensorDtype::F32)
+        model.lossScaleIndex = i;
+    }
+    auto lossScale = root.find("loss_scale");
+    if (lossScale != root.end()) {
+      auto mode = lossScale->find("mode");
+      auto scale = lossScale->find("scale");
+      if (!lossScale->is_object() || mode == lossScale->end() ||
+          !mode->is_string() ||
+          (*mode != "dynamic" && *mode != "static") ||
+          scale == lossScale->end() || !scale->is_number() ||
+          !(scale->get<double>() > 0)) {
+        error = "'loss_scale' needs mode \"dynamic\" or \"static\" and a "
+                "positive scale";
+        return false;
+      }
+      LossScaleDescription description;
+      description.dynamic = *mode == "dynamic";
+      description.scale = scale->get<double>();
+      if (description.dynamic && !model.lossScaleIndex) {
+        error = "a dynamic 'loss_scale' needs the f32 scalar optim argument "
+                "'optimizer.loss_scale'";
+        return false;
+      }
+      model.lossScale = description;
+    }
+    if (!model.lossScale)
+      model.lossScaleIndex.reset();
   } catch (const std::exception &e) {
     error = e.what();
     return false;

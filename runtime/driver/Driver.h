@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,15 @@ struct ModelArgument {
   uint64_t byteSize = 0;
 };
 
+/// The "loss_scale" section of the model description (mixed precision).
+struct LossScaleDescription {
+  /// Dynamic: the scale is the optimizer-state argument
+  /// "optimizer.loss_scale"; static: `scale` throughout.
+  bool dynamic = false;
+  /// The initial (dynamic) or constant (static) scale.
+  double scale = 1.0;
+};
+
 /// The model description of docs/Pipeline.md, section 5.
 struct ModelDescription {
   /// Bytes of the scratch arena the training step addresses.
@@ -50,6 +60,12 @@ struct ModelDescription {
   std::vector<ModelArgument> arguments;
   /// The index of the loss argument in `arguments`.
   size_t lossIndex = 0;
+  /// Present when the step scales the loss.
+  std::optional<LossScaleDescription> lossScale;
+  /// Indices of "optimizer.step" (an i64 scalar) and, with a dynamic loss
+  /// scale, "optimizer.loss_scale" (an f32 scalar), if present.
+  std::optional<size_t> stepIndex;
+  std::optional<size_t> lossScaleIndex;
 };
 
 /// Parses and checks a model description: valid JSON, known roles and
@@ -90,7 +106,9 @@ enum DriverExitCode {
 };
 
 /// Runs `train` with the command line `argv` for the model described by
-/// `modelJson` whose step is `step`. Prints `step <i> loss <value>` lines and
+/// `modelJson` whose step is `step`. Prints `step <i> loss <value>` lines
+/// (with ` skipped` when the step counter did not advance, and ` scale <s>`,
+/// the loss scale the step ran with, when the loss is scaled) and
 /// the help to `out`, one `train: ...` line per error to `err`. Never
 /// throws; returns a DriverExitCode.
 int runDriver(int argc, const char *const *argv, const char *modelJson,

@@ -56,6 +56,13 @@ Json memopt::buildMemoryReport(const MemoryAccount &account) {
     byScope[scope] = bytes;
   report["by_scope"] = std::move(byScope);
 
+  const ModelStateBytes &state = account.getModelState();
+  report["model_state"] = Json{{"weights", state.weights},
+                               {"master_weights", state.masterWeights},
+                               {"grads", state.grads},
+                               {"optimizer", state.optimizer},
+                               {"total", state.getTotal()}};
+
   report["forward_flops"] = account.getForwardFlops();
   report["backward_flops"] = account.getBackwardFlops();
   report["recompute_flops"] = account.getRecomputeFlops();
@@ -67,7 +74,8 @@ Json memopt::buildMemoryReport(const MemoryAccount &account) {
                             {"scope", getReportedScope(point.op).str()},
                             {"bytes", point.getBytes()},
                             {"activations", point.activations},
-                            {"grads", point.grads}});
+                            {"grads", point.grads},
+                            {"params", point.params}});
   report["timeline"] = std::move(timeline);
   return report;
 }
@@ -151,6 +159,20 @@ void memopt::printMemoryReportText(llvm::raw_ostream &os,
   os << "  " << account.getNumParameters() << " parameters in "
      << account.getNumParameterTensors() << " tensors, optimizer "
      << context.optimizer << "\n";
+
+  if (int64_t numParams = account.getNumParameters(); numParams > 0) {
+    const ModelStateBytes &state = account.getModelState();
+    auto perParam = [&](int64_t bytes) {
+      return llvm::formatv("{0:f2}", static_cast<double>(bytes) /
+                                         static_cast<double>(numParams))
+          .str();
+    };
+    os << "model state per parameter: " << perParam(state.getTotal())
+       << " B = weights " << perParam(state.weights) << " + master "
+       << perParam(state.masterWeights) << " + grads "
+       << perParam(state.grads) << " + optimizer "
+       << perParam(state.optimizer) << "\n";
+  }
 
   int64_t lowerBound = account.getLowerBoundBytes();
   os << "scratch arena: ";

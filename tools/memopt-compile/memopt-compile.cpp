@@ -138,6 +138,27 @@ cl::opt<std::string> momentum("momentum", cl::init("0"),
                               cl::value_desc("number"),
                               cl::cat(compileCategory));
 
+cl::opt<std::string> mixedPrecision(
+    "mixed-precision", cl::init("none"),
+    cl::desc("Mixed precision (docs/MixedPrecision.md): none, bf16 or fp16"),
+    cl::value_desc("none|bf16|fp16"), cl::cat(compileCategory));
+
+cl::opt<std::string> lossScale(
+    "loss-scale",
+    cl::desc("Loss scaling: dynamic, none or a static scale (default: none "
+             "for bf16, dynamic for fp16)"),
+    cl::value_desc("dynamic|none|number"), cl::cat(compileCategory));
+
+cl::opt<std::string> lossScaleInit("loss-scale-init", cl::init("65536"),
+                                   cl::desc("Initial dynamic loss scale"),
+                                   cl::value_desc("number"),
+                                   cl::cat(compileCategory));
+
+cl::opt<std::string> lossScaleGrowthInterval(
+    "loss-scale-growth-interval", cl::init("2000"),
+    cl::desc("Good steps before the dynamic loss scale doubles"),
+    cl::value_desc("n"), cl::cat(compileCategory));
+
 cl::opt<std::string> report("report", cl::init("text"),
                             cl::desc("Memory report printed: text (a table) or "
                                      "json (OUT/memory_report.json)"),
@@ -221,6 +242,33 @@ bool parseOptions(memopt::MemoptPipelineOptions &options) {
       !parseNumber("weight-decay", weightDecay, /*positive=*/false,
                    options.weightDecay))
     return false;
+  if (mixedPrecision == "bf16" || mixedPrecision == "fp16")
+    options.mixedPrecision = mixedPrecision == "fp16" ? "f16" : "bf16";
+  else if (mixedPrecision != "none")
+    return fail("unknown --mixed-precision='" + mixedPrecision +
+                "' (expected none, bf16 or fp16)");
+  bool scaleFlags = lossScale.getNumOccurrences() ||
+                    lossScaleInit.getNumOccurrences() ||
+                    lossScaleGrowthInterval.getNumOccurrences();
+  if (mixedPrecision == "none" && scaleFlags)
+    return fail("--loss-scale, --loss-scale-init and "
+                "--loss-scale-growth-interval need --mixed-precision=bf16 or "
+                "fp16");
+  options.lossScale = lossScale;
+  if (!lossScale.empty() && lossScale != "dynamic" && lossScale != "none") {
+    double value = 0;
+    if (!parseNumber("loss-scale", lossScale, /*positive=*/true, value))
+      return false;
+  }
+  if (!parseNumber("loss-scale-init", lossScaleInit, /*positive=*/true,
+                   options.lossScaleInit))
+    return false;
+  if (llvm::StringRef(lossScaleGrowthInterval)
+          .trim()
+          .getAsInteger(10, options.lossScaleGrowthInterval) ||
+      options.lossScaleGrowthInterval < 1)
+    return fail("invalid --loss-scale-growth-interval='" +
+                lossScaleGrowthInterval + "': expected an integer >= 1");
   auto [beta1, beta2] = llvm::StringRef(betas).split(',');
   if (beta1.trim().getAsDouble(options.beta1) ||
       beta2.trim().getAsDouble(options.beta2) || !(options.beta1 >= 0) ||
@@ -324,6 +372,33 @@ bool buildModelJson(FunctionOpInterface func,
         number("momentum", options.momentum);
       }
       number("weight_decay", options.weightDecay);
+    });
+  }
+  if (options.mixedPrecision != "none") {
+    os << ",\n  \"mixed_precision\": ";
+    llvm::json::OStream(os).value(options.mixedPrecision);
+  }
+  if (auto attr = func->getAttr(memopt::MemoptDialect::kLossScaleAttrName)) {
+    FailureOr<memopt::LossScaleConfig> config = memopt::parseLossScaleAttr(
+        attr, [&] { return func.emitOpError(); });
+    if (failed(config))
+      return false;
+    os << ",\n  \"loss_scale\": ";
+    llvm::json::OStream out(os);
+    out.object([&] {
+      out.attribute("mode", config->dynamic ? "dynamic" : "static");
+      out.attributeBegin("scale");
+      out.rawValue(formatDouble(config->scale));
+      out.attributeEnd();
+      if (config->dynamic) {
+        out.attributeBegin("growth_factor");
+        out.rawValue(formatDouble(config->growthFactor));
+        out.attributeEnd();
+        out.attributeBegin("backoff_factor");
+        out.rawValue(formatDouble(config->backoffFactor));
+        out.attributeEnd();
+        out.attribute("growth_interval", config->growthInterval);
+      }
     });
   }
   os << ",\n  \"arguments\": [";

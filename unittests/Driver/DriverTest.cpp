@@ -285,6 +285,62 @@ TEST_F(DriverTest, RejectsBadModelDescriptions) {
   }
 }
 
+TEST_F(DriverTest, ParsesTheLossScale) {
+  const std::string arguments =
+      R"("arguments": [)"
+      R"({"name": "optimizer.step", "role": "optim", "dtype": "i64", "shape": []},)"
+      R"({"name": "optimizer.loss_scale", "role": "optim", "dtype": "f32", "shape": []},)"
+      R"({"name": "loss", "role": "loss", "dtype": "f32", "shape": []}]})";
+  ModelDescription model;
+  std::string error;
+  ASSERT_TRUE(parseModelDescription(
+      R"({"arena_bytes": 0, "loss_scale": {"mode": "dynamic", "scale": 1024,)"
+      R"( "growth_factor": 2, "backoff_factor": 0.5, "growth_interval": 3},)" +
+          arguments,
+      model, error))
+      << error;
+  ASSERT_TRUE(model.lossScale.has_value());
+  EXPECT_TRUE(model.lossScale->dynamic);
+  EXPECT_EQ(model.lossScale->scale, 1024.0);
+  EXPECT_EQ(model.stepIndex, std::optional<size_t>(0));
+  EXPECT_EQ(model.lossScaleIndex, std::optional<size_t>(1));
+
+  ASSERT_TRUE(parseModelDescription(
+      R"({"arena_bytes": 0, "loss_scale": {"mode": "static", "scale": 8},)" +
+          arguments,
+      model, error))
+      << error;
+  ASSERT_TRUE(model.lossScale.has_value());
+  EXPECT_FALSE(model.lossScale->dynamic);
+
+  // Without a loss_scale section the argument is ordinary optimizer state.
+  ASSERT_TRUE(parseModelDescription(R"({"arena_bytes": 0, )" + arguments,
+                                    model, error))
+      << error;
+  EXPECT_FALSE(model.lossScale.has_value());
+  EXPECT_FALSE(model.lossScaleIndex.has_value());
+
+  const std::string noScaleArgument =
+      R"("arguments": [{"name": "loss", "role": "loss", "dtype": "f32",)"
+      R"( "shape": []}]})";
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"arena_bytes": 0, "loss_scale": {"mode": "auto", "scale": 8},)" +
+           arguments,
+       "'loss_scale' needs mode"},
+      {R"({"arena_bytes": 0, "loss_scale": {"mode": "static", "scale": 0},)" +
+           arguments,
+       "a positive scale"},
+      {R"({"arena_bytes": 0, "loss_scale": {"mode": "dynamic", "scale": 8},)" +
+           noScaleArgument,
+       "needs the f32 scalar optim argument 'optimizer.loss_scale'"},
+  };
+  for (const auto &[json, message] : cases) {
+    EXPECT_FALSE(parseModelDescription(json, model, error)) << json;
+    EXPECT_NE(error.find(message), std::string::npos)
+        << "'" << error << "' lacks '" << message << "'";
+  }
+}
+
 TEST_F(DriverTest, InvalidEmbeddedModelIsAnInputError) {
   std::vector<const char *> argv = {"train",   "--params",    params.c_str(),
                                     "--batch", batch.c_str(), "--steps",

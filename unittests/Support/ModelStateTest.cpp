@@ -59,6 +59,24 @@ TEST(ModelStateTest, SgdBf16) {
   EXPECT_EQ(account.totalBytes(), 6000);
 }
 
+// Mixed precision with AdamW: a bf16 copy (2), the f32 master (4), the f32
+// gradient the optimizer reads (4) and two f32 moments (8): 18 bytes per
+// parameter, REFERENCE.md's "FP32 master grads" row.
+TEST(ModelStateTest, MixedPrecisionBf16IsEighteenBytesPerParameter) {
+  StateTensor w = tensor("w", 1000, "f32", 4);
+  w.copyDtype = "bf16";
+  w.copyElementBytes = 2;
+  std::vector<StateTensor> params = {w, tensor("ln.weight", 10, "f32", 4)};
+  ModelStateAccount account =
+      computeModelStateAccount(params, {}, OptimizerKind::AdamW);
+  EXPECT_EQ(pool(account, "weights").bytesByDtype.at("bf16"), 2000);
+  EXPECT_EQ(pool(account, "weights").bytesByDtype.at("f32"), 40);
+  EXPECT_EQ(pool(account, "master weights").totalBytes(), 4000);
+  EXPECT_EQ(pool(account, "gradients").bytesByDtype.at("f32"), 4040);
+  EXPECT_EQ(account.totalBytes(), 18 * 1000 + 16 * 10 + 8);
+  EXPECT_EQ(account.pools.back().name, "buffers");
+}
+
 TEST(ModelStateTest, BuffersAreNotTrained) {
   std::vector<StateTensor> params = {tensor("w", 10, "f32", 4)};
   std::vector<StateTensor> buffers = {tensor("bn.running_mean", 16, "f32", 4),

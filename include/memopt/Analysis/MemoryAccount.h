@@ -33,9 +33,12 @@ class KernelOp;
 
 /// The pools of the memory account, in the order reports list them.
 enum class MemoryPoolKind {
-  /// Arguments with role "param".
+  /// Arguments with role "param" that the step uses as they are, and the
+  /// scratch buffers that hold a low-precision copy of a parameter (a
+  /// `memopt.cast` of a "param" argument, docs/MixedPrecision.md).
   Params,
-  /// FP32 master copies of low-precision parameters (none yet).
+  /// "param" arguments that the step reads through a low-precision copy:
+  /// the FP32 master weights of mixed precision.
   MasterParams,
   /// Scratch buffers that hold a parameter's gradient.
   Grads,
@@ -64,7 +67,8 @@ using PoolBytes = std::array<int64_t, kNumMemoryPools>;
 struct AccountedBuffer {
   /// The buffer's live interval, id and size (unknown sizes count as 0).
   BufferInterval interval;
-  /// MemoryPoolKind::Grads or MemoryPoolKind::Activations.
+  /// MemoryPoolKind::Grads, MemoryPoolKind::Params (a parameter's
+  /// low-precision copy) or MemoryPoolKind::Activations.
   MemoryPoolKind pool = MemoryPoolKind::Activations;
   /// The first kernel that writes the buffer, in program order; null when no
   /// kernel writes it.
@@ -81,17 +85,36 @@ struct AccountedBuffer {
   int64_t getSizeBytes() const { return interval.sizeBytes.value_or(0); }
 };
 
+/// The model state of the step over the whole step, not at the peak
+/// (REFERENCE's bytes-per-parameter table, docs/MemoryReport.md).
+struct ModelStateBytes {
+  /// Parameters used as they are, plus every low-precision parameter copy.
+  int64_t weights = 0;
+  /// The f32 master weights (parameters read through a low-precision copy).
+  int64_t masterWeights = 0;
+  /// The gradients the optimizer updates read (their `grad` operands).
+  int64_t grads = 0;
+  /// Every "optim" argument (moments, step counter, loss-scale state).
+  int64_t optimizer = 0;
+
+  int64_t getTotal() const {
+    return weights + masterWeights + grads + optimizer;
+  }
+};
+
 /// Live scratch bytes at one program point (one op index).
 struct TimelinePoint {
   /// The op at this index.
   mlir::Operation *op = nullptr;
   /// Live bytes of gradient buffers.
   int64_t grads = 0;
+  /// Live bytes of low-precision parameter copies.
+  int64_t params = 0;
   /// Live bytes of every other scratch buffer.
   int64_t activations = 0;
 
   /// All live scratch bytes.
-  int64_t getBytes() const { return grads + activations; }
+  int64_t getBytes() const { return grads + params + activations; }
 };
 
 /// The memory account of a bufferized, planned training step. Pure: reads the
@@ -182,6 +205,9 @@ public:
   int64_t getNumParameters() const { return numParameters; }
   int64_t getNumParameterTensors() const { return numParameterTensors; }
 
+  /// The model state: weights, master weights, gradients, optimizer state.
+  const ModelStateBytes &getModelState() const { return modelState; }
+
   /// Number of buffers whose size is unknown (counted as 0 bytes).
   int64_t getNumUnsizedBuffers() const { return numUnsizedBuffers; }
 
@@ -202,6 +228,7 @@ private:
   int64_t numParameters = 0;
   int64_t numParameterTensors = 0;
   int64_t numUnsizedBuffers = 0;
+  ModelStateBytes modelState;
   llvm::SmallVector<TimelinePoint> timeline;
   llvm::SmallVector<AccountedBuffer> buffers;
   llvm::SmallVector<std::pair<std::string, int64_t>> savedByScope;

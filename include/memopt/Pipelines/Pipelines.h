@@ -27,10 +27,19 @@ struct MemoptPipelineOptions {
   double momentum = 0.0;
   /// Seconds the buffer placer may search for a smaller arena.
   double planTimeLimit = 1.0;
+  /// Mixed precision (docs/MixedPrecision.md): "none", "bf16" or "f16".
+  std::string mixedPrecision = "none";
+  /// "dynamic", "none" or a static scale; "" for the compute type's default.
+  std::string lossScale;
+  double lossScaleInit = 65536.0;
+  double lossScaleGrowthFactor = 2.0;
+  double lossScaleBackoffFactor = 0.5;
+  int64_t lossScaleGrowthInterval = 2000;
 };
 
 /// Adds the passes from a forward + loss module to a planned, bufferized
-/// @train_step: autodiff, bufferization, buffer planning, plan verification.
+/// @train_step: mixed precision (when asked for), autodiff, bufferization,
+/// buffer planning, plan verification.
 void buildMemoptPipeline(mlir::OpPassManager &pm,
                          const MemoptPipelineOptions &options);
 

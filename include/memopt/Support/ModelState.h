@@ -37,6 +37,10 @@ struct StateTensor {
   std::string dtype;
   /// Bytes per element.
   int64_t elementBytes = 0;
+  /// Mixed precision: the dtype and element bytes of the low-precision copy
+  /// the step computes with; empty and 0 when the tensor is used as it is.
+  std::string copyDtype;
+  int64_t copyElementBytes = 0;
 };
 
 /// Bytes of one pool of memory, by element type.
@@ -54,7 +58,8 @@ struct ModelStateAccount {
   int64_t numParameterTensors = 0;
   /// Trainable scalars (elements of all parameters).
   int64_t numParameters = 0;
-  /// Weights, gradients, optimizer state, buffers, in that order.
+  /// Weights, master weights (only with low-precision copies), gradients,
+  /// optimizer state, buffers, in that order.
   std::vector<MemoryPool> pools;
 
   /// Sum over pools.
@@ -63,8 +68,11 @@ struct ModelStateAccount {
 
 /// Accounts for training `params` with `optimizer` while carrying the
 /// non-trained `buffers`. Gradients and optimizer moments take each
-/// parameter's element type (no master copy yet); AdamW keeps two moments
-/// and one i64 step counter, SGD one momentum buffer.
+/// parameter's element type; AdamW keeps two moments and one i64 step
+/// counter, SGD one momentum buffer. A parameter with a low-precision copy
+/// (mixed precision) counts the copy as its weight, itself as its master
+/// weight, and its gradient in its own type (the gradient the optimizer
+/// reads): 2 + 4 + 4 + 8 = 18 bytes for bf16 with AdamW.
 ModelStateAccount computeModelStateAccount(
     const std::vector<StateTensor> &params,
     const std::vector<StateTensor> &buffers, OptimizerKind optimizer);

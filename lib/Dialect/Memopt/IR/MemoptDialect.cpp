@@ -14,6 +14,7 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/StringSet.h"
+#include <cmath>
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -142,6 +143,89 @@ LogicalResult MemoptDialect::verifyRegionArgAttribute(Operation *op,
                            << " has unknown memopt attribute '" << name
                            << "' (expected memopt.role, memopt.name or "
                               "memopt.batch_dim)";
+}
+
+//===----------------------------------------------------------------------===//
+// Mixed precision attributes
+//===----------------------------------------------------------------------===//
+
+FailureOr<LossScaleConfig>
+memopt::parseLossScaleAttr(Attribute attr,
+                           function_ref<InFlightDiagnostic()> emitError) {
+  auto dict = dyn_cast<DictionaryAttr>(attr);
+  auto bad = [&]() -> InFlightDiagnostic {
+    InFlightDiagnostic diag = emitError();
+    diag << "attribute '" << MemoptDialect::kLossScaleAttrName << "' ";
+    return diag;
+  };
+  if (!dict) {
+    bad() << "must be a dictionary, got " << attr;
+    return failure();
+  }
+  auto mode = dict.getAs<StringAttr>("mode");
+  if (!mode || (mode.getValue() != "dynamic" && mode.getValue() != "static")) {
+    bad() << "needs mode = \"dynamic\" or \"static\"";
+    return failure();
+  }
+  LossScaleConfig config;
+  config.dynamic = mode.getValue() == "dynamic";
+  // Each number: present, finite, and in its range.
+  auto number = [&](StringRef key, double &value, StringRef range,
+                    function_ref<bool(double)> valid) -> LogicalResult {
+    auto found = dict.getAs<FloatAttr>(key);
+    if (!found || !std::isfinite(found.getValueAsDouble()) ||
+        !valid(found.getValueAsDouble())) {
+      bad() << "needs " << key << ", a float " << range;
+      return failure();
+    }
+    value = found.getValueAsDouble();
+    return success();
+  };
+  if (failed(number("scale", config.scale, "> 0",
+                    [](double v) { return v > 0; })))
+    return failure();
+  if (!config.dynamic) {
+    if (dict.size() != 2) {
+      bad() << "with mode = \"static\" has only mode and scale";
+      return failure();
+    }
+    return config;
+  }
+  if (failed(number("growth_factor", config.growthFactor, "> 1",
+                    [](double v) { return v > 1; })) ||
+      failed(number("backoff_factor", config.backoffFactor, "in (0, 1)",
+                    [](double v) { return v > 0 && v < 1; })))
+    return failure();
+  auto interval = dict.getAs<IntegerAttr>("growth_interval");
+  if (!interval || interval.getInt() < 1) {
+    bad() << "needs growth_interval, an integer >= 1";
+    return failure();
+  }
+  config.growthInterval = interval.getInt();
+  if (dict.size() != 5) {
+    bad() << "with mode = \"dynamic\" has only mode, scale, growth_factor, "
+             "backoff_factor and growth_interval";
+    return failure();
+  }
+  return config;
+}
+
+DictionaryAttr memopt::buildLossScaleAttr(MLIRContext *context,
+                                          const LossScaleConfig &config) {
+  Builder b(context);
+  SmallVector<NamedAttribute> entries = {
+      b.getNamedAttr("mode",
+                     b.getStringAttr(config.dynamic ? "dynamic" : "static")),
+      b.getNamedAttr("scale", b.getF64FloatAttr(config.scale))};
+  if (config.dynamic) {
+    entries.push_back(b.getNamedAttr("growth_factor",
+                                     b.getF64FloatAttr(config.growthFactor)));
+    entries.push_back(b.getNamedAttr(
+        "backoff_factor", b.getF64FloatAttr(config.backoffFactor)));
+    entries.push_back(b.getNamedAttr(
+        "growth_interval", b.getI64IntegerAttr(config.growthInterval)));
+  }
+  return b.getDictionaryAttr(entries);
 }
 
 //===----------------------------------------------------------------------===//
@@ -279,8 +363,26 @@ LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
                                << attr.getValue();
     return success();
   }
+  if (name == kPrecisionAttrName) {
+    auto precision = dyn_cast<StringAttr>(attr.getValue());
+    if (!precision || (precision.getValue() != "f32" &&
+                       precision.getValue() != "bf16" &&
+                       precision.getValue() != "f16"))
+      return op->emitOpError() << "attribute '" << name
+                               << "' must be \"f32\", \"bf16\" or \"f16\", got "
+                               << attr.getValue();
+    return success();
+  }
+  if (name == kLossScaleAttrName) {
+    if (!isa<FunctionOpInterface>(op))
+      return op->emitOpError()
+             << "attribute '" << name << "' only applies to functions";
+    return parseLossScaleAttr(attr.getValue(),
+                              [&] { return op->emitOpError(); });
+  }
   return op->emitOpError() << "has unknown memopt attribute '" << name
                            << "' (expected memopt.scope, memopt.loss, "
-                              "memopt.train_step, memopt.offset or "
-                              "memopt.arena_bytes)";
+                              "memopt.train_step, memopt.offset, "
+                              "memopt.arena_bytes, memopt.precision or "
+                              "memopt.loss_scale)";
 }

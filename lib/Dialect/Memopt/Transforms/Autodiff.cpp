@@ -12,6 +12,12 @@
 //    are summed. Backward ops carry the scope of the forward op they
 //    differentiate.
 // 4. Increment the step counter and update each parameter with AdamW or SGD.
+//    With loss scaling (`memopt.loss_scale` on the loss function, set by
+//    --memopt-mixed-precision), the reverse sweep starts from d(loss) =
+//    scale, the parameters' gradients are unscaled and checked together
+//    (memopt.unscale), every update and the increment are skipped when one is
+//    not finite, and a dynamic scale is updated (memopt.update_scale), with
+//    the semantics of PyTorch's GradScaler.
 // 5. Remove ops whose results feed nothing (e.g. the gradient of an input).
 //
 // Linear in the number of ops. Follows the classic tape-free formulation of
@@ -160,7 +166,25 @@ void AutodiffPass::runOnOperation() {
       optimArg(argTypes[p], "optimizer." + name + "." + slot);
   }
   auto stepType = RankedTensorType::get({}, b.getI64Type());
+  unsigned stepIndex = argTypes.size();
   optimArg(stepType, "optimizer.step");
+
+  // Loss scaling: a dynamic scale and its growth tracker are optimizer state.
+  std::optional<LossScaleConfig> lossScale;
+  if (Attribute attr = loss->getAttr(MemoptDialect::kLossScaleAttrName)) {
+    FailureOr<LossScaleConfig> config =
+        parseLossScaleAttr(attr, [&] { return loss.emitOpError(); });
+    if (failed(config))
+      return signalPassFailure();
+    lossScale = *config;
+  }
+  auto scaleType = RankedTensorType::get({}, b.getF32Type());
+  unsigned scaleIndex = 0;
+  if (lossScale && lossScale->dynamic) {
+    scaleIndex = argTypes.size();
+    optimArg(scaleType, "optimizer.loss_scale");
+    optimArg(stepType, "optimizer.growth_tracker");
+  }
 
   // Results: the loss, then the new value of every param, state and optim
   // argument in argument order.
@@ -177,6 +201,9 @@ void AutodiffPass::runOnOperation() {
                                    b.getFunctionType(argTypes, resultTypes));
   step.setAllArgAttrs(argAttrs);
   step->setAttr(MemoptDialect::kTrainStepAttrName, UnitAttr::get(ctx));
+  if (lossScale)
+    step->setAttr(MemoptDialect::kLossScaleAttrName,
+                  loss->getAttr(MemoptDialect::kLossScaleAttrName));
   Block *entry = step.addEntryBlock();
   b.setInsertionPointToEnd(entry);
 
@@ -203,10 +230,18 @@ void AutodiffPass::runOnOperation() {
       varied.insert(op->result_begin(), op->result_end());
 
   // 3. Reverse sweep.
+  // d(scale * loss) / d(loss) = scale: the seed of a scaled backward.
   DenseMap<Value, Value> grads;
+  Value scale;
+  if (lossScale && lossScale->dynamic)
+    scale = entry->getArgument(scaleIndex);
+  else if (lossScale)
+    scale = ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(scaleType, b.getF32FloatAttr(lossScale->scale)));
   auto one = DenseElementsAttr::get(cast<ShapedType>(lossValue.getType()),
                                     b.getF32FloatAttr(1.0));
-  grads[lossValue] = ConstantOp::create(b, loc, one);
+  grads[lossValue] = scale ? scale : ConstantOp::create(b, loc, one);
   unsigned gradientOps = 0;
   for (Operation *op : llvm::reverse(forwardOps)) {
     SmallVector<Value> resultGrads;
@@ -257,9 +292,25 @@ void AutodiffPass::runOnOperation() {
     }
   }
 
-  // 4. Optimizer update.
-  Value oldStep = entry->getArgument(argTypes.size() - 1);
-  Value newStep = IncrementOp::create(b, loc, stepType, oldStep, Value());
+  // 4. Optimizer update, after unscaling and checking the gradients.
+  Value foundInf;
+  if (scale) {
+    SmallVector<unsigned> withGrad;
+    SmallVector<Value> scaled;
+    for (unsigned p : params)
+      if (Value g = grads.lookup(entry->getArgument(p))) {
+        withGrad.push_back(p);
+        scaled.push_back(g);
+      }
+    if (!scaled.empty()) {
+      auto unscale = UnscaleOp::create(b, loc, scale, scaled);
+      for (auto [p, g] : llvm::zip(withGrad, unscale.getResults()))
+        grads[entry->getArgument(p)] = g;
+      foundInf = unscale.getFoundInf();
+    }
+  }
+  Value oldStep = entry->getArgument(stepIndex);
+  Value newStep = IncrementOp::create(b, loc, stepType, oldStep, foundInf);
   DenseMap<unsigned, Value> updated; // argument index -> its new value
   unsigned slot = numForwardArgs;
   for (unsigned p : params) {
@@ -278,13 +329,13 @@ void AutodiffPass::runOnOperation() {
     if (*kind == OptimizerKind::AdamW) {
       update = AdamWUpdateOp::create(
           b, loc, type, type, type, param, grad, entry->getArgument(slot),
-          entry->getArgument(slot + 1), newStep, Value(),
+          entry->getArgument(slot + 1), newStep, foundInf,
           b.getF64FloatAttr(lr), b.getF64FloatAttr(beta1),
           b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
           b.getF64FloatAttr(weightDecay));
     } else {
       update = SgdUpdateOp::create(b, loc, type, type, param, grad,
-                                   entry->getArgument(slot), Value(),
+                                   entry->getArgument(slot), foundInf,
                                    b.getF64FloatAttr(lr),
                                    b.getF64FloatAttr(momentum),
                                    b.getF64FloatAttr(weightDecay));
@@ -296,7 +347,22 @@ void AutodiffPass::runOnOperation() {
       updated[slot + i] = update->getResult(1 + i);
     slot += slotNames.size();
   }
-  updated[argTypes.size() - 1] = newStep;
+  updated[stepIndex] = newStep;
+  if (lossScale && lossScale->dynamic) {
+    Value tracker = entry->getArgument(scaleIndex + 1);
+    if (!foundInf) // no gradient to check: nothing can overflow
+      foundInf = ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(RankedTensorType::get({}, b.getI1Type()),
+                                 false));
+    auto update = UpdateScaleOp::create(
+        b, loc, scale, tracker, foundInf,
+        b.getF64FloatAttr(lossScale->growthFactor),
+        b.getF64FloatAttr(lossScale->backoffFactor),
+        b.getI64IntegerAttr(lossScale->growthInterval));
+    updated[scaleIndex] = update.getNewScale();
+    updated[scaleIndex + 1] = update.getNewGrowthTracker();
+  }
 
   SmallVector<Value> results = {lossValue};
   unsigned stateIndex = 0;

@@ -35,6 +35,28 @@ llvm::StringRef stringifyArgumentRole(ArgumentRole role);
 llvm::FailureOr<mlir::FunctionOpInterface>
 findTrainStep(mlir::ModuleOp module, llvm::StringRef purpose);
 
+/// The loss scaling recorded by `memopt.loss_scale` on a `memopt.loss`
+/// function (docs/MixedPrecision.md), with GradScaler's parameters.
+struct LossScaleConfig {
+  /// Dynamic (GradScaler) or static (a constant scale).
+  bool dynamic = true;
+  /// The initial scale (dynamic) or the scale (static).
+  double scale = 65536.0;
+  double growthFactor = 2.0;
+  double backoffFactor = 0.5;
+  int64_t growthInterval = 2000;
+};
+
+/// Reads a `memopt.loss_scale` dictionary; on a malformed one, reports why
+/// through `emitError` and fails.
+llvm::FailureOr<LossScaleConfig>
+parseLossScaleAttr(mlir::Attribute attr,
+                   llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
+/// Builds the `memopt.loss_scale` dictionary of `config`.
+mlir::DictionaryAttr buildLossScaleAttr(mlir::MLIRContext *context,
+                                        const LossScaleConfig &config);
+
 } // namespace memopt
 
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTDIALECT_H

@@ -62,6 +62,12 @@ def Memopt_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kOffsetAttrName = "memopt.offset";
     static constexpr ::llvm::StringLiteral kArenaBytesAttrName =
         "memopt.arena_bytes";
+    /// Mixed precision (docs/MixedPrecision.md): the per-op dtype override
+    /// and the loss scaling a `memopt.loss` function asks autodiff for.
+    static constexpr ::llvm::StringLiteral kPrecisionAttrName =
+        "memopt.precision";
+    static constexpr ::llvm::StringLiteral kLossScaleAttrName =
+        "memopt.loss_scale";
 
   private:
     void registerAttributes();

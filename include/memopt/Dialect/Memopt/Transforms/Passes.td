@@ -45,6 +45,52 @@ def AutodiffPass : Pass<"memopt-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def MixedPrecisionPass : Pass<"memopt-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "Assign dtypes to the forward pass: low-precision GEMMs, FP32 master weights";
+  let description = [{
+    Rewrites the module's `memopt.loss` function before `--memopt-autodiff`,
+    as autocast does: each op runs in the dtype its policy gives it
+    (docs/MixedPrecision.md) — the compute type for matmul and conv2d
+    (accumulating in f32), f32 for numerically sensitive ops (exp, log, pow,
+    rsqrt, softmax, norms, every loss; sums and means produce f32), the
+    widest of its float inputs for everything else. `memopt.precision =
+    "f32"`, `"bf16"` or `"f16"` on an op overrides its policy. A cast is
+    inserted where a value's dtype differs from what its user runs in, once
+    per value and dtype, before the first such user; casts that round-trip
+    through a wider type are folded. Parameter arguments stay f32: they are
+    the master weights the optimizer updates, and each low-precision copy is
+    one cast per step.
+
+    The loss scaling the backward needs is recorded on the function as
+    `memopt.loss_scale` (docs/MixedPrecision.md), which `--memopt-autodiff`
+    implements with GradScaler's semantics.
+
+    ```
+    memopt-opt --memopt-mixed-precision="compute-type=f16 loss-scale=dynamic" model.mlir
+    ```
+  }];
+  let options = [
+    Option<"computeType", "compute-type", "std::string", /*default=*/"\"bf16\"",
+           "The low-precision compute type: bf16 or f16">,
+    Option<"lossScale", "loss-scale", "std::string", /*default=*/"\"\"",
+           "dynamic, none or a static scale (a positive number); the "
+           "default is none for bf16 and dynamic for f16">,
+    Option<"lossScaleInit", "loss-scale-init", "double", /*default=*/"65536.0",
+           "Dynamic loss scaling: the initial scale">,
+    Option<"growthFactor", "growth-factor", "double", /*default=*/"2.0",
+           "Dynamic loss scaling: the factor the scale grows by">,
+    Option<"backoffFactor", "backoff-factor", "double", /*default=*/"0.5",
+           "Dynamic loss scaling: the factor the scale shrinks by on overflow">,
+    Option<"growthInterval", "growth-interval", "int64_t", /*default=*/"2000",
+           "Dynamic loss scaling: successive good steps before the scale grows">
+  ];
+  let statistics = [
+    Statistic<"numCasts", "casts", "Number of casts the pass leaves">,
+    Statistic<"numLowPrecisionOps", "low-precision-ops",
+              "Number of ops that run in the compute type">
+  ];
+}
+
 def PrintModelStatePass : Pass<"memopt-print-model-state", "mlir::ModuleOp"> {
   let summary = "Print the model-state memory account of each loss function";
   let description = [{
