@@ -47,7 +47,9 @@ std::string Combination::str() const {
       .str();
 }
 
-std::vector<std::string> memopt::getAvailablePrecisions() { return {"none"}; }
+std::vector<std::string> memopt::getAvailablePrecisions() {
+  return {"bf16", "fp16", "none"};
+}
 
 std::vector<std::string> memopt::getAvailableRematStrategies() {
   return {"none"};
@@ -59,10 +61,14 @@ std::string memopt::applyCombination(const Combination &combination,
                                      int64_t budgetBytes,
                                      MemoptPipelineOptions &options) {
   (void)budgetBytes;
-  (void)options;
-  if (combination.precision != "none")
-    return "mixed precision ('" + combination.precision +
-           "') is not available in this build";
+  if (combination.precision == "none")
+    options.mixedPrecision = "none";
+  else if (combination.precision == "bf16")
+    options.mixedPrecision = "bf16";
+  else if (combination.precision == "fp16")
+    options.mixedPrecision = "f16";
+  else
+    return "unknown precision '" + combination.precision + "'";
   if (combination.remat != "none")
     return "rematerialization ('" + combination.remat +
            "') is not available in this build";
@@ -74,10 +80,7 @@ std::string memopt::applyCombination(const Combination &combination,
 }
 
 int64_t CombinationResult::getModelStateBytes() const {
-  return pools[static_cast<unsigned>(MemoryPoolKind::Params)] +
-         pools[static_cast<unsigned>(MemoryPoolKind::MasterParams)] +
-         gradientBytes +
-         pools[static_cast<unsigned>(MemoryPoolKind::Optimizer)];
+  return modelState.getTotal();
 }
 
 //===----------------------------------------------------------------------===//
@@ -86,16 +89,6 @@ int64_t CombinationResult::getModelStateBytes() const {
 
 static int64_t getPool(const CombinationResult &row, MemoryPoolKind pool) {
   return row.pools[static_cast<unsigned>(pool)];
-}
-
-/// Bytes of a statically shaped memref or tensor, or 0.
-static int64_t getTypeBytes(Type type) {
-  auto shaped = dyn_cast<ShapedType>(type);
-  if (!shaped || !shaped.hasStaticShape() ||
-      !shaped.getElementType().isIntOrFloat())
-    return 0;
-  return shaped.getNumElements() *
-         ((shaped.getElementType().getIntOrFloatBitWidth() + 7) / 8);
 }
 
 /// Compiles `combination` on a clone of `module` up to the planned arena.
@@ -144,12 +137,7 @@ static CombinationResult compileCombination(ModuleOp module,
   row.pools = account.getPoolsAtPeak();
   for (const auto &entry : account.getSavedByScope())
     row.savedActivationBytes += entry.second;
-  (*step)->walk([&](KernelOp kernel) {
-    llvm::StringRef name = kernel.getKernel();
-    if ((name == "memopt.adamw_update" || name == "memopt.sgd_update") &&
-        kernel.getIns().size() >= 2)
-      row.gradientBytes += getTypeBytes(kernel.getIns()[1].getType());
-  });
+  row.modelState = account.getModelState();
   row.cost = estimateStepCost(*step, *options.device, options.cost);
   row.flops = row.cost.flops;
   row.fits = row.plannedPeakBytes <= options.budgetBytes;
@@ -221,6 +209,33 @@ static double itemsPerSecond(const ExploreResult &result,
   return row.cost.seconds > 0 ? double(items) / row.cost.seconds : 0.0;
 }
 
+/// Why the rows `matches` selects (an alternative to the chosen one) were
+/// not chosen: none compiled, the smallest planned peak among them is over
+/// the budget, or the fastest of them that fits is slower.
+static std::string
+explainRejected(const ExploreResult &result,
+                llvm::function_ref<bool(const Combination &)> matches) {
+  const CombinationResult *smallest = nullptr, *fastest = nullptr;
+  for (const CombinationResult &row : result.rows) {
+    if (!matches(row.combination) || !row.compiled())
+      continue;
+    if (!smallest || row.plannedPeakBytes < smallest->plannedPeakBytes)
+      smallest = &row;
+    if (row.fits && (!fastest || row.cost.seconds < fastest->cost.seconds))
+      fastest = &row;
+  }
+  if (!smallest)
+    return "none of its combinations compiled";
+  if (!fastest)
+    return llvm::formatv("its smallest planned peak, {0} ({1}), is over the "
+                         "budget",
+                         formatBytes(smallest->plannedPeakBytes),
+                         smallest->combination.str());
+  return llvm::formatv("{0} fits but is estimated slower ({1})",
+                       fastest->combination.str(),
+                       formatSeconds(fastest->cost.seconds));
+}
+
 /// The explanation of the choice, in terms of the account of the step
 /// without any technique (`plain`) and of the chosen one.
 static void explain(ExploreResult &result, const ExploreOptions &options,
@@ -248,16 +263,23 @@ static void explain(ExploreResult &result, const ExploreOptions &options,
   const Combination &c = chosen.combination;
 
   // Mixed precision.
-  if (c.precision != "none")
+  if (c.precision != "none" && !options.precisionNote.empty())
+    lines.push_back(llvm::formatv("mixed precision ({0}) applied: {1}",
+                                  c.precision, options.precisionNote));
+  else if (c.precision != "none")
     lines.push_back(llvm::formatv(
         "mixed precision ({0}) applied: the fastest combination that fits "
-        "uses it (low-precision GEMMs on tensor cores, 16-bit activations)",
-        c.precision));
+        "uses it (GEMMs on the {1:f0} TFLOP/s tensor cores instead of "
+        "{2:f1} TFLOP/s FP32)",
+        c.precision, options.device->halfFlops / 1e12,
+        options.device->fp32Flops / 1e12));
   else if (!options.precisionNote.empty())
     lines.push_back("mixed precision not applied: " + options.precisionNote);
   else
-    lines.push_back("mixed precision not applied: FP32 is the fastest "
-                    "combination that fits");
+    lines.push_back("mixed precision not applied: " +
+                    explainRejected(result, [](const Combination &o) {
+                      return o.precision != "none";
+                    }));
 
   // Rematerialization.
   int64_t plainPeak = plain && plain->compiled() ? plain->plannedPeakBytes : 0;
@@ -565,11 +587,11 @@ std::string memopt::renderExploreJson(const ExploreResult &result,
           row.pools[pool];
     entry["pools_at_peak"] = std::move(pools);
     entry["model_state"] =
-        Json{{"params", getPool(row, MemoryPoolKind::Params)},
-             {"master_params", getPool(row, MemoryPoolKind::MasterParams)},
-             {"grads", row.gradientBytes},
-             {"optimizer", getPool(row, MemoryPoolKind::Optimizer)},
-             {"total", row.getModelStateBytes()}};
+        Json{{"weights", row.modelState.weights},
+             {"master_weights", row.modelState.masterWeights},
+             {"grads", row.modelState.grads},
+             {"optimizer", row.modelState.optimizer},
+             {"total", row.modelState.getTotal()}};
     entry["saved_activation_bytes"] = row.savedActivationBytes;
     entry["flops"] = row.flops;
     entry["extra_flops"] = row.extraFlops;

@@ -94,8 +94,9 @@ struct CombinationResult {
   int64_t plannedPeakBytes = 0;
   /// The account's pools at the peak.
   PoolBytes pools{};
-  /// One gradient per parameter (the optimizer updates' gradients).
-  int64_t gradientBytes = 0;
+  /// The model state over the whole step (weights, master weights, the
+  /// gradients the optimizer reads, optimizer state).
+  ModelStateBytes modelState;
   /// Activations saved for the backward pass.
   int64_t savedActivationBytes = 0;
   /// Executed FLOPs, and those beyond the same precision without remat at
@@ -108,7 +109,7 @@ struct CombinationResult {
   bool fits = false;
 
   bool compiled() const { return error.empty(); }
-  /// Parameters + master copies + gradients + optimizer state.
+  /// Weights + master weights + gradients + optimizer state.
   int64_t getModelStateBytes() const;
 };
 

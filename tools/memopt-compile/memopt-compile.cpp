@@ -140,8 +140,9 @@ cl::opt<std::string> momentum("momentum", cl::init("0"),
 
 cl::opt<std::string> mixedPrecision(
     "mixed-precision", cl::init("none"),
-    cl::desc("Mixed precision (docs/MixedPrecision.md): none, bf16 or fp16"),
-    cl::value_desc("none|bf16|fp16"), cl::cat(compileCategory));
+    cl::desc("Mixed precision (docs/MixedPrecision.md): none, bf16, fp16, "
+             "or auto (the budget search may use bf16)"),
+    cl::value_desc("none|bf16|fp16|auto"), cl::cat(compileCategory));
 
 cl::opt<std::string> lossScale(
     "loss-scale",
@@ -211,6 +212,12 @@ bool parseNumber(llvm::StringRef flag, llvm::StringRef text, bool positive,
   return true;
 }
 
+/// Whether the command line asks for the budget search.
+bool wantsBudgetSearch() {
+  return explore || memoryBudget.getNumOccurrences() ||
+         deviceName.getNumOccurrences();
+}
+
 /// Checks the options and fills the pipeline's.
 bool parseOptions(memopt::MemoptPipelineOptions &options) {
   if (target != "host")
@@ -244,9 +251,12 @@ bool parseOptions(memopt::MemoptPipelineOptions &options) {
     return false;
   if (mixedPrecision == "bf16" || mixedPrecision == "fp16")
     options.mixedPrecision = mixedPrecision == "fp16" ? "f16" : "bf16";
-  else if (mixedPrecision != "none")
+  else if (mixedPrecision == "auto" && !wantsBudgetSearch())
+    return fail("--mixed-precision=auto lets the budget search choose: give "
+                "--memory-budget, --device or --explore with it");
+  else if (mixedPrecision != "none" && mixedPrecision != "auto")
     return fail("unknown --mixed-precision='" + mixedPrecision +
-                "' (expected none, bf16 or fp16)");
+                "' (expected none, bf16, fp16 or auto)");
   bool scaleFlags = lossScale.getNumOccurrences() ||
                     lossScaleInit.getNumOccurrences() ||
                     lossScaleGrowthInterval.getNumOccurrences();
@@ -528,12 +538,6 @@ bool buildTrain(const char *argv0) {
 /// once one was chosen.
 std::optional<std::pair<int64_t, int64_t>> chosenBudget;
 
-/// Whether the command line asks for the budget search.
-bool wantsBudgetSearch() {
-  return explore || memoryBudget.getNumOccurrences() ||
-         deviceName.getNumOccurrences();
-}
-
 /// Fills the search's options from --device and --memory-budget.
 bool parseExploreOptions(memopt::ExploreOptions &options) {
   std::string name = deviceName.empty() ? "h100-80gb" : deviceName.getValue();
@@ -555,10 +559,18 @@ bool parseExploreOptions(memopt::ExploreOptions &options) {
     options.budgetBytes = *bytes;
     options.explicitBudget = true;
   }
-  options.precisions = memopt::getAvailablePrecisions();
+  // The user's choices pin a dimension; --mixed-precision=auto opens it.
+  if (mixedPrecision == "auto") {
+    options.precisions = {"bf16", "none"};
+  } else {
+    options.precisions = {mixedPrecision};
+    options.precisionNote =
+        mixedPrecision == "none"
+            ? "not allowed (--mixed-precision=none; --mixed-precision=auto "
+              "lets the search use bf16)"
+            : "--mixed-precision=" + mixedPrecision.getValue();
+  }
   options.remats = memopt::getAvailableRematStrategies();
-  if (options.precisions.size() == 1)
-    options.precisionNote = "not available in this build (FP32 only)";
   if (options.remats.size() == 1)
     options.rematNote = "not available in this build";
   if (!memopt::isAccumulationAvailable())

@@ -1,5 +1,5 @@
 """Checks the model state of every combination in an --explore JSON against
-REFERENCE.md's bytes per parameter (AdamW) times the exact parameter count,
+REFERENCE.md's bytes per parameter (AdamW) times the exact parameter counts,
 computed here in closed form from the model's configuration.
 
     check_model_state.py EXPLORE.json {gpt2-small,llama-7b}
@@ -11,37 +11,51 @@ state. Prints one line per checked combination; exits 1 on a mismatch.
 import json
 import sys
 
-# Bytes per parameter (weights, master weights, grads, optimizer) by
-# precision regime: REFERENCE.md, "Memory accounting".
-REGIMES = {"none": (4, 0, 4, 8)}
+# Bytes per parameter (weights, master weights, grads, optimizer) of the
+# regimes of REFERENCE.md, "Memory accounting". Under mixed precision the
+# parameters of nn.Linear layers (weights and biases: autocast runs linear in
+# the low precision) are read through a 16-bit copy of an FP32 master weight
+# and their gradient reaches AdamW in FP32: the "bf16 compute, FP32 master
+# grads" row, 18 B. Embedding and normalisation parameters are used in FP32
+# as they are: the FP32 row, 16 B.
+FP32 = (4, 0, 4, 8)
+MIXED = (2, 4, 4, 8)
+REGIMES = {"none": (FP32, FP32), "bf16": (MIXED, FP32), "fp16": (MIXED, FP32)}
 STEP_COUNTER = 8
 
 
 def gpt2_small():
+    """(parameters of Linear layers, all parameters)"""
     V, T, C, L = 50257, 1024, 768, 12
-    # Per layer: two layer norms (4C), c_attn without bias (3C^2), c_proj
-    # (C^2 + C), c_fc (4C^2 + 4C), mlp c_proj (4C^2 + C); tied LM head.
-    return V * C + T * C + L * (12 * C * C + 10 * C) + 2 * C
+    # Per layer: c_attn without bias (3C^2), c_proj (C^2 + C), c_fc
+    # (4C^2 + 4C), mlp c_proj (4C^2 + C), two layer norms (4C); the LM head
+    # is the token embedding (tied), a Linear.
+    linear = L * (12 * C * C + 6 * C) + V * C
+    return linear, linear + T * C + L * 4 * C + 2 * C
 
 
 def llama_7b():
     V, C, F, L = 32000, 4096, 11008, 32
-    # Per layer: wq, wk, wv, wo (4C^2), w1, w2, w3 (3CF), two RMSNorms (2C);
-    # untied embedding and output, final norm.
-    return 2 * V * C + L * (4 * C * C + 3 * C * F + 2 * C) + C
+    # Per layer: wq, wk, wv, wo (4C^2), w1, w2, w3 (3CF), no biases, two
+    # RMSNorms (2C); the output projection (VC); the embedding (VC) and the
+    # final norm (C).
+    linear = L * (4 * C * C + 3 * C * F) + V * C
+    return linear, linear + V * C + L * 2 * C + C
 
 
 def main(path, model):
-    n = {"gpt2-small": gpt2_small, "llama-7b": llama_7b}[model]()
+    linear, n = {"gpt2-small": gpt2_small, "llama-7b": llama_7b}[model]()
+    other = n - linear
     report = json.load(open(path))
     ok = True
     for row in report["combinations"]:
         if "error" in row:
             continue
-        weights, master, grads, optimizer = REGIMES[row["precision"]]
-        expected = {"params": weights * n, "master_params": master * n,
-                    "grads": grads * n,
-                    "optimizer": optimizer * n + STEP_COUNTER}
+        lin, oth = REGIMES[row["precision"]]
+        keys = ("weights", "master_weights", "grads", "optimizer")
+        expected = {k: lin[i] * linear + oth[i] * other
+                    for i, k in enumerate(keys)}
+        expected["optimizer"] += STEP_COUNTER
         expected["total"] = sum(expected.values())
         got = {k: row["model_state"][k] for k in expected}
         name = "%s/%s/K=%d" % (row["precision"], row["remat"],
@@ -50,9 +64,9 @@ def main(path, model):
             ok = False
             print("MISMATCH %s: %s, expected %s" % (name, got, expected))
         else:
-            per = (weights + master + grads + optimizer)
-            print("%s %s: %d parameters x %d B + %d B = %d B" % (
-                model, name, n, per, STEP_COUNTER, expected["total"]))
+            print("%s %s: %d parameters x %d B + %d x %d B + %d B = %d B" % (
+                model, name, linear, sum(lin), other, sum(oth), STEP_COUNTER,
+                expected["total"]))
     return 0 if ok else 1
 
 
