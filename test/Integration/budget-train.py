@@ -10,7 +10,8 @@
 # RUN: %python %s %t %memopt_src_root | FileCheck %s
 #
 # CHECK: unoptimised: planned peak [[PEAK:[0-9]+]] B
-# CHECK: budget 100%: {{.*}}: planned peak {{[0-9]+}} B <= {{[0-9]+}} B, 5 losses within 3e-2
+# CHECK: budget 100%: none / none / K=1: planned peak {{[0-9]+}} B <= {{[0-9]+}} B, 5 losses within 3e-2
+# CHECK: budget 200% --mixed-precision=bf16: bf16 / none / K=1: planned peak {{[0-9]+}} B <= {{[0-9]+}} B, 5 losses within 3e-2
 # CHECK-NOT: MISMATCH
 
 import json
@@ -21,8 +22,9 @@ import sys
 
 STEPS = 5
 TOLERANCE = 3e-2
-# Budgets as fractions of the unoptimised planned peak.
-FRACTIONS = [1.0]
+# Budgets as fractions of the unoptimised planned peak, with the flags that
+# open the search's dimensions.
+RUNS = [(1.0, []), (2.0, ["--mixed-precision=bf16"])]
 
 
 def train(out, workdir):
@@ -61,11 +63,11 @@ def main():
     reference = train(plain, workdir)
     print("unoptimised: planned peak %d B, losses %s" % (peak, reference))
 
-    for fraction in FRACTIONS:
+    for index, (fraction, flags) in enumerate(RUNS):
         budget = int(peak * fraction)
-        out = os.path.join(workdir, "budget-%d" % round(fraction * 100))
+        out = os.path.join(workdir, "budget-%d" % index)
         run = subprocess.run(["memopt-compile", mlir, "-o", out,
-                              "--memory-budget=%d" % budget],
+                              "--memory-budget=%d" % budget] + flags,
                              check=True, capture_output=True, text=True)
         chosen = run.stdout.splitlines()[0].split(": ", 1)[1]
         got = planned_peak(out)
@@ -73,8 +75,9 @@ def main():
         ok = len(losses) == STEPS and all(
             abs(a - b) <= TOLERANCE * max(1.0, abs(b))
             for a, b in zip(losses, reference))
-        print("budget %d%%: %s: planned peak %d B %s %d B, %d losses %s 3e-2"
-              % (round(fraction * 100), chosen, got,
+        print("budget %d%%%s: %s: planned peak %d B %s %d B, %d losses %s 3e-2"
+              % (round(fraction * 100), "".join(" " + f for f in flags),
+                 chosen, got,
                  "<=" if got <= budget else "MISMATCH >", budget,
                  len(losses), "within" if ok else "MISMATCH outside"))
         if not ok:
