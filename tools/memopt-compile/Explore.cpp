@@ -304,12 +304,31 @@ static void explain(ExploreResult &result, const ExploreOptions &options,
                     "remat not needed: the step fits without recomputing");
 
   // Accumulation.
-  if (c.microBatches > 1)
+  if (c.microBatches > 1) {
+    // The next smaller K with the same precision and remat: why not it.
+    const CombinationResult *smaller = nullptr;
+    for (const CombinationResult &row : result.rows)
+      if (row.compiled() && row.combination.precision == c.precision &&
+          row.combination.remat == c.remat &&
+          row.combination.microBatches < c.microBatches &&
+          (!smaller || row.combination.microBatches >
+                           smaller->combination.microBatches))
+        smaller = &row;
+    std::string why;
+    if (smaller && !smaller->fits)
+      why = llvm::formatv("; K={0} needs {1}, over the budget",
+                          smaller->combination.microBatches,
+                          formatBytes(smaller->plannedPeakBytes));
+    else if (smaller)
+      why = llvm::formatv("; K={0} fits but is estimated slower ({1})",
+                          smaller->combination.microBatches,
+                          formatSeconds(smaller->cost.seconds));
     lines.push_back(llvm::formatv(
-        "accumulation applied: K={0} micro-batches of {1} examples, the "
-        "smallest K that fits with this precision and remat",
+        "accumulation applied: K={0} micro-batches of {1} examples{2}",
         c.microBatches,
-        result.samplesPerStep ? result.samplesPerStep / c.microBatches : 0));
+        result.samplesPerStep ? result.samplesPerStep / c.microBatches : 0,
+        why));
+  }
   else if (!options.accumulationNote.empty())
     lines.push_back("accumulation not applied: " + options.accumulationNote);
   else
