@@ -279,8 +279,14 @@ LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
                                << attr.getValue();
     return success();
   }
+  if (name == kRecomputeAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "attribute '" << name << "' must be a unit attribute";
+    return success();
+  }
   return op->emitOpError() << "has unknown memopt attribute '" << name
                            << "' (expected memopt.scope, memopt.loss, "
-                              "memopt.train_step, memopt.offset or "
-                              "memopt.arena_bytes)";
+                              "memopt.train_step, memopt.offset, "
+                              "memopt.arena_bytes or memopt.recompute)";
 }

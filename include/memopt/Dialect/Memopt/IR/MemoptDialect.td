@@ -62,6 +62,9 @@ def Memopt_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kOffsetAttrName = "memopt.offset";
     static constexpr ::llvm::StringLiteral kArenaBytesAttrName =
         "memopt.arena_bytes";
+    /// Marks an op that --memopt-remat cloned to recompute a forward value.
+    static constexpr ::llvm::StringLiteral kRecomputeAttrName =
+        "memopt.recompute";
 
   private:
     void registerAttributes();
