@@ -52,7 +52,9 @@
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Debug.h"
 
+#include <limits>
 #include <set>
+#include <map>
 
 #define DEBUG_TYPE "memopt-remat"
 
@@ -418,7 +420,7 @@ struct RematerializePass
   FailureOr<int64_t> getPlannedArena(const std::vector<StageChoice> &plan);
   LogicalResult runBudget(FunctionOpInterface func, StepGraph &graph);
 
-  int64_t lastClones = 0, lastCloneFlops = 0;
+  int64_t lastClones = 0, lastCloneFlops = 0, lastRecomputedStages = 0;
 };
 
 } // namespace
@@ -528,45 +530,64 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
     chain[i].flops = graph.stageFlops[i];
   }
   // Tighten the model's bound by what the planner adds on top of it (gradient
-  // buffers, transients) until the planned arena fits.
-  int64_t bound = budget;
+  // buffers, transients) until the planned arena fits. Every plan is checked
+  // with the planner once; the fitting plan of least recompute wins. Blocks
+  // (recompute every stage but the last) and the least-memory plan of the
+  // model are candidates too: the model may misjudge either.
+  std::map<std::vector<StageChoice>, int64_t> arenas, cloneFlops;
   std::optional<std::vector<StageChoice>> fitting;
-  std::set<std::vector<StageChoice>> tried;
+  int64_t fittingFlops = 0;
+  auto consider = [&](const std::vector<StageChoice> &plan) -> LogicalResult {
+    if (arenas.count(plan))
+      return success();
+    FailureOr<int64_t> arena = getPlannedArena(plan);
+    if (failed(arena))
+      return failure();
+    arenas[plan] = *arena;
+    // The FLOPs of the clones the plan really needs (getPlannedArena applied
+    // it), not the model's whole-stage estimate.
+    int64_t flops = lastCloneFlops;
+    cloneFlops[plan] = flops;
+    LLVM_DEBUG(llvm::dbgs() << "budget: plan with " << flops
+                            << " recompute FLOPs -> arena " << *arena << "\n");
+    if (*arena <= budget && (!fitting || flops < fittingFlops))
+      fitting = plan, fittingFlops = flops;
+    return success();
+  };
+  int64_t bound = budget;
   for (int attempt = 0; attempt < 12; ++attempt) {
     std::optional<std::vector<StageChoice>> plan =
         solveChainBudget(chain, bound);
-    if (!plan || !tried.insert(*plan).second)
+    if (!plan || arenas.count(*plan))
       break;
-    FailureOr<int64_t> arena = getPlannedArena(*plan);
-    if (failed(arena))
+    if (failed(consider(*plan)))
       return failure();
-    LLVM_DEBUG(llvm::dbgs() << "budget: bound " << bound << " -> arena "
-                            << *arena << "\n");
-    if (*arena <= budget) {
-      fitting = plan;
+    if (fitting)
       break;
-    }
     int64_t model = evaluateChainPlan(chain, *plan)->peakBytes;
-    bound = std::min(bound - 256, budget - (*arena - model));
+    bound = std::min(bound - 256, budget - (arenas[*plan] - model));
+  }
+  std::vector<StageChoice> blocks(chain.size(), StageChoice::Checkpoint);
+  blocks.back() = StageChoice::Keep;
+  if (failed(consider(blocks)))
+    return failure();
+  if (!fitting) {
+    std::optional<std::vector<StageChoice>> leastMemory =
+        solveChainBudget(chain, getMinimumChainPeak(chain));
+    if (leastMemory && failed(consider(*leastMemory)))
+      return failure();
   }
   if (!fitting) {
-    // The smallest peak the chain model reaches, planned for real.
-    int64_t minimum = getMinimumChainPeak(chain);
-    std::optional<std::vector<StageChoice>> plan =
-        solveChainBudget(chain, minimum);
-    FailureOr<int64_t> arena =
-        plan ? getPlannedArena(*plan) : FailureOr<int64_t>(failure());
-    if (failed(arena))
-      return failure();
-    if (*arena > budget)
-      return func.emitOpError()
-             << "--memopt-remat: the budget of " << budget.getValue()
-             << " bytes is below the smallest reachable peak, " << *arena
-             << " bytes (planned arena with the least memory remat finds)";
-    fitting = plan;
+    int64_t smallest = std::numeric_limits<int64_t>::max();
+    for (const auto &entry : arenas)
+      smallest = std::min(smallest, entry.second);
+    return func.emitOpError()
+           << "--memopt-remat: the budget of " << budget.getValue()
+           << " bytes is below the smallest reachable peak, " << smallest
+           << " bytes (planned arena with the least memory remat finds)";
   }
   Decision decision = fromChainPlan(graph, *fitting);
-  recomputedStages = decision.recomputedStages;
+  lastRecomputedStages = decision.recomputedStages;
   apply(graph, decision);
   return success();
 }
@@ -620,6 +641,7 @@ void RematerializePass::runOnOperation() {
   });
 
   int64_t n = graph.getNumStages();
+  int64_t slots = 0;
   if (kind == "budget") {
     if (failed(runBudget(*func, graph)))
       return signalPassFailure();
@@ -632,13 +654,20 @@ void RematerializePass::runOnOperation() {
     } else if (kind == "sqrt") {
       decision = fromSchedule(graph, buildSqrtSchedule(n));
     } else {
-      int64_t slots = snapshots ? snapshots.getValue()
-                                : getLogarithmicSnapshots(n);
+      slots = snapshots ? snapshots.getValue() : getLogarithmicSnapshots(n);
       decision = fromSchedule(graph, buildRevolveSchedule(n, slots));
     }
-    recomputedStages = decision.recomputedStages;
+    lastRecomputedStages = decision.recomputedStages;
     apply(graph, decision);
   }
+  recomputedStages = lastRecomputedStages;
   numRecomputedOps = lastClones;
   recomputeFlops = lastCloneFlops;
+  if (printSummary)
+    llvm::errs() << "remat: strategy=" << kind << " stages=" << n
+                 << " snapshots=" << slots
+                 << " recomputed_stages=" << lastRecomputedStages
+                 << " recomputed_ops=" << lastClones
+                 << " recompute_flops=" << lastCloneFlops
+                 << " forward_flops=" << graph.forwardFlops << "\n";
 }

@@ -245,7 +245,10 @@ def RematerializePass : Pass<"memopt-remat", "mlir::ModuleOp"> {
     Option<"budget", "budget", "int64_t", /*default=*/"0",
            "Bytes the planned arena may take (budget and auto)">,
     Option<"snapshots", "snapshots", "int64_t", /*default=*/"0",
-           "revolve: stage inputs held at once (0: logarithmic)">
+           "revolve: stage inputs held at once (0: logarithmic)">,
+    Option<"printSummary", "print-summary", "bool", /*default=*/"false",
+           "Print one line to stderr: the stages, the schedule's stage "
+           "recomputations and the recompute FLOPs">
   ];
   let statistics = [
     Statistic<"numStages", "stages", "Number of stages of the forward chain">,
