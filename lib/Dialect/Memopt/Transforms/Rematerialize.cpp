@@ -368,9 +368,14 @@ private:
         continue;
       }
       if (expanded.insert(op).second) {
-        for (Value operand : op->getOperands())
-          if (!lookup(operand, cache))
-            stack.push_back(operand.getDefiningOp());
+        // Free producers (broadcast biases, masks) go below the others so
+        // that their clones come last, right before their user, instead of
+        // living across the whole recomputed chain.
+        for (bool free : {true, false})
+          for (Value operand : llvm::reverse(op->getOperands()))
+            if (!lookup(operand, cache) &&
+                graph.freeOps.contains(operand.getDefiningOp()) == free)
+              stack.push_back(operand.getDefiningOp());
         continue;
       }
       stack.pop_back();
