@@ -103,18 +103,16 @@ static int64_t getConvFlops(int64_t outputs, Value filterLike) {
   return saturatingMul(2, saturatingMul(outputs, perOutput));
 }
 
-int64_t memopt::getKernelFlops(KernelOp kernel) {
-  llvm::StringRef name = kernel.getKernel();
-  auto ins = kernel.getIns();
-  auto outs = kernel.getOuts();
-
+/// The FLOPs of op `name` with operands `ins`, results `outs` and attributes
+/// `attrs` (getKernelFlops and getOpFlops).
+static int64_t computeFlops(llvm::StringRef name, ValueRange ins,
+                            ValueRange outs, DictionaryAttr attrs) {
   if (name == "memopt.matmul" && ins.size() == 2 && outs.size() == 1) {
     // [batch..., M, N] outputs, each a dot product of length K.
     auto lhs = dyn_cast<ShapedType>(ins[0].getType());
     if (!lhs || !lhs.hasStaticShape() || lhs.getRank() < 2)
       return 0;
-    bool transposeLhs =
-        static_cast<bool>(kernel.getOpAttributes().get("transpose_lhs"));
+    bool transposeLhs = attrs && static_cast<bool>(attrs.get("transpose_lhs"));
     int64_t k = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));
     return saturatingMul(2, saturatingMul(getNumElements(outs[0]), k));
   }
@@ -140,9 +138,21 @@ int64_t memopt::getKernelFlops(KernelOp kernel) {
   if (movesData)
     return 0;
   int64_t largest = 0;
-  for (Value operand : kernel->getOperands())
+  for (Value operand : ins)
+    largest = std::max(largest, getNumElements(operand));
+  for (Value operand : outs)
     largest = std::max(largest, getNumElements(operand));
   return largest;
+}
+
+int64_t memopt::getKernelFlops(KernelOp kernel) {
+  return computeFlops(kernel.getKernel(), kernel.getIns(), kernel.getOuts(),
+                      kernel.getOpAttributes());
+}
+
+int64_t memopt::getOpFlops(Operation *op) {
+  return computeFlops(op->getName().getStringRef(), op->getOperands(),
+                      op->getResults(), op->getAttrDictionary());
 }
 
 /// The value `value` is a view of, through view-like ops, up to its root.
@@ -426,7 +436,9 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
   // 5. FLOPs.
   for (auto [kernel, index] : kernels) {
     int64_t flops = getKernelFlops(kernel);
-    if (lossIndex < 0 || index <= lossIndex)
+    if (kernel->hasAttr(MemoptDialect::kRecomputeAttrName))
+      recomputeFlops = saturatingAdd(recomputeFlops, flops);
+    else if (lossIndex < 0 || index <= lossIndex)
       forwardFlops = saturatingAdd(forwardFlops, flops);
     else
       backwardFlops = saturatingAdd(backwardFlops, flops);

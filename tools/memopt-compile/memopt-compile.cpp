@@ -51,6 +51,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
@@ -154,6 +155,24 @@ cl::opt<std::string> report("report", cl::init("text"),
                             cl::value_desc("text|json"),
                             cl::cat(compileCategory));
 
+cl::opt<std::string>
+    remat("remat", cl::init("none"),
+          cl::desc("Rematerialization: none, blocks, sqrt, revolve, budget, "
+                   "selective or auto (budget when --memory-budget is given)"),
+          cl::value_desc("strategy"), cl::cat(compileCategory));
+
+cl::opt<std::string>
+    memoryBudget("memory-budget",
+                 cl::desc("Bytes the planned arena may take, e.g. 64MiB, "
+                          "1.5GiB, 2GB (--remat=budget or auto)"),
+                 cl::value_desc("size"), cl::cat(compileCategory));
+
+cl::opt<std::string>
+    rematSnapshots("remat-snapshots", cl::init("0"),
+                   cl::desc("--remat=revolve: snapshot slots (0: "
+                            "logarithmic in the depth)"),
+                   cl::value_desc("n"), cl::cat(compileCategory));
+
 cl::opt<std::string> cxx("cxx", cl::init("c++"),
                          cl::desc("C++ compiler that builds OUT/train"),
                          cl::value_desc("path"), cl::cat(compileCategory));
@@ -174,6 +193,35 @@ bool parseNumber(llvm::StringRef flag, llvm::StringRef text, bool positive,
   return true;
 }
 
+/// Parses a byte count: a number with an optional unit B, KiB, MiB, GiB,
+/// TiB, KB, MB, GB or TB (1.5GiB, 2GB, 512KiB, 1048576).
+bool parseSize(llvm::StringRef flag, llvm::StringRef text, int64_t &bytes) {
+  llvm::StringRef trimmed = text.trim();
+  size_t unitStart = trimmed.find_first_not_of("0123456789.eE+");
+  // "1e3" is a number; "2GB" splits before the unit.
+  llvm::StringRef number = trimmed.take_front(unitStart);
+  llvm::StringRef unit = trimmed.drop_front(number.size()).trim();
+  double scale = llvm::StringSwitch<double>(unit)
+                     .Cases({"", "B"}, 1.0)
+                     .Case("KiB", 1024.0)
+                     .Case("MiB", 1024.0 * 1024)
+                     .Case("GiB", 1024.0 * 1024 * 1024)
+                     .Case("TiB", 1024.0 * 1024 * 1024 * 1024)
+                     .Case("KB", 1e3)
+                     .Case("MB", 1e6)
+                     .Case("GB", 1e9)
+                     .Case("TB", 1e12)
+                     .Default(-1);
+  double value = 0;
+  if (scale < 0 || number.empty() || number.getAsDouble(value) ||
+      !std::isfinite(value) || value <= 0 || value * scale >= 9.2e18)
+    return fail("invalid --" + flag + "='" + text +
+                "': expected a positive size such as 1048576, 512KiB, "
+                "64MiB, 1.5GiB or 2GB");
+  bytes = static_cast<int64_t>(value * scale);
+  return true;
+}
+
 /// Checks the options and fills the pipeline's.
 bool parseOptions(memopt::MemoptPipelineOptions &options) {
   if (target != "host")
@@ -190,6 +238,29 @@ bool parseOptions(memopt::MemoptPipelineOptions &options) {
                 " applies to --optimizer=adamw only");
   if (!isSgd && momentum.getNumOccurrences())
     return fail("--momentum applies to --optimizer=sgd only");
+  if (!llvm::is_contained({"none", "blocks", "sqrt", "revolve", "budget",
+                           "selective", "auto"},
+                          llvm::StringRef(remat)))
+    return fail("unknown --remat='" + remat +
+                "' (expected none, blocks, sqrt, revolve, budget, selective "
+                "or auto)");
+  options.remat = remat;
+  if (memoryBudget.getNumOccurrences() &&
+      !parseSize("memory-budget", memoryBudget, options.memoryBudget))
+    return false;
+  if (remat == "budget" && !options.memoryBudget)
+    return fail("--remat=budget needs --memory-budget=SIZE");
+  if (memoryBudget.getNumOccurrences() && remat != "budget" && remat != "auto")
+    return fail("--memory-budget applies to --remat=budget or auto (for now)");
+  if (rematSnapshots.getNumOccurrences()) {
+    if (remat != "revolve")
+      return fail("--remat-snapshots applies to --remat=revolve only");
+    if (llvm::StringRef(rematSnapshots).trim().getAsInteger(
+            10, options.rematSnapshots) ||
+        options.rematSnapshots < 1)
+      return fail("invalid --remat-snapshots='" + rematSnapshots +
+                  "': expected a positive integer");
+  }
 
   options.optimizer = optimizer;
   if (!parseNumber("lr", lr, /*positive=*/true, options.lr) ||
