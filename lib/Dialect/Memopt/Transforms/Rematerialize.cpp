@@ -422,7 +422,10 @@ struct RematerializePass
   Decision selective(const StepGraph &graph);
 
   /// The planned arena of the module with `plan` applied to a copy.
-  FailureOr<int64_t> getPlannedArena(const std::vector<StageChoice> &plan);
+  /// The planned arena of the module with `plan` applied to a copy (with
+  /// `runPlanner` false, only applies it: -1, and lastCloneFlops is set).
+  FailureOr<int64_t> getPlannedArena(const std::vector<StageChoice> &plan,
+                                     bool runPlanner = true);
   LogicalResult runBudget(FunctionOpInterface func, StepGraph &graph);
 
   int64_t lastClones = 0, lastCloneFlops = 0, lastRecomputedStages = 0;
@@ -497,7 +500,8 @@ void RematerializePass::apply(const StepGraph &graph,
 }
 
 FailureOr<int64_t>
-RematerializePass::getPlannedArena(const std::vector<StageChoice> &plan) {
+RematerializePass::getPlannedArena(const std::vector<StageChoice> &plan,
+                                   bool runPlanner) {
   OwningOpRef<ModuleOp> copy(getOperation().clone());
   FailureOr<FunctionOpInterface> func = findTrainStep(*copy, "rematerialize");
   if (failed(func))
@@ -506,6 +510,8 @@ RematerializePass::getPlannedArena(const std::vector<StageChoice> &plan) {
   if (failed(graph.build(*func)))
     return failure();
   apply(graph, fromChainPlan(graph, plan));
+  if (!runPlanner)
+    return -1;
   PassManager pm(copy->getContext());
   pm.addPass(createBufferizePass());
   PlanBuffersPassOptions planOptions;
@@ -559,7 +565,16 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
       fitting = plan, fittingFlops = flops;
     return success();
   };
-  int64_t bound = budget;
+  // Every parameter's gradient is a scratch buffer live until the optimizer
+  // update: start the model's bound below the budget by all of them.
+  int64_t gradientBytes = 0;
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    auto role =
+        func.getArgAttrOfType<StringAttr>(i, MemoptDialect::kRoleAttrName);
+    if (role && role.getValue() == "param")
+      gradientBytes += getAlignedBytes(func.getArgument(i));
+  }
+  int64_t bound = std::max<int64_t>(budget - gradientBytes, 0);
   for (int attempt = 0; attempt < 12; ++attempt) {
     std::optional<std::vector<StageChoice>> plan =
         solveChainBudget(chain, bound);
@@ -572,10 +587,32 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
     int64_t model = evaluateChainPlan(chain, *plan)->peakBytes;
     bound = std::min(bound - 256, budget - (arenas[*plan] - model));
   }
+  // The gradient estimate is pessimistic: give the slack the planner left
+  // back to the model while that still fits (a few more checks at most).
+  for (int attempt = 0; fitting && attempt < 4; ++attempt) {
+    int64_t slack = budget - arenas[*fitting];
+    if (slack < 256)
+      break;
+    bound += slack;
+    std::optional<std::vector<StageChoice>> plan =
+        solveChainBudget(chain, bound);
+    if (!plan || arenas.count(*plan))
+      continue;
+    std::vector<StageChoice> previous = *fitting;
+    if (failed(consider(*plan)))
+      return failure();
+    if (*fitting == previous && arenas[*plan] > budget)
+      bound -= (arenas[*plan] - budget) + slack / 2;
+  }
   std::vector<StageChoice> blocks(chain.size(), StageChoice::Checkpoint);
   blocks.back() = StageChoice::Keep;
-  if (failed(consider(blocks)))
+  // Blocks needs a planner check only when it recomputes less than the plan
+  // that fits (or none fits).
+  if (failed(getPlannedArena(blocks, /*runPlanner=*/false)))
     return failure();
+  if (!fitting || lastCloneFlops < fittingFlops)
+    if (failed(consider(blocks)))
+      return failure();
   if (!fitting) {
     std::optional<std::vector<StageChoice>> leastMemory =
         solveChainBudget(chain, getMinimumChainPeak(chain));
