@@ -76,6 +76,8 @@ llvm::StringRef memopt::getMemoryPoolName(MemoryPoolKind pool) {
   llvm_unreachable("unknown memory pool");
 }
 
+int64_t memopt::getOpFlops(Operation *op) { return getOpCost(op).flops; }
+
 /// The value `value` is a view of, through view-like ops, up to its root.
 static Value getRootBuffer(Value value) {
   while (auto view = value.getDefiningOp<ViewLikeOpInterface>()) {
@@ -241,7 +243,10 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
   }
 
   // Mixed precision: a cast of a "param" argument is the parameter's
-  // low-precision copy (pool params) and the argument its f32 master.
+  // low-precision copy (pool params) and the argument its f32 master. The
+  // model state counts one copy per parameter and element type, however
+  // often it is made (rematerialization recomputes copies).
+  llvm::DenseMap<std::pair<unsigned, Type>, int64_t> copyBytes;
   if (auto func = dyn_cast<FunctionOpInterface>(op); func && !func.isExternal()) {
     llvm::SmallDenseSet<unsigned> masters;
     for (auto [kernel, index] : kernels) {
@@ -254,8 +259,13 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
               arg.getArgNumber(), MemoptDialect::kRoleAttrName)) !=
               MemoryPoolKind::Params)
         continue;
-      if (std::optional<unsigned> id = lookupBuffer(kernel.getOuts()[0]))
+      if (std::optional<unsigned> id = lookupBuffer(kernel.getOuts()[0])) {
         buffers[*id].pool = MemoryPoolKind::Params;
+        Type copyType = kernel.getOuts()[0].getType();
+        if (auto shaped = dyn_cast<ShapedType>(copyType))
+          copyType = shaped.getElementType();
+        copyBytes[{arg.getArgNumber(), copyType}] = buffers[*id].getSizeBytes();
+      }
       masters.insert(arg.getArgNumber());
     }
     for (unsigned index : masters) {
@@ -275,10 +285,8 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
       argumentBytes[static_cast<unsigned>(MemoryPoolKind::MasterParams)];
   modelState.optimizer =
       argumentBytes[static_cast<unsigned>(MemoryPoolKind::Optimizer)];
-  for (const AccountedBuffer &buffer : buffers)
-    if (buffer.pool == MemoryPoolKind::Params)
-      modelState.weights =
-          saturatingAdd(modelState.weights, buffer.getSizeBytes());
+  for (const auto &entry : copyBytes)
+    modelState.weights = saturatingAdd(modelState.weights, entry.second);
   for (auto [kernel, index] : kernels) {
     llvm::StringRef name = kernel.getKernel();
     if ((name == "memopt.adamw_update" || name == "memopt.sgd_update") &&
@@ -357,7 +365,9 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
   // 5. FLOPs.
   for (auto [kernel, index] : kernels) {
     int64_t flops = getKernelFlops(kernel);
-    if (lossIndex < 0 || index <= lossIndex)
+    if (kernel->hasAttr(MemoptDialect::kRecomputeAttrName))
+      recomputeFlops = saturatingAdd(recomputeFlops, flops);
+    else if (lossIndex < 0 || index <= lossIndex)
       forwardFlops = saturatingAdd(forwardFlops, flops);
     else
       backwardFlops = saturatingAdd(backwardFlops, flops);

@@ -6,9 +6,12 @@
 //    loss scaling it records is what autodiff implements;
 // 1. autodiff first: every later pass sees the whole training step (forward,
 //    backward and update), which is what must fit in memory;
-// 2. bufferize: from here on every value is a buffer with a lifetime;
-// 3. plan-buffers: offsets in one arena from the buffers' live ranges;
-// 4. verify-plan: an independent check of the plan before code is generated.
+// 2. remat (only when a strategy is chosen): on tensors, after autodiff, so
+//    that it sees which forward values the backward reads, and before
+//    bufferize, whose buffers and lifetimes follow from its clones;
+// 3. bufferize: from here on every value is a buffer with a lifetime;
+// 4. plan-buffers: offsets in one arena from the buffers' live ranges;
+// 5. verify-plan: an independent check of the plan before code is generated.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +44,13 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
   autodiff.weightDecay = options.weightDecay;
   autodiff.momentum = options.momentum;
   pm.addPass(createAutodiffPass(autodiff));
+  if (options.remat != "none") {
+    RematerializePassOptions remat;
+    remat.strategy = options.remat;
+    remat.budget = options.memoryBudget;
+    remat.snapshots = options.rematSnapshots;
+    pm.addPass(createRematerializePass(remat));
+  }
   pm.addPass(createBufferizePass());
   PlanBuffersPassOptions plan;
   plan.timeLimit = options.planTimeLimit;
@@ -86,6 +96,19 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       *this, "loss-scale-growth-interval",
       llvm::cl::desc("Good steps before the dynamic loss scale grows"),
       llvm::cl::init(2000)};
+  Option<std::string> remat{
+      *this, "remat",
+      llvm::cl::desc("Remat strategy: none, blocks, sqrt, revolve, budget, "
+                     "selective or auto"),
+      llvm::cl::init("none")};
+  Option<int64_t> memoryBudget{
+      *this, "memory-budget",
+      llvm::cl::desc("Bytes the planned arena may take (remat budget/auto)"),
+      llvm::cl::init(0)};
+  Option<int64_t> rematSnapshots{
+      *this, "remat-snapshots",
+      llvm::cl::desc("revolve: snapshot slots (0: logarithmic)"),
+      llvm::cl::init(0)};
 };
 } // namespace
 
@@ -107,6 +130,9 @@ void memopt::registerMemoptPipelines() {
         options.lossScale = cl.lossScale;
         options.lossScaleInit = cl.lossScaleInit;
         options.lossScaleGrowthInterval = cl.lossScaleGrowthInterval;
+        options.remat = cl.remat;
+        options.memoryBudget = cl.memoryBudget;
+        options.rematSnapshots = cl.rematSnapshots;
         buildMemoptPipeline(pm, options);
       });
 }

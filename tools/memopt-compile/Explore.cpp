@@ -52,15 +52,14 @@ std::vector<std::string> memopt::getAvailablePrecisions() {
 }
 
 std::vector<std::string> memopt::getAvailableRematStrategies() {
-  return {"none"};
+  return {"none", "budget", "selective", "blocks", "sqrt"};
 }
 
 bool memopt::isAccumulationAvailable() { return false; }
 
 std::string memopt::applyCombination(const Combination &combination,
-                                     int64_t budgetBytes,
+                                     int64_t arenaBudgetBytes,
                                      MemoptPipelineOptions &options) {
-  (void)budgetBytes;
   if (combination.precision == "none")
     options.mixedPrecision = "none";
   else if (combination.precision == "bf16")
@@ -69,9 +68,16 @@ std::string memopt::applyCombination(const Combination &combination,
     options.mixedPrecision = "f16";
   else
     return "unknown precision '" + combination.precision + "'";
-  if (combination.remat != "none")
-    return "rematerialization ('" + combination.remat +
-           "') is not available in this build";
+  options.remat = combination.remat;
+  options.memoryBudget = 0;
+  if (combination.remat == "budget" || combination.remat == "auto") {
+    // --memopt-remat's budget is the arena's: the budget less the
+    // arguments, which remat does not change.
+    if (arenaBudgetBytes <= 0)
+      return "the arguments alone (parameters, optimizer state, data) take "
+             "the whole budget";
+    options.memoryBudget = arenaBudgetBytes;
+  }
   if (combination.microBatches != 1)
     return "gradient accumulation (K=" +
            std::to_string(combination.microBatches) +
@@ -95,11 +101,12 @@ static int64_t getPool(const CombinationResult &row, MemoryPoolKind pool) {
 static CombinationResult compileCombination(ModuleOp module,
                                             const MemoptPipelineOptions &base,
                                             const Combination &combination,
-                                            const ExploreOptions &options) {
+                                            const ExploreOptions &options,
+                                            int64_t arenaBudgetBytes = 0) {
   CombinationResult row;
   row.combination = combination;
   MemoptPipelineOptions pipeline = base;
-  row.error = applyCombination(combination, options.budgetBytes, pipeline);
+  row.error = applyCombination(combination, arenaBudgetBytes, pipeline);
   if (!row.compiled())
     return row;
 
@@ -405,11 +412,45 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
         if (result.samplesPerStep % k == 0)
           microBatches.push_back(k);
   }
+  // The arguments of a combination do not depend on its remat strategy:
+  // the budget strategy's arena budget is the budget less those of the
+  // same precision and K without remat (compiled first, or now).
+  // The arguments of the same precision and K without remat (-1: unknown).
+  auto getArgumentBytes = [&](const Combination &c) -> int64_t {
+    for (const CombinationResult &row : result.rows)
+      if (row.compiled() && row.combination.precision == c.precision &&
+          row.combination.remat == "none" &&
+          row.combination.microBatches == c.microBatches)
+        return row.argumentBytes;
+    CombinationResult reference = compileCombination(
+        module, base, Combination{c.precision, "none", c.microBatches},
+        options);
+    return reference.compiled() ? reference.argumentBytes : -1;
+  };
   for (const std::string &precision : options.precisions)
     for (const std::string &remat : options.remats)
-      for (int64_t k : microBatches)
-        result.rows.push_back(compileCombination(
-            module, base, Combination{precision, remat, k}, options));
+      for (int64_t k : microBatches) {
+        Combination c{precision, remat, k};
+        int64_t arenaBudget = 0;
+        if (remat == "budget" || remat == "auto") {
+          int64_t arguments = getArgumentBytes(c);
+          arenaBudget = arguments < 0 ? 0 : options.budgetBytes - arguments;
+          if (arguments >= options.budgetBytes) {
+            // Over the budget before any scratch buffer: not compiled.
+            CombinationResult row;
+            row.combination = c;
+            row.rejected = true;
+            row.error = "the arguments alone (" + formatBytes(arguments) +
+                        ": parameters, optimizer state, data) exceed the "
+                        "budget";
+            result.rows.push_back(std::move(row));
+            continue;
+          }
+        }
+        result.rows.push_back(
+            compileCombination(module, base, c, options, arenaBudget));
+        result.rows.back().arenaBudgetBytes = arenaBudget;
+      }
 
   // The reference of each precision: no remat, K=1.
   std::map<std::string, int64_t> referenceFlops;
@@ -541,10 +582,13 @@ void memopt::printInfeasible(llvm::raw_ostream &os,
   os << "memopt-compile: the memory budget " << formatBytes(options.budgetBytes)
      << " (" << options.budgetBytes << " B) cannot be met";
   if (!result.smallest) {
-    os << ": no combination compiled";
-    if (!result.rows.empty())
-      os << "; the first error: " << result.rows.front().error;
-    os << "\n";
+    if (!result.rows.empty() && result.rows.front().rejected)
+      os << ": " << result.rows.front().error << "\n";
+    else if (!result.rows.empty())
+      os << ": no combination compiled; the first error: "
+         << result.rows.front().error << "\n";
+    else
+      os << ": no combination to try\n";
     return;
   }
   const CombinationResult &row = result.rows[*result.smallest];

@@ -54,11 +54,12 @@ std::vector<std::string> getAvailableRematStrategies();
 bool isAccumulationAvailable();
 
 /// Sets the fields of `options` that realise `combination`: the one place
-/// a combination becomes pipeline options. `budgetBytes` is the memory
-/// budget, for the strategies that take one. Returns an error message when
-/// this build lacks a technique the combination needs, "" on success.
+/// a combination becomes pipeline options. `arenaBudgetBytes` is the arena
+/// the budget remat strategy may plan (the memory budget less the step's
+/// arguments). Returns an error message when the combination cannot be
+/// realised, "" on success.
 std::string applyCombination(const Combination &combination,
-                             int64_t budgetBytes,
+                             int64_t arenaBudgetBytes,
                              MemoptPipelineOptions &options);
 
 /// What the search compiles and against what.
@@ -107,6 +108,11 @@ struct CombinationResult {
   StepCost cost;
   /// plannedPeakBytes <= the budget.
   bool fits = false;
+  /// The arena budget given to the budget remat strategy (0: none).
+  int64_t arenaBudgetBytes = 0;
+  /// Not compiled because it cannot fit (`error` says why), rather than
+  /// because the pipeline failed.
+  bool rejected = false;
 
   bool compiled() const { return error.empty(); }
   /// Weights + master weights + gradients + optimizer state.

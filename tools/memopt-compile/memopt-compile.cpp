@@ -60,6 +60,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
@@ -180,9 +181,9 @@ cl::opt<bool>
 
 cl::opt<std::string>
     memoryBudget("memory-budget",
-                 cl::desc("Memory the step may use, e.g. 24GiB (B, KiB, MiB, "
-                          "GiB, KB, MB, GB); default: the device's memory "
-                          "less a reserve"),
+                 cl::desc("Memory the step may use (arguments + planned "
+                          "arena), e.g. 24GiB (B, KiB, MiB, GiB, KB, MB, GB); "
+                          "runs the budget search (docs/Budget.md)"),
                  cl::value_desc("size"), cl::cat(compileCategory));
 
 cl::opt<std::string>
@@ -191,6 +192,18 @@ cl::opt<std::string>
                         "uses: a100-40gb, a100-80gb, h100-80gb (default), "
                         "h200-141gb, rtx4090-24gb"),
                cl::value_desc("name"), cl::cat(compileCategory));
+
+cl::opt<std::string>
+    remat("remat", cl::init("none"),
+          cl::desc("Rematerialization: none, blocks, sqrt, revolve, budget, "
+                   "selective or auto (budget when --memory-budget is given)"),
+          cl::value_desc("strategy"), cl::cat(compileCategory));
+
+cl::opt<std::string>
+    rematSnapshots("remat-snapshots", cl::init("0"),
+                   cl::desc("--remat=revolve: snapshot slots (0: "
+                            "logarithmic in the depth)"),
+                   cl::value_desc("n"), cl::cat(compileCategory));
 
 cl::opt<std::string> cxx("cxx", cl::init("c++"),
                          cl::desc("C++ compiler that builds OUT/train"),
@@ -237,6 +250,26 @@ bool parseOptions(memopt::MemoptPipelineOptions &options) {
                 " applies to --optimizer=adamw only");
   if (!isSgd && momentum.getNumOccurrences())
     return fail("--momentum applies to --optimizer=sgd only");
+  if (!llvm::is_contained({"none", "blocks", "sqrt", "revolve", "budget",
+                           "selective", "auto"},
+                          llvm::StringRef(remat)))
+    return fail("unknown --remat='" + remat +
+                "' (expected none, blocks, sqrt, revolve, budget, selective "
+                "or auto)");
+  options.remat = remat;
+  // The budget strategy's arena budget comes from the budget search
+  // (--memory-budget or --device): the step's budget less its arguments.
+  if (remat == "budget" && !wantsBudgetSearch())
+    return fail("--remat=budget needs --memory-budget=SIZE or --device=NAME");
+  if (rematSnapshots.getNumOccurrences()) {
+    if (remat != "revolve")
+      return fail("--remat-snapshots applies to --remat=revolve only");
+    if (llvm::StringRef(rematSnapshots).trim().getAsInteger(
+            10, options.rematSnapshots) ||
+        options.rematSnapshots < 1)
+      return fail("invalid --remat-snapshots='" + rematSnapshots +
+                  "': expected a positive integer");
+  }
 
   options.optimizer = optimizer;
   if (!parseNumber("lr", lr, /*positive=*/true, options.lr) ||
@@ -570,9 +603,13 @@ bool parseExploreOptions(memopt::ExploreOptions &options) {
               "lets the search use bf16)"
             : "--mixed-precision=" + mixedPrecision.getValue();
   }
-  options.remats = memopt::getAvailableRematStrategies();
-  if (options.remats.size() == 1)
-    options.rematNote = "not available in this build";
+  if (remat.getNumOccurrences()) {
+    options.remats = {remat};
+    if (remat == "none")
+      options.rematNote = "not allowed (--remat=none)";
+  } else {
+    options.remats = memopt::getAvailableRematStrategies();
+  }
   if (!memopt::isAccumulationAvailable())
     options.accumulationNote = "not available in this build";
   return true;
@@ -608,17 +645,25 @@ bool searchBudget(ModuleOp module, memopt::MemoptPipelineOptions &options,
     ok = result.chosen.has_value();
     return false;
   }
-  // When nothing compiles, the plain compilation below reports why, with
-  // the diagnostic's location and context.
-  if (!result.smallest)
+  // When the pipeline rejects the model, the plain compilation below
+  // reports why, with the diagnostic's location and context.
+  if (!result.smallest &&
+      llvm::none_of(result.rows, [](const memopt::CombinationResult &row) {
+        return row.rejected;
+      })) {
+    if (!result.rows.empty())
+      (void)memopt::applyCombination(result.rows.front().combination,
+                                     result.rows.front().arenaBudgetBytes,
+                                     options);
     return true;
+  }
   if (!result.chosen) {
     memopt::printInfeasible(llvm::errs(), result, exploreOptions);
     return false;
   }
   const memopt::CombinationResult &chosen = result.rows[*result.chosen];
   std::string error = memopt::applyCombination(
-      chosen.combination, exploreOptions.budgetBytes, options);
+      chosen.combination, chosen.arenaBudgetBytes, options);
   if (!error.empty())
     return fail(error);
   chosenBudget = {exploreOptions.budgetBytes, chosen.plannedPeakBytes};

@@ -194,12 +194,13 @@ public:
   /// when no kernel writes the loss).
   int64_t getForwardFlops() const { return forwardFlops; }
 
-  /// FLOPs of the kernels after the loss kernel: the backward pass and the
-  /// optimizer update.
+  /// FLOPs of the kernels after the loss kernel that are not recomputation:
+  /// the backward pass and the optimizer update.
   int64_t getBackwardFlops() const { return backwardFlops; }
 
-  /// FLOPs of recomputed forward kernels (no rematerialization yet: 0).
-  int64_t getRecomputeFlops() const { return 0; }
+  /// FLOPs of the kernels that recompute a forward value (marked
+  /// `memopt.recompute` by --memopt-remat).
+  int64_t getRecomputeFlops() const { return recomputeFlops; }
 
   /// Elements and tensors of the "param" arguments.
   int64_t getNumParameters() const { return numParameters; }
@@ -225,6 +226,7 @@ private:
   int64_t firstBackwardIndex = -1;
   int64_t forwardFlops = 0;
   int64_t backwardFlops = 0;
+  int64_t recomputeFlops = 0;
   int64_t numParameters = 0;
   int64_t numParameterTensors = 0;
   int64_t numUnsizedBuffers = 0;
@@ -241,6 +243,9 @@ llvm::StringRef getReportedOpName(mlir::Operation *op);
 /// The `memopt.scope` of `op`; "" when it has none or is null.
 llvm::StringRef getReportedScope(mlir::Operation *op);
 
+
+/// The FLOPs of a memopt op on tensors, by the rules of getKernelFlops.
+int64_t getOpFlops(mlir::Operation *op);
 
 } // namespace memopt
 

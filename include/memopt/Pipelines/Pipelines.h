@@ -11,6 +11,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
+#include <cstdint>
 #include <string>
 
 namespace memopt {
@@ -35,6 +36,13 @@ struct MemoptPipelineOptions {
   double lossScaleGrowthFactor = 2.0;
   double lossScaleBackoffFactor = 0.5;
   int64_t lossScaleGrowthInterval = 2000;
+  /// --memopt-remat strategy: none, blocks, sqrt, revolve, budget,
+  /// selective or auto; the pass runs only when it is not "none".
+  std::string remat = "none";
+  /// Bytes the planned arena may take (remat=budget or auto); 0: none.
+  int64_t memoryBudget = 0;
+  /// revolve: snapshot slots (0: logarithmic).
+  int64_t rematSnapshots = 0;
 };
 
 /// Adds the passes from a forward + loss module to a planned, bufferized

@@ -380,9 +380,15 @@ LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
     return parseLossScaleAttr(attr.getValue(),
                               [&] { return op->emitOpError(); });
   }
+  if (name == kRecomputeAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "attribute '" << name << "' must be a unit attribute";
+    return success();
+  }
   return op->emitOpError() << "has unknown memopt attribute '" << name
                            << "' (expected memopt.scope, memopt.loss, "
                               "memopt.train_step, memopt.offset, "
-                              "memopt.arena_bytes, memopt.precision or "
-                              "memopt.loss_scale)";
+                              "memopt.arena_bytes, memopt.precision, "
+                              "memopt.loss_scale or memopt.recompute)";
 }

@@ -68,6 +68,9 @@ def Memopt_Dialect : Dialect {
         "memopt.precision";
     static constexpr ::llvm::StringLiteral kLossScaleAttrName =
         "memopt.loss_scale";
+    /// Marks an op that --memopt-remat cloned to recompute a forward value.
+    static constexpr ::llvm::StringLiteral kRecomputeAttrName =
+        "memopt.recompute";
 
   private:
     void registerAttributes();

@@ -249,6 +249,67 @@ def TestPrintMemoryAccountPass
   ];
 }
 
+def RematerializePass : Pass<"memopt-remat", "mlir::ModuleOp"> {
+  let summary = "Choose the forward values @train_step keeps or recomputes";
+  let description = [{
+    Runs on the tensor-level `@train_step` (after `--memopt-autodiff`,
+    before `--memopt-bufferize`). The forward ops are the backward slice of
+    the loss and of the returned "state" values; they are cut into a chain of
+    stages at the values that alone carry the forward from one part of the
+    graph to the next (articulation values), keeping only the cuts where the
+    top-level `memopt.scope` prefix changes (e.g. `transformer.h.3`) when the
+    ops have scopes. A strategy decides which forward values the backward
+    reads as they are; every other forward value the backward reads is
+    recomputed by clones of its producers, inserted just before the first
+    backward op that needs it (nested, from snapshots, for `revolve`) and
+    marked `memopt.recompute`. Ops with side effects are never cloned.
+    Recomputation is bit-exact: every memopt op is a deterministic function
+    of its operands and attributes (dropout of its seed, stream and the
+    step). docs/Remat.md has the strategies and the dynamic program.
+
+    - `none`: leave the step unchanged.
+    - `blocks`: keep each stage's input.
+    - `sqrt`: keep every ceil(sqrt(n))-th stage input (Chen et al.).
+    - `revolve`: binomial checkpointing with `snapshots` slots (0: the
+      logarithmic choice), t(l, s) stage recomputations.
+    - `budget`: least recompute FLOPs such that the planned arena
+      (`--memopt-bufferize` + `--memopt-plan-buffers` on a copy) fits
+      `budget` bytes; a budget below the smallest reachable arena is an error
+      that states it.
+    - `selective`: recompute attention scores, softmax, dropout and
+      elementwise activations; keep GEMM and convolution outputs.
+    - `auto`: `budget` when a budget is given, otherwise `none`.
+
+    ```
+    memopt-opt --memopt-autodiff --memopt-remat="strategy=budget budget=1048576" m.mlir
+    ```
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect"];
+  let options = [
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"none\"",
+           "none, blocks, sqrt, revolve, budget, selective or auto">,
+    Option<"budget", "budget", "int64_t", /*default=*/"0",
+           "Bytes the planned arena may take (budget and auto)">,
+    Option<"snapshots", "snapshots", "int64_t", /*default=*/"0",
+           "revolve: stage inputs held at once (0: logarithmic)">,
+    Option<"printSummary", "print-summary", "bool", /*default=*/"false",
+           "Print one line to stderr: the stages, the schedule's stage "
+           "recomputations and the recompute FLOPs">
+  ];
+  let statistics = [
+    Statistic<"numStages", "stages", "Number of stages of the forward chain">,
+    Statistic<"numRecomputedOps", "recomputed-ops",
+              "Number of ops cloned to recompute forward values">,
+    Statistic<"recomputeFlops", "recompute-flops",
+              "FLOPs of the recompute clones">,
+    Statistic<"forwardFlops", "forward-flops", "FLOPs of the forward ops">,
+    Statistic<"recomputedStages", "recomputed-stages",
+              "Stage evaluations the chain schedule repeats">,
+    Statistic<"plannerChecks", "planner-checks",
+              "budget: candidate plans checked with the real planner">
+  ];
+}
+
 def TestPrintCostPass : Pass<"memopt-test-print-cost", "mlir::ModuleOp"> {
   let summary = "Print the cost model's figures for each function (CostModel)";
   let description = [{

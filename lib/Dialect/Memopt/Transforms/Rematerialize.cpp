@@ -1,0 +1,715 @@
+//===- Rematerialize.cpp - keep or recompute forward values ---------------===//
+//
+// Activation checkpointing on the tensor-level @train_step, as users do by
+// hand with torch.utils.checkpoint, with the schedules of Chen et al. 2016
+// (sqrt(n) segments), Griewank and Walther 2000 (revolve) and an exact
+// dynamic program over a chain of heterogeneous stages (Beaumont et al.
+// 2019) checked against the real buffer planner.
+//
+// 1. The forward ops are the backward slice of the loss and of the returned
+//    "state" values; everything else but the terminator and the optimizer
+//    update reads them as "the backward". Forward ops that read no "input" or
+//    "label" argument (bias broadcasts, causal masks, position embeddings)
+//    are "free": they never carry the forward and are recomputed wherever the
+//    backward needs them. O(n).
+// 2. Stages: the gaps between consecutive forward ops where exactly one
+//    non-free value crosses (an articulation value of the forward graph) are
+//    the candidate cuts; with `memopt.scope`s, only cuts where the top-level
+//    module prefix (up to the first numeric path component, e.g.
+//    `transformer.h.3`, else the first component) differs from the one the
+//    stage started with are kept. O(n log n).
+// 3. A strategy fills the set of forward values the backward reads as they
+//    are and, for revolve, the advances that rebuild snapshots before a turn
+//    (memopt/Remat/RematSchedule.h).
+// 4. The rewrite walks the backward in program order; an operand that is a
+//    forward value outside that set is recomputed: its producers are cloned
+//    (post-order) right before the op, reading kept values, snapshots and
+//    earlier clones, and marked `memopt.recompute`. Before the first backward
+//    use of stage i, the advances scheduled for the turns >= i run first. O(n)
+//    clones per recomputed value at most once per turn.
+//
+// Bit-exactness: a clone is the same op with the same operands (by value)
+// and attributes, and memopt ops on tensors are deterministic functions of
+// those (dropout's mask is a function of its seed, stream and the step, which
+// a recompute in the same step shares). Ops with memory effects are kept.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Analysis/MemoryAccount.h"
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+#include "memopt/Dialect/Memopt/Transforms/Passes.h"
+#include "memopt/Remat/RematSchedule.h"
+
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Debug.h"
+
+#include <limits>
+#include <set>
+#include <map>
+
+#define DEBUG_TYPE "memopt-remat"
+
+namespace memopt {
+#define GEN_PASS_DEF_REMATERIALIZEPASS
+#include "memopt/Dialect/Memopt/Transforms/Passes.h.inc"
+} // namespace memopt
+
+using namespace mlir;
+using namespace memopt;
+
+/// Bytes of a statically shaped tensor, rounded up to the planner's 256-byte
+/// alignment; 0 when unknown.
+static int64_t getAlignedBytes(Value value) {
+  auto type = dyn_cast<ShapedType>(value.getType());
+  if (!type || !type.hasStaticShape())
+    return 0;
+  Type element = type.getElementType();
+  int64_t bits = element.isIntOrFloat() ? element.getIntOrFloatBitWidth() : 0;
+  int64_t bytes = (type.getNumElements() * std::max<int64_t>(bits, 8) + 7) / 8;
+  return (bytes + 255) / 256 * 256;
+}
+
+/// The stage key of a scope: the prefix up to and including its first
+/// numeric component ("transformer.h.3.attn" -> "transformer.h.3"), else its
+/// first component ("layer1.conv1" -> "layer1").
+static StringRef getStageKey(StringRef scope) {
+  SmallVector<StringRef> parts;
+  scope.split(parts, '.');
+  size_t length = 0;
+  for (auto [index, part] : llvm::enumerate(parts)) {
+    length += part.size() + (index ? 1 : 0);
+    if (!part.empty() && llvm::all_of(part, llvm::isDigit))
+      return scope.take_front(length);
+  }
+  return parts.front();
+}
+
+/// Ops the selective strategy recomputes: cheap per element, or the
+/// attention score product (a matmul of two activations).
+static bool isSelectiveCandidate(Operation *op,
+                                 const DenseSet<Operation *> &freeOps,
+                                 const DenseSet<Operation *> &forward) {
+  StringRef name = op->getName().getStringRef();
+  if (name == "memopt.matmul") {
+    return llvm::all_of(op->getOperands(), [&](Value operand) {
+      Operation *def = operand.getDefiningOp();
+      return def && forward.contains(def) && !freeOps.contains(def);
+    });
+  }
+  return llvm::StringSwitch<bool>(name)
+      .Cases({"memopt.softmax", "memopt.dropout", "memopt.masked_fill",
+              "memopt.mul_scalar", "memopt.add_scalar", "memopt.relu",
+              "memopt.gelu", "memopt.silu", "memopt.tanh", "memopt.sigmoid",
+              "memopt.where"},
+             true)
+      .Default(false);
+}
+
+namespace {
+
+/// The forward graph of @train_step and its chain of stages.
+struct StepGraph {
+  Block *body = nullptr;
+  /// Forward ops, in program order, and as a set.
+  SmallVector<Operation *> forwardOps;
+  DenseSet<Operation *> forward;
+  /// Forward ops that read no input or label.
+  DenseSet<Operation *> freeOps;
+  /// Backward and optimizer ops, in program order (not the terminator).
+  SmallVector<Operation *> backwardOps;
+  /// stageOf[op] for every non-free forward op.
+  DenseMap<Operation *, int64_t> stageOf;
+  /// boundaries[i]: the value entering stage i (null for stage 0).
+  SmallVector<Value> boundaries;
+  /// i for boundaries[i].
+  DenseMap<Value, int64_t> boundaryIndex;
+  /// Forward values the backward reads, by stage (non-free only).
+  SmallVector<SmallVector<Value>> savedByStage;
+  /// FLOPs of each stage's ops.
+  SmallVector<int64_t> stageFlops;
+  int64_t forwardFlops = 0;
+
+  int64_t getNumStages() const {
+    return static_cast<int64_t>(boundaries.size());
+  }
+  bool isForwardValue(Value v) const {
+    Operation *def = v.getDefiningOp();
+    return def && forward.contains(def);
+  }
+
+  LogicalResult build(FunctionOpInterface func);
+};
+
+LogicalResult StepGraph::build(FunctionOpInterface func) {
+  Region &region = func.getFunctionBody();
+  if (!region.hasOneBlock())
+    return func.emitOpError()
+           << "must have one block for --memopt-remat (run it before "
+              "--memopt-accumulate)";
+  body = &region.front();
+  Operation *terminator = body->getTerminator();
+  if (terminator->getNumOperands() == 0)
+    return func.emitOpError() << "returns no loss";
+
+  // Seeds: the loss and the new value of every "state" argument.
+  SmallVector<Value> seeds{terminator->getOperand(0)};
+  unsigned result = 1;
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    auto role =
+        func.getArgAttrOfType<StringAttr>(i, MemoptDialect::kRoleAttrName);
+    std::optional<ArgumentRole> kind =
+        role ? symbolizeArgumentRole(role.getValue()) : std::nullopt;
+    if (!kind || (*kind != ArgumentRole::Param &&
+                  *kind != ArgumentRole::State && *kind != ArgumentRole::Optim))
+      continue;
+    if (*kind == ArgumentRole::State && result < terminator->getNumOperands())
+      seeds.push_back(terminator->getOperand(result));
+    ++result;
+  }
+  SmallVector<Operation *> worklist;
+  for (Value seed : seeds)
+    if (Operation *def = seed.getDefiningOp())
+      if (def->getBlock() == body && forward.insert(def).second)
+        worklist.push_back(def);
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        if (def->getBlock() == body && forward.insert(def).second)
+          worklist.push_back(def);
+  }
+
+  DenseSet<Operation *> readsData;
+  for (Operation &op : body->without_terminator()) {
+    if (!forward.contains(&op)) {
+      backwardOps.push_back(&op);
+      continue;
+    }
+    forwardOps.push_back(&op);
+    bool data = llvm::any_of(op.getOperands(), [&](Value operand) {
+      if (auto arg = dyn_cast<BlockArgument>(operand)) {
+        auto role = func.getArgAttrOfType<StringAttr>(
+            arg.getArgNumber(), MemoptDialect::kRoleAttrName);
+        return role && (role.getValue() == "input" || role.getValue() == "label");
+      }
+      Operation *def = operand.getDefiningOp();
+      return def && readsData.contains(def);
+    });
+    if (data)
+      readsData.insert(&op);
+    else
+      freeOps.insert(&op);
+  }
+
+  // Cuts: gaps between consecutive non-free forward ops crossed by exactly
+  // one non-free value.
+  SmallVector<Operation *> chain;
+  for (Operation *op : forwardOps)
+    if (!freeOps.contains(op))
+      chain.push_back(op);
+  DenseMap<Operation *, int64_t> position;
+  for (auto [index, op] : llvm::enumerate(chain))
+    position[op] = static_cast<int64_t>(index);
+  DenseMap<Value, int64_t> lastUse;
+  for (Operation *op : chain)
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp();
+          def && position.count(def))
+        lastUse[operand] = std::max(lastUse.lookup(operand), position[op]);
+
+  bool hasScopes = llvm::any_of(chain, [](Operation *op) {
+    auto scope = op->getAttrOfType<StringAttr>(MemoptDialect::kScopeAttrName);
+    return scope && !scope.getValue().empty();
+  });
+  SmallVector<StringRef> keys(chain.size());
+  StringRef previousKey;
+  for (auto [index, op] : llvm::enumerate(chain)) {
+    auto scope = op->getAttrOfType<StringAttr>(MemoptDialect::kScopeAttrName);
+    if (scope && !scope.getValue().empty())
+      previousKey = getStageKey(scope.getValue());
+    keys[index] = previousKey;
+  }
+
+  boundaries.push_back(Value());
+  StringRef stageKey = chain.empty() ? StringRef() : keys[0];
+  // Values defined so far and read after the gap, by last use.
+  std::set<std::pair<int64_t, const void *>> open;
+  DenseMap<const void *, Value> byPointer;
+  for (auto [index, op] : llvm::enumerate(chain)) {
+    int64_t gap = static_cast<int64_t>(index);
+    stageOf[op] = getNumStages() - 1;
+    for (Value result : op->getResults())
+      if (int64_t last = lastUse.lookup(result); last > gap) {
+        open.insert({last, result.getAsOpaquePointer()});
+        byPointer[result.getAsOpaquePointer()] = result;
+      }
+    while (!open.empty() && open.begin()->first <= gap)
+      open.erase(open.begin());
+    if (open.size() != 1 || gap + 1 >= static_cast<int64_t>(chain.size()))
+      continue;
+    if (hasScopes && keys[gap + 1] == stageKey)
+      continue;
+    boundaryIndex[byPointer[open.begin()->second]] = getNumStages();
+    boundaries.push_back(byPointer[open.begin()->second]);
+    stageKey = keys[gap + 1];
+  }
+
+  // What each stage saves for the backward, and its cost.
+  savedByStage.resize(getNumStages());
+  stageFlops.assign(getNumStages(), 0);
+  DenseSet<Value> saved;
+  for (Operation *op : backwardOps)
+    for (Value operand : op->getOperands())
+      if (isForwardValue(operand))
+        saved.insert(operand);
+  for (Operation *op : forwardOps) {
+    int64_t flops = getOpFlops(op);
+    forwardFlops += flops;
+    auto it = stageOf.find(op);
+    if (it == stageOf.end())
+      continue;
+    stageFlops[it->second] += flops;
+    for (Value result : op->getResults())
+      if (saved.contains(result))
+        savedByStage[it->second].push_back(result);
+  }
+  return success();
+}
+
+/// Clones forward producers into the backward on demand.
+class Recomputer {
+public:
+  Recomputer(const StepGraph &graph) : graph(graph) {}
+
+  /// Forward values the backward reads directly.
+  DenseMap<Value, Value> available;
+  /// (from, to) boundary advances to run before each turn.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> advancesBefore;
+  int64_t numClones = 0;
+  int64_t cloneFlops = 0;
+
+  /// Rewrites every backward operand that is a forward value not available.
+  void run() {
+    nextTurn = graph.getNumStages() - 1;
+    for (Operation *op : graph.backwardOps) {
+      OpBuilder builder(op);
+      for (OpOperand &operand : op->getOpOperands()) {
+        Value value = operand.get();
+        if (!graph.isForwardValue(value))
+          continue;
+        if (!available.count(value)) {
+          // Stage k's backward reads its input, boundary k, which stage k-1
+          // computes.
+          auto boundary = graph.boundaryIndex.find(value);
+          auto stage = graph.stageOf.find(value.getDefiningOp());
+          if (boundary != graph.boundaryIndex.end())
+            startTurns(boundary->second, builder);
+          else if (stage != graph.stageOf.end())
+            startTurns(stage->second, builder);
+        }
+        Value replacement = materialize(value, available, builder);
+        if (replacement != value)
+          operand.set(replacement);
+      }
+    }
+  }
+
+private:
+  /// Runs the advances of every turn from `nextTurn` down to `stage`.
+  void startTurns(int64_t stage, OpBuilder &builder) {
+    for (; nextTurn >= stage; --nextTurn) {
+      if (nextTurn >= static_cast<int64_t>(advancesBefore.size()))
+        continue;
+      for (auto [from, to] : advancesBefore[nextTurn]) {
+        Value boundary = graph.boundaries[to];
+        if (available.count(boundary))
+          continue;
+        DenseMap<Value, Value> scratch;
+        available[boundary] = materialize(boundary, scratch, builder);
+      }
+    }
+  }
+
+  Value lookup(Value value, const DenseMap<Value, Value> &cache) const {
+    if (!graph.isForwardValue(value))
+      return value;
+    if (auto it = cache.find(value); it != cache.end())
+      return it->second;
+    if (auto it = available.find(value); it != available.end())
+      return it->second;
+    return Value();
+  }
+
+  /// A value equal to forward value `value` at the builder's point: cloned
+  /// producers in post-order, recorded in `cache`.
+  Value materialize(Value value, DenseMap<Value, Value> &cache,
+                    OpBuilder &builder) {
+    if (Value found = lookup(value, cache))
+      return found;
+    // Iterative depth-first post-order: an op is expanded once (its missing
+    // operands pushed), cloned when it is on top again; a copy pushed by a
+    // second user is skipped once cloned. O(ops + operands).
+    SmallVector<Operation *> stack{value.getDefiningOp()};
+    DenseSet<Operation *> expanded;
+    while (!stack.empty()) {
+      Operation *op = stack.back();
+      if (llvm::all_of(op->getResults(),
+                       [&](Value result) { return lookup(result, cache); })) {
+        stack.pop_back();
+        continue;
+      }
+      if (expanded.insert(op).second) {
+        // Free producers (broadcast biases, masks) go below the others so
+        // that their clones come last, right before their user, instead of
+        // living across the whole recomputed chain.
+        for (bool free : {true, false})
+          for (Value operand : llvm::reverse(op->getOperands()))
+            if (!lookup(operand, cache) &&
+                graph.freeOps.contains(operand.getDefiningOp()) == free)
+              stack.push_back(operand.getDefiningOp());
+        continue;
+      }
+      stack.pop_back();
+      IRMapping mapping;
+      for (Value operand : op->getOperands())
+        mapping.map(operand, lookup(operand, cache));
+      Operation *clone = builder.clone(*op, mapping);
+      clone->setAttr(MemoptDialect::kRecomputeAttrName,
+                     builder.getUnitAttr());
+      ++numClones;
+      cloneFlops += getOpFlops(op);
+      for (auto [original, copy] :
+           llvm::zip(op->getResults(), clone->getResults()))
+        if (!lookup(original, cache))
+          cache[original] = copy;
+    }
+    return lookup(value, cache);
+  }
+
+  const StepGraph &graph;
+  int64_t nextTurn = 0;
+};
+
+struct RematerializePass
+    : public memopt::impl::RematerializePassBase<RematerializePass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+
+  /// The decision of a strategy: what the backward reads as is, and the
+  /// advances of revolve.
+  struct Decision {
+    DenseSet<Value> kept;
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> advancesBefore;
+    int64_t recomputedStages = 0;
+  };
+
+  /// Applies `decision` to `func` (whose graph is `graph`).
+  void apply(const StepGraph &graph, const Decision &decision);
+
+  Decision fromSchedule(const StepGraph &graph, const ChainSchedule &schedule);
+  Decision fromChainPlan(const StepGraph &graph,
+                         const std::vector<StageChoice> &plan);
+  Decision selective(const StepGraph &graph);
+
+  /// The planned arena of the module with `plan` applied to a copy.
+  /// The planned arena of the module with `plan` applied to a copy (with
+  /// `runPlanner` false, only applies it: -1, and lastCloneFlops is set).
+  FailureOr<int64_t> getPlannedArena(const std::vector<StageChoice> &plan,
+                                     bool runPlanner = true);
+  LogicalResult runBudget(FunctionOpInterface func, StepGraph &graph);
+
+  int64_t lastClones = 0, lastCloneFlops = 0, lastRecomputedStages = 0;
+};
+
+} // namespace
+
+RematerializePass::Decision
+RematerializePass::fromSchedule(const StepGraph &graph,
+                                const ChainSchedule &schedule) {
+  Decision decision;
+  int64_t n = graph.getNumStages();
+  for (int64_t i = 1; i < n; ++i)
+    if (schedule.keptInForward[i])
+      decision.kept.insert(graph.boundaries[i]);
+  if (schedule.firstKeptStage >= 1 && schedule.firstKeptStage < n)
+    decision.kept.insert(graph.boundaries[schedule.firstKeptStage]);
+  for (int64_t i = std::max<int64_t>(schedule.firstKeptStage, 0); i < n; ++i)
+    for (Value value : graph.savedByStage[i])
+      decision.kept.insert(value);
+  decision.advancesBefore = schedule.advancesBefore;
+  decision.recomputedStages = schedule.getRecomputedStages();
+  return decision;
+}
+
+RematerializePass::Decision
+RematerializePass::fromChainPlan(const StepGraph &graph,
+                                 const std::vector<StageChoice> &plan) {
+  Decision decision;
+  for (auto [i, choice] : llvm::enumerate(plan)) {
+    if (choice == StageChoice::Continue)
+      continue;
+    if (i > 0)
+      decision.kept.insert(graph.boundaries[i]);
+    if (choice == StageChoice::Keep)
+      for (Value value : graph.savedByStage[i])
+        decision.kept.insert(value);
+    else
+      ++decision.recomputedStages;
+  }
+  return decision;
+}
+
+RematerializePass::Decision
+RematerializePass::selective(const StepGraph &graph) {
+  Decision decision;
+  for (Operation *op : graph.forwardOps) {
+    if (graph.freeOps.contains(op) ||
+        isSelectiveCandidate(op, graph.freeOps, graph.forward))
+      continue;
+    for (Value result : op->getResults())
+      decision.kept.insert(result);
+  }
+  return decision;
+}
+
+void RematerializePass::apply(const StepGraph &graph,
+                              const Decision &decision) {
+  Recomputer recomputer(graph);
+  for (Operation *op : graph.forwardOps) {
+    // Never clone an op with side effects: the backward reads its results.
+    bool pure = isMemoryEffectFree(op) && op->getNumRegions() == 0 &&
+                op->getNumResults() > 0;
+    for (Value result : op->getResults())
+      if (!pure || decision.kept.contains(result))
+        recomputer.available[result] = result;
+  }
+  recomputer.advancesBefore = decision.advancesBefore;
+  recomputer.run();
+  lastClones = recomputer.numClones;
+  lastCloneFlops = recomputer.cloneFlops;
+}
+
+FailureOr<int64_t>
+RematerializePass::getPlannedArena(const std::vector<StageChoice> &plan,
+                                   bool runPlanner) {
+  OwningOpRef<ModuleOp> copy(getOperation().clone());
+  FailureOr<FunctionOpInterface> func = findTrainStep(*copy, "rematerialize");
+  if (failed(func))
+    return failure();
+  StepGraph graph;
+  if (failed(graph.build(*func)))
+    return failure();
+  apply(graph, fromChainPlan(graph, plan));
+  if (!runPlanner)
+    return -1;
+  PassManager pm(copy->getContext());
+  pm.addPass(createBufferizePass());
+  PlanBuffersPassOptions planOptions;
+  planOptions.timeLimit = 0; // the heuristics bound the final plan
+  pm.addPass(createPlanBuffersPass(planOptions));
+  ++plannerChecks;
+  if (failed(pm.run(*copy)))
+    return failure();
+  FailureOr<FunctionOpInterface> planned =
+      findTrainStep(*copy, "rematerialize");
+  auto arena = succeeded(planned)
+                   ? (*planned)->getAttrOfType<IntegerAttr>(
+                         MemoptDialect::kArenaBytesAttrName)
+                   : IntegerAttr();
+  if (!arena)
+    return failure();
+  return arena.getInt();
+}
+
+LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
+                                           StepGraph &graph) {
+  std::vector<ChainStage> chain(graph.getNumStages());
+  for (int64_t i = 0; i < graph.getNumStages(); ++i) {
+    chain[i].inputBytes = i ? getAlignedBytes(graph.boundaries[i]) : 0;
+    for (Value value : graph.savedByStage[i])
+      chain[i].savedBytes += getAlignedBytes(value);
+    chain[i].flops = graph.stageFlops[i];
+  }
+  // Tighten the model's bound by what the planner adds on top of it (gradient
+  // buffers, transients) until the planned arena fits. Every plan is checked
+  // with the planner once; the fitting plan of least recompute wins. Blocks
+  // (recompute every stage but the last) and the least-memory plan of the
+  // model are candidates too: the model may misjudge either.
+  std::map<std::vector<StageChoice>, int64_t> arenas, cloneFlops;
+  std::optional<std::vector<StageChoice>> fitting;
+  int64_t fittingFlops = 0;
+  auto consider = [&](const std::vector<StageChoice> &plan) -> LogicalResult {
+    if (arenas.count(plan))
+      return success();
+    FailureOr<int64_t> arena = getPlannedArena(plan);
+    if (failed(arena))
+      return failure();
+    arenas[plan] = *arena;
+    // The FLOPs of the clones the plan really needs (getPlannedArena applied
+    // it), not the model's whole-stage estimate.
+    int64_t flops = lastCloneFlops;
+    cloneFlops[plan] = flops;
+    LLVM_DEBUG(llvm::dbgs() << "budget: plan with " << flops
+                            << " recompute FLOPs -> arena " << *arena << "\n");
+    if (*arena <= budget && (!fitting || flops < fittingFlops))
+      fitting = plan, fittingFlops = flops;
+    return success();
+  };
+  // Every parameter's gradient is a scratch buffer live until the optimizer
+  // update: start the model's bound below the budget by all of them.
+  int64_t gradientBytes = 0;
+  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
+    auto role =
+        func.getArgAttrOfType<StringAttr>(i, MemoptDialect::kRoleAttrName);
+    if (role && role.getValue() == "param")
+      gradientBytes += getAlignedBytes(func.getArgument(i));
+  }
+  int64_t bound = std::max<int64_t>(budget - gradientBytes, 0);
+  for (int attempt = 0; attempt < 12; ++attempt) {
+    std::optional<std::vector<StageChoice>> plan =
+        solveChainBudget(chain, bound);
+    if (!plan || arenas.count(*plan))
+      break;
+    if (failed(consider(*plan)))
+      return failure();
+    if (fitting)
+      break;
+    int64_t model = evaluateChainPlan(chain, *plan)->peakBytes;
+    bound = std::min(bound - 256, budget - (arenas[*plan] - model));
+  }
+  // The gradient estimate is pessimistic: give the slack the planner left
+  // back to the model while that still fits (a few more checks at most).
+  for (int attempt = 0; fitting && attempt < 4; ++attempt) {
+    int64_t slack = budget - arenas[*fitting];
+    if (slack < 256)
+      break;
+    bound += slack;
+    std::optional<std::vector<StageChoice>> plan =
+        solveChainBudget(chain, bound);
+    if (!plan || arenas.count(*plan))
+      continue;
+    std::vector<StageChoice> previous = *fitting;
+    if (failed(consider(*plan)))
+      return failure();
+    if (*fitting == previous && arenas[*plan] > budget)
+      bound -= (arenas[*plan] - budget) + slack / 2;
+  }
+  std::vector<StageChoice> blocks(chain.size(), StageChoice::Checkpoint);
+  blocks.back() = StageChoice::Keep;
+  // Blocks needs a planner check only when it recomputes less than the plan
+  // that fits (or none fits).
+  if (failed(getPlannedArena(blocks, /*runPlanner=*/false)))
+    return failure();
+  if (!fitting || lastCloneFlops < fittingFlops)
+    if (failed(consider(blocks)))
+      return failure();
+  if (!fitting) {
+    std::optional<std::vector<StageChoice>> leastMemory =
+        solveChainBudget(chain, getMinimumChainPeak(chain));
+    if (leastMemory && failed(consider(*leastMemory)))
+      return failure();
+  }
+  if (!fitting) {
+    int64_t smallest = std::numeric_limits<int64_t>::max();
+    for (const auto &entry : arenas)
+      smallest = std::min(smallest, entry.second);
+    return func.emitOpError()
+           << "--memopt-remat: the budget of " << budget.getValue()
+           << " bytes is below the smallest reachable peak, " << smallest
+           << " bytes (planned arena with the least memory remat finds)";
+  }
+  Decision decision = fromChainPlan(graph, *fitting);
+  lastRecomputedStages = decision.recomputedStages;
+  apply(graph, decision);
+  return success();
+}
+
+void RematerializePass::runOnOperation() {
+  StringRef kind = strategy;
+  bool known = llvm::is_contained(
+      {"none", "blocks", "sqrt", "revolve", "budget", "selective", "auto"},
+      kind);
+  ModuleOp module = getOperation();
+  if (!known) {
+    module.emitError() << "--memopt-remat: unknown strategy '" << kind
+                       << "' (expected none, blocks, sqrt, revolve, budget, "
+                          "selective or auto)";
+    return signalPassFailure();
+  }
+  if (budget < 0) {
+    module.emitError() << "--memopt-remat: budget must be a non-negative "
+                          "number of bytes, got "
+                       << budget.getValue();
+    return signalPassFailure();
+  }
+  if (snapshots < 0) {
+    module.emitError() << "--memopt-remat: snapshots must be >= 0 (0: the "
+                          "logarithmic choice), got "
+                       << snapshots.getValue();
+    return signalPassFailure();
+  }
+  if (kind == "budget" && budget == 0) {
+    module.emitError() << "--memopt-remat: strategy=budget needs budget=<bytes>";
+    return signalPassFailure();
+  }
+  if (kind == "auto")
+    kind = budget > 0 ? "budget" : "none";
+  if (kind == "none")
+    return markAllAnalysesPreserved();
+
+  FailureOr<FunctionOpInterface> func = findTrainStep(module, "rematerialize");
+  if (failed(func))
+    return signalPassFailure();
+  StepGraph graph;
+  if (failed(graph.build(*func)))
+    return signalPassFailure();
+  numStages = graph.getNumStages();
+  forwardFlops = graph.forwardFlops;
+  LLVM_DEBUG({
+    llvm::dbgs() << "remat: " << graph.getNumStages() << " stages\n";
+    for (auto [i, boundary] : llvm::enumerate(graph.boundaries))
+      if (boundary)
+        llvm::dbgs() << "  boundary " << i << ": " << boundary << "\n";
+  });
+
+  int64_t n = graph.getNumStages();
+  int64_t slots = 0;
+  if (kind == "budget") {
+    if (failed(runBudget(*func, graph)))
+      return signalPassFailure();
+  } else {
+    Decision decision;
+    if (kind == "selective") {
+      decision = selective(graph);
+    } else if (kind == "blocks") {
+      decision = fromSchedule(graph, buildBlocksSchedule(n));
+    } else if (kind == "sqrt") {
+      decision = fromSchedule(graph, buildSqrtSchedule(n));
+    } else {
+      slots = snapshots ? snapshots.getValue() : getLogarithmicSnapshots(n);
+      decision = fromSchedule(graph, buildRevolveSchedule(n, slots));
+    }
+    lastRecomputedStages = decision.recomputedStages;
+    apply(graph, decision);
+  }
+  recomputedStages = lastRecomputedStages;
+  numRecomputedOps = lastClones;
+  recomputeFlops = lastCloneFlops;
+  if (printSummary)
+    llvm::errs() << "remat: strategy=" << kind << " stages=" << n
+                 << " snapshots=" << slots
+                 << " recomputed_stages=" << lastRecomputedStages
+                 << " recomputed_ops=" << lastClones
+                 << " recompute_flops=" << lastCloneFlops
+                 << " forward_flops=" << graph.forwardFlops << "\n";
+}
