@@ -22,7 +22,7 @@ namespace {
 thread_local std::string createError;
 
 void updateHighWater(memopt_context *ctx) {
-  uint64_t total = ctx->arenaBytes + ctx->workspaceBytes;
+  uint64_t total = ctx->arenaBytes + ctx->workspaceAllocated;
   if (total > ctx->highWater)
     ctx->highWater = total;
   size_t freeBytes = 0, totalBytes = 0;
@@ -50,39 +50,39 @@ const char *siteName(int site) {
 }
 
 /// Turns a device-side error record, or an asynchronous CUDA error, into the
-/// context's error. Never waits for the device.
+/// context's error.
 void pollDevice(const memopt_context *ctx) {
-  if (!ctx || ctx->status != MEMOPT_OK)
+  if (!ctx || ctx->status != MEMOPT_OK || !ctx->stream)
     return;
-  if (ctx->deviceErrorHost) {
-    volatile memopt_device_error *record = ctx->deviceErrorHost;
-    int code = record->code;
-    if (code > 0) {
-      int site = record->site;
-      long long value = record->value, row = record->row, limit = record->limit;
-      if (site == SiteAdamWStep)
-        setError(ctx, static_cast<memopt_status>(code), siteName(site),
-                 "step %lld is not a 1-based update count", value);
-      else if (site == SiteCrossEntropy || site == SiteCrossEntropyGrad)
-        setError(ctx, static_cast<memopt_status>(code), siteName(site),
-                 "label %lld of row %lld out of range [0, %lld)", value, row,
-                 limit);
-      else
-        setError(ctx, static_cast<memopt_status>(code), siteName(site),
-                 "index %lld (position %lld) out of range [0, %lld)", value,
-                 row, limit);
-      return;
-    }
+  memopt_device_error record{};
+  cudaError_t error =
+      cudaMemcpyAsync(&record, ctx->deviceError, sizeof(record),
+                      cudaMemcpyDeviceToHost, ctx->stream);
+  if (error == cudaSuccess)
+    error = cudaStreamSynchronize(ctx->stream);
+  if (error != cudaSuccess) {
+    setError(ctx, MEMOPT_ERROR_DEVICE, "memopt_get_status",
+             "asynchronous CUDA error after %s: %s (%s); rerun with "
+             "MEMOPT_CUDA_SYNC=1 to name the failing entry",
+             ctx->currentEntry, cudaGetErrorName(error),
+             cudaGetErrorString(error));
+    return;
   }
-  if (ctx->stream) {
-    cudaError_t error = cudaStreamQuery(ctx->stream);
-    if (error != cudaSuccess && error != cudaErrorNotReady)
-      setError(ctx, MEMOPT_ERROR_DEVICE, "memopt_get_status",
-               "asynchronous CUDA error after %s: %s (%s); rerun with "
-               "MEMOPT_CUDA_SYNC=1 to name the failing entry",
-               ctx->currentEntry, cudaGetErrorName(error),
-               cudaGetErrorString(error));
-  }
+  if (record.code <= 0)
+    return;
+  int site = record.site;
+  long long value = record.value, row = record.row, limit = record.limit;
+  if (site == SiteAdamWStep)
+    setError(ctx, static_cast<memopt_status>(record.code), siteName(site),
+             "step %lld is not a 1-based update count", value);
+  else if (site == SiteCrossEntropy || site == SiteCrossEntropyGrad)
+    setError(ctx, static_cast<memopt_status>(record.code), siteName(site),
+             "label %lld of row %lld out of range [0, %lld)", value, row,
+             limit);
+  else
+    setError(ctx, static_cast<memopt_status>(record.code), siteName(site),
+             "index %lld at position %lld out of range [0, %lld)", value, row,
+             limit);
 }
 
 } // namespace
@@ -262,15 +262,6 @@ memopt_context *memopt_context_create(void) {
   if ((error = cudaEventCreate(&ctx->stepStart)) != cudaSuccess ||
       (error = cudaEventCreate(&ctx->stepStop)) != cudaSuccess)
     return failed("cudaEventCreate", cudaGetErrorString(error));
-  if ((error = cudaHostAlloc(reinterpret_cast<void **>(&ctx->deviceErrorHost),
-                             sizeof(memopt_device_error),
-                             cudaHostAllocMapped)) != cudaSuccess)
-    return failed("cudaHostAlloc", cudaGetErrorString(error));
-  std::memset(ctx->deviceErrorHost, 0, sizeof(memopt_device_error));
-  if ((error = cudaHostGetDevicePointer(
-           reinterpret_cast<void **>(&ctx->deviceError), ctx->deviceErrorHost,
-           0)) != cudaSuccess)
-    return failed("cudaHostGetDevicePointer", cudaGetErrorString(error));
   cublasStatus_t status = cublasLtCreate(&ctx->lt);
   if (status != CUBLAS_STATUS_SUCCESS)
     return failed("cublasLtCreate", cublasLtGetStatusString(status));
@@ -282,7 +273,13 @@ memopt_context *memopt_context_create(void) {
   if ((error = cudaMalloc(&ctx->workspace, MEMOPT_CUDA_WORKSPACE_BYTES)) !=
       cudaSuccess)
     return failed("cudaMalloc (workspace)", cudaGetErrorString(error));
-  ctx->workspaceBytes = MEMOPT_CUDA_WORKSPACE_BYTES;
+  ctx->workspaceAllocated = MEMOPT_CUDA_WORKSPACE_BYTES;
+  ctx->workspaceBytes = MEMOPT_CUDA_WORKSPACE_BYTES - kDeviceErrorBytes;
+  ctx->deviceError = reinterpret_cast<memopt_device_error *>(
+      static_cast<char *>(ctx->workspace) + ctx->workspaceBytes);
+  if ((error = cudaMemset(ctx->deviceError, 0, kDeviceErrorBytes)) !=
+      cudaSuccess)
+    return failed("cudaMemset (error record)", cudaGetErrorString(error));
   updateHighWater(ctx);
   return ctx;
 }
@@ -298,8 +295,6 @@ void memopt_context_destroy(memopt_context *ctx) {
     cudaFree(ctx->workspace);
   if (ctx->lt)
     cublasLtDestroy(ctx->lt);
-  if (ctx->deviceErrorHost)
-    cudaFreeHost(ctx->deviceErrorHost);
   if (ctx->stepStart)
     cudaEventDestroy(ctx->stepStart);
   if (ctx->stepStop)
@@ -326,8 +321,8 @@ void memopt_clear_error(memopt_context *ctx) {
   if (ctx->stream)
     cudaStreamSynchronize(ctx->stream);
   cudaGetLastError();
-  if (ctx->deviceErrorHost)
-    std::memset(ctx->deviceErrorHost, 0, sizeof(memopt_device_error));
+  if (ctx->deviceError)
+    cudaMemset(ctx->deviceError, 0, kDeviceErrorBytes);
   ctx->status = MEMOPT_OK;
   ctx->message.clear();
 }
@@ -415,6 +410,8 @@ double memopt_step_end(memopt_context *ctx) {
           ctx, entry, cudaEventElapsedTime(&ms, ctx->stepStart, ctx->stepStop)))
     return 0.0;
   ctx->lastStepSeconds = ms / 1000.0;
+  // The step is over: sample the device's used memory again (no sync).
+  updateHighWater(ctx);
   return ctx->lastStepSeconds;
 }
 

@@ -6,10 +6,10 @@
 // embedding index out of range), launch helpers, and dtype dispatch.
 //
 // Every kernel runs on the context's one stream; nothing in a step waits for
-// the device. Device-side errors are written into a small record in mapped
-// pinned host memory and turned into the context's error by
-// memopt_get_status, which the driver calls after each step's (synchronous)
-// loss read-back.
+// the device. Device-side errors are written into a small record at the end
+// of the workspace and turned into the context's error by memopt_get_status,
+// which reads it back (a synchronous copy) and which the driver calls once
+// per step, after the loss read-back that waits for the step anyway.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,9 +46,11 @@ struct memopt_context {
   void *arena = nullptr;
   uint64_t arenaBytes = 0;
   /// The workspace: one cudaMalloc of MEMOPT_CUDA_WORKSPACE_BYTES, shared in
-  /// stream order by cuBLASLt and the kernels that need f32 scratch.
+  /// stream order by cuBLASLt and the kernels that need f32 scratch
+  /// (`workspaceBytes` of it, the rest holds the device error record).
   void *workspace = nullptr;
   uint64_t workspaceBytes = 0;
+  uint64_t workspaceAllocated = 0;
   uint64_t highWater = 0;
   /// cudaMemGetInfo's used bytes before the context allocated anything, and
   /// the largest used bytes seen after an allocation.
@@ -56,8 +58,8 @@ struct memopt_context {
   uint64_t measuredPeak = 0;
   uint64_t step = 0;
   double lastStepSeconds = 0.0;
-  /// In mapped pinned host memory: host and device views.
-  memopt_device_error *deviceErrorHost = nullptr;
+  /// The device-side error record: the last kDeviceErrorBytes of the
+  /// workspace (cuBLASLt and scratch use the bytes before it).
   memopt_device_error *deviceError = nullptr;
   /// Sticky: memopt_get_status may fill them from the device record.
   mutable memopt_status status = MEMOPT_OK;
@@ -123,6 +125,9 @@ bool checkLaunch(memopt_context *ctx, const char *entry, const char *kernel);
   ::memopt::cuda::checkCuda(ctx, entry, #call, call)
 #define MEMOPT_CUBLAS_CHECK(ctx, entry, call)                                  \
   ::memopt::cuda::checkCublas(ctx, entry, #call, call)
+
+/// Bytes at the end of the workspace that hold the device error record.
+constexpr uint64_t kDeviceErrorBytes = 256;
 
 /// Threads per block of the elementwise kernels.
 constexpr int kBlock = 256;

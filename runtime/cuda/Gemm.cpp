@@ -42,7 +42,19 @@ bool allowTf32() {
 }
 
 using GemmKey = std::tuple<cublasLtHandle_t, int, int, int64_t, int64_t,
-                           int64_t, int64_t, int, int, int, int>;
+                           int64_t, int64_t, int, int, int, int, uint32_t,
+                           uint32_t, uint32_t>;
+
+/// The largest power of two (at most 256) that divides `pointer`: cuBLASLt's
+/// heuristic assumes 256-byte aligned operands unless told otherwise, and a
+/// view into a buffer may be less aligned.
+uint32_t alignmentOf(const void *pointer) {
+  uintptr_t address = reinterpret_cast<uintptr_t>(pointer);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment)
+    alignment /= 2;
+  return alignment;
+}
 
 struct CachedAlgo {
   bool found = false;
@@ -168,8 +180,11 @@ void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
        !setBatch(ctx, entry, d.c, static_cast<int32_t>(batch), m * n)))
     return;
 
-  GemmKey key{ctx->lt, dtype, out_dtype, batch, m, n, k, trans_a, trans_b,
-              batch_a == 1, batch_b == 1};
+  uint32_t alignFirst = alignmentOf(b), alignSecond = alignmentOf(a),
+           alignC = alignmentOf(c);
+  GemmKey key{ctx->lt,     dtype,       out_dtype,   batch,     m,
+              n,           k,           trans_a,     trans_b,   batch_a == 1,
+              batch_b == 1, alignFirst, alignSecond, alignC};
   CachedAlgo cached;
   {
     std::lock_guard<std::mutex> lock(cacheMutex);
@@ -188,6 +203,26 @@ void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
             cublasLtMatmulPreferenceSetAttribute(
                 d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                 &workspaceLimit, sizeof(workspaceLimit))) ||
+        !MEMOPT_CUBLAS_CHECK(
+            ctx, entry,
+            cublasLtMatmulPreferenceSetAttribute(
+                d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignFirst,
+                sizeof(alignFirst))) ||
+        !MEMOPT_CUBLAS_CHECK(
+            ctx, entry,
+            cublasLtMatmulPreferenceSetAttribute(
+                d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                &alignSecond, sizeof(alignSecond))) ||
+        !MEMOPT_CUBLAS_CHECK(
+            ctx, entry,
+            cublasLtMatmulPreferenceSetAttribute(
+                d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC,
+                sizeof(alignC))) ||
+        !MEMOPT_CUBLAS_CHECK(
+            ctx, entry,
+            cublasLtMatmulPreferenceSetAttribute(
+                d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC,
+                sizeof(alignC))) ||
         !MEMOPT_CUBLAS_CHECK(ctx, entry,
                              cublasLtMatmulAlgoGetHeuristic(
                                  ctx->lt, d.op, d.a, d.b, d.c, d.c, d.pref, 1,
