@@ -3,10 +3,12 @@
 // Row-major C[m, n] = op(A) op(B) is the column-major product C^T = op(B)^T
 // op(A)^T, so B is cuBLASLt's first operand. Inputs f32, f16 or bf16; the
 // compute type is f32 (CUBLAS_COMPUTE_32F: no TF32 for f32 inputs unless
-// MEMOPT_CUDA_ALLOW_TF32=1); the result is `out_dtype`. A batch operand of
-// one matrix has batch stride 0. The algorithm comes from cuBLASLt's
-// heuristic, limited to the context's workspace, and is cached per shape so
-// that a step makes no heuristic query after the first.
+// MEMOPT_CUDA_ALLOW_TF32=1); the result is `out_dtype`. A right operand
+// shared by a batch folds the batch into the rows of one GEMM; another shared
+// operand takes one GEMM per batch element. The algorithm comes from
+// cuBLASLt's heuristic, limited to the context's workspace and the operands'
+// alignment, and is cached per shape so that a step makes no heuristic query
+// after the first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,8 +44,8 @@ bool allowTf32() {
 }
 
 using GemmKey = std::tuple<cublasLtHandle_t, int, int, int64_t, int64_t,
-                           int64_t, int64_t, int, int, int, int, uint32_t,
-                           uint32_t, uint32_t>;
+                           int64_t, int64_t, int, int, uint32_t, uint32_t,
+                           uint32_t>;
 
 /// The largest power of two (at most 256) that divides `pointer`: cuBLASLt's
 /// heuristic assumes 256-byte aligned operands unless told otherwise, and a
@@ -99,47 +101,19 @@ bool setBatch(memopt_context *ctx, const char *entry,
 
 } // namespace
 
-void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
-                   const void *b, void *c, int64_t batch_a, int64_t batch_b,
-                   int64_t m, int64_t n, int64_t k, int trans_a, int trans_b,
-                   memopt_dtype out_dtype) {
+namespace {
+
+/// c[batch][m, n] = op(a[batch]) op(b[batch]) with every operand batched
+/// (strides m * k, k * n, m * n), through one cuBLASLt call.
+void runGemm(memopt_context *ctx, memopt_dtype dtype, memopt_dtype out_dtype,
+             const void *a, const void *b, void *c, int64_t batch, int64_t m,
+             int64_t n, int64_t k, int trans_a, int trans_b) {
   const char *entry = "memopt_matmul";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkFloat(ctx, entry, out_dtype) ||
-      !checkExtents(ctx, entry, {batch_a, batch_b, m, n, k}))
-    return;
-  if (out_dtype != dtype && out_dtype != MEMOPT_F32) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "result dtype %s is neither the operands' (%s) nor f32",
-             dtypeName(out_dtype), dtypeName(dtype));
-    return;
-  }
-  if (batch_a != batch_b && batch_a != 1 && batch_b != 1) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "batch sizes %lld and %lld differ and neither is 1",
-             static_cast<long long>(batch_a), static_cast<long long>(batch_b));
-    return;
-  }
-  int64_t batch = batch_a > batch_b ? batch_a : batch_b;
-  if (batch == 0 || m == 0 || n == 0)
-    return;
-  if (!checkPointers(ctx, entry, 1, {c}))
-    return;
-  size_t outSize = memopt_dtype_size(out_dtype);
-  if (k == 0) {
-    MEMOPT_CUDA_CHECK(ctx, entry,
-                      cudaMemsetAsync(c, 0, batch * m * n * outSize,
-                                      ctx->stream));
-    return;
-  }
-  if (!checkPointers(ctx, entry, 1, {a, b}))
-    return;
   if (batch > INT32_MAX || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) {
     setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
              "extents beyond 2^31 are not supported");
     return;
   }
-
   // Column-major view: D[n, m] = opB'[n, k] * opA'[k, m].
   cublasOperation_t opFirst = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opSecond = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -173,18 +147,15 @@ void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
                            cublasLtMatrixLayoutCreate(&d.c, outType, n, m, n)))
     return;
   if (batch > 1 &&
-      (!setBatch(ctx, entry, d.a, static_cast<int32_t>(batch),
-                 batch_b == 1 ? 0 : n * k) ||
-       !setBatch(ctx, entry, d.b, static_cast<int32_t>(batch),
-                 batch_a == 1 ? 0 : m * k) ||
+      (!setBatch(ctx, entry, d.a, static_cast<int32_t>(batch), n * k) ||
+       !setBatch(ctx, entry, d.b, static_cast<int32_t>(batch), m * k) ||
        !setBatch(ctx, entry, d.c, static_cast<int32_t>(batch), m * n)))
     return;
 
   uint32_t alignFirst = alignmentOf(b), alignSecond = alignmentOf(a),
            alignC = alignmentOf(c);
-  GemmKey key{ctx->lt,     dtype,       out_dtype,   batch,     m,
-              n,           k,           trans_a,     trans_b,   batch_a == 1,
-              batch_b == 1, alignFirst, alignSecond, alignC};
+  GemmKey key{ctx->lt, dtype,   out_dtype, batch,      m,           n,
+              k,       trans_a, trans_b,   alignFirst, alignSecond, alignC};
   CachedAlgo cached;
   {
     std::lock_guard<std::mutex> lock(cacheMutex);
@@ -251,4 +222,64 @@ void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
                                      ctx->stream));
   if (isLive(ctx))
     checkLaunch(ctx, entry, "cublasLtMatmul");
+}
+
+} // namespace
+
+void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
+                   const void *b, void *c, int64_t batch_a, int64_t batch_b,
+                   int64_t m, int64_t n, int64_t k, int trans_a, int trans_b,
+                   memopt_dtype out_dtype) {
+  const char *entry = "memopt_matmul";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkFloat(ctx, entry, out_dtype) ||
+      !checkExtents(ctx, entry, {batch_a, batch_b, m, n, k}))
+    return;
+  if (out_dtype != dtype && out_dtype != MEMOPT_F32) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "result dtype %s is neither the operands' (%s) nor f32",
+             dtypeName(out_dtype), dtypeName(dtype));
+    return;
+  }
+  if (batch_a != batch_b && batch_a != 1 && batch_b != 1) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "batch sizes %lld and %lld differ and neither is 1",
+             static_cast<long long>(batch_a), static_cast<long long>(batch_b));
+    return;
+  }
+  int64_t batch = batch_a > batch_b ? batch_a : batch_b;
+  if (batch == 0 || m == 0 || n == 0)
+    return;
+  if (!checkPointers(ctx, entry, 1, {c}))
+    return;
+  size_t outSize = memopt_dtype_size(out_dtype);
+  if (k == 0) {
+    MEMOPT_CUDA_CHECK(ctx, entry,
+                      cudaMemsetAsync(c, 0, batch * m * n * outSize,
+                                      ctx->stream));
+    return;
+  }
+  if (!checkPointers(ctx, entry, 1, {a, b}))
+    return;
+
+  int64_t inSize = static_cast<int64_t>(memopt_dtype_size(dtype));
+  int64_t outBytes = static_cast<int64_t>(outSize);
+  if (batch_a == batch_b) {
+    runGemm(ctx, dtype, out_dtype, a, b, c, batch, m, n, k, trans_a, trans_b);
+  } else if (batch_b == 1 && !trans_a) {
+    // A shared right operand: the batch folds into the rows of one GEMM.
+    runGemm(ctx, dtype, out_dtype, a, b, c, 1, batch * m, n, k, trans_a,
+            trans_b);
+  } else {
+    // A shared operand that does not fold: one GEMM per batch element (no
+    // zero batch stride, which not every cuBLASLt kernel accepts).
+    for (int64_t p = 0; p < batch && isLive(ctx); ++p) {
+      const char *ap = static_cast<const char *>(a) +
+                       (batch_a == 1 ? 0 : p * m * k * inSize);
+      const char *bp = static_cast<const char *>(b) +
+                       (batch_b == 1 ? 0 : p * k * n * inSize);
+      char *cp = static_cast<char *>(c) + p * m * n * outBytes;
+      runGemm(ctx, dtype, out_dtype, ap, bp, cp, 1, m, n, k, trans_a, trans_b);
+    }
+  }
 }
