@@ -58,6 +58,13 @@ struct memopt_context {
   uint64_t measuredPeak = 0;
   uint64_t step = 0;
   double lastStepSeconds = 0.0;
+  /// Pinned host staging for host-to-device copies of up to
+  /// kStagingBytes (the generated step's constants), so that they never wait
+  /// for the device: a ring whose wrap-around waits for the last staged copy.
+  char *staging = nullptr;
+  uint64_t stagingCursor = 0;
+  cudaEvent_t stagingDone = nullptr;
+  bool stagingPending = false;
   /// The device-side error record: the last kDeviceErrorBytes of the
   /// workspace (cuBLASLt and scratch use the bytes before it).
   memopt_device_error *deviceError = nullptr;
@@ -128,6 +135,9 @@ bool checkLaunch(memopt_context *ctx, const char *entry, const char *kernel);
 
 /// Bytes at the end of the workspace that hold the device error record.
 constexpr uint64_t kDeviceErrorBytes = 256;
+
+/// Bytes of the pinned staging ring of host-to-device copies.
+constexpr uint64_t kStagingBytes = 8u << 20;
 
 /// Threads per block of the elementwise kernels.
 constexpr int kBlock = 256;
