@@ -25,12 +25,16 @@ void updateHighWater(memopt_context *ctx) {
   uint64_t total = ctx->arenaBytes + ctx->workspaceAllocated;
   if (total > ctx->highWater)
     ctx->highWater = total;
+}
+
+/// cudaMemGetInfo's used bytes (0 if it fails).
+uint64_t deviceUsedBytes() {
   size_t freeBytes = 0, totalBytes = 0;
-  if (cudaMemGetInfo(&freeBytes, &totalBytes) == cudaSuccess) {
-    uint64_t used = totalBytes - freeBytes;
-    if (used > ctx->measuredPeak)
-      ctx->measuredPeak = used;
+  if (cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
   }
+  return totalBytes - freeBytes;
 }
 
 const char *siteName(int site) {
@@ -273,21 +277,18 @@ memopt_context *memopt_context_create(void) {
   cublasStatus_t status = cublasLtCreate(&ctx->lt);
   if (status != CUBLAS_STATUS_SUCCESS)
     return failed("cublasLtCreate", cublasLtGetStatusString(status));
-  size_t freeBytes = 0, totalBytes = 0;
-  if ((error = cudaMemGetInfo(&freeBytes, &totalBytes)) != cudaSuccess)
-    return failed("cudaMemGetInfo", cudaGetErrorString(error));
-  ctx->baselineUsed = totalBytes - freeBytes;
-  ctx->measuredPeak = ctx->baselineUsed;
+  uint64_t before = deviceUsedBytes();
   if ((error = cudaMalloc(&ctx->workspace, MEMOPT_CUDA_WORKSPACE_BYTES)) !=
       cudaSuccess)
     return failed("cudaMalloc (workspace)", cudaGetErrorString(error));
+  ctx->measuredWorkspace = deviceUsedBytes() - before;
   ctx->workspaceAllocated = MEMOPT_CUDA_WORKSPACE_BYTES;
   ctx->workspaceBytes = MEMOPT_CUDA_WORKSPACE_BYTES - kDeviceErrorBytes;
   ctx->deviceError = reinterpret_cast<memopt_device_error *>(
       static_cast<char *>(ctx->workspace) + ctx->workspaceBytes);
-  if ((error = cudaMemset(ctx->deviceError, 0, kDeviceErrorBytes)) !=
-      cudaSuccess)
-    return failed("cudaMemset (error record)", cudaGetErrorString(error));
+  if ((error = cudaMemsetAsync(ctx->deviceError, 0, kDeviceErrorBytes,
+                               ctx->stream)) != cudaSuccess)
+    return failed("cudaMemsetAsync (error record)", cudaGetErrorString(error));
   updateHighWater(ctx);
   return ctx;
 }
@@ -334,7 +335,7 @@ void memopt_clear_error(memopt_context *ctx) {
     cudaStreamSynchronize(ctx->stream);
   cudaGetLastError();
   if (ctx->deviceError)
-    cudaMemset(ctx->deviceError, 0, kDeviceErrorBytes);
+    cudaMemsetAsync(ctx->deviceError, 0, kDeviceErrorBytes, ctx->stream);
   ctx->status = MEMOPT_OK;
   ctx->message.clear();
 }
@@ -350,10 +351,12 @@ void *memopt_arena_allocate(memopt_context *ctx, uint64_t bytes) {
   }
   ctx->arena = nullptr;
   ctx->arenaBytes = 0;
+  ctx->measuredArena = 0;
   uint64_t rounded = (bytes + 255) / 256 * 256;
   if (rounded == 0)
     rounded = 256;
   void *block = nullptr;
+  uint64_t before = deviceUsedBytes();
   cudaError_t error = cudaMalloc(&block, static_cast<size_t>(rounded));
   if (error != cudaSuccess) {
     cudaGetLastError();
@@ -362,6 +365,7 @@ void *memopt_arena_allocate(memopt_context *ctx, uint64_t bytes) {
              static_cast<unsigned long long>(bytes), cudaGetErrorString(error));
     return nullptr;
   }
+  ctx->measuredArena = deviceUsedBytes() - before;
   ctx->arena = block;
   ctx->arenaBytes = bytes;
   updateHighWater(ctx);
@@ -387,7 +391,7 @@ uint64_t memopt_memory_high_water(const memopt_context *ctx) {
 uint64_t memopt_device_memory_measured(const memopt_context *ctx) {
   if (!ctx)
     return 0;
-  return ctx->measuredPeak - ctx->baselineUsed;
+  return ctx->measuredArena + ctx->measuredWorkspace;
 }
 
 void memopt_set_step(memopt_context *ctx, uint64_t step) {
@@ -422,8 +426,6 @@ double memopt_step_end(memopt_context *ctx) {
           ctx, entry, cudaEventElapsedTime(&ms, ctx->stepStart, ctx->stepStop)))
     return 0.0;
   ctx->lastStepSeconds = ms / 1000.0;
-  // The step is over: sample the device's used memory again (no sync).
-  updateHighWater(ctx);
   return ctx->lastStepSeconds;
 }
 

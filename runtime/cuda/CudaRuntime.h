@@ -52,10 +52,10 @@ struct memopt_context {
   uint64_t workspaceBytes = 0;
   uint64_t workspaceAllocated = 0;
   uint64_t highWater = 0;
-  /// cudaMemGetInfo's used bytes before the context allocated anything, and
-  /// the largest used bytes seen after an allocation.
-  uint64_t baselineUsed = 0;
-  uint64_t measuredPeak = 0;
+  /// What the device reports each of the two allocations took: the growth
+  /// of cudaMemGetInfo's used bytes across its cudaMalloc.
+  uint64_t measuredArena = 0;
+  uint64_t measuredWorkspace = 0;
   uint64_t step = 0;
   double lastStepSeconds = 0.0;
   /// Pinned host staging for host-to-device copies of up to

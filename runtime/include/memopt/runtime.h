@@ -160,10 +160,10 @@ uint64_t memopt_arena_size(const memopt_context *ctx);
 /// arena plus kernel workspace (f32 staging of f16/bf16 operands, im2col).
 uint64_t memopt_memory_high_water(const memopt_context *ctx);
 
-/// Device memory this context has held at its peak as the device itself
-/// reports it (CUDA: the growth of cudaMemGetInfo's used bytes since before
-/// the context's first allocation, so it includes allocation rounding); the
-/// host runtime returns memopt_memory_high_water.
+/// Device memory this context's allocations hold as the device itself
+/// reports it (CUDA: the growth of cudaMemGetInfo's used bytes across the
+/// arena's and the workspace's cudaMalloc, so it includes the allocator's
+/// rounding); the host runtime returns memopt_memory_high_water.
 uint64_t memopt_device_memory_measured(const memopt_context *ctx);
 
 /// The runtime's name: "host" or "cuda".
