@@ -53,6 +53,9 @@ const char *siteName(int site) {
   return "a kernel";
 }
 
+void setDeviceError(const memopt_context *ctx, memopt_status status,
+                    const char *entry, const char *format, ...);
+
 /// Turns a device-side error record, or an asynchronous CUDA error, into the
 /// context's error.
 void pollDevice(const memopt_context *ctx) {
@@ -77,14 +80,14 @@ void pollDevice(const memopt_context *ctx) {
   int site = record.site;
   long long value = record.value, row = record.row, limit = record.limit;
   if (site == SiteAdamWStep)
-    setError(ctx, static_cast<memopt_status>(record.code), siteName(site),
+    setDeviceError(ctx, static_cast<memopt_status>(record.code), siteName(site),
              "step %lld is not a 1-based update count", value);
   else if (site == SiteCrossEntropy || site == SiteCrossEntropyGrad)
-    setError(ctx, static_cast<memopt_status>(record.code), siteName(site),
+    setDeviceError(ctx, static_cast<memopt_status>(record.code), siteName(site),
              "label %lld of row %lld out of range [0, %lld)", value, row,
              limit);
   else
-    setError(ctx, static_cast<memopt_status>(record.code), siteName(site),
+    setDeviceError(ctx, static_cast<memopt_status>(record.code), siteName(site),
              "index %lld at position %lld out of range [0, %lld)", value, row,
              limit);
 }
@@ -95,17 +98,39 @@ void pollDevice(const memopt_context *ctx) {
 // Internal helpers
 //===----------------------------------------------------------------------===//
 
-void memopt::cuda::setError(const memopt_context *ctx, memopt_status status,
-                            const char *entry, const char *format, ...) {
+namespace {
+
+void recordError(const memopt_context *ctx, memopt_status status,
+                 bool withScope, const char *entry, const char *format,
+                 va_list args) {
   if (!ctx || ctx->status != MEMOPT_OK)
     return;
   char buffer[512];
-  va_list args;
-  va_start(args, format);
   std::vsnprintf(buffer, sizeof(buffer), format, args);
-  va_end(args);
   ctx->status = status;
   ctx->message = std::string(entry) + ": " + buffer;
+  if (withScope && ctx->scope && *ctx->scope)
+    ctx->message += std::string(" [scope ") + ctx->scope + "]";
+}
+
+/// An error found in a kernel's data after the step: the current scope is
+/// not the faulting op's, so the message names only the entry.
+void setDeviceError(const memopt_context *ctx, memopt_status status,
+                    const char *entry, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  recordError(ctx, status, /*withScope=*/false, entry, format, args);
+  va_end(args);
+}
+
+} // namespace
+
+void memopt::cuda::setError(const memopt_context *ctx, memopt_status status,
+                            const char *entry, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  recordError(ctx, status, /*withScope=*/true, entry, format, args);
+  va_end(args);
 }
 
 const char *memopt::cuda::dtypeName(memopt_dtype dtype) {
@@ -231,6 +256,11 @@ float *memopt::cuda::workspaceFloats(memopt_context *ctx, const char *entry,
 //===----------------------------------------------------------------------===//
 
 const char *memopt_runtime_name(void) { return "cuda"; }
+
+void memopt_set_scope(memopt_context *ctx, const char *scope) {
+  if (ctx)
+    ctx->scope = scope ? scope : "";
+}
 
 const char *memopt_context_create_error(void) { return createError.c_str(); }
 

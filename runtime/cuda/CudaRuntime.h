@@ -71,8 +71,10 @@ struct memopt_context {
   /// Sticky: memopt_get_status may fill them from the device record.
   mutable memopt_status status = MEMOPT_OK;
   mutable std::string message;
-  /// The entry currently running (for errors found after a launch).
+  /// The entry currently running (for errors found after a launch) and the
+  /// module scope of the generated step's current op (memopt_set_scope).
   const char *currentEntry = "";
+  const char *scope = "";
   /// MEMOPT_CUDA_SYNC=1: wait after each entry so that an asynchronous
   /// fault names the entry that caused it.
   bool syncEachEntry = false;

@@ -425,6 +425,8 @@ uint64_t memopt_device_memory_measured(const memopt_context *ctx) {
 
 const char *memopt_runtime_name(void) { return "host"; }
 
+void memopt_set_scope(memopt_context *, const char *) {}
+
 const char *memopt_context_create_error(void) {
   // The host context fails only when operator new does.
   return "out of host memory";

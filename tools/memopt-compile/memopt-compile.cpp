@@ -541,8 +541,11 @@ bool compile(MLIRContext &context, const char *argv0) {
     return false;
   std::string pipelineError;
   llvm::raw_string_ostream pipelineErrorStream(pipelineError);
-  if (failed(parsePassPipeline("convert-memopt-to-emitc", lowering,
-                               pipelineErrorStream)))
+  // On the GPU, errors surface away from their call: name the module scope.
+  if (failed(parsePassPipeline(target == "cuda"
+                                   ? "convert-memopt-to-emitc{emit-scopes=true}"
+                                   : "convert-memopt-to-emitc",
+                               lowering, pipelineErrorStream)))
     return fail("cannot build the lowering: " + pipelineError);
   if (failed(lowering.run(*module)))
     return false;

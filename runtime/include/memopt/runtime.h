@@ -173,6 +173,13 @@ const char *memopt_runtime_name(void);
 /// CUDA device (...)"). Meaningful only right after such a failure.
 const char *memopt_context_create_error(void);
 
+/// Names the module scope (`memopt.scope`, e.g. "transformer.h.0.attn") of
+/// the entries that follow, for error messages; generated code calls it when
+/// the scope changes (memopt-compile --target=cuda). `scope` must stay valid
+/// (generated code passes string literals). The CUDA runtime appends
+/// " [scope <scope>]" to the errors it records; the host runtime ignores it.
+void memopt_set_scope(memopt_context *ctx, const char *scope);
+
 /// Bytes of the CUDA runtime's workspace: one allocation made with the
 /// context, shared by cuBLASLt and the kernels that need f32 scratch. The
 /// memory report's `workspace` pool for --target=cuda.
