@@ -71,3 +71,35 @@ if shutil.which("chromium"):
 else:
     lit_config.note("chromium is not on PATH: the HTML report test is "
                     "unsupported")
+
+# The CUDA target. `cuda`: the CUDA runtime is built and nvcc is there, so
+# --target=cuda compiles and links (no GPU needed). `cuda-gpu`: an NVIDIA
+# GPU is visible, so GPU tests run (scripts/gpu-check.sh).
+config.substitutions.append(("%cuda_inputs", os.path.join(
+    config.memopt_src_root, "test", "Target", "Inputs", "cuda_inputs.py")))
+if not getattr(config, "memopt_cuda_enabled", False):
+    lit_config.note("the CUDA runtime is not built (MEMOPT_ENABLE_CUDA=OFF): "
+                    "CUDA tests are unsupported")
+elif not os.access(config.memopt_nvcc, os.X_OK):
+    lit_config.note("nvcc ('%s') is not executable: CUDA tests are "
+                    "unsupported" % config.memopt_nvcc)
+else:
+    config.available_features.add("cuda")
+    reason = None
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        reason = "nvidia-smi is not on PATH"
+    else:
+        try:
+            import subprocess
+            listing = subprocess.run([smi, "-L"], capture_output=True,
+                                     text=True, timeout=60)
+            if listing.returncode != 0 or "GPU " not in listing.stdout:
+                reason = "nvidia-smi -L lists no GPU (%s)" % (
+                    (listing.stderr or listing.stdout).strip()[:200])
+        except Exception as error:
+            reason = "nvidia-smi -L failed (%s)" % error
+    if reason:
+        lit_config.note(reason + ": GPU tests (cuda-gpu) are unsupported")
+    else:
+        config.available_features.add("cuda-gpu")

@@ -66,6 +66,9 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "memopt/runtime.h"
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -74,6 +77,14 @@
 #endif
 #ifndef MEMOPT_DRIVER_LIBRARY_NAME
 #error "MEMOPT_DRIVER_LIBRARY_NAME must name the driver archive"
+#endif
+#ifndef MEMOPT_CUDA_ENABLED
+#define MEMOPT_CUDA_ENABLED 0
+#define MEMOPT_CUDA_RUNTIME_LIBRARY_NAME ""
+#define MEMOPT_NVCC ""
+#define MEMOPT_CUDA_HOST_COMPILER ""
+#define MEMOPT_CUDA_LIBRARY_DIR ""
+#define MEMOPT_CUDA_ARCHITECTURES ""
 #endif
 #ifndef MEMOPT_RUNTIME_LIBRARY_NAME
 #error "MEMOPT_RUNTIME_LIBRARY_NAME must name the host runtime archive"
@@ -99,8 +110,15 @@ cl::opt<std::string> outputDir("o", cl::Required,
                                cl::value_desc("dir"), cl::cat(compileCategory));
 
 cl::opt<std::string> target("target", cl::init("host"),
-                            cl::desc("Runtime to link: host"),
-                            cl::value_desc("host"), cl::cat(compileCategory));
+                            cl::desc("Runtime to link: host or cuda"),
+                            cl::value_desc("host|cuda"),
+                            cl::cat(compileCategory));
+
+cl::opt<std::string> cudaArch(
+    "cuda-arch",
+    cl::desc("GPU architectures for --target=cuda, e.g. 80;90a (a subset of "
+             "those the CUDA runtime was built for; default: all of them)"),
+    cl::value_desc("list"), cl::cat(compileCategory));
 
 cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
                                cl::desc("Optimizer: adamw or sgd"),
@@ -224,8 +242,34 @@ bool parseSize(llvm::StringRef flag, llvm::StringRef text, int64_t &bytes) {
 
 /// Checks the options and fills the pipeline's.
 bool parseOptions(memopt::MemoptPipelineOptions &options) {
-  if (target != "host")
-    return fail("unsupported --target='" + target + "' (expected host)");
+  if (target != "host" && target != "cuda")
+    return fail("unsupported --target='" + target +
+                "' (expected host or cuda)");
+  if (target == "cuda" && !MEMOPT_CUDA_ENABLED)
+    return fail("--target=cuda: this memopt was built without the CUDA "
+                "runtime (configure with -DMEMOPT_ENABLE_CUDA=ON on a machine "
+                "with nvcc and cuBLASLt)");
+  if (cudaArch.getNumOccurrences() && target != "cuda")
+    return fail("--cuda-arch applies to --target=cuda only");
+  if (target == "cuda" && cudaArch.getNumOccurrences()) {
+    llvm::SmallVector<llvm::StringRef> built, wanted;
+    llvm::StringRef(MEMOPT_CUDA_ARCHITECTURES)
+        .split(built, ',', -1, /*KeepEmpty=*/false);
+    std::string archList = cudaArch;
+    std::replace(archList.begin(), archList.end(), ',', ';');
+    llvm::StringRef(archList).split(wanted, ';', -1, /*KeepEmpty=*/false);
+    if (wanted.empty())
+      return fail("--cuda-arch is empty (expected e.g. 80;90a)");
+    for (llvm::StringRef arch : wanted) {
+      arch = arch.trim();
+      arch.consume_front("sm_");
+      if (!llvm::is_contained(built, arch))
+        return fail("--cuda-arch: the CUDA runtime was built for '" +
+                    llvm::Twine(MEMOPT_CUDA_ARCHITECTURES) + "', not '" +
+                    arch +
+                    "' (reconfigure with -DMEMOPT_CUDA_ARCHITECTURES=...)");
+    }
+  }
   if (optimizer != "adamw" && optimizer != "sgd")
     return fail("unknown --optimizer='" + optimizer +
                 "' (expected adamw or sgd)");
@@ -474,16 +518,23 @@ bool buildTrain(const char *argv0) {
   std::string self = llvm::sys::fs::getMainExecutable(argv0, &anchor);
   llvm::SmallString<256> libDir(llvm::sys::path::parent_path(self));
   llvm::sys::path::append(libDir, "..", "lib");
+  bool isCuda = target == "cuda";
   llvm::SmallString<256> driverLib(libDir), runtimeLib(libDir);
   llvm::sys::path::append(driverLib, MEMOPT_DRIVER_LIBRARY_NAME);
-  llvm::sys::path::append(runtimeLib, MEMOPT_RUNTIME_LIBRARY_NAME);
+  llvm::sys::path::append(runtimeLib, isCuda ? MEMOPT_CUDA_RUNTIME_LIBRARY_NAME
+                                             : MEMOPT_RUNTIME_LIBRARY_NAME);
   for (llvm::StringRef lib : {driverLib.str(), runtimeLib.str()})
     if (!llvm::sys::fs::exists(lib))
-      return fail("cannot find '" + lib +
-                  "' (build memopt_driver and "
-                  "memopt_runtime_host)");
+      return fail("cannot find '" + lib + "' (build memopt_driver and " +
+                  (isCuda ? "memopt_runtime_cuda" : "memopt_runtime_host") +
+                  ")");
 
-  std::string compiler = cxx;
+  // --target=cuda: nvcc links the program (cudart statically, cuBLASLt
+  // dynamically); the generated step is host C++ that calls the runtime, so
+  // nvcc hands it to its host compiler (--cxx when given).
+  std::string compiler = isCuda ? MEMOPT_NVCC : cxx.getValue();
+  if (isCuda && !llvm::sys::fs::can_execute(compiler))
+    return fail("cannot find nvcc at '" + compiler + "'");
   if (!llvm::StringRef(compiler).contains('/')) {
     llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName(compiler);
     if (!found)
@@ -508,16 +559,28 @@ bool buildTrain(const char *argv0) {
                                    inOut("train_step.cpp"),
                                    inOut("model_info.cpp"),
                                    std::string(driverLib),
-                                   std::string(runtimeLib),
-                                   "-lopenblas",
-                                   "-o",
-                                   tmpPath};
+                                   std::string(runtimeLib)};
+  if (isCuda) {
+    std::string hostCompiler = cxx.getNumOccurrences()
+                                   ? cxx.getValue()
+                                   : std::string(MEMOPT_CUDA_HOST_COMPILER);
+    if (!hostCompiler.empty()) {
+      args.push_back("-ccbin");
+      args.push_back(hostCompiler);
+    }
+    args.push_back("-L" MEMOPT_CUDA_LIBRARY_DIR);
+    args.push_back("-lcublasLt");
+  } else {
+    args.push_back("-lopenblas");
+  }
+  args.push_back("-o");
+  args.push_back(tmpPath);
   // The flags the driver and runtime archives were built with (sanitizers).
   llvm::SmallVector<llvm::StringRef> extraFlags;
   llvm::StringRef(MEMOPT_TRAIN_CXXFLAGS)
       .split(extraFlags, ' ', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
   for (llvm::StringRef flag : extraFlags)
-    args.push_back(flag.str());
+    args.push_back(isCuda ? "-Xcompiler=" + flag.str() : flag.str());
 
   llvm::SmallString<128> log;
   if (std::error_code ec =
@@ -595,6 +658,9 @@ bool compile(MLIRContext &context, const char *argv0) {
     return false;
   // The lowering replaces the function: render the report now.
   memopt::MemoryAccount account(step);
+  if (target == "cuda")
+    account.setWorkspaceBytes(
+        static_cast<int64_t>(MEMOPT_CUDA_WORKSPACE_BYTES));
   memopt::ReportContext reportContext{step.getName().str(), options.optimizer,
                                       outputDir};
   std::string reportJson = memopt::renderMemoryReportJson(account);
@@ -621,8 +687,11 @@ bool compile(MLIRContext &context, const char *argv0) {
     return false;
   std::string pipelineError;
   llvm::raw_string_ostream pipelineErrorStream(pipelineError);
-  if (failed(parsePassPipeline("convert-memopt-to-emitc", lowering,
-                               pipelineErrorStream)))
+  // On the GPU, errors surface away from their call: name the module scope.
+  if (failed(parsePassPipeline(target == "cuda"
+                                   ? "convert-memopt-to-emitc{emit-scopes=true}"
+                                   : "convert-memopt-to-emitc",
+                               lowering, pipelineErrorStream)))
     return fail("cannot build the lowering: " + pipelineError);
   if (failed(lowering.run(*module)))
     return false;

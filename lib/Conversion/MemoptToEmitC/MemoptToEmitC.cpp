@@ -36,6 +36,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Debug.h"
 
+#include <optional>
 #include <map>
 
 #define DEBUG_TYPE "convert-memopt-to-emitc"
@@ -142,8 +143,9 @@ struct RuntimeCall {
 /// Lowers one `memopt.train_step` function into an `emitc.func`.
 class TrainStepLowering {
 public:
-  TrainStepLowering(ModuleOp module, func::FuncOp func)
-      : module(module), func(func), ctx(module.getContext()), builder(ctx) {}
+  TrainStepLowering(ModuleOp module, func::FuncOp func, bool emitScopes = false)
+      : module(module), func(func), ctx(module.getContext()), builder(ctx),
+        emitScopes(emitScopes) {}
 
   /// Builds the includes, globals and the entry point before `func`, then
   /// erases `func`. On failure, reports the error; the module may then hold a
@@ -179,6 +181,9 @@ private:
   Operation *globalInsertionPoint = nullptr;
   Value context, args, scratch;
   DenseMap<Value, Value> pointers;
+  /// --emit-scopes: the scope of the last memopt_set_scope call, if any.
+  bool emitScopes = false;
+  std::optional<std::string> currentScope;
   std::map<std::vector<int64_t>, std::string> i64Arrays;
   unsigned nextGlobal = 0;
   unsigned numCalls = 0;
@@ -341,7 +346,31 @@ LogicalResult TrainStepLowering::lowerBody(Block &body) {
             .Case([&](memref::DeallocOp) { return success(); })
             .Case(
                 [&](memref::ReinterpretCastOp view) { return lowerView(view); })
-            .Case([&](KernelOp kernel) { return lowerKernel(kernel); })
+            .Case([&](KernelOp kernel) {
+              if (emitScopes) {
+                auto scopeAttr = kernel->getAttrOfType<StringAttr>(
+                    MemoptDialect::kScopeAttrName);
+                std::string scope = scopeAttr ? scopeAttr.str() : "";
+                if (currentScope != scope) {
+                  // A C string literal; scopes are module paths, but escape
+                  // anything that would end or break the literal.
+                  std::string literal = "\"";
+                  for (char c : scope) {
+                    if (c == '"' || c == '\\')
+                      literal += '\\';
+                    if (static_cast<unsigned char>(c) < 0x20)
+                      continue;
+                    literal += c;
+                  }
+                  literal += '"';
+                  RuntimeCall call(ctx);
+                  call.value(context).verbatim(literal);
+                  emitCall(kernel.getLoc(), "memopt_set_scope", call);
+                  currentScope = scope;
+                }
+              }
+              return lowerKernel(kernel);
+            })
             .Case([&](func::ReturnOp ret) -> LogicalResult {
               if (ret.getNumOperands() != 0)
                 return ret.emitOpError()
@@ -1083,7 +1112,7 @@ struct ConvertMemoptToEmitCPass
       module.emitError() << "no function marked 'memopt.train_step' to lower";
       return signalPassFailure();
     }
-    TrainStepLowering lowering(module, step);
+    TrainStepLowering lowering(module, step, emitScopes);
     if (failed(lowering.run()))
       return signalPassFailure();
     numCalls += lowering.getNumCalls();
