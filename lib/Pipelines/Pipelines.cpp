@@ -3,9 +3,12 @@
 // The order of the passes, and why:
 // 1. autodiff first: every later pass sees the whole training step (forward,
 //    backward and update), which is what must fit in memory;
-// 2. bufferize: from here on every value is a buffer with a lifetime;
-// 3. plan-buffers: offsets in one arena from the buffers' live ranges;
-// 4. verify-plan: an independent check of the plan before code is generated.
+// 2. accumulate (only with micro-batches > 1): after autodiff (and remat),
+//    so the loop wraps the whole forward and backward, and before bufferize,
+//    so that every body value gets a buffer that lives one iteration;
+// 3. bufferize: from here on every value is a buffer with a lifetime;
+// 4. plan-buffers: offsets in one arena from the buffers' live ranges;
+// 5. verify-plan: an independent check of the plan before code is generated.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +31,12 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
   autodiff.weightDecay = options.weightDecay;
   autodiff.momentum = options.momentum;
   pm.addPass(createAutodiffPass(autodiff));
+  if (options.microBatches != 1) {
+    AccumulatePassOptions accumulate;
+    accumulate.microBatches = options.microBatches;
+    accumulate.allowBatchNorm = options.accumulateAllowBatchNorm;
+    pm.addPass(createAccumulatePass(accumulate));
+  }
   pm.addPass(createBufferizePass());
   PlanBuffersPassOptions plan;
   plan.timeLimit = options.planTimeLimit;
@@ -54,6 +63,14 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                              llvm::cl::init(0.01)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
                           llvm::cl::init(0.0)};
+  Option<int64_t> microBatches{
+      *this, "micro-batches",
+      llvm::cl::desc("Gradient accumulation: micro-batches per step"),
+      llvm::cl::init(1)};
+  Option<bool> accumulateAllowBatchNorm{
+      *this, "accumulate-allow-batch-norm",
+      llvm::cl::desc("Accept batch norm's per-micro-batch statistics"),
+      llvm::cl::init(false)};
   Option<double> planTimeLimit{
       *this, "plan-time-limit",
       llvm::cl::desc("Seconds the buffer placer may search"),
@@ -75,6 +92,8 @@ void memopt::registerMemoptPipelines() {
         options.weightDecay = cl.weightDecay;
         options.momentum = cl.momentum;
         options.planTimeLimit = cl.planTimeLimit;
+        options.microBatches = cl.microBatches;
+        options.accumulateAllowBatchNorm = cl.accumulateAllowBatchNorm;
         buildMemoptPipeline(pm, options);
       });
 }

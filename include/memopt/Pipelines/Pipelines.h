@@ -27,6 +27,10 @@ struct MemoptPipelineOptions {
   double momentum = 0.0;
   /// Seconds the buffer placer may search for a smaller arena.
   double planTimeLimit = 1.0;
+  /// Gradient accumulation: micro-batches per step (1: no loop).
+  int64_t microBatches = 1;
+  /// With microBatches > 1: accept batch norm's per-micro-batch statistics.
+  bool accumulateAllowBatchNorm = false;
 };
 
 /// Adds the passes from a forward + loss module to a planned, bufferized
