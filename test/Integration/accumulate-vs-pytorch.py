@@ -3,8 +3,15 @@
 # the host runtime, and compared with torch.optim.AdamW on the whole batch
 # (one forward and backward per step). Losses must agree within 1e-5
 # relative, final parameters within 1e-5 relative to the tensor's largest
-# magnitude (with the Adam near-zero-gradient exception that
-# train-vs-pytorch.py explains).
+# magnitude, with the Adam near-zero-gradient exception that
+# train-vs-pytorch.py explains and one more of the same origin: splitting the
+# batch changes the order of the f32 sums of each gradient, which moves an
+# ill-conditioned element by a fraction of lr, and through the next steps'
+# forward its neighbours (GPT, K = 2: one hidden unit of h.1.mlp, whose
+# c_proj column then differs by up to 0.003 lr). So an element outside
+# 1e-5 must stay within lr / 100 of PyTorch's; their count is reported. A
+# wrong normalisation (per-micro-batch means) fails the loss check and moves
+# parameters by a large fraction of lr.
 #
 # The GPT example pads its labels unevenly (row r ignores its last 2r
 # tokens), so with K = 4 every micro-batch has a different number of
@@ -55,6 +62,12 @@ def main():
                     f"--lr={LR}", "--betas=0.9,0.999", f"--eps={EPS}",
                     "--weight-decay=0.01", f"--micro-batches={k}"],
                    check=True, stdout=subprocess.DEVNULL)
+    # The step must really loop over the micro-batches.
+    with open(os.path.join(out, "plan.mlir")) as f:
+        plan = f.read()
+    if f"memopt.micro_batches = {k} : i64" not in plan:
+        print(f"{name} K={k}: MISMATCH no micro-batch loop in plan.mlir")
+        return 1
     final = os.path.join(workdir, "final.safetensors")
     run = subprocess.run(
         [os.path.join(out, "train"),
@@ -91,7 +104,7 @@ def main():
 
     saved = memopt.safetensors.load(final)
     state = dict(reference.named_parameters())
-    relaxed = 0
+    relaxed = drifted = 0
     for key, tensor in state.items():
         want = tensor.detach().numpy()
         if key not in saved:
@@ -105,16 +118,20 @@ def main():
         if (diff[mask] > LR * STEPS).any():
             failures.append(f"{key}: an ill-conditioned element moved "
                             f"{float(diff[mask].max()):.3g} from PyTorch's")
-        if not strict[~mask].all():
+        loose = ~strict & ~mask
+        drifted += int(loose.sum())
+        if (diff[loose] > LR / 100).any():
             error = float(diff[~mask].max()) / scale
-            failures.append(f"{key}: relative error {error:.3g}")
+            failures.append(f"{key}: relative error {error:.3g} at "
+                            f"{int(loose.sum())} elements")
 
     for failure in failures:
         print(f"{name} K={k}: MISMATCH {failure}")
     if failures:
         return 1
     print(f"{name} K={k}: {len(losses)} losses match, {len(state)} tensors "
-          f"match ({relaxed} ill-conditioned elements within lr * steps only)")
+          f"match ({relaxed} ill-conditioned elements within lr * steps, "
+          f"{drifted} within lr / 100 only)")
     return 0
 
 

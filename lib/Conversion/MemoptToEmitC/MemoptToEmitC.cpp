@@ -306,8 +306,10 @@ LogicalResult TrainStepLowering::lowerView(memref::ReinterpretCastOp view) {
     if (!pointer || !offset)
       return view.emitOpError() << "views a buffer or an offset that was not "
                                    "lowered";
+    Value elements = emitc::CastOp::create(builder, view.getLoc(),
+                                           builder.getI64Type(), offset);
     pointers[view] = emitc::AddOp::create(builder, view.getLoc(),
-                                          pointer.getType(), pointer, offset);
+                                          pointer.getType(), pointer, elements);
     return success();
   }
   // Only the views --memopt-bufferize makes for reshapes: all of a dense

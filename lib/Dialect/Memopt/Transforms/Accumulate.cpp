@@ -146,7 +146,8 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
     return rule;
   };
   auto fail = [&](const Twine &why) -> FailureOr<OpRule> {
-    return op->emitOpError() << "cannot be split into " << microBatches
+    return op->emitOpError() << "cannot be split into "
+                             << static_cast<int64_t>(microBatches)
                              << " micro-batches: " << why;
   };
   if (llvm::all_of(in, [](BatchKind k) { return k.isUniform(); }))
@@ -309,6 +310,10 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
     return all(BatchKind::batched(in[1].dim));
   }
   if (isa<EmbeddingGradOp>(op)) {
+    // Linear in the gradient: a summed gradient looked up at fixed rows
+    // (position embeddings) stays a sum.
+    if (in[0].isPartial() && in[1].isUniform())
+      return all(BatchKind::partial());
     if (!in[0].isBatched() || !in[1].isBatched())
       return fail("expected per-item gradients and indices");
     return all(BatchKind::partial());
@@ -337,8 +342,9 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
       int64_t full = getShape(op->getOperand(0))[0];
       return op->emitOpError()
              << "computes its statistics over each micro-batch of "
-             << full / microBatches << " instead of the full batch of " << full
-             << " (micro-batches=" << microBatches
+             << full / static_cast<int64_t>(microBatches)
+             << " instead of the full batch of " << full
+             << " (micro-batches=" << static_cast<int64_t>(microBatches)
              << "), which changes the result; pass allow-batch-norm=true "
                 "(memopt-compile --accumulate-allow-batch-norm) to accept "
                 "per-micro-batch statistics";
@@ -801,7 +807,8 @@ void AccumulatePass::runOnOperation() {
   ModuleOp module = getOperation();
   if (microBatches < 1) {
     emitError(module.getLoc())
-        << "--memopt-accumulate option 'micro-batches' is " << microBatches
+        << "--memopt-accumulate option 'micro-batches' is "
+        << static_cast<int64_t>(microBatches)
         << ", expected at least 1";
     return signalPassFailure();
   }
