@@ -1,8 +1,8 @@
 // RUN: memopt-opt %s --memopt-autodiff --memopt-accumulate=micro-batches=4 -split-input-file | FileCheck %s
 
 // The MLP: forward and backward in one loop over 4 micro-batches of 2, the
-// gradients and the loss summed in f32 accumulators, the optimizer after the
-// loop. The bias broadcast is rebuilt at the micro-batch shape inside the
+// gradients and the loss summed in f32 accumulators as soon as each
+// micro-batch's part exists, the optimizer after the loop. The bias broadcast is rebuilt at the micro-batch shape inside the
 // loop; the cross-entropy is a sum scaled by one over the full batch's count.
 
 func.func @forward(
@@ -35,11 +35,13 @@ func.func @forward(
 // CHECK:   memopt.broadcast %[[B]] dims [1] {{.*}} : tensor<3xf32> to tensor<2x3xf32>
 // CHECK:   %[[SUM:.*]] = memopt.cross_entropy %{{.*}}, %[[YS]] reduction<sum> : tensor<2x3xf32>, tensor<2xi64>
 // CHECK:   %[[LMB:.*]] = memopt.mul %[[SUM]], %[[INV]] : tensor<f32>
-// CHECK:   %[[G:.*]] = memopt.mul %{{.*}}, %[[INV]] : tensor<f32>
-// CHECK:   memopt.cross_entropy_grad %{{.*}}, %[[YS]], %[[G]] reduction<sum>
 // CHECK:   %[[NL:.*]] = memopt.add %[[AL]], %[[LMB]] : tensor<f32>
-// CHECK:   %[[NB:.*]] = memopt.add %[[AB]], %{{.*}} {memopt.scope = "fc"} : tensor<3xf32>
-// CHECK:   %[[NW:.*]] = memopt.add %[[AW]], %{{.*}} {memopt.scope = "fc"} : tensor<3x4xf32>
+// CHECK:   %[[G:.*]] = memopt.mul %{{.*}}, %[[INV]] : tensor<f32>
+// CHECK:   %[[DY:.*]] = memopt.cross_entropy_grad %{{.*}}, %[[YS]], %[[G]] reduction<sum>
+// CHECK:   %[[DB:.*]] = memopt.reduce_sum %[[DY]] dims [0]
+// CHECK:   %[[NB:.*]] = memopt.add %[[AB]], %[[DB]] {memopt.scope = "fc"} : tensor<3xf32>
+// CHECK:   %[[DW:.*]] = memopt.matmul %[[DY]], %[[XS]] transpose_lhs
+// CHECK:   %[[NW:.*]] = memopt.add %[[AW]], %[[DW]] {memopt.scope = "fc"} : tensor<3x4xf32>
 // CHECK:   scf.yield %[[NL]], %[[NB]], %[[NW]]
 // CHECK: } {memopt.micro_batches = 4 : i64}
 // CHECK: %[[STEP:.*]] = memopt.increment

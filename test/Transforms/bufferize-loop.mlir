@@ -33,9 +33,9 @@ func.func @forward(
 // CHECK:   %[[XS:.*]] = memref.reinterpret_cast %[[X]] to offset: [%[[OFF]]], sizes: [4, 4], strides: [4, 1] : memref<8x4xf32> to memref<4x4xf32, strided<[4, 1], offset: ?>>
 // CHECK:   %[[H:.*]] = memref.alloc() : memref<4x3xf32>
 // CHECK:   memopt.kernel "memopt.matmul" ins(%[[XS]], %{{.*}}) outs(%[[H]] : memref<4x3xf32>)
+// CHECK:   memopt.kernel "memopt.add" ins(%[[LOSS]], %{{.*}}) outs(%[[LOSS]] : memref<f32>)
 // CHECK:   %[[G:.*]] = memref.alloc() : memref<3x4xf32>
 // CHECK:   memopt.kernel "memopt.matmul" {{.*}} outs(%[[G]] : memref<3x4xf32>)
-// CHECK:   memopt.kernel "memopt.add" ins(%[[LOSS]], %{{.*}}) outs(%[[LOSS]] : memref<f32>)
 // CHECK:   memopt.kernel "memopt.add" ins(%[[GRAD]], %[[G]] : {{.*}}) outs(%[[GRAD]] : memref<3x4xf32>)
 // CHECK:   memref.dealloc %[[G]]
 // CHECK: } {memopt.micro_batches = 2 : i64}

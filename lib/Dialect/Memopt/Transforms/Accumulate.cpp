@@ -749,22 +749,59 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
     }
   }
 
-  // Accumulate and yield.
+  // Accumulate right after each micro-batch sum is computed, so that the
+  // parameter-sized partial gradient dies at once instead of living to the
+  // end of the body; then yield.
+  // A sum of partial gradients (a parameter used twice, such as a tied
+  // embedding) is accumulated term by term, each as soon as it exists.
   SmallVector<Value> yields;
   for (auto [v, acc] : llvm::zip(accumulated, loop.getRegionIterArgs())) {
-    Value micro = map.lookup(v);
-    Operation *producer = v.getDefiningOp();
-    if (micro.getType() != acc.getType()) {
-      auto cast = CastOp::create(b, loc, acc.getType(), micro);
-      copyScope(producer, cast);
-      micro = cast;
+    SmallVector<Value> terms;
+    SmallVector<Value> pending = {v};
+    while (!pending.empty()) {
+      Value term = pending.pop_back_val();
+      auto sum = term.getDefiningOp<AddOp>();
+      if (sum && term != v && !term.hasOneUse())
+        sum = nullptr;
+      if (sum && inLoop.contains(sum) &&
+          llvm::all_of(sum->getOperands(), [&](Value operand) {
+            return kinds.lookup(operand).isPartial() && operand.hasOneUse() &&
+                   !accumulated.contains(operand);
+          })) {
+        pending.push_back(sum.getRhs());
+        pending.push_back(sum.getLhs());
+        continue;
+      }
+      terms.push_back(term);
     }
-    auto add = AddOp::create(b, loc, acc.getType(), acc, micro);
-    copyScope(producer, add);
-    yields.push_back(add);
+    Value current = acc;
+    Operation *last = nullptr;
+    for (Value term : terms) {
+      Value micro = map.lookup(term);
+      Operation *producer = term.getDefiningOp();
+      Operation *def = micro.getDefiningOp();
+      if (def && def->getBlock() == loopBody &&
+          (!last || last->isBeforeInBlock(def)))
+        b.setInsertionPointAfter(def);
+      else if (last)
+        b.setInsertionPointAfter(last);
+      else
+        b.setInsertionPointToEnd(loopBody);
+      if (micro.getType() != acc.getType()) {
+        auto cast = CastOp::create(b, loc, acc.getType(), micro);
+        copyScope(producer, cast);
+        micro = cast;
+      }
+      auto add = AddOp::create(b, loc, acc.getType(), current, micro);
+      copyScope(producer, add);
+      current = add;
+      last = add;
+    }
+    yields.push_back(current);
   }
   for (Value v : carried)
     yields.push_back(map.lookup(v));
+  b.setInsertionPointToEnd(loopBody);
   scf::YieldOp::create(b, loc, yields);
 
   // After the loop: the data-parallel all-reduce point, then the optimizer.
@@ -797,9 +834,10 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
       op->erase();
   // Full-batch broadcasts and splats that the loop rebuilt at the
   // micro-batch shape are dead now.
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-    if (isa<MemoptDialect>(op.getDialect()) && isOpTriviallyDead(&op))
-      op.erase();
+  for (Block *block : {loopBody, &body})
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*block)))
+      if (isa<MemoptDialect>(op.getDialect()) && isOpTriviallyDead(&op))
+        op.erase();
   return success();
 }
 

@@ -574,6 +574,25 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
           if (yieldedResult && !loopDestination.contains(yielded) &&
               canWriteIntoIterArg(yieldedResult, iterArg))
             loopDestination[yielded] = acc;
+          // A chain of adds onto the accumulator (one per partial sum,
+          // --memopt-accumulate) updates it in place link by link.
+          SmallVector<Value> chain;
+          for (Value link = yielded;;) {
+            auto add = link.getDefiningOp<AddOp>();
+            if (!add || add->getBlock() != loopBody ||
+                loopDestination.contains(link) != (link == yielded))
+              break;
+            chain.push_back(link);
+            if (add.getLhs() == iterArg) {
+              if (canWriteIntoIterArg(cast<OpResult>(link), iterArg))
+                for (Value v : chain)
+                  loopDestination[v] = acc;
+              break;
+            }
+            link = add.getLhs();
+            if (!link.hasOneUse())
+              break;
+          }
         }
         if (failed(bufferizeBlock(*loopBody)))
           return failure();
