@@ -855,6 +855,20 @@ bool checkReduction(memopt_context *ctx, const char *entry,
 
 } // namespace
 
+void memopt_label_count(memopt_context *ctx, memopt_dtype label_dtype,
+                        const void *labels, float *count, int64_t n,
+                        int64_t ignore_index) {
+  const char *entry = "memopt_label_count";
+  if (!isLive(ctx) || !checkIndexType(ctx, entry, label_dtype) ||
+      !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, 1, {count}) ||
+      !checkPointers(ctx, entry, n, {labels}))
+    return;
+  countLabelsKernel<<<1, 1024, 0, ctx->stream>>>(
+      label_dtype == MEMOPT_I64, labels, n, ignore_index, count);
+  checkLaunch(ctx, entry, "countLabelsKernel");
+}
+
 void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                           const void *logits, memopt_dtype label_dtype,
                           const void *labels, float *loss, int64_t rows,

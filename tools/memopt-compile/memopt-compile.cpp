@@ -195,6 +195,18 @@ cl::opt<std::string> cxx("cxx", cl::init("c++"),
                          cl::desc("C++ compiler that builds OUT/train"),
                          cl::value_desc("path"), cl::cat(compileCategory));
 
+cl::opt<int64_t> microBatches(
+    "micro-batches", cl::init(1),
+    cl::desc("Gradient accumulation: split the batch into K micro-batches "
+             "(docs/Accumulation.md)"),
+    cl::value_desc("K"), cl::cat(compileCategory));
+
+cl::opt<bool> accumulateAllowBatchNorm(
+    "accumulate-allow-batch-norm", cl::init(false),
+    cl::desc("With --micro-batches > 1: accept batch norm with statistics "
+             "of each micro-batch"),
+    cl::cat(compileCategory));
+
 /// Prints `memopt-compile: <message>` and returns false.
 bool fail(const llvm::Twine &message) {
   llvm::errs() << "memopt-compile: " << message << "\n";
@@ -305,6 +317,12 @@ bool parseOptions(memopt::MemoptPipelineOptions &options) {
       return fail("invalid --remat-snapshots='" + rematSnapshots +
                   "': expected a positive integer");
   }
+
+  if (microBatches < 1)
+    return fail("invalid --micro-batches=" + llvm::Twine(microBatches) +
+                ": expected at least 1");
+  options.microBatches = microBatches;
+  options.accumulateAllowBatchNorm = accumulateAllowBatchNorm;
 
   options.optimizer = optimizer;
   if (!parseNumber("lr", lr, /*positive=*/true, options.lr) ||

@@ -524,6 +524,12 @@ void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                           int64_t classes, int64_t ignore_index,
                           memopt_loss_reduction reduction);
 
+/// `memopt.label_count`: the number of the `n` labels (I32 or I64) that
+/// differ from `ignore_index`, as a float (exact below 2^24).
+void memopt_label_count(memopt_context *ctx, memopt_dtype label_dtype,
+                        const void *labels, float *count, int64_t n,
+                        int64_t ignore_index);
+
 /// `memopt.cross_entropy_grad`: grad_loss * (softmax(logits) -
 /// onehot(label)) per row, zero for ignored rows, divided by the number of
 /// the others under MEAN (all zero when every row is ignored).
