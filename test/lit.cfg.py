@@ -48,6 +48,19 @@ if config.memopt_sanitized:
     symbolizer = os.path.join(config.llvm_tools_dir, "llvm-symbolizer")
     if os.path.exists(symbolizer):
         config.environment["ASAN_SYMBOLIZER_PATH"] = symbolizer
+    # The tests' own compiles (`c++ ... %host_cxxflags`) and memopt-compile's
+    # (--cxx=c++) link memopt's instrumented archives: they must use the
+    # compiler of the build (clang++-22 in the fuzzing build), whose
+    # sanitizer runtime the archives expect. A `c++` first on PATH names it.
+    cxx_dir = os.path.join(config.memopt_obj_root, "test", "host-cxx")
+    cxx_link = os.path.join(cxx_dir, "c++")
+    os.makedirs(cxx_dir, exist_ok=True)
+    if os.path.realpath(cxx_link) != os.path.realpath(
+            config.memopt_cxx_compiler):
+        if os.path.lexists(cxx_link):
+            os.remove(cxx_link)
+        os.symlink(config.memopt_cxx_compiler, cxx_link)
+    llvm_config.with_environment("PATH", cxx_dir, append_path=True)
 
 # The exporter runs under Debian's Python, which has torch 1.13.
 python = "/usr/bin/python3"

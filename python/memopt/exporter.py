@@ -63,8 +63,18 @@ def export(model, example_args, path):
         raise ExportError("the output path '%s' must not end in .safetensors:"
                           " the parameters are written next to it" % path)
     text, tensors = _Exporter(model, tuple(example_args)).run()
-    safetensors.save(tensors, root + ".safetensors")
-    safetensors.write_atomically(path, [text.encode("utf-8")])
+    params_path = root + ".safetensors"
+    target = params_path
+    try:
+        safetensors.save(tensors, params_path)
+        target = path
+        safetensors.write_atomically(path, [text.encode("utf-8")])
+    except OSError as e:
+        # Neither file without the other: a failed export leaves nothing.
+        if target == path and os.path.exists(params_path):
+            os.unlink(params_path)
+        raise ExportError("cannot write '%s': %s"
+                          % (target, e.strerror or e)) from e
     return text
 
 

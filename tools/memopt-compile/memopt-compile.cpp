@@ -656,9 +656,6 @@ bool compile(MLIRContext &context, const char *argv0) {
   if (!findFunction(*module, memopt::MemoptDialect::kLossAttrName))
     return false;
 
-  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
-    return fail("cannot create '" + outputDir + "': " + ec.message());
-
   PassManager pm(&context, ModuleOp::getOperationName());
   if (failed(applyPassManagerCLOptions(pm)))
     return false;
@@ -685,20 +682,12 @@ bool compile(MLIRContext &context, const char *argv0) {
   std::string reportText;
   llvm::raw_string_ostream reportTextStream(reportText);
   memopt::printMemoryReportText(reportTextStream, account, reportContext);
-
-  if (!writeOutput("plan.mlir",
-                   [&](llvm::raw_ostream &os) {
-                     module->print(os);
-                     os << "\n";
-                   }) ||
-      !writeOutput("model.json",
-                   [&](llvm::raw_ostream &os) { os << modelJson; }) ||
-      !writeOutput("memory_report.json",
-                   [&](llvm::raw_ostream &os) { os << reportJson; }) ||
-      !writeOutput("memory_report.html", [&](llvm::raw_ostream &os) {
-        os << memopt::renderMemoryReportHtml(account, reportContext);
-      }))
-    return false;
+  std::string reportHtml =
+      memopt::renderMemoryReportHtml(account, reportContext);
+  std::string planText;
+  llvm::raw_string_ostream planStream(planText);
+  module->print(planStream);
+  planStream << "\n";
 
   PassManager lowering(&context, ModuleOp::getOperationName());
   if (failed(applyPassManagerCLOptions(lowering)))
@@ -718,7 +707,21 @@ bool compile(MLIRContext &context, const char *argv0) {
   if (failed(memopt::emitTrainStepCpp(*module, stepStream)))
     return false;
 
-  if (!writeOutput("train_step.cpp",
+  // Everything that can reject the input has run: only now create OUT and
+  // write into it, so that a rejected model leaves no output behind.
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+    return fail("cannot create '" + outputDir + "': " + ec.message());
+  if (!llvm::sys::fs::is_directory(outputDir))
+    return fail("cannot create '" + outputDir + "': it is not a directory");
+  if (!writeOutput("plan.mlir",
+                   [&](llvm::raw_ostream &os) { os << planText; }) ||
+      !writeOutput("model.json",
+                   [&](llvm::raw_ostream &os) { os << modelJson; }) ||
+      !writeOutput("memory_report.json",
+                   [&](llvm::raw_ostream &os) { os << reportJson; }) ||
+      !writeOutput("memory_report.html",
+                   [&](llvm::raw_ostream &os) { os << reportHtml; }) ||
+      !writeOutput("train_step.cpp",
                    [&](llvm::raw_ostream &os) { os << stepCpp; }) ||
       !writeOutput("model_info.cpp", [&](llvm::raw_ostream &os) {
         // JSON escapes every '"' inside strings, so `)memopt"` cannot occur
@@ -774,5 +777,11 @@ int main(int argc, char **argv) {
                   func::FuncDialect, memref::MemRefDialect, scf::SCFDialect,
                   tensor::TensorDialect>();
   MLIRContext context(registry);
+  // One message per problem: no dump of the failing operation after each
+  // error unless --mlir-print-op-on-diagnostic asks for it.
+  auto &options = cl::getRegisteredOptions();
+  auto printOp = options.find("mlir-print-op-on-diagnostic");
+  if (printOp == options.end() || !printOp->second->getNumOccurrences())
+    context.printOpOnDiagnostic(false);
   return compile(context, argv[0]) ? 0 : 1;
 }
