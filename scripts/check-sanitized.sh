@@ -7,11 +7,18 @@
 # UndefinedBehaviorSanitizer or LeakSanitizer report fails the test that
 # triggered it. docs/Development.md says what is suppressed and why.
 #
-#   BUILD_DIR  the build directory (build-asan)
-#   JOBS       parallel build and test jobs (2)
-#   LIT_PATHS  the lit tests to run, relative to test/ (all of them)
-#   CXX        the compiler (c++; memopt-compile builds OUT/train with c++
-#              too, so the two must share a sanitizer runtime)
+# With clang (the default when clang++-22 is installed) the same build also
+# has -DMEMOPT_ENABLE_FUZZERS=ON: bench/fuzz/run.sh runs its fuzz targets
+# (docs/Reliability.md), so CI builds the sanitized tree once for both.
+#
+#   BUILD_DIR   the build directory (build-asan)
+#   JOBS        parallel build and test jobs (2)
+#   LIT_PATHS   the lit tests to run, relative to test/ (all of them)
+#   CXX, CC     the compilers (clang++-22 and clang-22 if installed, else c++
+#               and cc; lit puts the same compiler first on PATH as `c++`,
+#               so that OUT/train and the tests' own compiles share its
+#               sanitizer runtime)
+#   CMAKE_ARGS  extra configure arguments (e.g. a compiler launcher)
 #
 #===-------------------------------------------------------------------------===#
 set -uo pipefail
@@ -20,10 +27,23 @@ BUILD_DIR=${BUILD_DIR:-build-asan}
 JOBS=${JOBS:-2}
 LIT=${LIT:-/usr/lib/llvm-22/bin/lit}
 
+if [[ -z "${CXX:-}" ]] && command -v clang++-22 >/dev/null; then
+  CXX=clang++-22
+  CC=${CC:-clang-22}
+fi
+CXX=${CXX:-c++}
+CC=${CC:-cc}
+fuzzers=OFF
+if "$CXX" --version 2>/dev/null | grep -q clang; then
+  fuzzers=ON
+fi
+
 if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+  # shellcheck disable=SC2086
   cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_COMPILER="${CXX:-c++}" -DCMAKE_C_COMPILER="${CC:-cc}" \
-    -DMEMOPT_ENABLE_SANITIZERS=ON || exit 1
+    -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_C_COMPILER="$CC" \
+    -DMEMOPT_ENABLE_SANITIZERS=ON -DMEMOPT_ENABLE_FUZZERS=$fuzzers \
+    ${CMAKE_ARGS:-} || exit 1
 fi
 ninja -C "$BUILD_DIR" -j "$JOBS" || {
   echo "check-sanitized: 0 passed, 1 failed (build)"

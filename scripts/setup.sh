@@ -21,6 +21,9 @@ PACKAGES=(
   python3-torch python3-numpy
   # Headless browser for the lit test of OUT/memory_report.html (report-html.test).
   chromium
+  # clang and its sanitizer/libFuzzer runtimes: the sanitized build and the
+  # fuzz targets (scripts/check-sanitized.sh, bench/fuzz/run.sh).
+  clang-22 libclang-rt-22-dev
 )
 
 missing=()

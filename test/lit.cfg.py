@@ -48,6 +48,19 @@ if config.memopt_sanitized:
     symbolizer = os.path.join(config.llvm_tools_dir, "llvm-symbolizer")
     if os.path.exists(symbolizer):
         config.environment["ASAN_SYMBOLIZER_PATH"] = symbolizer
+    # The tests' own compiles (`c++ ... %host_cxxflags`) and memopt-compile's
+    # (--cxx=c++) link memopt's instrumented archives: they must use the
+    # compiler of the build (clang++-22 in the fuzzing build), whose
+    # sanitizer runtime the archives expect. A `c++` first on PATH names it.
+    cxx_dir = os.path.join(config.memopt_obj_root, "test", "host-cxx")
+    cxx_link = os.path.join(cxx_dir, "c++")
+    os.makedirs(cxx_dir, exist_ok=True)
+    if os.path.realpath(cxx_link) != os.path.realpath(
+            config.memopt_cxx_compiler):
+        if os.path.lexists(cxx_link):
+            os.remove(cxx_link)
+        os.symlink(config.memopt_cxx_compiler, cxx_link)
+    llvm_config.with_environment("PATH", cxx_dir, append_path=True)
 
 # The exporter runs under Debian's Python, which has torch 1.13.
 python = "/usr/bin/python3"
@@ -71,3 +84,35 @@ if shutil.which("chromium"):
 else:
     lit_config.note("chromium is not on PATH: the HTML report test is "
                     "unsupported")
+
+# The CUDA target. `cuda`: the CUDA runtime is built and nvcc is there, so
+# --target=cuda compiles and links (no GPU needed). `cuda-gpu`: an NVIDIA
+# GPU is visible, so GPU tests run (scripts/gpu-check.sh).
+config.substitutions.append(("%cuda_inputs", os.path.join(
+    config.memopt_src_root, "test", "Target", "Inputs", "cuda_inputs.py")))
+if not getattr(config, "memopt_cuda_enabled", False):
+    lit_config.note("the CUDA runtime is not built (MEMOPT_ENABLE_CUDA=OFF): "
+                    "CUDA tests are unsupported")
+elif not os.access(config.memopt_nvcc, os.X_OK):
+    lit_config.note("nvcc ('%s') is not executable: CUDA tests are "
+                    "unsupported" % config.memopt_nvcc)
+else:
+    config.available_features.add("cuda")
+    reason = None
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        reason = "nvidia-smi is not on PATH"
+    else:
+        try:
+            import subprocess
+            listing = subprocess.run([smi, "-L"], capture_output=True,
+                                     text=True, timeout=60)
+            if listing.returncode != 0 or "GPU " not in listing.stdout:
+                reason = "nvidia-smi -L lists no GPU (%s)" % (
+                    (listing.stderr or listing.stdout).strip()[:200])
+        except Exception as error:
+            reason = "nvidia-smi -L failed (%s)" % error
+    if reason:
+        lit_config.note(reason + ": GPU tests (cuda-gpu) are unsupported")
+    else:
+        config.available_features.add("cuda-gpu")

@@ -31,6 +31,7 @@
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Planning/Placement.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
@@ -194,6 +195,20 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
       }
     }
   }
+  // With gradient accumulation the loss argument receives a copy of the
+  // loss accumulator after the loop; the forward of each micro-batch ends
+  // where the accumulator is updated, inside the loop.
+  if (lossIndex >= 0)
+    for (auto [kernel, index] : kernels)
+      if (index == lossIndex && kernel.getKernel() == "memopt.reshape" &&
+          kernel.getIns().size() == 1)
+        if (std::optional<unsigned> id = lookupBuffer(kernel.getIns()[0]))
+          for (KernelOp writer : writers[*id])
+            if (writer->getParentOfType<scf::ForOp>() &&
+                liveness.getIndex(writer) < lossIndex) {
+              lossIndex = liveness.getIndex(writer);
+              break;
+            }
   for (AccountedBuffer &buffer : buffers) {
     buffer.scope = getReportedScope(buffer.producer).str();
     if (buffer.scope.empty() && buffer.interval.scope)

@@ -9,9 +9,13 @@
 // 2. remat (only when a strategy is chosen): on tensors, after autodiff, so
 //    that it sees which forward values the backward reads, and before
 //    bufferize, whose buffers and lifetimes follow from its clones;
-// 3. bufferize: from here on every value is a buffer with a lifetime;
-// 4. plan-buffers: offsets in one arena from the buffers' live ranges;
-// 5. verify-plan: an independent check of the plan before code is generated.
+// 3. accumulate (only with micro-batches > 1): after autodiff and remat
+//    (remat needs one block), so the loop wraps the whole forward and
+//    backward, recomputation included, and before bufferize, so that every
+//    body value gets a buffer that lives one iteration;
+// 4. bufferize: from here on every value is a buffer with a lifetime;
+// 5. plan-buffers: offsets in one arena from the buffers' live ranges;
+// 6. verify-plan: an independent check of the plan before code is generated.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,6 +55,12 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
     remat.snapshots = options.rematSnapshots;
     pm.addPass(createRematerializePass(remat));
   }
+  if (options.microBatches != 1) {
+    AccumulatePassOptions accumulate;
+    accumulate.microBatches = options.microBatches;
+    accumulate.allowBatchNorm = options.accumulateAllowBatchNorm;
+    pm.addPass(createAccumulatePass(accumulate));
+  }
   pm.addPass(createBufferizePass());
   PlanBuffersPassOptions plan;
   plan.timeLimit = options.planTimeLimit;
@@ -77,6 +87,14 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
                              llvm::cl::init(0.01)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
                           llvm::cl::init(0.0)};
+  Option<int64_t> microBatches{
+      *this, "micro-batches",
+      llvm::cl::desc("Gradient accumulation: micro-batches per step"),
+      llvm::cl::init(1)};
+  Option<bool> accumulateAllowBatchNorm{
+      *this, "accumulate-allow-batch-norm",
+      llvm::cl::desc("Accept batch norm's per-micro-batch statistics"),
+      llvm::cl::init(false)};
   Option<double> planTimeLimit{
       *this, "plan-time-limit",
       llvm::cl::desc("Seconds the buffer placer may search"),
@@ -133,6 +151,8 @@ void memopt::registerMemoptPipelines() {
         options.remat = cl.remat;
         options.memoryBudget = cl.memoryBudget;
         options.rematSnapshots = cl.rematSnapshots;
+        options.microBatches = cl.microBatches;
+        options.accumulateAllowBatchNorm = cl.accumulateAllowBatchNorm;
         buildMemoptPipeline(pm, options);
       });
 }

@@ -44,10 +44,30 @@ bool parseInteger(const std::string &text, int64_t &value) {
   errno = 0;
   char *end = nullptr;
   long long parsed = std::strtoll(text.c_str(), &end, 10);
-  if (errno == ERANGE || *end != '\0')
+  // The whole field must be the number: a NUL byte inside it must not end
+  // the parse early.
+  if (errno == ERANGE || end == text.c_str() ||
+      end != text.c_str() + text.size())
     return false;
   value = parsed;
   return true;
+}
+
+/// `text` with every byte outside printable ASCII as \xNN, so that a
+/// message quoting a corrupt field stays one readable line.
+std::string escape(const std::string &text) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
 }
 
 } // namespace
@@ -64,6 +84,7 @@ bool memopt::parseProblemCSV(std::istream &input, const std::string &name,
   size_t lineNo = 0;
   size_t numFields = 0;
   std::unordered_map<int64_t, size_t> lineOfId;
+  int64_t totalSize = 0;
   while (std::getline(input, line)) {
     ++lineNo;
     if (trim(line).empty())
@@ -77,7 +98,7 @@ bool memopt::parseProblemCSV(std::istream &input, const std::string &name,
           header != "id,lower,upper,size,offset")
         return fail(lineNo, "expected the header 'id,lower,upper,size' "
                             "(optionally followed by ',offset'), got '" +
-                                trim(line) + "'");
+                                escape(trim(line)) + "'");
       numFields = fields.size();
       continue;
     }
@@ -89,7 +110,7 @@ bool memopt::parseProblemCSV(std::istream &input, const std::string &name,
     for (size_t i = 0; i < 4; ++i)
       if (!parseInteger(fields[i], values[i]))
         return fail(lineNo, std::string("field '") + names[i] +
-                                "' is not a 64-bit integer: '" + fields[i] +
+                                "' is not a 64-bit integer: '" + escape(fields[i]) +
                                 "'");
     Buffer b{values[0], values[1], values[2], values[3]};
     if (b.size < 0)
@@ -109,6 +130,13 @@ bool memopt::parseProblemCSV(std::istream &input, const std::string &name,
       return fail(lineNo, "duplicate id " + std::to_string(b.id) +
                               " (first defined on line " +
                               std::to_string(inserted.first->second) + ")");
+    if (buffers.size() == kMaxBuffers)
+      return fail(lineNo, "more than 2^31 buffers");
+    // Both terms are at most 2^50: the sum cannot overflow.
+    totalSize += b.size;
+    if (totalSize > kMaxTotalSize)
+      return fail(lineNo, "the sizes up to buffer " + std::to_string(b.id) +
+                              " add up to more than 2^50 bytes");
     buffers.push_back(b);
   }
   if (input.bad()) {

@@ -72,9 +72,20 @@ def export(model, example_args, path):
                           " the parameters are written next to it" % path)
     exporter = _Exporter(model, tuple(example_args))
     text, tensors = exporter.run()
-    if not exporter.meta:
-        safetensors.save(tensors, root + ".safetensors")
-    safetensors.write_atomically(path, [text.encode("utf-8")])
+    params_path = root + ".safetensors"
+    target = params_path
+    try:
+        if not exporter.meta:
+            safetensors.save(tensors, params_path)
+        target = path
+        safetensors.write_atomically(path, [text.encode("utf-8")])
+    except OSError as e:
+        # Neither file without the other: a failed export leaves nothing.
+        if target == path and not exporter.meta and \
+                os.path.exists(params_path):
+            os.unlink(params_path)
+        raise ExportError("cannot write '%s': %s"
+                          % (target, e.strerror or e)) from e
     return text
 
 

@@ -160,6 +160,8 @@ private:
   int runSteps();
   /// Writes params, state and optimizer state to --save.
   int save();
+  /// Prints the --stats line.
+  void printStats(const std::vector<double> &seconds);
 
   const DriverOptions &options;
   const ModelDescription &model;
@@ -266,8 +268,12 @@ int TrainRun::loadArena() {
   total += model.arenaBytes;
 
   ctx.reset(memopt_context_create());
-  if (!ctx)
-    return fail(DriverRuntimeError, "cannot create the runtime context");
+  if (!ctx) {
+    const char *reason = memopt_context_create_error();
+    return fail(DriverRuntimeError,
+                std::string("cannot create the runtime context: ") +
+                    (reason && *reason ? reason : "unknown reason"));
+  }
   // A zero-byte arena would have no base for the (empty) scratch pointer.
   base = static_cast<unsigned char *>(
       memopt_arena_allocate(ctx.get(), total ? total : kAlignment));
@@ -326,6 +332,7 @@ int TrainRun::runSteps() {
                           sizeof(value));
     return value;
   };
+  std::vector<double> seconds;
   for (int64_t i = 1; i <= options.steps; ++i) {
     // The scale this step runs with, and the counter a skipped step leaves.
     float scale = model.lossScale ? static_cast<float>(model.lossScale->scale)
@@ -334,7 +341,9 @@ int TrainRun::runSteps() {
       memopt_copy_to_host(ctx.get(), &scale, args[*model.lossScaleIndex],
                           sizeof(scale));
     int64_t before = readStep();
+    memopt_step_begin(ctx.get());
     step(ctx.get(), args.data(), scratch);
+    seconds.push_back(memopt_step_end(ctx.get()));
     float loss = 0;
     memopt_copy_to_host(ctx.get(), &loss, args[model.lossIndex], sizeof(loss));
     int64_t after = readStep();
@@ -356,7 +365,39 @@ int TrainRun::runSteps() {
     out.flush();
     memopt_advance_step(ctx.get());
   }
+  if (options.stats)
+    printStats(seconds);
   return DriverSuccess;
+}
+
+void TrainRun::printStats(const std::vector<double> &seconds) {
+  // The first step includes one-time work (cuBLASLt algorithm selection,
+  // module loading): the mean leaves it out when there are more.
+  double sum = 0.0, best = 0.0;
+  size_t first = seconds.size() > 1 ? 1 : 0;
+  for (size_t i = first; i < seconds.size(); ++i) {
+    sum += seconds[i];
+    if (i == first || seconds[i] < best)
+      best = seconds[i];
+  }
+  size_t count = seconds.size() - first;
+  uint64_t arena = memopt_arena_size(ctx.get());
+  uint64_t peak = memopt_memory_high_water(ctx.get());
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "stats runtime=%s steps=%zu step_ms_mean=%.4f "
+                "step_ms_min=%.4f arena_bytes=%llu scratch_bytes=%llu "
+                "workspace_bytes=%llu peak_bytes=%llu measured_bytes=%llu\n",
+                memopt_runtime_name(), count,
+                count ? sum / static_cast<double>(count) * 1e3 : 0.0,
+                best * 1e3, static_cast<unsigned long long>(arena),
+                static_cast<unsigned long long>(model.arenaBytes),
+                static_cast<unsigned long long>(peak - arena),
+                static_cast<unsigned long long>(peak),
+                static_cast<unsigned long long>(
+                    memopt_device_memory_measured(ctx.get())));
+  out << line;
+  out.flush();
 }
 
 int TrainRun::save() {
@@ -532,7 +573,7 @@ bool memopt::driver::parseModelDescription(const std::string &json,
 const char *memopt::driver::getDriverUsage() {
   return "usage: train --params P.safetensors --batch B.safetensors "
          "--steps N\n"
-         "             [--save F.safetensors]\n"
+         "             [--save F.safetensors] [--stats]\n"
          "\n"
          "Trains the compiled model for N steps on one batch and prints\n"
          "`step <i> loss <value>` per step.\n"
@@ -544,6 +585,9 @@ const char *memopt::driver::getDriverUsage() {
          "  --steps N      the number of steps (N >= 1)\n"
          "  --save FILE    write parameters, state and optimizer state to "
          "FILE\n"
+         "  --stats        print one `stats ...` line: the runtime, the mean\n"
+         "                 and minimum step time (first step excluded), and\n"
+         "                 the memory high-water mark (arena + workspace)\n"
          "  --help         print this message\n"
          "\n"
          "Exit codes: 0 success, 1 bad command line or input files, 2 a\n"
@@ -571,6 +615,10 @@ ParseResult memopt::driver::parseDriverArguments(int argc,
     std::string arg = argv[i] ? argv[i] : "";
     if (arg == "--help" || arg == "-h")
       return ParseResult::Help;
+    if (arg == "--stats") {
+      options.stats = true;
+      continue;
+    }
     Flag *flag = nullptr;
     std::string value;
     bool hasValue = false;

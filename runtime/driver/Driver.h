@@ -80,6 +80,8 @@ struct DriverOptions {
   /// Empty when --save is absent.
   std::string savePath;
   int64_t steps = 0;
+  /// --stats: print the runtime's step times and memory high-water mark.
+  bool stats = false;
 };
 
 /// What parseDriverArguments found.

@@ -414,3 +414,20 @@ void memopt_masked_fill(memopt_context *ctx, memopt_dtype dtype,
     }
   }
 }
+
+//===----------------------------------------------------------------------===//
+// Runtime identity
+//===----------------------------------------------------------------------===//
+
+uint64_t memopt_device_memory_measured(const memopt_context *ctx) {
+  return memopt_memory_high_water(ctx);
+}
+
+const char *memopt_runtime_name(void) { return "host"; }
+
+void memopt_set_scope(memopt_context *, const char *) {}
+
+const char *memopt_context_create_error(void) {
+  // The host context fails only when operator new does.
+  return "out of host memory";
+}

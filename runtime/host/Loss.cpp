@@ -61,6 +61,21 @@ double logSumExp(const float *row, int64_t classes) {
 
 } // namespace
 
+void memopt_label_count(memopt_context *ctx, memopt_dtype label_dtype,
+                        const void *labels, float *count, int64_t n,
+                        int64_t ignore_index) {
+  const char *entry = "memopt_label_count";
+  if (!isLive(ctx) || !checkIndexType(ctx, entry, label_dtype) ||
+      !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, 1, {count}) ||
+      !checkPointers(ctx, entry, n, {labels}))
+    return;
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i)
+    kept += loadIndex(label_dtype, labels, i) != ignore_index;
+  *count = static_cast<float>(kept);
+}
+
 void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                           const void *logits, memopt_dtype label_dtype,
                           const void *labels, float *loss, int64_t rows,

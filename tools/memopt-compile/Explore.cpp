@@ -55,7 +55,7 @@ std::vector<std::string> memopt::getAvailableRematStrategies() {
   return {"none", "budget", "selective", "blocks", "sqrt"};
 }
 
-bool memopt::isAccumulationAvailable() { return false; }
+bool memopt::isAccumulationAvailable() { return true; }
 
 std::string memopt::applyCombination(const Combination &combination,
                                      int64_t arenaBudgetBytes,
@@ -78,10 +78,10 @@ std::string memopt::applyCombination(const Combination &combination,
              "the whole budget";
     options.memoryBudget = arenaBudgetBytes;
   }
-  if (combination.microBatches != 1)
-    return "gradient accumulation (K=" +
-           std::to_string(combination.microBatches) +
-           ") is not available in this build";
+  if (combination.microBatches < 1)
+    return "invalid micro-batch count " +
+           std::to_string(combination.microBatches);
+  options.microBatches = combination.microBatches;
   return "";
 }
 

@@ -183,10 +183,15 @@ void memopt::printMemoryReportText(llvm::raw_ostream &os,
       os << llvm::format(", %.3fx the bound",
                          static_cast<double>(*arena) /
                              static_cast<double>(lowerBound));
-    int64_t allocated = account.getArgumentBytes() + *arena;
+    int64_t workspace =
+        pools[static_cast<unsigned>(MemoryPoolKind::Workspace)];
+    int64_t allocated = account.getArgumentBytes() + *arena + workspace;
     os << "\nallocated for the step: " << formatBytes(allocated) << " ("
        << allocated << " B): arguments " << account.getArgumentBytes()
-       << " B + arena " << *arena << " B\n";
+       << " B + arena " << *arena << " B";
+    if (workspace > 0)
+      os << " + workspace " << workspace << " B";
+    os << "\n";
   } else {
     os << "not planned, lower bound " << formatBytes(lowerBound) << " ("
        << lowerBound << " B)\n";

@@ -75,6 +75,9 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "memopt/runtime.h"
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -83,6 +86,14 @@
 #endif
 #ifndef MEMOPT_DRIVER_LIBRARY_NAME
 #error "MEMOPT_DRIVER_LIBRARY_NAME must name the driver archive"
+#endif
+#ifndef MEMOPT_CUDA_ENABLED
+#define MEMOPT_CUDA_ENABLED 0
+#define MEMOPT_CUDA_RUNTIME_LIBRARY_NAME ""
+#define MEMOPT_NVCC ""
+#define MEMOPT_CUDA_HOST_COMPILER ""
+#define MEMOPT_CUDA_LIBRARY_DIR ""
+#define MEMOPT_CUDA_ARCHITECTURES ""
 #endif
 #ifndef MEMOPT_RUNTIME_LIBRARY_NAME
 #error "MEMOPT_RUNTIME_LIBRARY_NAME must name the host runtime archive"
@@ -110,8 +121,15 @@ cl::opt<std::string>
               cl::value_desc("dir"), cl::cat(compileCategory));
 
 cl::opt<std::string> target("target", cl::init("host"),
-                            cl::desc("Runtime to link: host"),
-                            cl::value_desc("host"), cl::cat(compileCategory));
+                            cl::desc("Runtime to link: host or cuda"),
+                            cl::value_desc("host|cuda"),
+                            cl::cat(compileCategory));
+
+cl::opt<std::string> cudaArch(
+    "cuda-arch",
+    cl::desc("GPU architectures for --target=cuda, e.g. 80;90a (a subset of "
+             "those the CUDA runtime was built for; default: all of them)"),
+    cl::value_desc("list"), cl::cat(compileCategory));
 
 cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
                                cl::desc("Optimizer: adamw or sgd"),
@@ -209,6 +227,18 @@ cl::opt<std::string> cxx("cxx", cl::init("c++"),
                          cl::desc("C++ compiler that builds OUT/train"),
                          cl::value_desc("path"), cl::cat(compileCategory));
 
+cl::opt<int64_t> microBatches(
+    "micro-batches", cl::init(1),
+    cl::desc("Gradient accumulation: split the batch into K micro-batches "
+             "(docs/Accumulation.md)"),
+    cl::value_desc("K"), cl::cat(compileCategory));
+
+cl::opt<bool> accumulateAllowBatchNorm(
+    "accumulate-allow-batch-norm", cl::init(false),
+    cl::desc("With --micro-batches > 1: accept batch norm with statistics "
+             "of each micro-batch"),
+    cl::cat(compileCategory));
+
 /// Prints `memopt-compile: <message>` and returns false.
 bool fail(const llvm::Twine &message) {
   llvm::errs() << "memopt-compile: " << message << "\n";
@@ -233,8 +263,34 @@ bool wantsBudgetSearch() {
 
 /// Checks the options and fills the pipeline's.
 bool parseOptions(memopt::MemoptPipelineOptions &options) {
-  if (target != "host")
-    return fail("unsupported --target='" + target + "' (expected host)");
+  if (target != "host" && target != "cuda")
+    return fail("unsupported --target='" + target +
+                "' (expected host or cuda)");
+  if (target == "cuda" && !MEMOPT_CUDA_ENABLED)
+    return fail("--target=cuda: this memopt was built without the CUDA "
+                "runtime (configure with -DMEMOPT_ENABLE_CUDA=ON on a machine "
+                "with nvcc and cuBLASLt)");
+  if (cudaArch.getNumOccurrences() && target != "cuda")
+    return fail("--cuda-arch applies to --target=cuda only");
+  if (target == "cuda" && cudaArch.getNumOccurrences()) {
+    llvm::SmallVector<llvm::StringRef> built, wanted;
+    llvm::StringRef(MEMOPT_CUDA_ARCHITECTURES)
+        .split(built, ',', -1, /*KeepEmpty=*/false);
+    std::string archList = cudaArch;
+    std::replace(archList.begin(), archList.end(), ',', ';');
+    llvm::StringRef(archList).split(wanted, ';', -1, /*KeepEmpty=*/false);
+    if (wanted.empty())
+      return fail("--cuda-arch is empty (expected e.g. 80;90a)");
+    for (llvm::StringRef arch : wanted) {
+      arch = arch.trim();
+      arch.consume_front("sm_");
+      if (!llvm::is_contained(built, arch))
+        return fail("--cuda-arch: the CUDA runtime was built for '" +
+                    llvm::Twine(MEMOPT_CUDA_ARCHITECTURES) + "', not '" +
+                    arch +
+                    "' (reconfigure with -DMEMOPT_CUDA_ARCHITECTURES=...)");
+    }
+  }
   if (optimizer != "adamw" && optimizer != "sgd")
     return fail("unknown --optimizer='" + optimizer +
                 "' (expected adamw or sgd)");
@@ -270,6 +326,12 @@ bool parseOptions(memopt::MemoptPipelineOptions &options) {
       return fail("invalid --remat-snapshots='" + rematSnapshots +
                   "': expected a positive integer");
   }
+
+  if (microBatches < 1)
+    return fail("invalid --micro-batches=" + llvm::Twine(microBatches) +
+                ": expected at least 1");
+  options.microBatches = microBatches;
+  options.accumulateAllowBatchNorm = accumulateAllowBatchNorm;
 
   options.optimizer = optimizer;
   if (!parseNumber("lr", lr, /*positive=*/true, options.lr) ||
@@ -486,16 +548,23 @@ bool buildTrain(const char *argv0) {
   std::string self = llvm::sys::fs::getMainExecutable(argv0, &anchor);
   llvm::SmallString<256> libDir(llvm::sys::path::parent_path(self));
   llvm::sys::path::append(libDir, "..", "lib");
+  bool isCuda = target == "cuda";
   llvm::SmallString<256> driverLib(libDir), runtimeLib(libDir);
   llvm::sys::path::append(driverLib, MEMOPT_DRIVER_LIBRARY_NAME);
-  llvm::sys::path::append(runtimeLib, MEMOPT_RUNTIME_LIBRARY_NAME);
+  llvm::sys::path::append(runtimeLib, isCuda ? MEMOPT_CUDA_RUNTIME_LIBRARY_NAME
+                                             : MEMOPT_RUNTIME_LIBRARY_NAME);
   for (llvm::StringRef lib : {driverLib.str(), runtimeLib.str()})
     if (!llvm::sys::fs::exists(lib))
-      return fail("cannot find '" + lib +
-                  "' (build memopt_driver and "
-                  "memopt_runtime_host)");
+      return fail("cannot find '" + lib + "' (build memopt_driver and " +
+                  (isCuda ? "memopt_runtime_cuda" : "memopt_runtime_host") +
+                  ")");
 
-  std::string compiler = cxx;
+  // --target=cuda: nvcc links the program (cudart statically, cuBLASLt
+  // dynamically); the generated step is host C++ that calls the runtime, so
+  // nvcc hands it to its host compiler (--cxx when given).
+  std::string compiler = isCuda ? MEMOPT_NVCC : cxx.getValue();
+  if (isCuda && !llvm::sys::fs::can_execute(compiler))
+    return fail("cannot find nvcc at '" + compiler + "'");
   if (!llvm::StringRef(compiler).contains('/')) {
     llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName(compiler);
     if (!found)
@@ -520,16 +589,28 @@ bool buildTrain(const char *argv0) {
                                    inOut("train_step.cpp"),
                                    inOut("model_info.cpp"),
                                    std::string(driverLib),
-                                   std::string(runtimeLib),
-                                   "-lopenblas",
-                                   "-o",
-                                   tmpPath};
+                                   std::string(runtimeLib)};
+  if (isCuda) {
+    std::string hostCompiler = cxx.getNumOccurrences()
+                                   ? cxx.getValue()
+                                   : std::string(MEMOPT_CUDA_HOST_COMPILER);
+    if (!hostCompiler.empty()) {
+      args.push_back("-ccbin");
+      args.push_back(hostCompiler);
+    }
+    args.push_back("-L" MEMOPT_CUDA_LIBRARY_DIR);
+    args.push_back("-lcublasLt");
+  } else {
+    args.push_back("-lopenblas");
+  }
+  args.push_back("-o");
+  args.push_back(tmpPath);
   // The flags the driver and runtime archives were built with (sanitizers).
   llvm::SmallVector<llvm::StringRef> extraFlags;
   llvm::StringRef(MEMOPT_TRAIN_CXXFLAGS)
       .split(extraFlags, ' ', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
   for (llvm::StringRef flag : extraFlags)
-    args.push_back(flag.str());
+    args.push_back(isCuda ? "-Xcompiler=" + flag.str() : flag.str());
 
   llvm::SmallString<128> log;
   if (std::error_code ec =
@@ -610,8 +691,11 @@ bool parseExploreOptions(memopt::ExploreOptions &options) {
   } else {
     options.remats = memopt::getAvailableRematStrategies();
   }
-  if (!memopt::isAccumulationAvailable())
-    options.accumulationNote = "not available in this build";
+  if (microBatches.getNumOccurrences()) {
+    options.microBatches = {microBatches};
+    if (microBatches == 1)
+      options.accumulationNote = "not allowed (--micro-batches=1)";
+  }
   return true;
 }
 
@@ -707,10 +791,6 @@ bool compile(MLIRContext &context, const char *argv0) {
       return ok;
   }
 
-  if (!outputDir.empty())
-    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
-      return fail("cannot create '" + outputDir + "': " + ec.message());
-
   PassManager pm(&context, ModuleOp::getOperationName());
   if (failed(applyPassManagerCLOptions(pm)))
     return false;
@@ -728,6 +808,9 @@ bool compile(MLIRContext &context, const char *argv0) {
     return false;
   // The lowering replaces the function: render the report now.
   memopt::MemoryAccount account(step);
+  if (target == "cuda")
+    account.setWorkspaceBytes(
+        static_cast<int64_t>(MEMOPT_CUDA_WORKSPACE_BYTES));
   if (chosenBudget) {
     // The plan compiled here is the one the search measured; check it
     // again rather than trust that the placement search is repeatable.
@@ -746,45 +829,39 @@ bool compile(MLIRContext &context, const char *argv0) {
   std::string reportText;
   llvm::raw_string_ostream reportTextStream(reportText);
   memopt::printMemoryReportText(reportTextStream, account, reportContext);
+  std::string reportHtml =
+      memopt::renderMemoryReportHtml(account, reportContext);
+  std::string planText;
+  llvm::raw_string_ostream planStream(planText);
+  module->print(planStream);
+  planStream << "\n";
 
   if (reportOnly) {
-    if (!outputDir.empty() &&
-        (!writeOutput("plan.mlir",
-                      [&](llvm::raw_ostream &os) {
-                        module->print(os);
-                        os << "\n";
-                      }) ||
-         !writeOutput("memory_report.json",
-                      [&](llvm::raw_ostream &os) { os << reportJson; }) ||
-         !writeOutput("memory_report.html", [&](llvm::raw_ostream &os) {
-           os << memopt::renderMemoryReportHtml(account, reportContext);
-         })))
-      return false;
+    if (!outputDir.empty()) {
+      if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+        return fail("cannot create '" + outputDir + "': " + ec.message());
+      if (!writeOutput("plan.mlir",
+                       [&](llvm::raw_ostream &os) { os << planText; }) ||
+          !writeOutput("memory_report.json",
+                       [&](llvm::raw_ostream &os) { os << reportJson; }) ||
+          !writeOutput("memory_report.html",
+                       [&](llvm::raw_ostream &os) { os << reportHtml; }))
+        return false;
+    }
     llvm::outs() << (report == "json" ? reportJson : reportText);
     return true;
   }
-
-  if (!writeOutput("plan.mlir",
-                   [&](llvm::raw_ostream &os) {
-                     module->print(os);
-                     os << "\n";
-                   }) ||
-      !writeOutput("model.json",
-                   [&](llvm::raw_ostream &os) { os << modelJson; }) ||
-      !writeOutput("memory_report.json",
-                   [&](llvm::raw_ostream &os) { os << reportJson; }) ||
-      !writeOutput("memory_report.html", [&](llvm::raw_ostream &os) {
-        os << memopt::renderMemoryReportHtml(account, reportContext);
-      }))
-    return false;
 
   PassManager lowering(&context, ModuleOp::getOperationName());
   if (failed(applyPassManagerCLOptions(lowering)))
     return false;
   std::string pipelineError;
   llvm::raw_string_ostream pipelineErrorStream(pipelineError);
-  if (failed(parsePassPipeline("convert-memopt-to-emitc", lowering,
-                               pipelineErrorStream)))
+  // On the GPU, errors surface away from their call: name the module scope.
+  if (failed(parsePassPipeline(target == "cuda"
+                                   ? "convert-memopt-to-emitc{emit-scopes=true}"
+                                   : "convert-memopt-to-emitc",
+                               lowering, pipelineErrorStream)))
     return fail("cannot build the lowering: " + pipelineError);
   if (failed(lowering.run(*module)))
     return false;
@@ -793,7 +870,21 @@ bool compile(MLIRContext &context, const char *argv0) {
   if (failed(memopt::emitTrainStepCpp(*module, stepStream)))
     return false;
 
-  if (!writeOutput("train_step.cpp",
+  // Everything that can reject the input has run: only now create OUT and
+  // write into it, so that a rejected model leaves no output behind.
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+    return fail("cannot create '" + outputDir + "': " + ec.message());
+  if (!llvm::sys::fs::is_directory(outputDir))
+    return fail("cannot create '" + outputDir + "': it is not a directory");
+  if (!writeOutput("plan.mlir",
+                   [&](llvm::raw_ostream &os) { os << planText; }) ||
+      !writeOutput("model.json",
+                   [&](llvm::raw_ostream &os) { os << modelJson; }) ||
+      !writeOutput("memory_report.json",
+                   [&](llvm::raw_ostream &os) { os << reportJson; }) ||
+      !writeOutput("memory_report.html",
+                   [&](llvm::raw_ostream &os) { os << reportHtml; }) ||
+      !writeOutput("train_step.cpp",
                    [&](llvm::raw_ostream &os) { os << stepCpp; }) ||
       !writeOutput("model_info.cpp", [&](llvm::raw_ostream &os) {
         // JSON escapes every '"' inside strings, so `)memopt"` cannot occur
@@ -849,5 +940,11 @@ int main(int argc, char **argv) {
                   func::FuncDialect, memref::MemRefDialect, scf::SCFDialect,
                   tensor::TensorDialect>();
   MLIRContext context(registry);
+  // One message per problem: no dump of the failing operation after each
+  // error unless --mlir-print-op-on-diagnostic asks for it.
+  auto &options = cl::getRegisteredOptions();
+  auto printOp = options.find("mlir-print-op-on-diagnostic");
+  if (printOp == options.end() || !printOp->second->getNumOccurrences())
+    context.printOpOnDiagnostic(false);
   return compile(context, argv[0]) ? 0 : 1;
 }

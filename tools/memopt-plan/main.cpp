@@ -77,7 +77,7 @@ bool writePlacement(const std::string &path, const std::vector<Buffer> &buffers,
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   FILE *f = std::fopen(tmp.c_str(), "w");
   if (!f) {
-    std::fprintf(stderr, "memopt-plan: cannot write '%s': %s\n", tmp.c_str(),
+    std::fprintf(stderr, "memopt-plan: cannot write '%s': %s\n", path.c_str(),
                  std::strerror(errno));
     return false;
   }

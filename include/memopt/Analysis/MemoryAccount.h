@@ -50,7 +50,8 @@ enum class MemoryPoolKind {
   Data,
   /// Every scratch buffer that is not a gradient.
   Activations,
-  /// Runtime workspace outside the arena (none on the host runtime).
+  /// Runtime workspace outside the arena (none on the host runtime; the
+  /// CUDA runtime's, see MemoryAccount::setWorkspaceBytes).
   Workspace,
 };
 
@@ -148,6 +149,12 @@ public:
 
   /// Sum of getPoolsAtPeak().
   int64_t getTotalBytesAtPeak() const;
+
+  /// Sets the `workspace` pool: memory the target's runtime holds outside
+  /// the arena for the whole run (the CUDA runtime's cuBLASLt workspace).
+  void setWorkspaceBytes(int64_t bytes) {
+    poolsAtPeak[static_cast<unsigned>(MemoryPoolKind::Workspace)] = bytes;
+  }
 
   /// Bytes of all arguments (params, optimizer, state, data): what the step
   /// reads and writes outside the arena.

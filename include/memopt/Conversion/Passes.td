@@ -30,6 +30,13 @@ def ConvertMemoptToEmitCPass
     error naming it.
   }];
   let dependentDialects = ["mlir::emitc::EmitCDialect"];
+  let options = [
+    Option<"emitScopes", "emit-scopes", "bool", /*default=*/"false",
+           "Before each kernel whose scope differs from the previous one's, "
+           "call memopt_set_scope(ctx, \"<memopt.scope>\") so that runtime "
+           "errors name the module (memopt-compile sets it for "
+           "--target=cuda)">
+  ];
   let statistics = [
     Statistic<"numCalls", "calls", "Number of runtime calls emitted">
   ];

@@ -43,6 +43,10 @@ struct MemoptPipelineOptions {
   int64_t memoryBudget = 0;
   /// revolve: snapshot slots (0: logarithmic).
   int64_t rematSnapshots = 0;
+  /// Gradient accumulation: micro-batches per step (1: no loop).
+  int64_t microBatches = 1;
+  /// With microBatches > 1: accept batch norm's per-micro-batch statistics.
+  bool accumulateAllowBatchNorm = false;
 };
 
 /// Adds the passes from a forward + loss module to a planned, bufferized

@@ -18,7 +18,12 @@
 //    the `(outer, dim, inner)` of a softmax, attributes) are call attributes
 //    printed inline; shape arrays and constant data become `static const`
 //    globals, deduplicated;
-//  - `memref.dealloc` vanishes: the arena is the planner's.
+//  - `memref.dealloc` vanishes: the arena is the planner's;
+//  - the micro-batch loop of gradient accumulation (`scf.for` from 0 by 1)
+//    becomes a C `for` loop, its index arithmetic `size_t` expressions, and a
+//    micro-batch view (`memref.reinterpret_cast` at a dynamic offset) its
+//    source's pointer plus that offset; a dropout inside the loop draws its
+//    mask at element offset `iv * numel`, so every micro-batch gets its own.
 //
 // Linear in the size of the body plus the size of the constants.
 //
@@ -28,14 +33,17 @@
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Debug.h"
 
+#include <optional>
 #include <map>
 
 #define DEBUG_TYPE "convert-memopt-to-emitc"
@@ -142,8 +150,9 @@ struct RuntimeCall {
 /// Lowers one `memopt.train_step` function into an `emitc.func`.
 class TrainStepLowering {
 public:
-  TrainStepLowering(ModuleOp module, func::FuncOp func)
-      : module(module), func(func), ctx(module.getContext()), builder(ctx) {}
+  TrainStepLowering(ModuleOp module, func::FuncOp func, bool emitScopes = false)
+      : module(module), func(func), ctx(module.getContext()), builder(ctx),
+        emitScopes(emitScopes) {}
 
   /// Builds the includes, globals and the entry point before `func`, then
   /// erases `func`. On failure, reports the error; the module may then hold a
@@ -155,6 +164,7 @@ public:
 
 private:
   LogicalResult lowerBody(Block &body);
+  LogicalResult lowerOps(Block &block, int64_t arenaBytes);
   LogicalResult lowerAlloc(memref::AllocOp alloc, int64_t arenaBytes);
   LogicalResult lowerView(memref::ReinterpretCastOp view);
   LogicalResult lowerKernel(KernelOp kernel);
@@ -179,6 +189,12 @@ private:
   Operation *globalInsertionPoint = nullptr;
   Value context, args, scratch;
   DenseMap<Value, Value> pointers;
+  /// --emit-scopes: the scope of the last memopt_set_scope call, if any.
+  bool emitScopes = false;
+  std::optional<std::string> currentScope;
+  /// EmitC values of the index arithmetic, and the innermost loop's index.
+  DenseMap<Value, Value> indices;
+  Value loopIndex;
   std::map<std::vector<int64_t>, std::string> i64Arrays;
   unsigned nextGlobal = 0;
   unsigned numCalls = 0;
@@ -282,6 +298,25 @@ LogicalResult TrainStepLowering::lowerAlloc(memref::AllocOp alloc,
 LogicalResult TrainStepLowering::lowerView(memref::ReinterpretCastOp view) {
   auto source = dyn_cast<MemRefType>(view.getSource().getType());
   MemRefType type = view.getType();
+  // A micro-batch view: a contiguous part of a dense buffer at a dynamic
+  // offset (in elements).
+  if (source && source.getLayout().isIdentity() && type.hasStaticShape() &&
+      view.getOffsets().size() == 1 && view.getSizes().empty() &&
+      view.getStrides().empty() &&
+      type.getElementType() == source.getElementType() &&
+      llvm::equal(view.getStaticStrides(),
+                  source.getStridesAndOffset().first)) {
+    Value pointer = getPointer(view.getSource());
+    Value offset = indices.lookup(view.getOffsets().front());
+    if (!pointer || !offset)
+      return view.emitOpError() << "views a buffer or an offset that was not "
+                                   "lowered";
+    Value elements = emitc::CastOp::create(builder, view.getLoc(),
+                                           builder.getI64Type(), offset);
+    pointers[view] = emitc::AddOp::create(builder, view.getLoc(),
+                                          pointer.getType(), pointer, elements);
+    return success();
+  }
   // Only the views --memopt-bufferize makes for reshapes: all of a dense
   // buffer, row-major, from its first element.
   if (!source || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
@@ -332,16 +367,91 @@ LogicalResult TrainStepLowering::lowerBody(Block &body) {
     pointers[arg] = emitc::CastOp::create(builder, loc, pointerType, raw);
   }
 
-  for (Operation &op : body) {
+  return lowerOps(body, arenaAttr.getInt());
+}
+
+LogicalResult TrainStepLowering::lowerOps(Block &block, int64_t arenaBytes) {
+  Type indexType = builder.getIndexType();
+  for (Operation &op : block) {
     LogicalResult result =
         llvm::TypeSwitch<Operation *, LogicalResult>(&op)
             .Case([&](memref::AllocOp alloc) {
-              return lowerAlloc(alloc, arenaAttr.getInt());
+              return lowerAlloc(alloc, arenaBytes);
+            })
+            .Case([&](arith::ConstantIndexOp constant) {
+              indices[constant] = emitc::ConstantOp::create(
+                  builder, constant.getLoc(), indexType,
+                  builder.getIndexAttr(constant.value()));
+              return success();
+            })
+            .Case<arith::MulIOp, arith::AddIOp>([&](auto arith)
+                                                    -> LogicalResult {
+              Value lhs = indices.lookup(arith.getLhs());
+              Value rhs = indices.lookup(arith.getRhs());
+              if (!lhs || !rhs)
+                return arith.emitOpError() << "has operands that are not "
+                                              "loop index arithmetic";
+              if (isa<arith::MulIOp>(arith.getOperation()))
+                indices[arith] = emitc::MulOp::create(
+                    builder, arith.getLoc(), indexType, lhs, rhs);
+              else
+                indices[arith] = emitc::AddOp::create(
+                    builder, arith.getLoc(), indexType, lhs, rhs);
+              return success();
+            })
+            .Case([&](scf::ForOp loop) -> LogicalResult {
+              Value lb = indices.lookup(loop.getLowerBound());
+              Value ub = indices.lookup(loop.getUpperBound());
+              Value step = indices.lookup(loop.getStep());
+              if (!lb || !ub || !step || loop.getNumResults() != 0 ||
+                  loop.getBody()->getOperations().size() < 1)
+                return loop.emitOpError()
+                       << "must have constant bounds and no results to be "
+                          "lowered (run --memopt-bufferize first)";
+              auto forOp = emitc::ForOp::create(builder, loop.getLoc(), lb,
+                                                ub, step);
+              OpBuilder::InsertionGuard guard(builder);
+              builder.setInsertionPointToStart(forOp.getBody());
+              Value outer = loopIndex;
+              loopIndex = forOp.getInductionVar();
+              indices[loop.getInductionVar()] = loopIndex;
+              LogicalResult lowered = lowerOps(*loop.getBody(), arenaBytes);
+              loopIndex = outer;
+              return lowered;
+            })
+            .Case([&](scf::YieldOp yield) -> LogicalResult {
+              if (yield.getNumOperands() != 0)
+                return yield.emitOpError() << "yields values";
+              return success();
             })
             .Case([&](memref::DeallocOp) { return success(); })
             .Case(
                 [&](memref::ReinterpretCastOp view) { return lowerView(view); })
-            .Case([&](KernelOp kernel) { return lowerKernel(kernel); })
+            .Case([&](KernelOp kernel) {
+              if (emitScopes) {
+                auto scopeAttr = kernel->getAttrOfType<StringAttr>(
+                    MemoptDialect::kScopeAttrName);
+                std::string scope = scopeAttr ? scopeAttr.str() : "";
+                if (currentScope != scope) {
+                  // A C string literal; scopes are module paths, but escape
+                  // anything that would end or break the literal.
+                  std::string literal = "\"";
+                  for (char c : scope) {
+                    if (c == '"' || c == '\\')
+                      literal += '\\';
+                    if (static_cast<unsigned char>(c) < 0x20)
+                      continue;
+                    literal += c;
+                  }
+                  literal += '"';
+                  RuntimeCall call(ctx);
+                  call.value(context).verbatim(literal);
+                  emitCall(kernel.getLoc(), "memopt_set_scope", call);
+                  currentScope = scope;
+                }
+              }
+              return lowerKernel(kernel);
+            })
             .Case([&](func::ReturnOp ret) -> LogicalResult {
               if (ret.getNumOperands() != 0)
                 return ret.emitOpError()
@@ -353,8 +463,8 @@ LogicalResult TrainStepLowering::lowerBody(Block &body) {
             .Default([&](Operation *other) -> LogicalResult {
               return other->emitOpError()
                      << "cannot be lowered to runtime calls (expected "
-                        "memopt.kernel, memref.alloc, memref.dealloc or "
-                        "memref.reinterpret_cast)";
+                        "memopt.kernel, memref.alloc, memref.dealloc, "
+                        "memref.reinterpret_cast or the micro-batch loop)";
             });
     if (failed(result))
       return failure();
@@ -919,8 +1029,18 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     call.i64(numel(outs[0]))
         .f64(f64Attr("p"))
         .i64(i64Attr("seed"))
-        .i64(i64Attr("stream"))
-        .i64(0);
+        .i64(i64Attr("stream"));
+    if (loopIndex) {
+      // Inside the micro-batch loop: micro-batch i covers elements
+      // [i * numel, (i + 1) * numel) of the full batch's numbering.
+      Value size = emitc::ConstantOp::create(
+          builder, loc, builder.getIndexType(),
+          builder.getIndexAttr(numel(outs[0])));
+      call.value(emitc::MulOp::create(builder, loc, builder.getIndexType(),
+                                      loopIndex, size));
+    } else {
+      call.i64(0);
+    }
   } else if (name == "memopt.cross_entropy" ||
              name == "memopt.cross_entropy_grad") {
     bool isGrad = name == "memopt.cross_entropy_grad";
@@ -941,6 +1061,14 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
         .i64(logits.back())
         .i64(i64Attr("ignore_index", -100))
         .verbatim(reduction());
+  } else if (name == "memopt.label_count") {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    callee = "memopt_label_count";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    ptr(outs[0]);
+    call.i64(numel(ins[0])).i64(i64Attr("ignore_index", -100));
   } else if (name == "memopt.mse_loss" || name == "memopt.mse_loss_grad") {
     bool isGrad = name == "memopt.mse_loss_grad";
     if (failed(expectCounts(isGrad ? 3 : 2, 1)))
@@ -1083,7 +1211,7 @@ struct ConvertMemoptToEmitCPass
       module.emitError() << "no function marked 'memopt.train_step' to lower";
       return signalPassFailure();
     }
-    TrainStepLowering lowering(module, step);
+    TrainStepLowering lowering(module, step, emitScopes);
     if (failed(lowering.run()))
       return signalPassFailure();
     numCalls += lowering.getNumCalls();

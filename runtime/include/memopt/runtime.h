@@ -160,6 +160,31 @@ uint64_t memopt_arena_size(const memopt_context *ctx);
 /// arena plus kernel workspace (f32 staging of f16/bf16 operands, im2col).
 uint64_t memopt_memory_high_water(const memopt_context *ctx);
 
+/// Device memory this context's allocations hold as the device itself
+/// reports it (CUDA: the growth of cudaMemGetInfo's used bytes across the
+/// arena's and the workspace's cudaMalloc, so it includes the allocator's
+/// rounding); the host runtime returns memopt_memory_high_water.
+uint64_t memopt_device_memory_measured(const memopt_context *ctx);
+
+/// The runtime's name: "host" or "cuda".
+const char *memopt_runtime_name(void);
+
+/// Why memopt_context_create just returned NULL on this thread (e.g. "no
+/// CUDA device (...)"). Meaningful only right after such a failure.
+const char *memopt_context_create_error(void);
+
+/// Names the module scope (`memopt.scope`, e.g. "transformer.h.0.attn") of
+/// the entries that follow, for error messages; generated code calls it when
+/// the scope changes (memopt-compile --target=cuda). `scope` must stay valid
+/// (generated code passes string literals). The CUDA runtime appends
+/// " [scope <scope>]" to the errors it records; the host runtime ignores it.
+void memopt_set_scope(memopt_context *ctx, const char *scope);
+
+/// Bytes of the CUDA runtime's workspace: one allocation made with the
+/// context, shared by cuBLASLt and the kernels that need f32 scratch. The
+/// memory report's `workspace` pool for --target=cuda.
+#define MEMOPT_CUDA_WORKSPACE_BYTES ((uint64_t)32 << 20)
+
 /// Sets the training step that dropout reads (its counter's high word).
 void memopt_set_step(memopt_context *ctx, uint64_t step);
 
@@ -498,6 +523,12 @@ void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                           const void *labels, float *loss, int64_t rows,
                           int64_t classes, int64_t ignore_index,
                           memopt_loss_reduction reduction);
+
+/// `memopt.label_count`: the number of the `n` labels (I32 or I64) that
+/// differ from `ignore_index`, as a float (exact below 2^24).
+void memopt_label_count(memopt_context *ctx, memopt_dtype label_dtype,
+                        const void *labels, float *count, int64_t n,
+                        int64_t ignore_index);
 
 /// `memopt.cross_entropy_grad`: grad_loss * (softmax(logits) -
 /// onehot(label)) per row, zero for ignored rows, divided by the number of

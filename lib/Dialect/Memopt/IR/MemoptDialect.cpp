@@ -386,9 +386,18 @@ LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
              << "attribute '" << name << "' must be a unit attribute";
     return success();
   }
+  // The micro-batch loop of --memopt-accumulate (docs/Accumulation.md).
+  if (name == "memopt.micro_batches") {
+    auto count = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!count || count.getInt() < 1 || op->getNumRegions() != 1)
+      return op->emitOpError() << "attribute '" << name
+                               << "' must be a positive integer on a loop";
+    return success();
+  }
   return op->emitOpError() << "has unknown memopt attribute '" << name
                            << "' (expected memopt.scope, memopt.loss, "
                               "memopt.train_step, memopt.offset, "
                               "memopt.arena_bytes, memopt.precision, "
-                              "memopt.loss_scale or memopt.recompute)";
+                              "memopt.loss_scale, memopt.recompute or "
+                              "memopt.micro_batches)";
 }

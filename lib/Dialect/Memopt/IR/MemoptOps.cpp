@@ -883,6 +883,9 @@ LogicalResult CrossEntropyGradOp::verify() {
       *this, {{"operand 'logits'", getLogits()}, {"result", getResult()}});
 }
 
+// The operand and result types say all there is to check.
+LogicalResult LabelCountOp::verify() { return success(); }
+
 LogicalResult MseLossOp::verify() {
   return expectSameTypes(*this, {{"operand 'input'", getInput()},
                                  {"operand 'target'", getTarget()}});

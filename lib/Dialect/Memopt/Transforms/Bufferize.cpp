@@ -63,8 +63,11 @@
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -224,20 +227,61 @@ static LogicalResult checkTrainStep(func::FuncOp func,
              << results[position + 1] << " but is the new value of argument #"
              << argIndex << " of type " << func.getArgumentTypes()[argIndex];
 
-  for (Operation &op : func.getBody().front().without_terminator()) {
-    if (!isa<MemoptDialect>(op.getDialect()) || isa<KernelOp>(op) ||
-        op.getNumRegions() != 0)
-      return op.emitOpError()
-             << "cannot be bufferized: --memopt-bufferize handles memopt "
-                "tensor ops only";
-    for (Type type :
-         llvm::concat<const Type>(op.getOperandTypes(), op.getResultTypes())) {
-      auto tensor = dyn_cast<RankedTensorType>(type);
-      if (!tensor || !tensor.hasStaticShape())
-        return op.emitOpError() << "has a value of type " << type
-                                << ", expected a statically shaped tensor";
+  // Memopt tensor ops, and the micro-batch loop of --memopt-accumulate: an
+  // scf.for from 0 by 1 whose body holds memopt tensor ops, micro-batch
+  // views (tensor.extract_slice) and index arithmetic.
+  auto checkBlock = [&](Block &block, bool inLoop,
+                        auto &self) -> LogicalResult {
+    for (Operation &op : block.without_terminator()) {
+      if (auto loop = dyn_cast<scf::ForOp>(op)) {
+        if (inLoop)
+          return op.emitOpError() << "is nested in another loop; "
+                                     "--memopt-bufferize handles one level";
+        std::optional<int64_t> lb = getConstantIntValue(loop.getLowerBound());
+        std::optional<int64_t> step = getConstantIntValue(loop.getStep());
+        if (!lb || *lb != 0 || !step || *step != 1 ||
+            !getConstantIntValue(loop.getUpperBound()))
+          return op.emitOpError() << "must count from 0 to a constant by 1 "
+                                     "to be bufferized";
+        for (Type type : loop.getResultTypes()) {
+          auto tensor = dyn_cast<RankedTensorType>(type);
+          if (!tensor || !tensor.hasStaticShape())
+            return op.emitOpError() << "carries a value of type " << type
+                                    << ", expected a statically shaped tensor";
+        }
+        if (failed(self(*loop.getBody(), true, self)))
+          return failure();
+        continue;
+      }
+      if (isa<arith::ConstantIndexOp, arith::MulIOp, arith::AddIOp>(op) &&
+          op.getResult(0).getType().isIndex())
+        continue;
+      if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+        if (!inLoop || !slice.getSourceType().hasStaticShape() ||
+            !slice.getType().hasStaticShape() || !slice.hasUnitStride() ||
+            slice.getSourceType().getRank() != slice.getType().getRank())
+          return op.emitOpError()
+                 << "cannot be bufferized: only micro-batch views (unit "
+                    "strides, static sizes, in the loop) are supported";
+        continue;
+      }
+      if (!isa<MemoptDialect>(op.getDialect()) || isa<KernelOp>(op) ||
+          op.getNumRegions() != 0)
+        return op.emitOpError()
+               << "cannot be bufferized: --memopt-bufferize handles memopt "
+                  "tensor ops only";
+      for (Type type : llvm::concat<const Type>(op.getOperandTypes(),
+                                                op.getResultTypes())) {
+        auto tensor = dyn_cast<RankedTensorType>(type);
+        if (!tensor || !tensor.hasStaticShape())
+          return op.emitOpError() << "has a value of type " << type
+                                  << ", expected a statically shaped tensor";
+      }
     }
-  }
+    return success();
+  };
+  if (failed(checkBlock(func.getBody().front(), false, checkBlock)))
+    return failure();
   if (!isa<func::ReturnOp>(func.getBody().front().getTerminator()))
     return func.emitOpError() << "must end with func.return";
   return success();
@@ -272,7 +316,7 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
     SmallVector<Value> readers = {arg};
     while (!readers.empty()) {
       for (OpOperand &use : readers.pop_back_val().getUses()) {
-        Operation *user = use.getOwner();
+        Operation *user = body.findAncestorOpInBlock(*use.getOwner());
         if (user == producer) {
           if (!mayOverwriteOperand(producer, value.getResultNumber(),
                                    use.getOperandNumber()))
@@ -281,15 +325,19 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
         }
         if (!user->isBeforeInBlock(producer))
           return false;
-        if (reuseViews && isa<ReshapeOp>(user))
-          readers.push_back(user->getResult(0));
+        if (reuseViews && isa<ReshapeOp>(use.getOwner()))
+          readers.push_back(use.getOwner()->getResult(0));
       }
     }
     return true;
   };
 
   Value loss = returnOp.getOperand(0);
-  if (isa<OpResult>(loss))
+  // A loop's result lives in the loop's accumulator: copied at the end.
+  auto isKernelResult = [](Value v) {
+    return isa<OpResult>(v) && !isa<scf::ForOp>(v.getDefiningOp());
+  };
+  if (isKernelResult(loss))
     destination[loss] = numArgs;
   else
     copies.push_back({loss, numArgs});
@@ -313,7 +361,8 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
       continue;
     }
     auto result = cast<OpResult>(value);
-    if (!destination.contains(value) && canWriteInto(result, arg))
+    if (isKernelResult(value) && !destination.contains(value) &&
+        canWriteInto(result, arg))
       destination[value] = argIndex;
     else
       copies.push_back({value, argIndex});
@@ -339,25 +388,42 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
     if (isa<ReshapeOp>(op) && returned.contains(op.getResult(0)))
       returned.insert(op.getOperand(0));
 
-  // Program positions of the tensor ops (the return is last), and the last
-  // position at which each value is read.
-  DenseMap<Operation *, int64_t> position;
-  for (auto [index, op] : llvm::enumerate(body))
-    position[&op] = index;
+  // Program positions of the ops in pre-order (the return is last), the
+  // last position inside each loop, and the last position at which each
+  // value is read: a read inside a loop that the value is not defined in
+  // counts at the end of that loop (the next iteration reads it again).
+  DenseMap<Operation *, int64_t> position, loopEnd;
+  {
+    int64_t next = 0;
+    func.walk<WalkOrder::PreOrder>([&](Operation *op) {
+      if (op != func)
+        position[op] = next++;
+    });
+    func.walk([&](scf::ForOp loop) {
+      loopEnd[loop] = position.lookup(loop.getBody()->getTerminator());
+    });
+  }
+  auto getUsePosition = [&](Value value, Operation *user) {
+    Operation *ancestor = value.getParentBlock()->findAncestorOpInBlock(*user);
+    if (ancestor && ancestor != user)
+      return loopEnd.lookup(ancestor);
+    return position.lookup(user);
+  };
   auto getLastUse = [&](Value value) {
     int64_t last = -1;
     if (Operation *producer = value.getDefiningOp())
       last = position.lookup(producer);
     for (Operation *user : value.getUsers())
-      last = std::max(last, position.lookup(user));
+      last = std::max(last, getUsePosition(value, user));
     return last;
   };
 
   // 2. Kernels. `buffer` maps each tensor value to the memref holding it,
   // `storageOf` each memref to the alloc or argument it lives in, and
   // `storageEnd` each alloc to the last position at which a value stored in
-  // it is read.
-  DenseMap<Value, Value> buffer, storageOf;
+  // it is read. `loopDestination` maps a value yielded by a loop to the
+  // accumulator buffer it is written into.
+  DenseMap<Value, Value> buffer, storageOf, loopDestination;
   DenseMap<Value, int64_t> storageEnd;
   for (BlockArgument arg : body.getArguments())
     buffer[arg] = storageOf[arg] = arg;
@@ -385,84 +451,250 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
   SmallVector<Operation *> tensorOps;
   unsigned reused = 0, views = 0;
   OpBuilder builder(ctx);
-  for (Operation &op : body.without_terminator()) {
-    tensorOps.push_back(&op);
-    builder.setInsertionPoint(&op);
-    // A reshape whose result has no destination: a view of its operand's
-    // buffer, unless it is a returned view of an argument.
-    if (auto reshape = dyn_cast<ReshapeOp>(op);
-        reuseViews && reshape && !destination.contains(reshape.getResult())) {
-      Value source = buffer.lookup(reshape.getInput());
-      bool ofArgument = isa<BlockArgument>(storageOf.lookup(source));
-      MemRefType type = toMemRef(reshape.getResult().getType());
-      if (!(ofArgument && returned.contains(reshape.getResult())) &&
-          type.getElementType() ==
-              cast<MemRefType>(source.getType()).getElementType()) {
-        SmallVector<int64_t> strides = type.getStridesAndOffset().first;
+  auto newAlloc = [&](Location loc, MemRefType type) {
+    Value out = memref::AllocOp::create(builder, loc, type);
+    allocs.push_back(out);
+    storageOf[out] = out;
+    ++numAllocs;
+    return out;
+  };
+  auto copyInto = [&](Location loc, Value from, Value to) {
+    KernelOp::create(builder, loc, ReshapeOp::getOperationName(),
+                     ValueRange{from}, ValueRange{to},
+                     b.getDictionaryAttr({}));
+    ++numCopies;
+  };
+
+  // Whether the producer of `value` (in the loop body) may write it into the
+  // buffer of the loop's `iterArg`: every other reader of the iteration's
+  // value comes first, or is the producer and may alias it.
+  auto canWriteIntoIterArg = [&](OpResult value, BlockArgument iterArg) {
+    Operation *producer = value.getOwner();
+    if (producer->getBlock() != iterArg.getOwner())
+      return false;
+    for (OpOperand &use : iterArg.getUses()) {
+      Operation *user =
+          iterArg.getOwner()->findAncestorOpInBlock(*use.getOwner());
+      if (user == producer) {
+        if (!mayOverwriteOperand(producer, value.getResultNumber(),
+                                 use.getOperandNumber()))
+          return false;
+        continue;
+      }
+      if (!user->isBeforeInBlock(producer) || isa<ReshapeOp>(user))
+        return false;
+    }
+    return true;
+  };
+
+  std::function<LogicalResult(Block &)> bufferizeBlock =
+      [&](Block &block) -> LogicalResult {
+    for (Operation &op : llvm::make_early_inc_range(block.without_terminator())) {
+      builder.setInsertionPoint(&op);
+      if (isa<arith::ConstantIndexOp, arith::MulIOp, arith::AddIOp>(op))
+        continue;
+      tensorOps.push_back(&op);
+
+      // A micro-batch view: a dynamic offset into its source's buffer.
+      if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+        Value source = buffer.lookup(slice.getSource());
+        auto sourceType = cast<MemRefType>(source.getType());
+        if (!sourceType.getLayout().isIdentity())
+          return slice.emitOpError() << "slices a view; expected a buffer";
+        SmallVector<int64_t> strides = sourceType.getStridesAndOffset().first;
+        ArrayRef<int64_t> sizes = slice.getStaticSizes();
+        // Contiguous: only full dimensions after the first partial one,
+        // and dimensions of extent 1 before it.
+        size_t first = 0;
+        while (first < sizes.size() && sizes[first] == 1)
+          ++first;
+        bool contiguous = true;
+        for (size_t d = first + 1; d < sizes.size(); ++d)
+          contiguous &= sizes[d] == sourceType.getDimSize(d);
+        if (!contiguous)
+          return slice.emitOpError()
+                 << "is not a contiguous part of its source";
+        Value offset = arith::ConstantIndexOp::create(builder, op.getLoc(), 0);
+        for (auto [d, ofr] : llvm::enumerate(slice.getMixedOffsets())) {
+          Value term;
+          if (auto v = dyn_cast<Value>(ofr))
+            term = v;
+          else if (int64_t c = *getConstantIntValue(ofr))
+            term = arith::ConstantIndexOp::create(builder, op.getLoc(), c);
+          else
+            continue;
+          Value stride =
+              arith::ConstantIndexOp::create(builder, op.getLoc(), strides[d]);
+          Value scaled =
+              arith::MulIOp::create(builder, op.getLoc(), term, stride);
+          offset = arith::AddIOp::create(builder, op.getLoc(), offset, scaled);
+        }
+        auto type = MemRefType::get(
+            slice.getType().getShape(), sourceType.getElementType(),
+            StridedLayoutAttr::get(ctx, ShapedType::kDynamic, strides));
+        SmallVector<OpFoldResult> viewSizes = llvm::map_to_vector(
+            slice.getType().getShape(),
+            [&](int64_t size) -> OpFoldResult { return b.getIndexAttr(size); });
+        SmallVector<OpFoldResult> viewStrides = llvm::map_to_vector(
+            strides, [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); });
         Value view = memref::ReinterpretCastOp::create(
-            builder, op.getLoc(), type, source, /*offset=*/0, type.getShape(),
-            strides);
+            builder, op.getLoc(), type, source, OpFoldResult(offset), viewSizes,
+            viewStrides);
         storageOf[view] = storageOf.lookup(source);
-        store(reshape.getResult(), view);
+        store(slice.getResult(), view);
         ++views;
         continue;
       }
-    }
-    SmallVector<Value> outs;
-    for (OpResult result : op.getResults()) {
-      Value out;
-      if (auto it = destination.find(result); it != destination.end()) {
-        out = body.getArgument(it->second);
-      } else if ((out = findDyingOperand(op, result))) {
-        ++reused;
-      } else {
-        out = memref::AllocOp::create(builder, op.getLoc(),
-                                      toMemRef(result.getType()));
-        allocs.push_back(out);
-        storageOf[out] = out;
-        ++numAllocs;
+
+      // The micro-batch loop: accumulators become buffers updated in place
+      // across iterations; body values get buffers in the body.
+      if (auto loop = dyn_cast<scf::ForOp>(op)) {
+        Block *loopBody = loop.getBody();
+        auto yield = cast<scf::YieldOp>(loopBody->getTerminator());
+        SmallVector<Value> accumulators;
+        for (auto [init, iterArg, result, yielded] :
+             llvm::zip(loop.getInitArgs(), loop.getRegionIterArgs(),
+                       loop.getResults(), yield.getOperands())) {
+          Value initBuffer = buffer.lookup(init);
+          Value storage = storageOf.lookup(initBuffer);
+          Value acc;
+          if (isa<OpResult>(init) && init.hasOneUse() &&
+              storage.getDefiningOp<memref::AllocOp>() && storage == initBuffer &&
+              storageEnd.lookup(storage) == position.lookup(loop)) {
+            acc = initBuffer;
+          } else {
+            acc = newAlloc(loop.getLoc(), toMemRef(init.getType()));
+            copyInto(loop.getLoc(), initBuffer, acc);
+          }
+          accumulators.push_back(acc);
+          buffer[iterArg] = acc;
+          storageEnd[acc] =
+              std::max(storageEnd.lookup(acc), loopEnd.lookup(loop));
+          auto yieldedResult = dyn_cast<OpResult>(yielded);
+          if (yieldedResult && !loopDestination.contains(yielded) &&
+              canWriteIntoIterArg(yieldedResult, iterArg))
+            loopDestination[yielded] = acc;
+          // A chain of adds onto the accumulator (one per partial sum,
+          // --memopt-accumulate) updates it in place link by link.
+          SmallVector<Value> chain;
+          for (Value link = yielded;;) {
+            auto add = link.getDefiningOp<AddOp>();
+            if (!add || add->getBlock() != loopBody ||
+                loopDestination.contains(link) != (link == yielded))
+              break;
+            chain.push_back(link);
+            if (add.getLhs() == iterArg) {
+              if (canWriteIntoIterArg(cast<OpResult>(link), iterArg))
+                for (Value v : chain)
+                  loopDestination[v] = acc;
+              break;
+            }
+            link = add.getLhs();
+            if (!link.hasOneUse())
+              break;
+          }
+        }
+        if (failed(bufferizeBlock(*loopBody)))
+          return failure();
+        // Values the body computed elsewhere are copied at its end.
+        builder.setInsertionPoint(yield);
+        for (auto [acc, yielded, iterArg] :
+             llvm::zip(accumulators, yield.getOperands(),
+                       loop.getRegionIterArgs()))
+          if (yielded != iterArg && loopDestination.lookup(yielded) != acc)
+            copyInto(yield.getLoc(), buffer.lookup(yielded), acc);
+        // The loop on buffers: no iter_args.
+        builder.setInsertionPoint(loop);
+        auto newLoop = scf::ForOp::create(builder, loop.getLoc(),
+                                          loop.getLowerBound(),
+                                          loop.getUpperBound(), loop.getStep());
+        for (NamedAttribute attr : loop->getDiscardableAttrs())
+          newLoop->setAttr(attr.getName(), attr.getValue());
+        Block *newBody = newLoop.getBody();
+        newBody->getOperations().splice(newBody->begin(),
+                                        loopBody->getOperations(),
+                                        loopBody->begin(), yield->getIterator());
+        loop.getInductionVar().replaceAllUsesWith(newLoop.getInductionVar());
+        for (auto [result, acc] : llvm::zip(loop.getResults(), accumulators))
+          store(result, acc);
+        continue;
       }
-      outs.push_back(out);
-      store(result, out);
-    }
-    SmallVector<Value> ins =
-        llvm::map_to_vector(op.getOperands(), [&](Value operand) {
-          return buffer.lookup(operand);
-        });
-    auto emitKernel = [&](ValueRange kernelIns, ValueRange kernelOuts,
-                          DictionaryAttr attrs) {
-      auto kernel =
-          KernelOp::create(builder, op.getLoc(), op.getName().getStringRef(),
-                           kernelIns, kernelOuts, attrs);
-      for (NamedAttribute attr : op.getDiscardableAttrs())
-        kernel->setAttr(attr.getName(), attr.getValue());
-      ++numKernels;
-    };
-    SmallVector<SmallVector<int64_t>> runs = getReductionRuns(&op);
-    if (runs.size() <= 1) {
-      emitKernel(ins, outs, getInherentAttrs(&op));
-      continue;
-    }
-    // One kernel per run, last run first (so that the earlier dimension
-    // numbers stay valid), through f32 intermediates.
-    Value current = ins.front();
-    SmallVector<int64_t> shape(cast<ShapedType>(current.getType()).getShape());
-    for (size_t i = runs.size(); i-- > 0;) {
-      for (int64_t d : llvm::reverse(runs[i]))
-        shape.erase(shape.begin() + d);
-      Value next = outs.front();
-      if (i != 0) {
-        next = memref::AllocOp::create(builder, op.getLoc(),
-                                       MemRefType::get(shape, b.getF32Type()));
-        allocs.push_back(next);
-        ++numAllocs;
+
+      // A reshape whose result has no destination: a view of its operand's
+      // buffer, unless it is a returned view of an argument.
+      if (auto reshape = dyn_cast<ReshapeOp>(op);
+          reuseViews && reshape && !destination.contains(reshape.getResult()) &&
+          !loopDestination.contains(reshape.getResult())) {
+        Value source = buffer.lookup(reshape.getInput());
+        bool ofArgument = isa<BlockArgument>(storageOf.lookup(source));
+        MemRefType type = toMemRef(reshape.getResult().getType());
+        if (!(ofArgument && returned.contains(reshape.getResult())) &&
+            type.getElementType() ==
+                cast<MemRefType>(source.getType()).getElementType() &&
+            cast<MemRefType>(source.getType()).getLayout().isIdentity()) {
+          SmallVector<int64_t> strides = type.getStridesAndOffset().first;
+          Value view = memref::ReinterpretCastOp::create(
+              builder, op.getLoc(), type, source, /*offset=*/0,
+              type.getShape(), strides);
+          storageOf[view] = storageOf.lookup(source);
+          store(reshape.getResult(), view);
+          ++views;
+          continue;
+        }
       }
-      emitKernel(current, next,
-                 b.getDictionaryAttr(
-                     b.getNamedAttr("dims", b.getDenseI64ArrayAttr(runs[i]))));
-      current = next;
+      SmallVector<Value> outs;
+      for (OpResult result : op.getResults()) {
+        Value out;
+        if (auto it = destination.find(result); it != destination.end()) {
+          out = body.getArgument(it->second);
+        } else if ((out = loopDestination.lookup(result))) {
+        } else if ((out = findDyingOperand(op, result))) {
+          ++reused;
+        } else {
+          out = newAlloc(op.getLoc(), toMemRef(result.getType()));
+        }
+        outs.push_back(out);
+        store(result, out);
+      }
+      SmallVector<Value> ins =
+          llvm::map_to_vector(op.getOperands(), [&](Value operand) {
+            return buffer.lookup(operand);
+          });
+      auto emitKernel = [&](ValueRange kernelIns, ValueRange kernelOuts,
+                            DictionaryAttr attrs) {
+        auto kernel =
+            KernelOp::create(builder, op.getLoc(), op.getName().getStringRef(),
+                             kernelIns, kernelOuts, attrs);
+        for (NamedAttribute attr : op.getDiscardableAttrs())
+          kernel->setAttr(attr.getName(), attr.getValue());
+        ++numKernels;
+      };
+      SmallVector<SmallVector<int64_t>> runs = getReductionRuns(&op);
+      if (runs.size() <= 1) {
+        emitKernel(ins, outs, getInherentAttrs(&op));
+        continue;
+      }
+      // One kernel per run, last run first (so that the earlier dimension
+      // numbers stay valid), through f32 intermediates.
+      Value current = ins.front();
+      SmallVector<int64_t> shape(
+          cast<ShapedType>(current.getType()).getShape());
+      for (size_t i = runs.size(); i-- > 0;) {
+        for (int64_t d : llvm::reverse(runs[i]))
+          shape.erase(shape.begin() + d);
+        Value next = outs.front();
+        if (i != 0)
+          next = newAlloc(op.getLoc(), MemRefType::get(shape, b.getF32Type()));
+        emitKernel(current, next,
+                   b.getDictionaryAttr(b.getNamedAttr(
+                       "dims", b.getDenseI64ArrayAttr(runs[i]))));
+        current = next;
+      }
     }
-  }
+    return success();
+  };
+  if (failed(bufferizeBlock(body)))
+    return failure();
   numInPlace += destination.size();
   numReused += reused;
   numViews += views;
@@ -477,6 +709,11 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
   }
   func::ReturnOp::create(builder, returnOp.getLoc());
   returnOp.erase();
+  for (Operation *op : llvm::reverse(tensorOps)) {
+    if (auto loop = dyn_cast<scf::ForOp>(op))
+      loop.getBody()->getTerminator()->dropAllReferences();
+    op->dropAllReferences();
+  }
   for (Operation *op : llvm::reverse(tensorOps))
     op->erase();
 
@@ -484,11 +721,14 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
   // a view of it.
   for (Value alloc : allocs) {
     Operation *last = alloc.getDefiningOp();
+    Block *block = last->getBlock();
     SmallVector<Value> aliases = {alloc};
     while (!aliases.empty()) {
-      for (Operation *user : aliases.pop_back_val().getUsers()) {
+      for (Operation *use : aliases.pop_back_val().getUsers()) {
+        Operation *user = block->findAncestorOpInBlock(*use);
         if (last->isBeforeInBlock(user))
           last = user;
+        user = use;
         if (isa<memref::ReinterpretCastOp>(user))
           aliases.push_back(user->getResult(0));
       }

@@ -80,6 +80,12 @@ struct PlanBuffersPass
         if (!type.hasStaticShape())
           diag << "has a dynamic shape (" << type
                << "); --memopt-plan-buffers needs static shapes";
+        else if (type.getLayout().isIdentity() &&
+                 type.getElementType().isIntOrIndexOrFloat())
+          // A plain static memref has a size unless it overflows 64 bits.
+          diag << "(" << type
+               << ") is 2^63 bytes or more, above the 2^40-byte limit of "
+                  "--memopt-plan-buffers";
         else
           diag << "has no known byte size (" << type
                << "); --memopt-plan-buffers needs a static layout and an "

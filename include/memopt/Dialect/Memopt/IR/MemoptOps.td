@@ -808,6 +808,26 @@ def Memopt_CrossEntropyGradOp : Memopt_Op<"cross_entropy_grad", [Pure]> {
   }];
 }
 
+def Memopt_LabelCountOp : Memopt_Op<"label_count", [Pure]> {
+  let summary = "number of labels that are not ignored";
+  let description = [{
+    The number of elements of `labels` that differ from `ignore_index`, as
+    an f32 scalar: the divisor of a `reduction<mean>` cross-entropy. Gradient
+    accumulation (`--memopt-accumulate`) computes it once on the full batch
+    to normalise every micro-batch's loss by the full batch's count.
+
+    ```mlir
+    %n = memopt.label_count %labels ignore_index -100 : tensor<4x16xi64>
+    ```
+  }];
+  let arguments = (ins Memopt_IndexTensor:$labels,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs Memopt_F32Scalar:$count);
+  let assemblyFormat = [{
+    $labels (`ignore_index` $ignore_index^)? attr-dict `:` type($labels)
+  }];
+}
+
 def Memopt_MseLossOp : Memopt_Op<"mse_loss",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "mean squared error";

@@ -176,6 +176,37 @@ def VerifyPlanPass : Pass<"memopt-verify-plan", "mlir::ModuleOp"> {
   ];
 }
 
+def AccumulatePass : Pass<"memopt-accumulate", "mlir::ModuleOp"> {
+  let summary = "Gradient accumulation: run the step over K micro-batches";
+  let description = [{
+    Splits every "input" and "label" argument of `@train_step` (on tensors,
+    after autodiff and remat) along its `memopt.batch_dim` into
+    `micro-batches` parts and runs the forward and backward ops inside one
+    `scf.for` over them: the gradients and the loss are summed in f32
+    accumulators carried by the loop, and the optimizer update runs once
+    after it (docs/Accumulation.md). Ops that do not depend on the batch
+    stay before the loop. A `reduction<mean>` loss is normalised by the full
+    batch's count (cross-entropy: the labels that are not ignored), so the
+    step equals the full-batch step. A batch that `micro-batches` does not
+    divide, an op whose batch dimension cannot be split and, unless
+    `allow-batch-norm`, batch norm (whose statistics would be the
+    micro-batch's) are errors. `micro-batches=1` leaves the IR unchanged.
+
+    ```
+    memopt-opt --memopt-autodiff --memopt-accumulate=micro-batches=4 model.mlir
+    ```
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::scf::SCFDialect",
+                           "mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "Number of micro-batches the batch is split into">,
+    Option<"allowBatchNorm", "allow-batch-norm", "bool", /*default=*/"false",
+           "Accept batch norm with statistics of each micro-batch">
+  ];
+}
+
 def BufferizePass : Pass<"memopt-bufferize", "mlir::ModuleOp"> {
   let summary = "Rewrite @train_step from tensors to buffers, one kernel per op";
   let description = [{

@@ -1,0 +1,62 @@
+//===- FuzzPipeline.cpp - fuzz target: the default pipeline ---------------===//
+//
+// Parses and verifies the input; if it has a `memopt.loss` function, runs
+// what memopt-compile runs on it: the default pipeline (buildMemoptPipeline,
+// with the placer's search limited to 10 ms so that one input never takes
+// a second), the EmitC lowering and the C++ emitter. A pass may reject the
+// input with a diagnostic; it must not crash, hang or trip a sanitizer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FuzzIR.h"
+
+#include "memopt/Conversion/Passes.h"
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Pipelines/Pipelines.h"
+#include "memopt/Target/Cpp/EmitCpp.h"
+
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace {
+
+bool hasLossFunction(ModuleOp module) {
+  bool found = false;
+  module.walk([&](FunctionOpInterface func) {
+    if (func->hasAttr(memopt::MemoptDialect::kLossAttrName))
+      found = true;
+  });
+  return found;
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  // Large inputs only slow the search down; the parser target covers them.
+  if (size > 16384)
+    return 0;
+  OwningOpRef<ModuleOp> module = memopt::fuzz::parseModule(data, size);
+  if (!module || !hasLossFunction(*module))
+    return 0;
+
+  MLIRContext &context = memopt::fuzz::getContext();
+  memopt::MemoptPipelineOptions options;
+  options.planTimeLimit = 0.01;
+  PassManager pm(&context, ModuleOp::getOperationName());
+  memopt::buildMemoptPipeline(pm, options);
+  if (failed(pm.run(*module)))
+    return 0;
+
+  PassManager lowering(&context, ModuleOp::getOperationName());
+  lowering.addPass(memopt::createConvertMemoptToEmitCPass());
+  if (failed(lowering.run(*module)))
+    return 0;
+  std::string cpp;
+  llvm::raw_string_ostream os(cpp);
+  (void)memopt::emitTrainStepCpp(*module, os);
+  return 0;
+}

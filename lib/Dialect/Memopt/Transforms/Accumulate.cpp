@@ -1,0 +1,865 @@
+//===- Accumulate.cpp - gradient accumulation over micro-batches ----------===//
+//
+// Splits the batch of `@train_step` (on tensors, after autodiff and remat)
+// into K micro-batches: the forward and backward ops run inside one
+// `scf.for` over the micro-batches, the gradients are summed in f32
+// accumulators carried by the loop (iter_args), and the optimizer runs once
+// after the loop (docs/Accumulation.md).
+//
+// 1. Classify. The optimizer ops (`memopt.increment`, `adamw_update`,
+//    `sgd_update`, `unscale`, `update_scale`) and everything that uses them
+//    run after the loop. Of the other ops, those that depend on an "input"
+//    or "label" argument go into the loop; the rest (casts of parameters,
+//    constants) does not depend on the batch and stays before the loop, so
+//    it runs once per step.
+// 2. Batch-dimension propagation, one forward sweep: every value is
+//    uniform (batch-independent), batched along one dimension, partial (a
+//    sum over the batch: summing it over the micro-batches gives the full
+//    batch's value; parameter gradients and the loss) or local (a
+//    per-micro-batch statistic, such as batch norm's). Each op has a rule
+//    (elementwise, broadcast, reshape, transpose, slice, reductions,
+//    matmul, embedding, norms, conv, pooling, losses and their backward
+//    ops); an op whose batch dimension cannot be split is an error.
+// 3. Exact losses. A `reduction<mean>` loss is rebuilt as a sum scaled by
+//    one over the full batch's count (cross-entropy: `memopt.label_count`
+//    of the full batch's labels, before the loop; MSE: the element count),
+//    and so are their gradients, so that the accumulated loss and gradients
+//    equal the full batch's whatever the padding of each micro-batch.
+// 4. Rebuild. The loop slices each input and label with
+//    `tensor.extract_slice` at offset `iv * micro-batch` (a view after
+//    bufferization), clones the loop ops with micro-batch result types, and
+//    adds each partial value that leaves the loop into its accumulator.
+//    Batch-independent operands that an elementwise op needs at the
+//    micro-batch shape (a broadcast of a bias or of position embeddings)
+//    are rebuilt inside the loop at that shape.
+//
+// Linear in the number of ops. The loop's results, right after it, are the
+// full-batch gradients: the single point where data parallelism would
+// all-reduce them (DDP's `no_sync` pattern).
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+#include "memopt/Dialect/Memopt/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "memopt-accumulate"
+
+namespace memopt {
+#define GEN_PASS_DEF_ACCUMULATEPASS
+#include "memopt/Dialect/Memopt/Transforms/Passes.h.inc"
+} // namespace memopt
+
+using namespace mlir;
+using namespace memopt;
+
+namespace {
+
+/// How a value of the training step relates to the batch.
+struct BatchKind {
+  enum Kind { Uniform, Batched, Partial, Local };
+  Kind kind = Uniform;
+  /// The batch dimension of a batched value.
+  int64_t dim = -1;
+
+  static BatchKind uniform() { return {Uniform, -1}; }
+  static BatchKind batched(int64_t dim) { return {Batched, dim}; }
+  static BatchKind partial() { return {Partial, -1}; }
+  static BatchKind local() { return {Local, -1}; }
+  bool isUniform() const { return kind == Uniform; }
+  bool isBatched() const { return kind == Batched; }
+  bool isPartial() const { return kind == Partial; }
+  bool isLocal() const { return kind == Local; }
+};
+
+/// The result of the propagation rule of one op.
+struct OpRule {
+  SmallVector<BatchKind> results;
+  /// For each operand: the dimension at which a uniform operand must be
+  /// rebuilt at the micro-batch shape, or -1.
+  SmallVector<int64_t> sliceOperand;
+};
+
+struct AccumulatePass
+    : public memopt::impl::AccumulatePassBase<AccumulatePass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+
+private:
+  FailureOr<OpRule> inferOp(Operation *op, ArrayRef<BatchKind> in);
+  LogicalResult accumulate(func::FuncOp func);
+};
+
+} // namespace
+
+/// Ops whose operands (other than masks) and result share one shape and
+/// whose element i depends on element i of the operands, or that work along
+/// one non-batch dimension (softmax).
+static bool isSameShapeOp(Operation *op) {
+  return isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, AddScalarOp, MulScalarOp,
+             PowScalarOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp,
+             SigmoidOp, ReluOp, SiluOp, GeluOp, ReluGradOp, SiluGradOp,
+             TanhGradOp, SigmoidGradOp, GeluGradOp, WhereOp, MaskedFillOp,
+             DropoutOp, CastOp, SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp,
+             LogSoftmaxGradOp>(op);
+}
+
+/// Same-shape ops that are linear in their operands: a sum over the batch
+/// stays one through them.
+static bool isLinearOp(Operation *op) {
+  return isa<AddOp, SubOp, MulScalarOp, NegOp, CastOp, ScaleLossOp>(op);
+}
+
+/// Ops that run after the loop: the optimizer step.
+static bool isOptimizerOp(Operation *op) {
+  return isa<IncrementOp, AdamWUpdateOp, SgdUpdateOp, UnscaleOp,
+             UpdateScaleOp>(op);
+}
+
+static int64_t getRank(Value v) {
+  return cast<RankedTensorType>(v.getType()).getRank();
+}
+
+static ArrayRef<int64_t> getShape(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
+                                          ArrayRef<BatchKind> in) {
+  OpRule rule;
+  rule.sliceOperand.assign(op->getNumOperands(), -1);
+  unsigned numResults = op->getNumResults();
+  auto all = [&](BatchKind kind) {
+    rule.results.assign(numResults, kind);
+    return rule;
+  };
+  auto fail = [&](const Twine &why) -> FailureOr<OpRule> {
+    return op->emitOpError() << "cannot be split into "
+                             << static_cast<int64_t>(microBatches)
+                             << " micro-batches: " << why;
+  };
+  if (llvm::all_of(in, [](BatchKind k) { return k.isUniform(); }))
+    return all(BatchKind::uniform());
+
+  // The batch dimension shared by the batched operands, if any.
+  std::optional<int64_t> dim;
+  bool anyPartial = false, anyLocal = false;
+  for (BatchKind k : in) {
+    anyPartial |= k.isPartial();
+    anyLocal |= k.isLocal();
+    if (!k.isBatched())
+      continue;
+    if (dim && *dim != k.dim && isSameShapeOp(op))
+      return fail("its operands have their batch dimension at different "
+                  "positions");
+    if (!dim)
+      dim = k.dim;
+  }
+
+  if (isSameShapeOp(op)) {
+    if (dim) {
+      if (anyPartial || anyLocal)
+        return fail("it combines per-item values with a sum over the batch");
+      if (auto softmax = op->getAttrOfType<IntegerAttr>("dim"))
+        if (softmax.getInt() == *dim)
+          return fail("it normalises along the batch dimension");
+      for (auto [i, k] : llvm::enumerate(in))
+        if (k.isUniform() && getRank(op->getOperand(i)) == getRank(op->getResult(0)))
+          rule.sliceOperand[i] = *dim;
+      return all(BatchKind::batched(*dim));
+    }
+    if (anyPartial) {
+      bool linear = isLinearOp(op) && !anyLocal &&
+                    (isa<MulScalarOp, NegOp, CastOp>(op) ||
+                     llvm::all_of(in, [](BatchKind k) { return k.isPartial(); }));
+      if (!linear)
+        return fail("it is not linear in a value summed over the batch (a "
+                    "loss or a gradient)");
+      return all(BatchKind::partial());
+    }
+    return all(BatchKind::local());
+  }
+  if (isa<ScaleLossOp>(op)) {
+    if (!in[0].isPartial() || !in[1].isUniform())
+      return fail("it must scale the loss by a batch-independent scale");
+    return all(BatchKind::partial());
+  }
+
+  // Single-input shape ops: a sum or a statistic stays one.
+  if (isa<BroadcastOp, ReshapeOp, TransposeOp, SliceOp, SliceGradOp>(op) &&
+      !dim)
+    return all(anyPartial ? BatchKind::partial() : BatchKind::local());
+
+  if (auto broadcast = dyn_cast<BroadcastOp>(op))
+    return all(BatchKind::batched(broadcast.getDims()[*dim]));
+  if (auto transpose = dyn_cast<TransposeOp>(op)) {
+    ArrayRef<int64_t> perm = transpose.getPermutation();
+    return all(BatchKind::batched(llvm::find(perm, *dim) - perm.begin()));
+  }
+  if (isa<ReshapeOp>(op)) {
+    // Row-major: the batch dimension maps to the result dimension e whose
+    // leading extents multiply to the operand's leading extents, and whose
+    // extent K divides (e.g. [B, T, C] -> [B*T, C] splits the leading dim).
+    ArrayRef<int64_t> from = getShape(op->getOperand(0));
+    ArrayRef<int64_t> to = getShape(op->getResult(0));
+    int64_t leading = 1;
+    for (int64_t d = 0; d < *dim; ++d)
+      leading *= from[d];
+    int64_t prefix = 1;
+    for (int64_t e = 0; e < static_cast<int64_t>(to.size()); ++e) {
+      if (prefix == leading && to[e] % microBatches == 0 && to[e] > 1)
+        return all(BatchKind::batched(e));
+      prefix *= to[e];
+      if (prefix > leading)
+        break;
+    }
+    return fail("the reshape does not keep the batch dimension as one "
+                "dimension that the micro-batches divide");
+  }
+  if (isa<SliceOp, SliceGradOp>(op)) {
+    ArrayRef<int64_t> starts = op->getAttrOfType<DenseI64ArrayAttr>("starts");
+    ArrayRef<int64_t> limits = op->getAttrOfType<DenseI64ArrayAttr>("limits");
+    ArrayRef<int64_t> strides =
+        op->getAttrOfType<DenseI64ArrayAttr>("strides");
+    int64_t full = isa<SliceOp>(op) ? getShape(op->getOperand(0))[*dim]
+                                    : getShape(op->getResult(0))[*dim];
+    if (starts[*dim] != 0 || strides[*dim] != 1 || limits[*dim] != full)
+      return fail("it slices the batch dimension");
+    return all(BatchKind::batched(*dim));
+  }
+  if (auto concat = dyn_cast<ConcatOp>(op)) {
+    if (anyPartial || anyLocal || static_cast<int64_t>(concat.getDim()) == *dim)
+      return fail("it concatenates along the batch dimension or mixes sums "
+                  "over the batch with per-item values");
+    for (auto [i, k] : llvm::enumerate(in))
+      if (k.isUniform())
+        rule.sliceOperand[i] = *dim;
+    return all(BatchKind::batched(*dim));
+  }
+  if (isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op)) {
+    ArrayRef<int64_t> dims = op->getAttrOfType<DenseI64ArrayAttr>("dims");
+    if (!dim) {
+      if (anyPartial && isa<ReduceMaxOp>(op))
+        return fail("the maximum of a sum over the batch is not a sum");
+      return all(anyPartial ? BatchKind::partial() : BatchKind::local());
+    }
+    if (!llvm::is_contained(dims, *dim))
+      return all(BatchKind::batched(
+          *dim - llvm::count_if(dims, [&](int64_t d) { return d < *dim; })));
+    if (isa<ReduceMaxOp>(op))
+      return fail("a maximum over the batch is not a sum over micro-batches");
+    return all(BatchKind::partial());
+  }
+  if (auto matmul = dyn_cast<MatmulOp>(op)) {
+    int64_t rl = getRank(matmul.getLhs()), rr = getRank(matmul.getRhs());
+    int64_t rres = getRank(matmul.getResult());
+    int64_t lhsM = matmul.getTransposeLhs() ? rl - 1 : rl - 2;
+    int64_t lhsK = matmul.getTransposeLhs() ? rl - 2 : rl - 1;
+    int64_t rhsK = matmul.getTransposeRhs() ? rr - 1 : rr - 2;
+    int64_t rhsN = matmul.getTransposeRhs() ? rr - 2 : rr - 1;
+    BatchKind l = in[0], r = in[1];
+    if (anyLocal || (l.isPartial() && !r.isUniform()) ||
+        (r.isPartial() && !l.isUniform()))
+      return fail("it multiplies a sum over the batch by a batch-dependent "
+                  "value");
+    if (anyPartial)
+      return all(BatchKind::partial());
+    if (l.isBatched() && r.isBatched()) {
+      if (l.dim == lhsK && r.dim == rhsK)
+        return all(BatchKind::partial());
+      if (l.dim < rl - 2 && l.dim == r.dim && rl == rr)
+        return all(BatchKind::batched(l.dim));
+      return fail("its operands' batch dimensions do not line up");
+    }
+    if (l.isBatched()) {
+      if (l.dim < rl - 2) {
+        if (rr > 2)
+          rule.sliceOperand[1] = l.dim;
+        return all(BatchKind::batched(l.dim + (rres - rl)));
+      }
+      if (l.dim == lhsM)
+        return all(BatchKind::batched(rres - 2));
+      return fail("it contracts the batch dimension with a batch-independent "
+                  "operand");
+    }
+    if (r.dim < rr - 2) {
+      if (rl > 2)
+        rule.sliceOperand[0] = r.dim;
+      return all(BatchKind::batched(r.dim + (rres - rr)));
+    }
+    if (r.dim == rhsN)
+      return all(BatchKind::batched(rres - 1));
+    return fail("it contracts the batch dimension with a batch-independent "
+                "operand");
+  }
+  if (isa<EmbeddingOp>(op)) {
+    if (!in[0].isUniform() || !in[1].isBatched())
+      return fail("the table must not depend on the batch");
+    return all(BatchKind::batched(in[1].dim));
+  }
+  if (isa<EmbeddingGradOp>(op)) {
+    // Linear in the gradient: a summed gradient looked up at fixed rows
+    // (position embeddings) stays a sum.
+    if (in[0].isPartial() && in[1].isUniform())
+      return all(BatchKind::partial());
+    if (!in[0].isBatched() || !in[1].isBatched())
+      return fail("expected per-item gradients and indices");
+    return all(BatchKind::partial());
+  }
+  if (isa<LayerNormOp, RmsNormOp>(op)) {
+    int64_t normalised = getRank(op->getOperand(1));
+    if (!in[0].isBatched() || in[0].dim >= getRank(op->getOperand(0)) - normalised ||
+        llvm::any_of(in.drop_front(), [](BatchKind k) { return !k.isUniform(); }))
+      return fail("the batch dimension must be a leading, not normalised, "
+                  "dimension of the input and the weights must not depend on "
+                  "the batch");
+    return all(BatchKind::batched(in[0].dim));
+  }
+  if (isa<LayerNormGradOp, RmsNormGradOp>(op)) {
+    if (!in[0].isBatched() || !in[1].isBatched() || !in[2].isUniform())
+      return fail("expected per-item gradients and batch-independent weights");
+    rule.results.assign(numResults, BatchKind::partial());
+    rule.results[0] = BatchKind::batched(in[0].dim);
+    return rule;
+  }
+  if (isa<BatchNormOp>(op)) {
+    if (!in[0].isBatched() || in[0].dim != 0 ||
+        llvm::any_of(in.drop_front(), [](BatchKind k) { return !k.isUniform(); }))
+      return fail("batch norm must normalise a batch along dimension 0");
+    if (!allowBatchNorm) {
+      int64_t full = getShape(op->getOperand(0))[0];
+      return op->emitOpError()
+             << "computes its statistics over each micro-batch of "
+             << full / static_cast<int64_t>(microBatches)
+             << " instead of the full batch of " << full
+             << " (micro-batches=" << static_cast<int64_t>(microBatches)
+             << "), which changes the result; pass allow-batch-norm=true "
+                "(memopt-compile --accumulate-allow-batch-norm) to accept "
+                "per-micro-batch statistics";
+    }
+    rule.results.assign(numResults, BatchKind::local());
+    rule.results[0] = BatchKind::batched(0);
+    return rule;
+  }
+  if (isa<BatchNormGradOp>(op)) {
+    if (!in[0].isBatched() || !in[1].isBatched() || !in[2].isUniform())
+      return fail("expected per-item gradients and batch-independent weights");
+    rule.results.assign(numResults, BatchKind::partial());
+    rule.results[0] = BatchKind::batched(0);
+    return rule;
+  }
+  if (isa<Conv2DOp, Conv2DGradInputOp, MaxPool2DOp, AvgPool2DOp,
+          AvgPool2DGradOp, MaxPool2DGradOp>(op)) {
+    if (!in[0].isBatched() || in[0].dim != 0 ||
+        (isa<Conv2DOp, Conv2DGradInputOp>(op) && !in[1].isUniform()) ||
+        (isa<MaxPool2DGradOp>(op) && (!in[1].isBatched() || in[1].dim != 0)))
+      return fail("expected a batch along dimension 0 of NCHW images and "
+                  "batch-independent filters");
+    return all(BatchKind::batched(0));
+  }
+  if (isa<Conv2DGradFilterOp>(op)) {
+    if (!in[0].isBatched() || in[0].dim != 0 || !in[1].isBatched() ||
+        in[1].dim != 0)
+      return fail("expected a batch along dimension 0 of NCHW images");
+    return all(BatchKind::partial());
+  }
+  if (isa<CrossEntropyOp, CrossEntropyGradOp, MseLossOp, MseLossGradOp>(op)) {
+    // logits/input and labels/target are batched along one dimension; the
+    // target of an MSE may be batch-independent (rebuilt per micro-batch).
+    if (!in[0].isBatched() ||
+        (isa<CrossEntropyOp, CrossEntropyGradOp>(op) &&
+         (!in[1].isBatched() || in[1].dim != in[0].dim)) ||
+        (op->getNumOperands() == 3 && !in[2].isUniform()))
+      return fail("expected per-item predictions and labels and a "
+                  "batch-independent incoming gradient");
+    if (isa<MseLossOp, MseLossGradOp>(op)) {
+      if (in[1].isUniform())
+        rule.sliceOperand[1] = in[0].dim;
+      else if (!in[1].isBatched() || in[1].dim != in[0].dim)
+        return fail("the target's batch dimension differs from the input's");
+    }
+    return all(isa<CrossEntropyOp, MseLossOp>(op)
+                   ? BatchKind::partial()
+                   : BatchKind::batched(in[0].dim));
+  }
+  return fail("no rule says where its batch dimension goes");
+}
+
+/// `type` with dimension `dim` divided by `k`.
+static RankedTensorType getMicroType(Type type, int64_t dim, int64_t k) {
+  auto tensor = cast<RankedTensorType>(type);
+  SmallVector<int64_t> shape(tensor.getShape());
+  shape[dim] /= k;
+  return RankedTensorType::get(shape, tensor.getElementType());
+}
+
+LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
+  MLIRContext *ctx = &getContext();
+  const int64_t k = microBatches;
+  if (!func.getBody().hasOneBlock())
+    return func.emitOpError() << "has control flow; --memopt-accumulate "
+                                 "expects one block";
+  Block &body = func.getBody().front();
+  auto returnOp = dyn_cast<func::ReturnOp>(body.getTerminator());
+  if (!returnOp)
+    return func.emitOpError() << "must end with func.return";
+
+  // Batch arguments.
+  DenseMap<Value, BatchKind> kinds;
+  SmallVector<BlockArgument> batchArgs;
+  for (BlockArgument arg : body.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto role = func.getArgAttrOfType<StringAttr>(i, MemoptDialect::kRoleAttrName);
+    std::optional<ArgumentRole> kind =
+        role ? symbolizeArgumentRole(role.getValue()) : std::nullopt;
+    kinds[arg] = BatchKind::uniform();
+    if (kind != ArgumentRole::Input && kind != ArgumentRole::Label)
+      continue;
+    auto name = func.getArgAttrOfType<StringAttr>(i, MemoptDialect::kNameAttrName);
+    std::string label =
+        name ? ("'" + name.getValue() + "'").str() : "#" + std::to_string(i);
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    auto batchDim =
+        func.getArgAttrOfType<IntegerAttr>(i, MemoptDialect::kBatchDimAttrName);
+    if (!type || !batchDim || batchDim.getInt() < 0 ||
+        batchDim.getInt() >= type.getRank())
+      return func.emitOpError()
+             << "argument " << label << " (role \"" << role.getValue()
+             << "\") needs a valid '" << MemoptDialect::kBatchDimAttrName
+             << "' to be split into micro-batches";
+    int64_t d = batchDim.getInt();
+    int64_t size = type.getDimSize(d);
+    if (size % k != 0)
+      return func.emitOpError()
+             << "argument " << label << " has a batch of " << size
+             << " along dimension " << d << ", which micro-batches=" << k
+             << " does not divide";
+    for (int64_t e = 0; e < d; ++e)
+      if (type.getDimSize(e) != 1)
+        return func.emitOpError()
+               << "argument " << label << " has its batch dimension " << d
+               << " after a dimension of extent " << type.getDimSize(e)
+               << ": a micro-batch would not be contiguous";
+    kinds[arg] = BatchKind::batched(d);
+    batchArgs.push_back(arg);
+  }
+
+  // 1. Classify: after the loop, in the loop, or before it.
+  DenseSet<Operation *> after;
+  SmallVector<Operation *> loopOps;
+  DenseMap<Operation *, OpRule> rules;
+  for (Operation &op : body.without_terminator()) {
+    if (!isa<MemoptDialect>(op.getDialect()) || op.getNumRegions() != 0)
+      return op.emitOpError() << "is not a memopt tensor op; "
+                                 "--memopt-accumulate handles those only";
+    bool usesAfter = llvm::any_of(op.getOperands(), [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && after.contains(def);
+    });
+    SmallVector<BatchKind> in = llvm::map_to_vector(
+        op.getOperands(), [&](Value v) { return kinds.lookup(v); });
+    if (isOptimizerOp(&op) || usesAfter) {
+      after.insert(&op);
+      for (Value v : op.getResults())
+        kinds[v] = BatchKind::uniform();
+      continue;
+    }
+    // 2. Propagation.
+    FailureOr<OpRule> rule = inferOp(&op, in);
+    if (failed(rule))
+      return failure();
+    for (auto [v, kind] : llvm::zip(op.getResults(), rule->results)) {
+      kinds[v] = kind;
+      if (kind.isBatched() && getShape(v)[kind.dim] % k != 0)
+        return op.emitOpError()
+               << "has a batch dimension " << kind.dim << " of extent "
+               << getShape(v)[kind.dim] << ", which micro-batches=" << k
+               << " does not divide";
+    }
+    if (llvm::any_of(rule->results, [](BatchKind b) { return !b.isUniform(); })) {
+      loopOps.push_back(&op);
+      rules[&op] = std::move(*rule);
+    }
+  }
+  if (loopOps.empty())
+    return func.emitOpError() << "has no op that depends on the batch";
+  DenseSet<Operation *> inLoop(llvm::from_range, loopOps);
+
+  // Values that leave the loop: partial sums are accumulated; the new value
+  // of a "state" argument updated per micro-batch (batch-norm running
+  // statistics) is carried by the loop.
+  DenseMap<Value, BlockArgument> stateOfResult;
+  {
+    unsigned position = 1;
+    for (BlockArgument arg : body.getArguments()) {
+      auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    MemoptDialect::kRoleAttrName);
+      if (!role || (role.getValue() != "param" && role.getValue() != "state" &&
+                    role.getValue() != "optim"))
+        continue;
+      if (role.getValue() == "state" &&
+          position < returnOp.getNumOperands())
+        stateOfResult[returnOp.getOperand(position)] = arg;
+      ++position;
+    }
+  }
+  llvm::SetVector<Value> accumulated, carried;
+  for (Operation *op : loopOps)
+    for (Value v : op->getResults()) {
+      bool escapes = llvm::any_of(v.getUsers(), [&](Operation *user) {
+        return !inLoop.contains(user);
+      });
+      if (!escapes)
+        continue;
+      BatchKind kind = kinds.lookup(v);
+      if (kind.isPartial()) {
+        accumulated.insert(v);
+      } else if (kind.isLocal() && stateOfResult.contains(v) &&
+                 llvm::all_of(v.getUsers(), [&](Operation *user) {
+                   return inLoop.contains(user) || isa<func::ReturnOp>(user);
+                 })) {
+        carried.insert(v);
+      } else {
+        return op->emitOpError()
+               << "has a result that depends on the micro-batch and is used "
+                  "after the loop (only sums over the batch, such as "
+                  "gradients and the loss, and state updates can be)";
+      }
+    }
+
+  // 3-4. Rebuild: counts and accumulators before the loop.
+  OpBuilder b(returnOp);
+  Location loc = func.getLoc();
+  auto f32Scalar = RankedTensorType::get({}, b.getF32Type());
+  DenseMap<std::pair<Value, int64_t>, Value> inverseCounts;
+  auto getInverseCount = [&](Value labels, int64_t ignoreIndex) {
+    Value &inverse = inverseCounts[{labels, ignoreIndex}];
+    if (!inverse) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(returnOp);
+      Value count = LabelCountOp::create(b, loc, f32Scalar, labels,
+                                         b.getI64IntegerAttr(ignoreIndex));
+      Value one = ConstantOp::create(
+          b, loc, DenseElementsAttr::get(f32Scalar, b.getF32FloatAttr(1.0)));
+      inverse = DivOp::create(b, loc, f32Scalar, one, count);
+    }
+    return inverse;
+  };
+  // Counts are made before the loop is built (they read full-batch labels).
+  for (Operation *op : loopOps) {
+    if (auto ce = dyn_cast<CrossEntropyOp>(op);
+        ce && ce.getReduction() == LossReduction::Mean)
+      getInverseCount(ce.getLabels(), ce.getIgnoreIndex());
+    if (auto ce = dyn_cast<CrossEntropyGradOp>(op);
+        ce && ce.getReduction() == LossReduction::Mean)
+      getInverseCount(ce.getLabels(), ce.getIgnoreIndex());
+  }
+
+  auto accumulatorType = [&](Value v) {
+    auto type = cast<RankedTensorType>(v.getType());
+    return RankedTensorType::get(type.getShape(), b.getF32Type());
+  };
+  SmallVector<Value> inits;
+  for (Value v : accumulated) {
+    RankedTensorType type = accumulatorType(v);
+    inits.push_back(ConstantOp::create(
+        b, loc, DenseElementsAttr::get(type, b.getF32FloatAttr(0.0))));
+  }
+  for (Value v : carried)
+    inits.push_back(stateOfResult.lookup(v));
+
+  auto index = [&](int64_t value) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, value);
+  };
+  auto loop = scf::ForOp::create(b, loc, index(0), index(k), index(1), inits);
+  loop->setAttr("memopt.micro_batches", b.getI64IntegerAttr(k));
+  Block *loopBody = loop.getBody();
+  b.setInsertionPointToStart(loopBody);
+  Value iv = loop.getInductionVar();
+
+  IRMapping map;
+  for (auto [v, iterArg] :
+       llvm::zip(carried, loop.getRegionIterArgs().drop_front(accumulated.size())))
+    map.map(stateOfResult.lookup(v), iterArg);
+
+  // A view of `value` (full batch) at this micro-batch along `dim`.
+  auto sliceAt = [&](Value value, int64_t dim) -> FailureOr<Value> {
+    auto type = cast<RankedTensorType>(value.getType());
+    for (int64_t e = 0; e < dim; ++e)
+      if (type.getDimSize(e) != 1)
+        return emitError(value.getLoc())
+               << "cannot take a contiguous micro-batch of a value of type "
+               << type << " along dimension " << dim;
+    int64_t micro = type.getDimSize(dim) / k;
+    SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+    SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
+    for (int64_t size : type.getShape())
+      sizes.push_back(b.getIndexAttr(size));
+    sizes[dim] = b.getIndexAttr(micro);
+    offsets[dim] = arith::MulIOp::create(b, loc, iv, index(micro)).getResult();
+    return tensor::ExtractSliceOp::create(
+               b, loc, getMicroType(type, dim, k), value, offsets, sizes,
+               strides)
+        .getResult();
+  };
+  for (BlockArgument arg : batchArgs) {
+    if (arg.use_empty())
+      continue;
+    FailureOr<Value> slice = sliceAt(arg, kinds.lookup(arg).dim);
+    if (failed(slice))
+      return failure();
+    map.map(arg, *slice);
+  }
+
+  // A batch-independent value at the micro-batch shape along `dim`: a
+  // broadcast or a splat rebuilt at that shape, otherwise a slice of it.
+  DenseMap<std::pair<Value, int64_t>, Value> rebuilt;
+  auto getMicro = [&](Value value, int64_t dim) -> FailureOr<Value> {
+    Value &result = rebuilt[{value, dim}];
+    if (result)
+      return result;
+    RankedTensorType micro = getMicroType(value.getType(), dim, k);
+    Operation *def = value.getDefiningOp();
+    if (auto broadcast = dyn_cast_or_null<BroadcastOp>(def)) {
+      ArrayRef<int64_t> dims = broadcast.getDims();
+      const int64_t *it = llvm::find(dims, dim);
+      if (it == dims.end() ||
+          getShape(broadcast.getInput())[it - dims.begin()] == 1) {
+        Operation *clone = b.clone(*def);
+        clone->getResult(0).setType(micro);
+        return result = clone->getResult(0);
+      }
+    }
+    DenseElementsAttr splat;
+    if (auto constant = dyn_cast_or_null<ConstantOp>(def))
+      if ((splat = dyn_cast<DenseElementsAttr>(constant.getValue())) &&
+          splat.isSplat()) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(loop);
+        return result = ConstantOp::create(b, def->getLoc(),
+                                           splat.resizeSplat(micro));
+      }
+    FailureOr<Value> slice = sliceAt(value, dim);
+    if (failed(slice))
+      return failure();
+    return result = *slice;
+  };
+
+  auto copyScope = [](Operation *from, Operation *to) {
+    if (Attribute scope = from->getAttr(MemoptDialect::kScopeAttrName))
+      to->setAttr(MemoptDialect::kScopeAttrName, scope);
+  };
+  for (Operation *op : loopOps) {
+    const OpRule &rule = rules[op];
+    Operation *clone = b.clone(*op, map);
+    b.setInsertionPoint(clone);
+    for (auto [i, dim] : llvm::enumerate(rule.sliceOperand)) {
+      if (dim < 0)
+        continue;
+      FailureOr<Value> micro = getMicro(op->getOperand(i), dim);
+      if (failed(micro))
+        return failure();
+      clone->setOperand(i, *micro);
+    }
+    b.setInsertionPointToEnd(loopBody);
+    // Micro-batch result types and the slice limits along the batch.
+    for (auto [result, kind] : llvm::zip(clone->getResults(), rule.results))
+      if (kind.isBatched())
+        result.setType(getMicroType(result.getType(), kind.dim, k));
+    if (isa<SliceOp, SliceGradOp>(clone)) {
+      int64_t d = rule.results[0].dim;
+      SmallVector<int64_t> limits(
+          clone->getAttrOfType<DenseI64ArrayAttr>("limits").asArrayRef());
+      limits[d] /= k;
+      clone->setAttr("limits", b.getDenseI64ArrayAttr(limits));
+    }
+    for (auto [from, to] : llvm::zip(op->getResults(), clone->getResults()))
+      map.map(from, to);
+
+    // Exact normalisation of mean losses by the full batch's count.
+    auto scaleAfter = [&](Value value, auto makeScaled) {
+      b.setInsertionPointAfter(clone);
+      Operation *scaled = makeScaled(value);
+      copyScope(op, scaled);
+      map.map(op->getResult(0), scaled->getResult(0));
+      b.setInsertionPointToEnd(loopBody);
+    };
+    auto scaleGradOperand = [&](auto makeScaled) {
+      b.setInsertionPoint(clone);
+      Operation *scaled = makeScaled(clone->getOperand(2));
+      copyScope(op, scaled);
+      clone->setOperand(2, scaled->getResult(0));
+      b.setInsertionPointToEnd(loopBody);
+    };
+    auto sum = LossReductionAttr::get(ctx, LossReduction::Sum);
+    if (auto ce = dyn_cast<CrossEntropyOp>(clone);
+        ce && ce.getReduction() == LossReduction::Mean) {
+      ce.setReductionAttr(sum);
+      Value inverse = getInverseCount(cast<CrossEntropyOp>(op).getLabels(),
+                                      ce.getIgnoreIndex());
+      scaleAfter(ce.getResult(), [&](Value v) {
+        return MulOp::create(b, loc, f32Scalar, v, inverse).getOperation();
+      });
+    } else if (auto ce = dyn_cast<CrossEntropyGradOp>(clone);
+               ce && ce.getReduction() == LossReduction::Mean) {
+      ce.setReductionAttr(sum);
+      Value inverse = getInverseCount(cast<CrossEntropyGradOp>(op).getLabels(),
+                                      ce.getIgnoreIndex());
+      scaleGradOperand([&](Value g) {
+        return MulOp::create(b, loc, f32Scalar, g, inverse).getOperation();
+      });
+    } else if (isa<MseLossOp, MseLossGradOp>(clone) &&
+               clone->getAttrOfType<LossReductionAttr>("reduction")
+                       .getValue() == LossReduction::Mean) {
+      clone->setAttr("reduction", sum);
+      double inverse =
+          1.0 / cast<RankedTensorType>(op->getOperand(0).getType())
+                    .getNumElements();
+      auto makeScaled = [&](Value v) {
+        return MulScalarOp::create(b, loc, f32Scalar, v,
+                                   b.getF64FloatAttr(inverse))
+            .getOperation();
+      };
+      if (isa<MseLossOp>(clone))
+        scaleAfter(clone->getResult(0), makeScaled);
+      else
+        scaleGradOperand(makeScaled);
+    } else if (isa<ReduceMeanOp>(clone) && rule.results[0].isPartial() &&
+               llvm::none_of(op->getOperands(), [&](Value v) {
+                 return kinds.lookup(v).isPartial();
+               })) {
+      // A mean over the batch: the mean of each micro-batch over K.
+      scaleAfter(clone->getResult(0), [&](Value v) {
+        return MulScalarOp::create(b, loc, v.getType(), v,
+                                   b.getF64FloatAttr(1.0 / k))
+            .getOperation();
+      });
+    }
+  }
+
+  // Accumulate right after each micro-batch sum is computed, so that the
+  // parameter-sized partial gradient dies at once instead of living to the
+  // end of the body; then yield.
+  // A sum of partial gradients (a parameter used twice, such as a tied
+  // embedding) is accumulated term by term, each as soon as it exists.
+  SmallVector<Value> yields;
+  for (auto [v, acc] : llvm::zip(accumulated, loop.getRegionIterArgs())) {
+    SmallVector<Value> terms;
+    SmallVector<Value> pending = {v};
+    while (!pending.empty()) {
+      Value term = pending.pop_back_val();
+      auto sum = term.getDefiningOp<AddOp>();
+      if (sum && term != v && !term.hasOneUse())
+        sum = nullptr;
+      if (sum && inLoop.contains(sum) &&
+          llvm::all_of(sum->getOperands(), [&](Value operand) {
+            return kinds.lookup(operand).isPartial() && operand.hasOneUse() &&
+                   !accumulated.contains(operand);
+          })) {
+        pending.push_back(sum.getRhs());
+        pending.push_back(sum.getLhs());
+        continue;
+      }
+      terms.push_back(term);
+    }
+    Value current = acc;
+    Operation *last = nullptr;
+    for (Value term : terms) {
+      Value micro = map.lookup(term);
+      Operation *producer = term.getDefiningOp();
+      Operation *def = micro.getDefiningOp();
+      if (def && def->getBlock() == loopBody &&
+          (!last || last->isBeforeInBlock(def)))
+        b.setInsertionPointAfter(def);
+      else if (last)
+        b.setInsertionPointAfter(last);
+      else
+        b.setInsertionPointToEnd(loopBody);
+      if (micro.getType() != acc.getType()) {
+        auto cast = CastOp::create(b, loc, acc.getType(), micro);
+        copyScope(producer, cast);
+        micro = cast;
+      }
+      auto add = AddOp::create(b, loc, acc.getType(), current, micro);
+      copyScope(producer, add);
+      current = add;
+      last = add;
+    }
+    yields.push_back(current);
+  }
+  for (Value v : carried)
+    yields.push_back(map.lookup(v));
+  b.setInsertionPointToEnd(loopBody);
+  scf::YieldOp::create(b, loc, yields);
+
+  // After the loop: the data-parallel all-reduce point, then the optimizer.
+  b.setInsertionPointAfter(loop);
+  for (auto [v, result] : llvm::zip(accumulated, loop.getResults())) {
+    Value replacement = result;
+    if (result.getType() != v.getType()) {
+      auto cast = CastOp::create(b, loc, v.getType(), result);
+      copyScope(v.getDefiningOp(), cast);
+      replacement = cast;
+    }
+    Value(v).replaceUsesWithIf(replacement, [&](OpOperand &use) {
+      return !inLoop.contains(use.getOwner()) &&
+             use.getOwner()->getBlock() == &body;
+    });
+  }
+  for (auto [v, result] :
+       llvm::zip(carried, loop.getResults().drop_front(accumulated.size())))
+    Value(v).replaceUsesWithIf(result, [&](OpOperand &use) {
+      return isa<func::ReturnOp>(use.getOwner());
+    });
+  SmallVector<Operation *> optimizerOps;
+  for (Operation &op : body)
+    if (after.contains(&op))
+      optimizerOps.push_back(&op);
+  for (Operation *op : optimizerOps)
+    op->moveBefore(returnOp);
+  for (Operation *op : llvm::reverse(loopOps))
+    if (op->use_empty())
+      op->erase();
+  // Full-batch broadcasts and splats that the loop rebuilt at the
+  // micro-batch shape are dead now.
+  for (Block *block : {loopBody, &body})
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*block)))
+      if (isa<MemoptDialect>(op.getDialect()) && isOpTriviallyDead(&op))
+        op.erase();
+  return success();
+}
+
+void AccumulatePass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (microBatches < 1) {
+    emitError(module.getLoc())
+        << "--memopt-accumulate option 'micro-batches' is "
+        << static_cast<int64_t>(microBatches)
+        << ", expected at least 1";
+    return signalPassFailure();
+  }
+  FailureOr<FunctionOpInterface> step = findTrainStep(module, "accumulate");
+  if (failed(step))
+    return signalPassFailure();
+  auto func = dyn_cast<func::FuncOp>(step->getOperation());
+  if (!func) {
+    step->emitOpError() << "must be a func.func to be accumulated";
+    return signalPassFailure();
+  }
+  if (microBatches == 1)
+    return;
+  if (failed(accumulate(func)) || failed(verify(func)))
+    return signalPassFailure();
+}

@@ -1,0 +1,715 @@
+//===- Context.cu - CUDA runtime context and memory ------------------------===//
+//
+// The context (device, stream, cuBLASLt handle, events, the arena and the
+// workspace, each one cudaMalloc), the sticky error with device-side errors,
+// memory entries, casts and selection.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.cuh"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+using namespace memopt::cuda;
+
+namespace {
+
+/// Why the last memopt_context_create returned NULL.
+thread_local std::string createError;
+
+void updateHighWater(memopt_context *ctx) {
+  uint64_t total = ctx->arenaBytes + ctx->workspaceAllocated;
+  if (total > ctx->highWater)
+    ctx->highWater = total;
+}
+
+/// cudaMemGetInfo's used bytes (0 if it fails).
+uint64_t deviceUsedBytes() {
+  size_t freeBytes = 0, totalBytes = 0;
+  if (cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return totalBytes - freeBytes;
+}
+
+const char *siteName(int site) {
+  switch (site) {
+  case SiteEmbedding:
+    return "memopt_embedding";
+  case SiteEmbeddingGrad:
+    return "memopt_embedding_grad";
+  case SiteCrossEntropy:
+    return "memopt_cross_entropy";
+  case SiteCrossEntropyGrad:
+    return "memopt_cross_entropy_grad";
+  case SiteAdamWStep:
+    return "memopt_adamw_update";
+  }
+  return "a kernel";
+}
+
+void setDeviceError(const memopt_context *ctx, memopt_status status,
+                    const char *entry, const char *format, ...);
+
+/// Turns a device-side error record, or an asynchronous CUDA error, into the
+/// context's error.
+void pollDevice(const memopt_context *ctx) {
+  if (!ctx || ctx->status != MEMOPT_OK || !ctx->stream)
+    return;
+  memopt_device_error record{};
+  cudaError_t error =
+      cudaMemcpyAsync(&record, ctx->deviceError, sizeof(record),
+                      cudaMemcpyDeviceToHost, ctx->stream);
+  if (error == cudaSuccess)
+    error = cudaStreamSynchronize(ctx->stream);
+  if (error != cudaSuccess) {
+    setError(ctx, MEMOPT_ERROR_DEVICE, "memopt_get_status",
+             "asynchronous CUDA error after %s: %s (%s); rerun with "
+             "MEMOPT_CUDA_SYNC=1 to name the failing entry",
+             ctx->currentEntry, cudaGetErrorName(error),
+             cudaGetErrorString(error));
+    return;
+  }
+  if (record.code <= 0)
+    return;
+  int site = record.site;
+  long long value = record.value, row = record.row, limit = record.limit;
+  if (site == SiteAdamWStep)
+    setDeviceError(ctx, static_cast<memopt_status>(record.code), siteName(site),
+             "step %lld is not a 1-based update count", value);
+  else if (site == SiteCrossEntropy || site == SiteCrossEntropyGrad)
+    setDeviceError(ctx, static_cast<memopt_status>(record.code), siteName(site),
+             "label %lld of row %lld out of range [0, %lld)", value, row,
+             limit);
+  else
+    setDeviceError(ctx, static_cast<memopt_status>(record.code), siteName(site),
+             "index %lld at position %lld out of range [0, %lld)", value, row,
+             limit);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Internal helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+void recordError(const memopt_context *ctx, memopt_status status,
+                 bool withScope, const char *entry, const char *format,
+                 va_list args) {
+  if (!ctx || ctx->status != MEMOPT_OK)
+    return;
+  char buffer[512];
+  std::vsnprintf(buffer, sizeof(buffer), format, args);
+  ctx->status = status;
+  ctx->message = std::string(entry) + ": " + buffer;
+  if (withScope && ctx->scope && *ctx->scope)
+    ctx->message += std::string(" [scope ") + ctx->scope + "]";
+}
+
+/// An error found in a kernel's data after the step: the current scope is
+/// not the faulting op's, so the message names only the entry.
+void setDeviceError(const memopt_context *ctx, memopt_status status,
+                    const char *entry, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  recordError(ctx, status, /*withScope=*/false, entry, format, args);
+  va_end(args);
+}
+
+} // namespace
+
+void memopt::cuda::setError(const memopt_context *ctx, memopt_status status,
+                            const char *entry, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  recordError(ctx, status, /*withScope=*/true, entry, format, args);
+  va_end(args);
+}
+
+const char *memopt::cuda::dtypeName(memopt_dtype dtype) {
+  switch (dtype) {
+  case MEMOPT_F32:
+    return "f32";
+  case MEMOPT_F16:
+    return "f16";
+  case MEMOPT_BF16:
+    return "bf16";
+  case MEMOPT_I32:
+    return "i32";
+  case MEMOPT_I64:
+    return "i64";
+  case MEMOPT_I1:
+    return "i1";
+  }
+  return "unknown dtype";
+}
+
+bool memopt::cuda::checkFloat(memopt_context *ctx, const char *entry,
+                              memopt_dtype dtype) {
+  ctx->currentEntry = entry;
+  if (isFloatType(dtype))
+    return true;
+  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+           "expected a float dtype (f32, f16, bf16), got %s (%d)",
+           dtypeName(dtype), static_cast<int>(dtype));
+  return false;
+}
+
+bool memopt::cuda::checkIndexType(memopt_context *ctx, const char *entry,
+                                  memopt_dtype dtype) {
+  if (dtype == MEMOPT_I32 || dtype == MEMOPT_I64)
+    return true;
+  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+           "expected an index dtype (i32, i64), got %s (%d)", dtypeName(dtype),
+           static_cast<int>(dtype));
+  return false;
+}
+
+bool memopt::cuda::checkExtents(memopt_context *ctx, const char *entry,
+                                std::initializer_list<int64_t> extents) {
+  ctx->currentEntry = entry;
+  for (int64_t extent : extents) {
+    if (extent < 0) {
+      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+               "negative extent %lld", static_cast<long long>(extent));
+      return false;
+    }
+  }
+  return true;
+}
+
+bool memopt::cuda::checkPointers(memopt_context *ctx, const char *entry,
+                                 int64_t n,
+                                 std::initializer_list<const void *> pointers) {
+  if (n <= 0)
+    return true;
+  for (const void *pointer : pointers) {
+    if (!pointer) {
+      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "null buffer");
+      return false;
+    }
+  }
+  return true;
+}
+
+bool memopt::cuda::checkCuda(memopt_context *ctx, const char *entry,
+                             const char *call, cudaError_t error) {
+  if (error == cudaSuccess)
+    return true;
+  setError(ctx, error == cudaErrorMemoryAllocation ? MEMOPT_ERROR_OUT_OF_MEMORY
+                                                   : MEMOPT_ERROR_DEVICE,
+           entry, "%s failed: %s (%s)", call, cudaGetErrorName(error),
+           cudaGetErrorString(error));
+  return false;
+}
+
+bool memopt::cuda::checkCublas(memopt_context *ctx, const char *entry,
+                               const char *call, cublasStatus_t status) {
+  if (status == CUBLAS_STATUS_SUCCESS)
+    return true;
+  setError(ctx, MEMOPT_ERROR_DEVICE, entry, "%s failed: %s (%s)", call,
+           cublasLtGetStatusName(status), cublasLtGetStatusString(status));
+  return false;
+}
+
+bool memopt::cuda::checkLaunch(memopt_context *ctx, const char *entry,
+                               const char *kernel) {
+  cudaError_t error = cudaGetLastError();
+  if (error != cudaSuccess) {
+    setError(ctx, MEMOPT_ERROR_DEVICE, entry, "launch of %s failed: %s (%s)",
+             kernel, cudaGetErrorName(error), cudaGetErrorString(error));
+    return false;
+  }
+  if (ctx->syncEachEntry) {
+    error = cudaStreamSynchronize(ctx->stream);
+    if (error != cudaSuccess) {
+      setError(ctx, MEMOPT_ERROR_DEVICE, entry, "kernel %s failed: %s (%s)",
+               kernel, cudaGetErrorName(error), cudaGetErrorString(error));
+      return false;
+    }
+    pollDevice(ctx);
+    return ctx->status == MEMOPT_OK;
+  }
+  return true;
+}
+
+float *memopt::cuda::workspaceFloats(memopt_context *ctx, const char *entry,
+                                     int64_t n) {
+  if (static_cast<uint64_t>(n) * sizeof(float) <= ctx->workspaceBytes)
+    return static_cast<float *>(ctx->workspace);
+  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+           "needs %lld bytes of workspace, the runtime has %llu",
+           static_cast<long long>(n * sizeof(float)),
+           static_cast<unsigned long long>(ctx->workspaceBytes));
+  return nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// Context
+//===----------------------------------------------------------------------===//
+
+const char *memopt_runtime_name(void) { return "cuda"; }
+
+void memopt_set_scope(memopt_context *ctx, const char *scope) {
+  if (ctx)
+    ctx->scope = scope ? scope : "";
+}
+
+const char *memopt_context_create_error(void) { return createError.c_str(); }
+
+memopt_context *memopt_context_create(void) {
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess || count == 0) {
+    createError = std::string("no CUDA device (cudaGetDeviceCount: ") +
+                  (error != cudaSuccess ? cudaGetErrorString(error)
+                                        : "0 devices") +
+                  ")";
+    cudaGetLastError();
+    return nullptr;
+  }
+  memopt_context *ctx = new (std::nothrow) memopt_context();
+  if (!ctx) {
+    createError = "out of host memory";
+    return nullptr;
+  }
+  const char *sync = std::getenv("MEMOPT_CUDA_SYNC");
+  ctx->syncEachEntry = sync && *sync && std::strcmp(sync, "0") != 0;
+  auto failed = [&](const char *call, const char *what) {
+    createError = std::string(call) + " failed: " + what;
+    memopt_context_destroy(ctx);
+    return nullptr;
+  };
+  if ((error = cudaGetDevice(&ctx->device)) != cudaSuccess ||
+      (error = cudaFree(nullptr)) != cudaSuccess)
+    return failed("cudaGetDevice/cudaFree(0)", cudaGetErrorString(error));
+  if ((error = cudaStreamCreateWithFlags(&ctx->stream,
+                                         cudaStreamNonBlocking)) != cudaSuccess)
+    return failed("cudaStreamCreateWithFlags", cudaGetErrorString(error));
+  if ((error = cudaEventCreate(&ctx->stepStart)) != cudaSuccess ||
+      (error = cudaEventCreate(&ctx->stepStop)) != cudaSuccess)
+    return failed("cudaEventCreate", cudaGetErrorString(error));
+  if ((error = cudaEventCreateWithFlags(&ctx->stagingDone,
+                                        cudaEventDisableTiming)) !=
+      cudaSuccess)
+    return failed("cudaEventCreateWithFlags", cudaGetErrorString(error));
+  if ((error = cudaHostAlloc(reinterpret_cast<void **>(&ctx->staging),
+                             kStagingBytes, cudaHostAllocDefault)) !=
+      cudaSuccess)
+    return failed("cudaHostAlloc (staging)", cudaGetErrorString(error));
+  cublasStatus_t status = cublasLtCreate(&ctx->lt);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    return failed("cublasLtCreate", cublasLtGetStatusString(status));
+  uint64_t before = deviceUsedBytes();
+  if ((error = cudaMalloc(&ctx->workspace, MEMOPT_CUDA_WORKSPACE_BYTES)) !=
+      cudaSuccess)
+    return failed("cudaMalloc (workspace)", cudaGetErrorString(error));
+  ctx->measuredWorkspace = deviceUsedBytes() - before;
+  ctx->workspaceAllocated = MEMOPT_CUDA_WORKSPACE_BYTES;
+  ctx->workspaceBytes = MEMOPT_CUDA_WORKSPACE_BYTES - kDeviceErrorBytes;
+  ctx->deviceError = reinterpret_cast<memopt_device_error *>(
+      static_cast<char *>(ctx->workspace) + ctx->workspaceBytes);
+  if ((error = cudaMemsetAsync(ctx->deviceError, 0, kDeviceErrorBytes,
+                               ctx->stream)) != cudaSuccess)
+    return failed("cudaMemsetAsync (error record)", cudaGetErrorString(error));
+  updateHighWater(ctx);
+  return ctx;
+}
+
+void memopt_context_destroy(memopt_context *ctx) {
+  if (!ctx)
+    return;
+  if (ctx->stream)
+    cudaStreamSynchronize(ctx->stream);
+  if (ctx->arena)
+    cudaFree(ctx->arena);
+  if (ctx->workspace)
+    cudaFree(ctx->workspace);
+  if (ctx->lt)
+    cublasLtDestroy(ctx->lt);
+  if (ctx->staging)
+    cudaFreeHost(ctx->staging);
+  if (ctx->stagingDone)
+    cudaEventDestroy(ctx->stagingDone);
+  if (ctx->stepStart)
+    cudaEventDestroy(ctx->stepStart);
+  if (ctx->stepStop)
+    cudaEventDestroy(ctx->stepStop);
+  if (ctx->stream)
+    cudaStreamDestroy(ctx->stream);
+  delete ctx;
+}
+
+memopt_status memopt_get_status(const memopt_context *ctx) {
+  if (!ctx)
+    return MEMOPT_ERROR_INVALID_ARGUMENT;
+  pollDevice(ctx);
+  return ctx->status;
+}
+
+const char *memopt_get_error_message(const memopt_context *ctx) {
+  return ctx ? ctx->message.c_str() : "null memopt_context";
+}
+
+void memopt_clear_error(memopt_context *ctx) {
+  if (!ctx)
+    return;
+  if (ctx->stream)
+    cudaStreamSynchronize(ctx->stream);
+  cudaGetLastError();
+  if (ctx->deviceError)
+    cudaMemsetAsync(ctx->deviceError, 0, kDeviceErrorBytes, ctx->stream);
+  ctx->status = MEMOPT_OK;
+  ctx->message.clear();
+}
+
+void *memopt_arena_allocate(memopt_context *ctx, uint64_t bytes) {
+  const char *entry = "memopt_arena_allocate";
+  if (!isLive(ctx))
+    return nullptr;
+  if (ctx->arena) {
+    if (!MEMOPT_CUDA_CHECK(ctx, entry, cudaStreamSynchronize(ctx->stream)) ||
+        !MEMOPT_CUDA_CHECK(ctx, entry, cudaFree(ctx->arena)))
+      return nullptr;
+  }
+  ctx->arena = nullptr;
+  ctx->arenaBytes = 0;
+  ctx->measuredArena = 0;
+  uint64_t rounded = (bytes + 255) / 256 * 256;
+  if (rounded == 0)
+    rounded = 256;
+  void *block = nullptr;
+  uint64_t before = deviceUsedBytes();
+  cudaError_t error = cudaMalloc(&block, static_cast<size_t>(rounded));
+  if (error != cudaSuccess) {
+    cudaGetLastError();
+    setError(ctx, MEMOPT_ERROR_OUT_OF_MEMORY, entry,
+             "cudaMalloc of %llu bytes failed: %s",
+             static_cast<unsigned long long>(bytes), cudaGetErrorString(error));
+    return nullptr;
+  }
+  ctx->measuredArena = deviceUsedBytes() - before;
+  ctx->arena = block;
+  ctx->arenaBytes = bytes;
+  updateHighWater(ctx);
+  if (!MEMOPT_CUDA_CHECK(ctx, entry,
+                         cudaMemsetAsync(block, 0, static_cast<size_t>(rounded),
+                                         ctx->stream)))
+    return nullptr;
+  return block;
+}
+
+void *memopt_arena_base(const memopt_context *ctx) {
+  return ctx ? ctx->arena : nullptr;
+}
+
+uint64_t memopt_arena_size(const memopt_context *ctx) {
+  return ctx ? ctx->arenaBytes : 0;
+}
+
+uint64_t memopt_memory_high_water(const memopt_context *ctx) {
+  return ctx ? ctx->highWater : 0;
+}
+
+uint64_t memopt_device_memory_measured(const memopt_context *ctx) {
+  if (!ctx)
+    return 0;
+  return ctx->measuredArena + ctx->measuredWorkspace;
+}
+
+void memopt_set_step(memopt_context *ctx, uint64_t step) {
+  if (ctx)
+    ctx->step = step;
+}
+
+uint64_t memopt_get_step(const memopt_context *ctx) {
+  return ctx ? ctx->step : 0;
+}
+
+void memopt_advance_step(memopt_context *ctx) {
+  if (ctx)
+    ++ctx->step;
+}
+
+void memopt_step_begin(memopt_context *ctx) {
+  if (isLive(ctx))
+    MEMOPT_CUDA_CHECK(ctx, "memopt_step_begin",
+                      cudaEventRecord(ctx->stepStart, ctx->stream));
+}
+
+double memopt_step_end(memopt_context *ctx) {
+  const char *entry = "memopt_step_end";
+  if (!isLive(ctx))
+    return 0.0;
+  float ms = 0.0f;
+  if (!MEMOPT_CUDA_CHECK(ctx, entry,
+                         cudaEventRecord(ctx->stepStop, ctx->stream)) ||
+      !MEMOPT_CUDA_CHECK(ctx, entry, cudaEventSynchronize(ctx->stepStop)) ||
+      !MEMOPT_CUDA_CHECK(
+          ctx, entry, cudaEventElapsedTime(&ms, ctx->stepStart, ctx->stepStop)))
+    return 0.0;
+  ctx->lastStepSeconds = ms / 1000.0;
+  return ctx->lastStepSeconds;
+}
+
+double memopt_last_step_seconds(const memopt_context *ctx) {
+  return ctx ? ctx->lastStepSeconds : 0.0;
+}
+
+void memopt_synchronize(memopt_context *ctx) {
+  if (isLive(ctx))
+    MEMOPT_CUDA_CHECK(ctx, "memopt_synchronize",
+                      cudaStreamSynchronize(ctx->stream));
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+size_t memopt_dtype_size(memopt_dtype dtype) {
+  switch (dtype) {
+  case MEMOPT_F32:
+  case MEMOPT_I32:
+    return 4;
+  case MEMOPT_F16:
+  case MEMOPT_BF16:
+    return 2;
+  case MEMOPT_I64:
+    return 8;
+  case MEMOPT_I1:
+    return 1;
+  }
+  return 0;
+}
+
+static void copyBytes(memopt_context *ctx, const char *entry, void *dst,
+                      const void *src, uint64_t bytes, cudaMemcpyKind kind) {
+  if (!isLive(ctx) || !checkPointers(ctx, entry, bytes ? 1 : 0, {dst, src}))
+    return;
+  ctx->currentEntry = entry;
+  if (!bytes)
+    return;
+  if (kind == cudaMemcpyHostToDevice && bytes <= kStagingBytes &&
+      ctx->staging) {
+    // Through the pinned ring: an asynchronous copy that never waits for
+    // the device, except when the ring wraps around (every kStagingBytes).
+    if (ctx->stagingCursor + bytes > kStagingBytes) {
+      if (ctx->stagingPending &&
+          !MEMOPT_CUDA_CHECK(ctx, entry,
+                             cudaEventSynchronize(ctx->stagingDone)))
+        return;
+      ctx->stagingCursor = 0;
+    }
+    char *slot = ctx->staging + ctx->stagingCursor;
+    std::memcpy(slot, src, static_cast<size_t>(bytes));
+    ctx->stagingCursor += (bytes + 255) / 256 * 256;
+    if (!MEMOPT_CUDA_CHECK(ctx, entry,
+                           cudaMemcpyAsync(dst, slot,
+                                           static_cast<size_t>(bytes), kind,
+                                           ctx->stream)) ||
+        !MEMOPT_CUDA_CHECK(ctx, entry,
+                           cudaEventRecord(ctx->stagingDone, ctx->stream)))
+      return;
+    ctx->stagingPending = true;
+    return;
+  }
+  if (!MEMOPT_CUDA_CHECK(ctx, entry,
+                         cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes),
+                                         kind, ctx->stream)))
+    return;
+  // The host buffer of a device-to-host copy is read by the caller as soon as
+  // the entry returns.
+  if (kind == cudaMemcpyDeviceToHost)
+    MEMOPT_CUDA_CHECK(ctx, entry, cudaStreamSynchronize(ctx->stream));
+}
+
+void memopt_copy_from_host(memopt_context *ctx, void *dst, const void *src,
+                           uint64_t bytes) {
+  copyBytes(ctx, "memopt_copy_from_host", dst, src, bytes,
+            cudaMemcpyHostToDevice);
+}
+
+void memopt_copy_to_host(memopt_context *ctx, void *dst, const void *src,
+                         uint64_t bytes) {
+  copyBytes(ctx, "memopt_copy_to_host", dst, src, bytes,
+            cudaMemcpyDeviceToHost);
+}
+
+void memopt_copy(memopt_context *ctx, void *dst, const void *src,
+                 uint64_t bytes) {
+  copyBytes(ctx, "memopt_copy", dst, src, bytes, cudaMemcpyDeviceToDevice);
+}
+
+template <typename T>
+__global__ void fillKernel(T *out, int64_t n, T value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = value;
+}
+
+template <typename T>
+static void launchFill(memopt_context *ctx, void *dst, int64_t n, T value) {
+  fillKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(static_cast<T *>(dst),
+                                                        n, value);
+  checkLaunch(ctx, "memopt_fill", "fillKernel");
+}
+
+void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
+                 double value) {
+  const char *entry = "memopt_fill";
+  if (!isLive(ctx) || !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, n, {dst}) || n == 0)
+    return;
+  switch (dtype) {
+  case MEMOPT_F32:
+    return launchFill<float>(ctx, dst, n, static_cast<float>(value));
+  case MEMOPT_F16: {
+    __half v = __float2half_rn(static_cast<float>(value));
+    return launchFill<uint16_t>(ctx, dst, n, reinterpret_cast<uint16_t &>(v));
+  }
+  case MEMOPT_BF16: {
+    __nv_bfloat16 v = __float2bfloat16_rn(static_cast<float>(value));
+    return launchFill<uint16_t>(ctx, dst, n, reinterpret_cast<uint16_t &>(v));
+  }
+  case MEMOPT_I32:
+    return launchFill<int32_t>(ctx, dst, n, static_cast<int32_t>(value));
+  case MEMOPT_I64:
+    return launchFill<int64_t>(ctx, dst, n, static_cast<int64_t>(value));
+  case MEMOPT_I1:
+    return launchFill<uint8_t>(ctx, dst, n, value != 0.0 ? 1 : 0);
+  }
+  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown dtype %d",
+           static_cast<int>(dtype));
+}
+
+//===----------------------------------------------------------------------===//
+// Casts and selection
+//===----------------------------------------------------------------------===//
+
+template <typename In, typename Out>
+__global__ void castKernel(const In *in, Out *out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = fromF32<Out>(toF32(in[i]));
+}
+
+void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
+                 memopt_dtype out_dtype, void *output, int64_t n) {
+  const char *entry = "memopt_cast";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, in_dtype) ||
+      !checkFloat(ctx, entry, out_dtype) || !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, n, {input, output}) || n == 0)
+    return;
+  if (in_dtype == out_dtype) {
+    MEMOPT_CUDA_CHECK(
+        ctx, entry,
+        cudaMemcpyAsync(output, input, n * memopt_dtype_size(in_dtype),
+                        cudaMemcpyDeviceToDevice, ctx->stream));
+    return;
+  }
+  // Each thread reads its element before writing it, so in-place casts
+  // between equal sizes (f16 <-> bf16) are safe.
+  dispatchFloat(in_dtype, [&](auto inTag) {
+    using In = MEMOPT_STORAGE(inTag);
+    dispatchFloat(out_dtype, [&](auto outTag) {
+      using Out = MEMOPT_STORAGE(outTag);
+      castKernel<In, Out><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+          static_cast<const In *>(input), static_cast<Out *>(output), n);
+    });
+  });
+  checkLaunch(ctx, entry, "castKernel");
+}
+
+template <typename T>
+__global__ void whereKernel(const uint8_t *cond, const T *a, const T *b, T *out,
+                            int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = cond[i] ? a[i] : b[i];
+}
+
+template <typename T>
+__global__ void maskedFillKernel(const T *in, const uint8_t *mask, T value,
+                                 T *out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = mask[i] ? value : in[i];
+}
+
+/// Calls `body` with a null pointer of an unsigned type of `size` bytes.
+template <typename F> static bool dispatchSize(size_t size, F &&body) {
+  switch (size) {
+  case 1:
+    body(static_cast<uint8_t *>(nullptr));
+    return true;
+  case 2:
+    body(static_cast<uint16_t *>(nullptr));
+    return true;
+  case 4:
+    body(static_cast<uint32_t *>(nullptr));
+    return true;
+  case 8:
+    body(static_cast<uint64_t *>(nullptr));
+    return true;
+  }
+  return false;
+}
+
+void memopt_where(memopt_context *ctx, memopt_dtype dtype, const uint8_t *cond,
+                  const void *a, const void *b, void *out, int64_t n) {
+  const char *entry = "memopt_where";
+  size_t size = memopt_dtype_size(dtype);
+  if (!isLive(ctx))
+    return;
+  if (!size) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown dtype %d",
+             static_cast<int>(dtype));
+    return;
+  }
+  if (!checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, n, {cond, a, b, out}) || n == 0)
+    return;
+  dispatchSize(size, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    whereKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+        cond, static_cast<const T *>(a), static_cast<const T *>(b),
+        static_cast<T *>(out), n);
+  });
+  checkLaunch(ctx, entry, "whereKernel");
+}
+
+void memopt_masked_fill(memopt_context *ctx, memopt_dtype dtype,
+                        const void *input, const uint8_t *mask, double value,
+                        void *out, int64_t n) {
+  const char *entry = "memopt_masked_fill";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, n, {input, mask, out}) || n == 0)
+    return;
+  float v = static_cast<float>(value);
+  if (dtype == MEMOPT_F32) {
+    maskedFillKernel<float><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+        static_cast<const float *>(input), mask, v, static_cast<float *>(out),
+        n);
+  } else {
+    uint16_t bits;
+    if (dtype == MEMOPT_F16) {
+      __half h = __float2half_rn(v);
+      std::memcpy(&bits, &h, 2);
+    } else {
+      __nv_bfloat16 h = __float2bfloat16_rn(v);
+      std::memcpy(&bits, &h, 2);
+    }
+    maskedFillKernel<uint16_t><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+        static_cast<const uint16_t *>(input), mask, bits,
+        static_cast<uint16_t *>(out), n);
+  }
+  checkLaunch(ctx, entry, "maskedFillKernel");
+}

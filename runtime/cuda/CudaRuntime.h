@@ -1,0 +1,164 @@
+//===- CudaRuntime.h - CUDA runtime internals -------------------*- C++ -*-===//
+//
+// The state behind `memopt_context` on the GPU and the helpers every kernel
+// file uses: the sticky error (host-side argument errors, checked CUDA and
+// cuBLASLt calls, and errors that kernels find on the device, such as an
+// embedding index out of range), launch helpers, and dtype dispatch.
+//
+// Every kernel runs on the context's one stream; nothing in a step waits for
+// the device. Device-side errors are written into a small record at the end
+// of the workspace and turned into the context's error by memopt_get_status,
+// which reads it back (a synchronous copy) and which the driver calls once
+// per step, after the loss read-back that waits for the step anyway.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_RUNTIME_CUDA_CUDARUNTIME_H
+#define MEMOPT_RUNTIME_CUDA_CUDARUNTIME_H
+
+#include "memopt/runtime.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+/// What a kernel found wrong on the device. Written once (the first kernel
+/// that claims `code` wins), read by the host after the step.
+struct memopt_device_error {
+  int code;
+  /// A memopt::cuda::DeviceErrorSite.
+  int site;
+  long long value;
+  long long row;
+  long long limit;
+};
+
+struct memopt_context {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  cudaEvent_t stepStart = nullptr;
+  cudaEvent_t stepStop = nullptr;
+  /// The arena: one cudaMalloc.
+  void *arena = nullptr;
+  uint64_t arenaBytes = 0;
+  /// The workspace: one cudaMalloc of MEMOPT_CUDA_WORKSPACE_BYTES, shared in
+  /// stream order by cuBLASLt and the kernels that need f32 scratch
+  /// (`workspaceBytes` of it, the rest holds the device error record).
+  void *workspace = nullptr;
+  uint64_t workspaceBytes = 0;
+  uint64_t workspaceAllocated = 0;
+  uint64_t highWater = 0;
+  /// What the device reports each of the two allocations took: the growth
+  /// of cudaMemGetInfo's used bytes across its cudaMalloc.
+  uint64_t measuredArena = 0;
+  uint64_t measuredWorkspace = 0;
+  uint64_t step = 0;
+  double lastStepSeconds = 0.0;
+  /// Pinned host staging for host-to-device copies of up to
+  /// kStagingBytes (the generated step's constants), so that they never wait
+  /// for the device: a ring whose wrap-around waits for the last staged copy.
+  char *staging = nullptr;
+  uint64_t stagingCursor = 0;
+  cudaEvent_t stagingDone = nullptr;
+  bool stagingPending = false;
+  /// The device-side error record: the last kDeviceErrorBytes of the
+  /// workspace (cuBLASLt and scratch use the bytes before it).
+  memopt_device_error *deviceError = nullptr;
+  /// Sticky: memopt_get_status may fill them from the device record.
+  mutable memopt_status status = MEMOPT_OK;
+  mutable std::string message;
+  /// The entry currently running (for errors found after a launch) and the
+  /// module scope of the generated step's current op (memopt_set_scope).
+  const char *currentEntry = "";
+  const char *scope = "";
+  /// MEMOPT_CUDA_SYNC=1: wait after each entry so that an asynchronous
+  /// fault names the entry that caused it.
+  bool syncEachEntry = false;
+};
+
+namespace memopt {
+namespace cuda {
+
+/// Where a device-side error was found.
+enum DeviceErrorSite {
+  SiteEmbedding = 1,
+  SiteEmbeddingGrad = 2,
+  SiteCrossEntropy = 3,
+  SiteCrossEntropyGrad = 4,
+  SiteAdamWStep = 5,
+};
+
+inline bool isLive(const memopt_context *ctx) {
+  return ctx && ctx->status == MEMOPT_OK;
+}
+
+/// Records the first error: "<entry>: <printf-formatted message>".
+void setError(const memopt_context *ctx, memopt_status status,
+              const char *entry, const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+const char *dtypeName(memopt_dtype dtype);
+
+inline bool isFloatType(memopt_dtype dtype) {
+  return dtype == MEMOPT_F32 || dtype == MEMOPT_F16 || dtype == MEMOPT_BF16;
+}
+
+bool checkFloat(memopt_context *ctx, const char *entry, memopt_dtype dtype);
+bool checkIndexType(memopt_context *ctx, const char *entry, memopt_dtype dtype);
+bool checkExtents(memopt_context *ctx, const char *entry,
+                  std::initializer_list<int64_t> extents);
+bool checkPointers(memopt_context *ctx, const char *entry, int64_t n,
+                   std::initializer_list<const void *> pointers);
+
+/// Checks a CUDA runtime call: records "<entry>: <call> failed: <error>" and
+/// returns false on failure.
+bool checkCuda(memopt_context *ctx, const char *entry, const char *call,
+               cudaError_t error);
+
+/// Checks a cuBLASLt call likewise.
+bool checkCublas(memopt_context *ctx, const char *entry, const char *call,
+                 cublasStatus_t status);
+
+/// Checks the launch of `kernel` (cudaGetLastError) and, with
+/// MEMOPT_CUDA_SYNC=1, its completion.
+bool checkLaunch(memopt_context *ctx, const char *entry, const char *kernel);
+
+#define MEMOPT_CUDA_CHECK(ctx, entry, call)                                    \
+  ::memopt::cuda::checkCuda(ctx, entry, #call, call)
+#define MEMOPT_CUBLAS_CHECK(ctx, entry, call)                                  \
+  ::memopt::cuda::checkCublas(ctx, entry, #call, call)
+
+/// Bytes at the end of the workspace that hold the device error record.
+constexpr uint64_t kDeviceErrorBytes = 256;
+
+/// Bytes of the pinned staging ring of host-to-device copies.
+constexpr uint64_t kStagingBytes = 8u << 20;
+
+/// Threads per block of the elementwise kernels.
+constexpr int kBlock = 256;
+
+/// Blocks for `n` elements with a grid-stride loop (capped).
+inline unsigned gridFor(int64_t n, int block = kBlock) {
+  int64_t blocks = (n + block - 1) / block;
+  if (blocks < 1)
+    blocks = 1;
+  if (blocks > 65535 * 8)
+    blocks = 65535 * 8;
+  return static_cast<unsigned>(blocks);
+}
+
+/// The workspace as `n` floats, or null after recording an error when it is
+/// too small.
+float *workspaceFloats(memopt_context *ctx, const char *entry, int64_t n);
+
+} // namespace cuda
+} // namespace memopt
+
+#endif // MEMOPT_RUNTIME_CUDA_CUDARUNTIME_H

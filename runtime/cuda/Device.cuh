@@ -1,0 +1,146 @@
+//===- Device.cuh - device helpers of the CUDA runtime ------------*- CUDA -*-===//
+//
+// Storage types and their f32 conversions (round to nearest even on store),
+// dtype dispatch, block reductions with a fixed order (so that results are
+// deterministic run to run), and the Philox4x32-10 block shared with the
+// host runtime's stream.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_RUNTIME_CUDA_DEVICE_CUH
+#define MEMOPT_RUNTIME_CUDA_DEVICE_CUH
+
+#include "CudaRuntime.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+namespace memopt {
+namespace cuda {
+
+__device__ __forceinline__ float toF32(float v) { return v; }
+__device__ __forceinline__ float toF32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float toF32(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+
+template <typename T> __device__ __forceinline__ T fromF32(float v);
+template <> __device__ __forceinline__ float fromF32<float>(float v) {
+  return v;
+}
+template <> __device__ __forceinline__ __half fromF32<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 fromF32<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+/// Calls `body` with a null pointer of the storage type of float `dtype`
+/// (the caller has checked that it is one): `[&](auto tag) { using T =
+/// std::remove_pointer_t<decltype(tag)>; ... }`.
+template <typename F> inline void dispatchFloat(memopt_dtype dtype, F &&body) {
+  switch (dtype) {
+  case MEMOPT_F16:
+    body(static_cast<__half *>(nullptr));
+    return;
+  case MEMOPT_BF16:
+    body(static_cast<__nv_bfloat16 *>(nullptr));
+    return;
+  default:
+    body(static_cast<float *>(nullptr));
+    return;
+  }
+}
+
+#define MEMOPT_STORAGE(tag) std::remove_pointer_t<decltype(tag)>
+
+/// Reads index `i` of an I32 or I64 tensor.
+__device__ __forceinline__ int64_t loadIndex(bool is64, const void *src,
+                                             int64_t i) {
+  return is64 ? static_cast<const int64_t *>(src)[i]
+              : static_cast<const int32_t *>(src)[i];
+}
+
+/// Sum over the block; every thread gets the result. `shared` holds 32
+/// floats. The order is fixed by the launch shape.
+__device__ __forceinline__ float blockSum(float v, float *shared) {
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  int warps = (blockDim.x + 31) >> 5;
+  float total = 0.0f;
+  for (int w = 0; w < warps; ++w)
+    total += shared[w];
+  return total;
+}
+
+/// Maximum over the block (NaN propagates); every thread gets the result.
+__device__ __forceinline__ float blockMax(float v, float *shared) {
+  for (int o = 16; o > 0; o >>= 1) {
+    float other = __shfl_xor_sync(0xffffffffu, v, o);
+    v = (isnan(v) || isnan(other)) ? NAN : fmaxf(v, other);
+  }
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0)
+    shared[warp] = v;
+  __syncthreads();
+  int warps = (blockDim.x + 31) >> 5;
+  float best = -INFINITY;
+  for (int w = 0; w < warps; ++w)
+    best = (isnan(best) || isnan(shared[w])) ? NAN : fmaxf(best, shared[w]);
+  return best;
+}
+
+/// Records a device-side error; the first one wins.
+__device__ __forceinline__ void raiseDeviceError(memopt_device_error *error,
+                                                 int code, int site,
+                                                 long long value, long long row,
+                                                 long long limit) {
+  if (atomicCAS(&error->code, 0, -1) == 0) {
+    error->site = site;
+    error->value = value;
+    error->row = row;
+    error->limit = limit;
+    __threadfence_system();
+    atomicExch(&error->code, code);
+  }
+}
+
+/// Philox4x32-10, as runtime/host/Random.cpp.
+__host__ __device__ __forceinline__ void philox4x32_10(uint32_t c0, uint32_t c1,
+                                                      uint32_t c2, uint32_t c3,
+                                                      uint32_t k0, uint32_t k1,
+                                                      uint32_t out[4]) {
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
+    uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+    uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+    uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+    uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
+  }
+  out[0] = c0;
+  out[1] = c1;
+  out[2] = c2;
+  out[3] = c3;
+}
+
+} // namespace cuda
+} // namespace memopt
+
+#endif // MEMOPT_RUNTIME_CUDA_DEVICE_CUH

@@ -1,0 +1,980 @@
+//===- Norm.cu - reductions, softmax, normalisation, losses ----------------===//
+//
+// Two kernel shapes cover every reduction: a block per row when the reduced
+// elements are contiguous (softmax over the last dimension, layer norm, a
+// cross-entropy row), and 32 x 8 threads per 32 columns when they are strided
+// (reduce over a middle dimension, the weight gradients of layer norm).
+// Both accumulate in f32 in an order fixed by the launch shape, so results
+// are identical run to run. Softmax and cross-entropy subtract the row
+// maximum first. Scalar losses reduce per-row (or per-block) partials in the
+// workspace with one block, again in a fixed order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.cuh"
+
+using namespace memopt::cuda;
+
+namespace {
+
+constexpr int kRowBlock = 256;
+constexpr int kColTile = 32;
+constexpr int kColRows = 8;
+/// Blocks of the first pass of a scalar loss (fixed for determinism).
+constexpr int kLossBlocks = 256;
+
+#define GRID_STRIDE(i, n)                                                      \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);   \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+unsigned rowGrid(int64_t rows) {
+  return static_cast<unsigned>(rows < 65535 * 16 ? (rows > 0 ? rows : 1)
+                                                 : 65535 * 16);
+}
+
+/// Sums (op 0/1) or maxes (op 2) column `i` of the [reduced, inner] slab of
+/// each outer index: 32 columns per block, 8 row-threads, fixed order.
+template <typename In, typename Out>
+__global__ void reduceColumnsKernel(int op, const In *x, Out *y, int64_t outer,
+                                    int64_t reduced, int64_t inner) {
+  __shared__ float partial[kColRows][kColTile + 1];
+  int tx = threadIdx.x, ty = threadIdx.y;
+  int64_t col = blockIdx.x * int64_t(kColTile) + tx;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    float acc = op == MEMOPT_REDUCE_MAX ? -INFINITY : 0.0f;
+    if (col < inner) {
+      const In *base = x + o * reduced * inner + col;
+      for (int64_t r = ty; r < reduced; r += kColRows) {
+        float v = toF32(base[r * inner]);
+        if (op == MEMOPT_REDUCE_MAX)
+          acc = (isnan(acc) || isnan(v)) ? NAN : fmaxf(acc, v);
+        else
+          acc += v;
+      }
+    }
+    partial[ty][tx] = acc;
+    __syncthreads();
+    if (ty == 0 && col < inner) {
+      float total = partial[0][tx];
+      for (int r = 1; r < kColRows; ++r) {
+        float v = partial[r][tx];
+        if (op == MEMOPT_REDUCE_MAX)
+          total = (isnan(total) || isnan(v)) ? NAN : fmaxf(total, v);
+        else
+          total += v;
+      }
+      if (op == MEMOPT_REDUCE_MEAN)
+        total = reduced ? total / static_cast<float>(reduced) : NAN;
+      y[o * inner + col] = fromF32<Out>(total);
+    }
+    __syncthreads();
+  }
+}
+
+template <typename In, typename Out>
+__global__ void reduceRowsKernel(int op, const In *x, Out *y, int64_t outer,
+                                 int64_t reduced) {
+  __shared__ float shared[32];
+  for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
+    const In *row = x + o * reduced;
+    float acc = op == MEMOPT_REDUCE_MAX ? -INFINITY : 0.0f;
+    for (int64_t r = threadIdx.x; r < reduced; r += blockDim.x) {
+      float v = toF32(row[r]);
+      if (op == MEMOPT_REDUCE_MAX)
+        acc = (isnan(acc) || isnan(v)) ? NAN : fmaxf(acc, v);
+      else
+        acc += v;
+    }
+    float total =
+        op == MEMOPT_REDUCE_MAX ? blockMax(acc, shared) : blockSum(acc, shared);
+    if (op == MEMOPT_REDUCE_MEAN)
+      total = reduced ? total / static_cast<float>(reduced) : NAN;
+    if (threadIdx.x == 0)
+      y[o] = fromF32<Out>(total);
+  }
+}
+
+} // namespace
+
+void memopt_reduce(memopt_context *ctx, memopt_reduce_op op,
+                   memopt_dtype in_dtype, const void *input,
+                   memopt_dtype out_dtype, void *out, int64_t outer,
+                   int64_t reduced, int64_t inner) {
+  const char *entry = "memopt_reduce";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, in_dtype) ||
+      !checkFloat(ctx, entry, out_dtype) ||
+      !checkExtents(ctx, entry, {outer, reduced, inner}))
+    return;
+  if (out_dtype != in_dtype && out_dtype != MEMOPT_F32) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "result dtype %s is neither the input's (%s) nor f32",
+             dtypeName(out_dtype), dtypeName(in_dtype));
+    return;
+  }
+  if (op < MEMOPT_REDUCE_SUM || op > MEMOPT_REDUCE_MAX) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown op %d",
+             static_cast<int>(op));
+    return;
+  }
+  if (op == MEMOPT_REDUCE_MAX && reduced == 0) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "max over an empty extent");
+    return;
+  }
+  if (!checkPointers(ctx, entry, outer * inner, {input, out}) ||
+      outer * inner == 0)
+    return;
+  dispatchFloat(in_dtype, [&](auto inTag) {
+    using In = MEMOPT_STORAGE(inTag);
+    dispatchFloat(out_dtype, [&](auto outTag) {
+      using Out = MEMOPT_STORAGE(outTag);
+      if (inner == 1) {
+        reduceRowsKernel<In, Out><<<rowGrid(outer), kRowBlock, 0, ctx->stream>>>(
+            op, static_cast<const In *>(input), static_cast<Out *>(out), outer,
+            reduced);
+      } else {
+        dim3 grid(static_cast<unsigned>((inner + kColTile - 1) / kColTile),
+                  static_cast<unsigned>(outer < 65535 ? outer : 65535));
+        reduceColumnsKernel<In, Out>
+            <<<grid, dim3(kColTile, kColRows), 0, ctx->stream>>>(
+                op, static_cast<const In *>(input), static_cast<Out *>(out),
+                outer, reduced, inner);
+      }
+    });
+  });
+  checkLaunch(ctx, entry, inner == 1 ? "reduceRowsKernel" : "reduceColumnsKernel");
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Softmax / log-softmax of contiguous rows: a block per row.
+template <typename T>
+__global__ void softmaxRowsKernel(const T *x, T *y, int64_t rows, int64_t dim,
+                                  bool isLog) {
+  __shared__ float shared[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xs = x + r * dim;
+    T *ys = y + r * dim;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+      m = fmaxf(m, toF32(xs[j]));
+    m = blockMax(m, shared);
+    float s = 0.0f;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+      s += expf(toF32(xs[j]) - m);
+    s = blockSum(s, shared);
+    float logSum = logf(s), inv = 1.0f / s;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+      float v = toF32(xs[j]) - m;
+      ys[j] = fromF32<T>(isLog ? v - logSum : expf(v) * inv);
+    }
+  }
+}
+
+/// The same along a strided middle dimension: a thread per (outer, inner).
+template <typename T>
+__global__ void softmaxStridedKernel(const T *x, T *y, int64_t outer,
+                                     int64_t dim, int64_t inner, bool isLog) {
+  GRID_STRIDE(t, outer * inner) {
+    int64_t base = (t / inner) * dim * inner + t % inner;
+    float m = -INFINITY;
+    for (int64_t r = 0; r < dim; ++r)
+      m = fmaxf(m, toF32(x[base + r * inner]));
+    float s = 0.0f;
+    for (int64_t r = 0; r < dim; ++r)
+      s += expf(toF32(x[base + r * inner]) - m);
+    float logSum = logf(s), inv = 1.0f / s;
+    for (int64_t r = 0; r < dim; ++r) {
+      float v = toF32(x[base + r * inner]) - m;
+      y[base + r * inner] = fromF32<T>(isLog ? v - logSum : expf(v) * inv);
+    }
+  }
+}
+
+template <typename T>
+__global__ void softmaxGradRowsKernel(const T *y, const T *g, T *dx,
+                                      int64_t rows, int64_t dim, bool isLog) {
+  __shared__ float shared[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *ys = y + r * dim;
+    const T *gs = g + r * dim;
+    T *out = dx + r * dim;
+    float s = 0.0f;
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
+      s += isLog ? toF32(gs[j]) : toF32(gs[j]) * toF32(ys[j]);
+    s = blockSum(s, shared);
+    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
+      float yv = toF32(ys[j]), gv = toF32(gs[j]);
+      out[j] = fromF32<T>(isLog ? gv - expf(yv) * s : yv * (gv - s));
+    }
+  }
+}
+
+template <typename T>
+__global__ void softmaxGradStridedKernel(const T *y, const T *g, T *dx,
+                                         int64_t outer, int64_t dim,
+                                         int64_t inner, bool isLog) {
+  GRID_STRIDE(t, outer * inner) {
+    int64_t base = (t / inner) * dim * inner + t % inner;
+    float s = 0.0f;
+    for (int64_t r = 0; r < dim; ++r) {
+      int64_t k = base + r * inner;
+      s += isLog ? toF32(g[k]) : toF32(g[k]) * toF32(y[k]);
+    }
+    for (int64_t r = 0; r < dim; ++r) {
+      int64_t k = base + r * inner;
+      float yv = toF32(y[k]), gv = toF32(g[k]);
+      dx[k] = fromF32<T>(isLog ? gv - expf(yv) * s : yv * (gv - s));
+    }
+  }
+}
+
+bool checkSoftmax(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+                  int64_t outer, int64_t dim, int64_t inner,
+                  std::initializer_list<const void *> pointers) {
+  return isLive(ctx) && checkFloat(ctx, entry, dtype) &&
+         checkExtents(ctx, entry, {outer, dim, inner}) &&
+         checkPointers(ctx, entry, outer * dim * inner, pointers) &&
+         outer * dim * inner > 0;
+}
+
+void softmaxForward(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+                    const void *input, void *out, int64_t outer, int64_t dim,
+                    int64_t inner, bool isLog) {
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    const T *x = static_cast<const T *>(input);
+    T *y = static_cast<T *>(out);
+    if (inner == 1)
+      softmaxRowsKernel<T><<<rowGrid(outer), kRowBlock, 0, ctx->stream>>>(
+          x, y, outer, dim, isLog);
+    else
+      softmaxStridedKernel<T><<<gridFor(outer * inner), kBlock, 0,
+                                ctx->stream>>>(x, y, outer, dim, inner, isLog);
+  });
+  checkLaunch(ctx, entry, "softmaxKernel");
+}
+
+void softmaxBackward(memopt_context *ctx, const char *entry,
+                     memopt_dtype dtype, const void *output, const void *grad,
+                     void *out, int64_t outer, int64_t dim, int64_t inner,
+                     bool isLog) {
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    const T *y = static_cast<const T *>(output);
+    const T *g = static_cast<const T *>(grad);
+    T *dx = static_cast<T *>(out);
+    if (inner == 1)
+      softmaxGradRowsKernel<T><<<rowGrid(outer), kRowBlock, 0, ctx->stream>>>(
+          y, g, dx, outer, dim, isLog);
+    else
+      softmaxGradStridedKernel<T><<<gridFor(outer * inner), kBlock, 0,
+                                    ctx->stream>>>(y, g, dx, outer, dim, inner,
+                                                   isLog);
+  });
+  checkLaunch(ctx, entry, "softmaxGradKernel");
+}
+
+} // namespace
+
+void memopt_softmax(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                    void *out, int64_t outer, int64_t dim, int64_t inner) {
+  const char *entry = "memopt_softmax";
+  if (checkSoftmax(ctx, entry, dtype, outer, dim, inner, {input, out}))
+    softmaxForward(ctx, entry, dtype, input, out, outer, dim, inner, false);
+}
+
+void memopt_log_softmax(memopt_context *ctx, memopt_dtype dtype,
+                        const void *input, void *out, int64_t outer,
+                        int64_t dim, int64_t inner) {
+  const char *entry = "memopt_log_softmax";
+  if (checkSoftmax(ctx, entry, dtype, outer, dim, inner, {input, out}))
+    softmaxForward(ctx, entry, dtype, input, out, outer, dim, inner, true);
+}
+
+void memopt_softmax_grad(memopt_context *ctx, memopt_dtype dtype,
+                         const void *output, const void *grad, void *out,
+                         int64_t outer, int64_t dim, int64_t inner) {
+  const char *entry = "memopt_softmax_grad";
+  if (checkSoftmax(ctx, entry, dtype, outer, dim, inner, {output, grad, out}))
+    softmaxBackward(ctx, entry, dtype, output, grad, out, outer, dim, inner,
+                    false);
+}
+
+void memopt_log_softmax_grad(memopt_context *ctx, memopt_dtype dtype,
+                             const void *output, const void *grad, void *out,
+                             int64_t outer, int64_t dim, int64_t inner) {
+  const char *entry = "memopt_log_softmax_grad";
+  if (checkSoftmax(ctx, entry, dtype, outer, dim, inner, {output, grad, out}))
+    softmaxBackward(ctx, entry, dtype, output, grad, out, outer, dim, inner,
+                    true);
+}
+
+//===----------------------------------------------------------------------===//
+// Layer norm and RMS norm
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+template <typename T, typename W>
+__global__ void layerNormKernel(const T *x, const W *w, const W *b, T *y,
+                                float *mean, float *rstd, int64_t rows,
+                                int64_t cols, float eps, bool rms) {
+  __shared__ float shared[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xs = x + r * cols;
+    T *ys = y + r * cols;
+    float mu = 0.0f;
+    if (!rms) {
+      float s = 0.0f;
+      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+        s += toF32(xs[j]);
+      mu = blockSum(s, shared) / static_cast<float>(cols);
+    }
+    float sq = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      float d = toF32(xs[j]) - mu;
+      sq += d * d;
+    }
+    float var = blockSum(sq, shared) / static_cast<float>(cols);
+    float s = rsqrtf(var + eps);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      float v = (toF32(xs[j]) - mu) * s * toF32(w[j]);
+      if (!rms)
+        v += toF32(b[j]);
+      ys[j] = fromF32<T>(v);
+    }
+    if (threadIdx.x == 0) {
+      if (!rms)
+        mean[r] = mu;
+      rstd[r] = s;
+    }
+  }
+}
+
+/// The input gradient, a block per row.
+template <typename T, typename W>
+__global__ void layerNormGradInputKernel(const T *dy, const T *x, const W *w,
+                                         const float *mean, const float *rstd,
+                                         T *dx, int64_t rows, int64_t cols,
+                                         bool rms) {
+  __shared__ float shared[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *dys = dy + r * cols;
+    const T *xs = x + r * cols;
+    float m = rms ? 0.0f : mean[r], s = rstd[r];
+    float sumG = 0.0f, sumGX = 0.0f;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      float g = toF32(dys[j]) * toF32(w[j]);
+      float xv = toF32(xs[j]);
+      sumG += g;
+      sumGX += rms ? g * xv : g * ((xv - m) * s);
+    }
+    sumG = blockSum(sumG, shared);
+    sumGX = blockSum(sumGX, shared);
+    float meanG = sumG / static_cast<float>(cols);
+    float meanGX = sumGX / static_cast<float>(cols);
+    T *out = dx + r * cols;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      float g = toF32(dys[j]) * toF32(w[j]);
+      float xv = toF32(xs[j]);
+      float v = rms ? s * g - xv * (meanGX * s * s * s)
+                    : s * (g - meanG - ((xv - m) * s) * meanGX);
+      out[j] = fromF32<T>(v);
+    }
+  }
+}
+
+/// The weight (and bias) gradients: 32 columns per block, fixed order.
+template <typename T, typename W>
+__global__ void layerNormGradWeightKernel(const T *dy, const T *x,
+                                          const float *mean, const float *rstd,
+                                          W *dw, W *db, int64_t rows,
+                                          int64_t cols, bool rms) {
+  __shared__ float pw[kColRows][kColTile + 1];
+  __shared__ float pb[kColRows][kColTile + 1];
+  int tx = threadIdx.x, ty = threadIdx.y;
+  int64_t col = blockIdx.x * int64_t(kColTile) + tx;
+  float accW = 0.0f, accB = 0.0f;
+  if (col < cols) {
+    for (int64_t r = ty; r < rows; r += kColRows) {
+      float g = toF32(dy[r * cols + col]);
+      float xv = toF32(x[r * cols + col]);
+      float xhat = rms ? xv * rstd[r] : (xv - mean[r]) * rstd[r];
+      accW += g * xhat;
+      accB += g;
+    }
+  }
+  pw[ty][tx] = accW;
+  pb[ty][tx] = accB;
+  __syncthreads();
+  if (ty == 0 && col < cols) {
+    float tw = 0.0f, tb = 0.0f;
+    for (int r = 0; r < kColRows; ++r) {
+      tw += pw[r][tx];
+      tb += pb[r][tx];
+    }
+    dw[col] = fromF32<W>(tw);
+    if (!rms)
+      db[col] = fromF32<W>(tb);
+  }
+}
+
+bool checkNorm(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+               memopt_dtype w_dtype, int64_t rows, int64_t cols) {
+  return isLive(ctx) && checkFloat(ctx, entry, dtype) &&
+         checkFloat(ctx, entry, w_dtype) &&
+         checkExtents(ctx, entry, {rows, cols});
+}
+
+void launchNorm(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+                const void *input, memopt_dtype w_dtype, const void *weight,
+                const void *bias, void *out, float *mean, float *rstd,
+                int64_t rows, int64_t cols, double eps, bool rms) {
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    dispatchFloat(w_dtype, [&](auto wtag) {
+      using W = MEMOPT_STORAGE(wtag);
+      layerNormKernel<T, W><<<rowGrid(rows), kRowBlock, 0, ctx->stream>>>(
+          static_cast<const T *>(input), static_cast<const W *>(weight),
+          static_cast<const W *>(bias), static_cast<T *>(out), mean, rstd, rows,
+          cols, static_cast<float>(eps), rms);
+    });
+  });
+  checkLaunch(ctx, entry, "layerNormKernel");
+}
+
+void launchNormGrad(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+                    const void *grad, const void *input, memopt_dtype w_dtype,
+                    const void *weight, const float *mean, const float *rstd,
+                    void *grad_input, void *grad_weight, void *grad_bias,
+                    int64_t rows, int64_t cols, bool rms) {
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    dispatchFloat(w_dtype, [&](auto wtag) {
+      using W = MEMOPT_STORAGE(wtag);
+      layerNormGradInputKernel<T, W>
+          <<<rowGrid(rows), kRowBlock, 0, ctx->stream>>>(
+              static_cast<const T *>(grad), static_cast<const T *>(input),
+              static_cast<const W *>(weight), mean, rstd,
+              static_cast<T *>(grad_input), rows, cols, rms);
+      layerNormGradWeightKernel<T, W>
+          <<<static_cast<unsigned>((cols + kColTile - 1) / kColTile),
+             dim3(kColTile, kColRows), 0, ctx->stream>>>(
+              static_cast<const T *>(grad), static_cast<const T *>(input), mean,
+              rstd, static_cast<W *>(grad_weight), static_cast<W *>(grad_bias),
+              rows, cols, rms);
+    });
+  });
+  checkLaunch(ctx, entry, "layerNormGradKernels");
+}
+
+} // namespace
+
+void memopt_layer_norm(memopt_context *ctx, memopt_dtype dtype,
+                       const void *input, memopt_dtype w_dtype,
+                       const void *weight, const void *bias, void *out,
+                       float *mean, float *rstd, int64_t rows, int64_t cols,
+                       double eps) {
+  const char *entry = "memopt_layer_norm";
+  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols) ||
+      !checkPointers(ctx, entry, rows * cols, {input, out}) ||
+      !checkPointers(ctx, entry, cols, {weight, bias}) ||
+      !checkPointers(ctx, entry, rows, {mean, rstd}) || rows == 0)
+    return;
+  if (cols == 0) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "empty rows");
+    return;
+  }
+  launchNorm(ctx, entry, dtype, input, w_dtype, weight, bias, out, mean, rstd,
+             rows, cols, eps, false);
+}
+
+void memopt_layer_norm_grad(memopt_context *ctx, memopt_dtype dtype,
+                            const void *grad, const void *input,
+                            memopt_dtype w_dtype, const void *weight,
+                            const float *mean, const float *rstd,
+                            void *grad_input, void *grad_weight,
+                            void *grad_bias, int64_t rows, int64_t cols) {
+  const char *entry = "memopt_layer_norm_grad";
+  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols) ||
+      !checkPointers(ctx, entry, rows * cols, {grad, input, grad_input}) ||
+      !checkPointers(ctx, entry, cols, {weight, grad_weight, grad_bias}) ||
+      !checkPointers(ctx, entry, rows, {mean, rstd}) || cols == 0)
+    return;
+  launchNormGrad(ctx, entry, dtype, grad, input, w_dtype, weight, mean, rstd,
+                 grad_input, grad_weight, grad_bias, rows, cols, false);
+}
+
+void memopt_rms_norm(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                     memopt_dtype w_dtype, const void *weight, void *out,
+                     float *rstd, int64_t rows, int64_t cols, double eps) {
+  const char *entry = "memopt_rms_norm";
+  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols) ||
+      !checkPointers(ctx, entry, rows * cols, {input, out}) ||
+      !checkPointers(ctx, entry, cols, {weight}) ||
+      !checkPointers(ctx, entry, rows, {rstd}) || rows == 0)
+    return;
+  if (cols == 0) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "empty rows");
+    return;
+  }
+  launchNorm(ctx, entry, dtype, input, w_dtype, weight, nullptr, out, nullptr,
+             rstd, rows, cols, eps, true);
+}
+
+void memopt_rms_norm_grad(memopt_context *ctx, memopt_dtype dtype,
+                          const void *grad, const void *input,
+                          memopt_dtype w_dtype, const void *weight,
+                          const float *rstd, void *grad_input,
+                          void *grad_weight, int64_t rows, int64_t cols) {
+  const char *entry = "memopt_rms_norm_grad";
+  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols) ||
+      !checkPointers(ctx, entry, rows * cols, {grad, input, grad_input}) ||
+      !checkPointers(ctx, entry, cols, {weight, grad_weight}) ||
+      !checkPointers(ctx, entry, rows, {rstd}) || cols == 0)
+    return;
+  launchNormGrad(ctx, entry, dtype, grad, input, w_dtype, weight, nullptr,
+                 rstd, grad_input, grad_weight, nullptr, rows, cols, true);
+}
+
+//===----------------------------------------------------------------------===//
+// Batch norm
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+template <typename T>
+__global__ void batchNormKernel(const T *x, const float *w, const float *b,
+                                const float *runMean, const float *runVar,
+                                T *y, float *mean, float *rstd, float *newMean,
+                                float *newVar, int64_t batch, int64_t channels,
+                                int64_t spatial, float eps, double momentum) {
+  __shared__ float shared[32];
+  int64_t c = blockIdx.x;
+  int64_t count = batch * spatial;
+  auto at = [&](int64_t i) {
+    return ((i / spatial) * channels + c) * spatial + i % spatial;
+  };
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x)
+    s += toF32(x[at(i)]);
+  float mu = blockSum(s, shared) / static_cast<float>(count);
+  float sq = 0.0f;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    float d = toF32(x[at(i)]) - mu;
+    sq += d * d;
+  }
+  sq = blockSum(sq, shared);
+  float var = sq / static_cast<float>(count);
+  float r = rsqrtf(var + eps);
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    int64_t k = at(i);
+    y[k] = fromF32<T>((toF32(x[k]) - mu) * r * w[c] + b[c]);
+  }
+  if (threadIdx.x == 0) {
+    double unbiased = static_cast<double>(sq) / static_cast<double>(count - 1);
+    double oldMean = runMean[c], oldVar = runVar[c];
+    mean[c] = mu;
+    rstd[c] = r;
+    newMean[c] = static_cast<float>((1.0 - momentum) * oldMean + momentum * mu);
+    newVar[c] =
+        static_cast<float>((1.0 - momentum) * oldVar + momentum * unbiased);
+  }
+}
+
+template <typename T>
+__global__ void batchNormGradKernel(const T *dy, const T *x, const float *w,
+                                    const float *mean, const float *rstd,
+                                    T *dx, float *dw, float *db, int64_t batch,
+                                    int64_t channels, int64_t spatial) {
+  __shared__ float shared[32];
+  int64_t c = blockIdx.x;
+  int64_t count = batch * spatial;
+  auto at = [&](int64_t i) {
+    return ((i / spatial) * channels + c) * spatial + i % spatial;
+  };
+  float m = mean[c], r = rstd[c];
+  float sumG = 0.0f, sumGX = 0.0f;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    int64_t k = at(i);
+    float g = toF32(dy[k]);
+    sumG += g;
+    sumGX += g * ((toF32(x[k]) - m) * r);
+  }
+  sumG = blockSum(sumG, shared);
+  sumGX = blockSum(sumGX, shared);
+  float meanG = count ? sumG / static_cast<float>(count) : 0.0f;
+  float meanGX = count ? sumGX / static_cast<float>(count) : 0.0f;
+  float scale = w[c] * r;
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    int64_t k = at(i);
+    float xhat = (toF32(x[k]) - m) * r;
+    dx[k] = fromF32<T>(scale * (toF32(dy[k]) - meanG - xhat * meanGX));
+  }
+  if (threadIdx.x == 0) {
+    dw[c] = sumGX;
+    db[c] = sumG;
+  }
+}
+
+} // namespace
+
+void memopt_batch_norm(memopt_context *ctx, memopt_dtype dtype,
+                       const void *input, const float *weight,
+                       const float *bias, const float *running_mean,
+                       const float *running_var, void *out, float *mean,
+                       float *rstd, float *new_running_mean,
+                       float *new_running_var, int64_t batch, int64_t channels,
+                       int64_t spatial, double eps, double momentum) {
+  const char *entry = "memopt_batch_norm";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkExtents(ctx, entry, {batch, channels, spatial}))
+    return;
+  int64_t count = batch * spatial;
+  if (channels > 0 && count < 2) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "training needs more than one value per channel, got %lld",
+             static_cast<long long>(count));
+    return;
+  }
+  if (!checkPointers(ctx, entry, batch * channels * spatial, {input, out}) ||
+      !checkPointers(ctx, entry, channels,
+                     {weight, bias, running_mean, running_var, mean, rstd,
+                      new_running_mean, new_running_var}) ||
+      channels == 0)
+    return;
+  if (channels > 65535 * 16) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "too many channels");
+    return;
+  }
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    batchNormKernel<T><<<static_cast<unsigned>(channels), kRowBlock, 0,
+                         ctx->stream>>>(
+        static_cast<const T *>(input), weight, bias, running_mean, running_var,
+        static_cast<T *>(out), mean, rstd, new_running_mean, new_running_var,
+        batch, channels, spatial, static_cast<float>(eps), momentum);
+  });
+  checkLaunch(ctx, entry, "batchNormKernel");
+}
+
+void memopt_batch_norm_grad(memopt_context *ctx, memopt_dtype dtype,
+                            const void *grad, const void *input,
+                            const float *weight, const float *mean,
+                            const float *rstd, void *grad_input,
+                            float *grad_weight, float *grad_bias, int64_t batch,
+                            int64_t channels, int64_t spatial) {
+  const char *entry = "memopt_batch_norm_grad";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkExtents(ctx, entry, {batch, channels, spatial}) ||
+      !checkPointers(ctx, entry, batch * channels * spatial,
+                     {grad, input, grad_input}) ||
+      !checkPointers(ctx, entry, channels,
+                     {weight, mean, rstd, grad_weight, grad_bias}) ||
+      channels == 0)
+    return;
+  if (channels > 65535 * 16) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "too many channels");
+    return;
+  }
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    batchNormGradKernel<T><<<static_cast<unsigned>(channels), kRowBlock, 0,
+                             ctx->stream>>>(
+        static_cast<const T *>(grad), static_cast<const T *>(input), weight,
+        mean, rstd, static_cast<T *>(grad_input), grad_weight, grad_bias,
+        batch, channels, spatial);
+  });
+  checkLaunch(ctx, entry, "batchNormGradKernel");
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// loss[r] = logsumexp(row) - row[label] (0 for ignored rows), a block per
+/// row; labels out of range are reported and count as ignored.
+template <typename T>
+__global__ void crossEntropyRowsKernel(const T *logits, bool is64,
+                                       const void *labels, float *rowLoss,
+                                       int64_t rows, int64_t classes,
+                                       int64_t ignore,
+                                       memopt_device_error *error) {
+  __shared__ float shared[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t label = loadIndex(is64, labels, r);
+    bool ignored = label == ignore;
+    if (!ignored && (label < 0 || label >= classes)) {
+      if (threadIdx.x == 0)
+        raiseDeviceError(error, MEMOPT_ERROR_INDEX_OUT_OF_RANGE,
+                         SiteCrossEntropy, label, r, classes);
+      ignored = true;
+    }
+    if (ignored) {
+      if (threadIdx.x == 0)
+        rowLoss[r] = 0.0f;
+      continue;
+    }
+    const T *row = logits + r * classes;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+      m = fmaxf(m, toF32(row[j]));
+    m = blockMax(m, shared);
+    float s = 0.0f;
+    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+      s += expf(toF32(row[j]) - m);
+    s = blockSum(s, shared);
+    if (threadIdx.x == 0)
+      rowLoss[r] = m + logf(s) - toF32(row[label]);
+  }
+}
+
+/// Number of rows whose label is not `ignore`, one block.
+__device__ float countLabels(bool is64, const void *labels, int64_t rows,
+                             int64_t ignore, float *shared) {
+  float count = 0.0f;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    count += loadIndex(is64, labels, r) != ignore ? 1.0f : 0.0f;
+  return blockSum(count, shared);
+}
+
+__global__ void crossEntropyTotalKernel(const float *rowLoss, bool is64,
+                                        const void *labels, int64_t rows,
+                                        int64_t ignore, bool mean,
+                                        float *loss) {
+  __shared__ float shared[32];
+  float s = 0.0f;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    s += rowLoss[r];
+  s = blockSum(s, shared);
+  float count = countLabels(is64, labels, rows, ignore, shared);
+  if (threadIdx.x == 0)
+    *loss = mean ? (count > 0.0f ? s / count : NAN) : s;
+}
+
+__global__ void countLabelsKernel(bool is64, const void *labels, int64_t rows,
+                                  int64_t ignore, float *count) {
+  __shared__ float shared[32];
+  float c = countLabels(is64, labels, rows, ignore, shared);
+  if (threadIdx.x == 0)
+    *count = c;
+}
+
+template <typename T>
+__global__ void crossEntropyGradKernel(const T *logits, bool is64,
+                                       const void *labels,
+                                       const float *gradLoss,
+                                       const float *count, T *dx, int64_t rows,
+                                       int64_t classes, int64_t ignore,
+                                       bool mean, memopt_device_error *error) {
+  __shared__ float shared[32];
+  double scale = *gradLoss;
+  if (mean)
+    scale = *count > 0.0f ? scale / static_cast<double>(*count) : 0.0;
+  float sc = static_cast<float>(scale);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t label = loadIndex(is64, labels, r);
+    T *drow = dx + r * classes;
+    bool ignored = label == ignore;
+    if (!ignored && (label < 0 || label >= classes)) {
+      if (threadIdx.x == 0)
+        raiseDeviceError(error, MEMOPT_ERROR_INDEX_OUT_OF_RANGE,
+                         SiteCrossEntropyGrad, label, r, classes);
+      ignored = true;
+    }
+    if (ignored) {
+      for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+        drow[j] = fromF32<T>(0.0f);
+      continue;
+    }
+    const T *row = logits + r * classes;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+      m = fmaxf(m, toF32(row[j]));
+    m = blockMax(m, shared);
+    float s = 0.0f;
+    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+      s += expf(toF32(row[j]) - m);
+    s = blockSum(s, shared);
+    float lse = m + logf(s);
+    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
+      float p = expf(toF32(row[j]) - lse);
+      drow[j] = fromF32<T>(sc * (p - (j == label ? 1.0f : 0.0f)));
+    }
+  }
+}
+
+template <typename T>
+__global__ void msePartialKernel(const T *x, const T *t, int64_t n,
+                                 float *partial) {
+  __shared__ float shared[32];
+  float s = 0.0f;
+  GRID_STRIDE(i, n) {
+    float d = toF32(x[i]) - toF32(t[i]);
+    s += d * d;
+  }
+  s = blockSum(s, shared);
+  if (threadIdx.x == 0)
+    partial[blockIdx.x] = s;
+}
+
+__global__ void mseTotalKernel(const float *partial, int blocks, int64_t n,
+                               bool mean, float *loss) {
+  __shared__ float shared[32];
+  float s = threadIdx.x < blocks ? partial[threadIdx.x] : 0.0f;
+  s = blockSum(s, shared);
+  if (threadIdx.x == 0)
+    *loss = mean ? (n ? s / static_cast<float>(n) : NAN) : s;
+}
+
+template <typename T>
+__global__ void mseGradKernel(const T *x, const T *t, const float *gradLoss,
+                              T *dx, int64_t n, bool mean) {
+  double scale = 2.0 * *gradLoss;
+  if (mean && n)
+    scale /= static_cast<double>(n);
+  float s = static_cast<float>(scale);
+  GRID_STRIDE(i, n) dx[i] = fromF32<T>(s * (toF32(x[i]) - toF32(t[i])));
+}
+
+bool checkReduction(memopt_context *ctx, const char *entry,
+                    memopt_loss_reduction reduction) {
+  if (reduction == MEMOPT_REDUCTION_MEAN || reduction == MEMOPT_REDUCTION_SUM)
+    return true;
+  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown reduction %d",
+           static_cast<int>(reduction));
+  return false;
+}
+
+} // namespace
+
+void memopt_label_count(memopt_context *ctx, memopt_dtype label_dtype,
+                        const void *labels, float *count, int64_t n,
+                        int64_t ignore_index) {
+  const char *entry = "memopt_label_count";
+  if (!isLive(ctx) || !checkIndexType(ctx, entry, label_dtype) ||
+      !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, 1, {count}) ||
+      !checkPointers(ctx, entry, n, {labels}))
+    return;
+  countLabelsKernel<<<1, 1024, 0, ctx->stream>>>(
+      label_dtype == MEMOPT_I64, labels, n, ignore_index, count);
+  checkLaunch(ctx, entry, "countLabelsKernel");
+}
+
+void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
+                          const void *logits, memopt_dtype label_dtype,
+                          const void *labels, float *loss, int64_t rows,
+                          int64_t classes, int64_t ignore_index,
+                          memopt_loss_reduction reduction) {
+  const char *entry = "memopt_cross_entropy";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkIndexType(ctx, entry, label_dtype) ||
+      !checkReduction(ctx, entry, reduction) ||
+      !checkExtents(ctx, entry, {rows, classes}) ||
+      !checkPointers(ctx, entry, 1, {loss}) ||
+      !checkPointers(ctx, entry, rows, {logits, labels}))
+    return;
+  float *rowLoss = workspaceFloats(ctx, entry, rows > 0 ? rows : 1);
+  if (!rowLoss)
+    return;
+  bool is64 = label_dtype == MEMOPT_I64;
+  if (rows > 0) {
+    dispatchFloat(dtype, [&](auto tag) {
+      using T = MEMOPT_STORAGE(tag);
+      crossEntropyRowsKernel<T><<<rowGrid(rows), kRowBlock, 0, ctx->stream>>>(
+          static_cast<const T *>(logits), is64, labels, rowLoss, rows, classes,
+          ignore_index, ctx->deviceError);
+    });
+    if (!checkLaunch(ctx, entry, "crossEntropyRowsKernel"))
+      return;
+  }
+  crossEntropyTotalKernel<<<1, 1024, 0, ctx->stream>>>(
+      rowLoss, is64, labels, rows, ignore_index,
+      reduction == MEMOPT_REDUCTION_MEAN, loss);
+  checkLaunch(ctx, entry, "crossEntropyTotalKernel");
+}
+
+void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
+                               const void *logits, memopt_dtype label_dtype,
+                               const void *labels, const float *grad_loss,
+                               void *out, int64_t rows, int64_t classes,
+                               int64_t ignore_index,
+                               memopt_loss_reduction reduction) {
+  const char *entry = "memopt_cross_entropy_grad";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkIndexType(ctx, entry, label_dtype) ||
+      !checkReduction(ctx, entry, reduction) ||
+      !checkExtents(ctx, entry, {rows, classes}) ||
+      !checkPointers(ctx, entry, 1, {grad_loss}) ||
+      !checkPointers(ctx, entry, rows, {logits, labels, out}) || rows == 0)
+    return;
+  float *count = workspaceFloats(ctx, entry, 1);
+  if (!count)
+    return;
+  bool is64 = label_dtype == MEMOPT_I64;
+  countLabelsKernel<<<1, 1024, 0, ctx->stream>>>(is64, labels, rows,
+                                                 ignore_index, count);
+  if (!checkLaunch(ctx, entry, "countLabelsKernel"))
+    return;
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    crossEntropyGradKernel<T><<<rowGrid(rows), kRowBlock, 0, ctx->stream>>>(
+        static_cast<const T *>(logits), is64, labels, grad_loss, count,
+        static_cast<T *>(out), rows, classes, ignore_index,
+        reduction == MEMOPT_REDUCTION_MEAN, ctx->deviceError);
+  });
+  checkLaunch(ctx, entry, "crossEntropyGradKernel");
+}
+
+void memopt_mse_loss(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                     const void *target, float *loss, int64_t n,
+                     memopt_loss_reduction reduction) {
+  const char *entry = "memopt_mse_loss";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkReduction(ctx, entry, reduction) ||
+      !checkExtents(ctx, entry, {n}) || !checkPointers(ctx, entry, 1, {loss}) ||
+      !checkPointers(ctx, entry, n, {input, target}))
+    return;
+  float *partial = workspaceFloats(ctx, entry, kLossBlocks);
+  if (!partial)
+    return;
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    msePartialKernel<T><<<kLossBlocks, kRowBlock, 0, ctx->stream>>>(
+        static_cast<const T *>(input), static_cast<const T *>(target), n,
+        partial);
+  });
+  if (!checkLaunch(ctx, entry, "msePartialKernel"))
+    return;
+  mseTotalKernel<<<1, kLossBlocks, 0, ctx->stream>>>(
+      partial, kLossBlocks, n, reduction == MEMOPT_REDUCTION_MEAN, loss);
+  checkLaunch(ctx, entry, "mseTotalKernel");
+}
+
+void memopt_mse_loss_grad(memopt_context *ctx, memopt_dtype dtype,
+                          const void *input, const void *target,
+                          const float *grad_loss, void *out, int64_t n,
+                          memopt_loss_reduction reduction) {
+  const char *entry = "memopt_mse_loss_grad";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkReduction(ctx, entry, reduction) ||
+      !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, 1, {grad_loss}) ||
+      !checkPointers(ctx, entry, n, {input, target, out}) || n == 0)
+    return;
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    mseGradKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+        static_cast<const T *>(input), static_cast<const T *>(target),
+        grad_loss, static_cast<T *>(out), n, reduction == MEMOPT_REDUCTION_MEAN);
+  });
+  checkLaunch(ctx, entry, "mseGradKernel");
+}

@@ -1,0 +1,451 @@
+//===- Shape.cu - broadcast, transpose, slice, concat, embeddings ----------===//
+//
+// Shape entries move elements of 1, 2, 4 or 8 bytes through one strided-copy
+// kernel: each output element's coordinates map to an input offset (0 stride
+// for broadcast dimensions). Embedding gradients are deterministic: each
+// thread owns a column and adds the rows in index order, as the host does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.cuh"
+
+#include <vector>
+
+using namespace memopt::cuda;
+
+namespace {
+
+constexpr int kMaxRank = 8;
+
+/// Output element i -> input offset base + sum(coord_d * stride_d).
+struct StridedMap {
+  int rank;
+  int64_t shape[kMaxRank];
+  int64_t stride[kMaxRank];
+  int64_t base;
+};
+
+__device__ __forceinline__ int64_t mapOffset(const StridedMap &map, int64_t i) {
+  int64_t offset = map.base;
+  for (int d = map.rank - 1; d >= 0; --d) {
+    int64_t extent = map.shape[d];
+    offset += (i % extent) * map.stride[d];
+    i /= extent;
+  }
+  return offset;
+}
+
+/// out[i] = in[map(i)] (gather), or out[map(i)] = in[i] (scatter).
+template <typename T>
+__global__ void stridedCopyKernel(const T *in, T *out, int64_t n,
+                                  StridedMap map, bool scatter) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    if (scatter)
+      out[mapOffset(map, i)] = in[i];
+    else
+      out[i] = in[mapOffset(map, i)];
+  }
+}
+
+template <typename F> bool dispatchSize(size_t size, F &&body) {
+  switch (size) {
+  case 1:
+    body(static_cast<uint8_t *>(nullptr));
+    return true;
+  case 2:
+    body(static_cast<uint16_t *>(nullptr));
+    return true;
+  case 4:
+    body(static_cast<uint32_t *>(nullptr));
+    return true;
+  case 8:
+    body(static_cast<uint64_t *>(nullptr));
+    return true;
+  }
+  return false;
+}
+
+size_t elementSize(memopt_context *ctx, const char *entry, memopt_dtype dtype) {
+  ctx->currentEntry = entry;
+  size_t size = memopt_dtype_size(dtype);
+  if (!size)
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown dtype %d",
+             static_cast<int>(dtype));
+  return size;
+}
+
+bool checkShape(memopt_context *ctx, const char *entry, int64_t rank,
+                const int64_t *shape) {
+  if (rank < 0 || rank > kMaxRank || (rank > 0 && !shape)) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "invalid rank %lld (the CUDA runtime supports up to %d)",
+             static_cast<long long>(rank), kMaxRank);
+    return false;
+  }
+  for (int64_t d = 0; d < rank; ++d) {
+    if (shape[d] < 0) {
+      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+               "negative dimension %lld", static_cast<long long>(shape[d]));
+      return false;
+    }
+  }
+  return true;
+}
+
+int64_t product(int64_t rank, const int64_t *shape) {
+  int64_t n = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    n *= shape[d];
+  return n;
+}
+
+std::vector<int64_t> rowMajorStrides(int64_t rank, const int64_t *shape) {
+  std::vector<int64_t> strides(static_cast<size_t>(rank), 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
+  return strides;
+}
+
+void launchStridedCopy(memopt_context *ctx, const char *entry, size_t size,
+                       const void *in, void *out, int64_t n,
+                       const StridedMap &map, bool scatter) {
+  if (n == 0)
+    return;
+  dispatchSize(size, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    stridedCopyKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+        static_cast<const T *>(in), static_cast<T *>(out), n, map, scatter);
+  });
+  checkLaunch(ctx, entry, "stridedCopyKernel");
+}
+
+bool sliceMap(memopt_context *ctx, const char *entry, int64_t rank,
+              const int64_t *inShape, const int64_t *starts,
+              const int64_t *limits, const int64_t *strides, StridedMap &map,
+              int64_t &count) {
+  if (!checkShape(ctx, entry, rank, inShape))
+    return false;
+  std::vector<int64_t> inStrides = rowMajorStrides(rank, inShape);
+  map.rank = static_cast<int>(rank);
+  map.base = 0;
+  count = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (strides[d] <= 0 || starts[d] < 0 || limits[d] > inShape[d] ||
+        starts[d] > limits[d]) {
+      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+               "invalid slice [%lld:%lld:%lld] of dimension %lld (size %lld)",
+               static_cast<long long>(starts[d]),
+               static_cast<long long>(limits[d]),
+               static_cast<long long>(strides[d]), static_cast<long long>(d),
+               static_cast<long long>(inShape[d]));
+      return false;
+    }
+    map.shape[d] = (limits[d] - starts[d] + strides[d] - 1) / strides[d];
+    map.stride[d] = inStrides[d] * strides[d];
+    map.base += starts[d] * inStrides[d];
+    count *= map.shape[d];
+  }
+  return true;
+}
+
+} // namespace
+
+void memopt_broadcast(memopt_context *ctx, memopt_dtype dtype,
+                      const void *input, int64_t in_rank,
+                      const int64_t *in_shape, const int64_t *dims, void *out,
+                      int64_t out_rank, const int64_t *out_shape) {
+  const char *entry = "memopt_broadcast";
+  if (!isLive(ctx))
+    return;
+  size_t size = elementSize(ctx, entry, dtype);
+  if (!size || !checkShape(ctx, entry, in_rank, in_shape) ||
+      !checkShape(ctx, entry, out_rank, out_shape))
+    return;
+  std::vector<int64_t> inStrides = rowMajorStrides(in_rank, in_shape);
+  StridedMap map{};
+  map.rank = static_cast<int>(out_rank);
+  for (int64_t d = 0; d < out_rank; ++d) {
+    map.shape[d] = out_shape[d];
+    map.stride[d] = 0;
+  }
+  for (int64_t i = 0; i < in_rank; ++i) {
+    int64_t d = dims[i];
+    if (d < 0 || d >= out_rank || (i > 0 && d <= dims[i - 1]) ||
+        (in_shape[i] != out_shape[d] && in_shape[i] != 1)) {
+      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+               "input dimension %lld (size %lld) cannot map to result "
+               "dimension %lld",
+               static_cast<long long>(i), static_cast<long long>(in_shape[i]),
+               static_cast<long long>(d));
+      return;
+    }
+    map.stride[d] = in_shape[i] == 1 ? 0 : inStrides[i];
+  }
+  int64_t n = product(out_rank, out_shape);
+  if (!checkPointers(ctx, entry, n, {input, out}))
+    return;
+  launchStridedCopy(ctx, entry, size, input, out, n, map, false);
+}
+
+void memopt_transpose(memopt_context *ctx, memopt_dtype dtype,
+                      const void *input, int64_t rank, const int64_t *in_shape,
+                      const int64_t *perm, void *out) {
+  const char *entry = "memopt_transpose";
+  if (!isLive(ctx))
+    return;
+  size_t size = elementSize(ctx, entry, dtype);
+  if (!size || !checkShape(ctx, entry, rank, in_shape))
+    return;
+  std::vector<int64_t> inStrides = rowMajorStrides(rank, in_shape);
+  StridedMap map{};
+  map.rank = static_cast<int>(rank);
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t i = 0; i < rank; ++i) {
+    if (perm[i] < 0 || perm[i] >= rank || seen[perm[i]]) {
+      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+               "invalid permutation entry %lld at %lld",
+               static_cast<long long>(perm[i]), static_cast<long long>(i));
+      return;
+    }
+    seen[perm[i]] = true;
+    map.shape[i] = in_shape[perm[i]];
+    map.stride[i] = inStrides[perm[i]];
+  }
+  int64_t n = product(rank, in_shape);
+  if (!checkPointers(ctx, entry, n, {input, out}))
+    return;
+  launchStridedCopy(ctx, entry, size, input, out, n, map, false);
+}
+
+void memopt_slice(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                  int64_t rank, const int64_t *in_shape, const int64_t *starts,
+                  const int64_t *limits, const int64_t *strides, void *out) {
+  const char *entry = "memopt_slice";
+  if (!isLive(ctx))
+    return;
+  size_t size = elementSize(ctx, entry, dtype);
+  StridedMap map{};
+  int64_t n = 0;
+  if (!size || !sliceMap(ctx, entry, rank, in_shape, starts, limits, strides,
+                         map, n) ||
+      !checkPointers(ctx, entry, n, {input, out}))
+    return;
+  launchStridedCopy(ctx, entry, size, input, out, n, map, false);
+}
+
+void memopt_slice_grad(memopt_context *ctx, memopt_dtype dtype,
+                       const void *grad, int64_t rank, const int64_t *in_shape,
+                       const int64_t *starts, const int64_t *limits,
+                       const int64_t *strides, void *out) {
+  const char *entry = "memopt_slice_grad";
+  if (!isLive(ctx))
+    return;
+  size_t size = elementSize(ctx, entry, dtype);
+  StridedMap map{};
+  int64_t n = 0;
+  if (!size || !sliceMap(ctx, entry, rank, in_shape, starts, limits, strides,
+                         map, n))
+    return;
+  int64_t total = product(rank, in_shape);
+  if (!checkPointers(ctx, entry, total, {out}) ||
+      !checkPointers(ctx, entry, n, {grad}) || total == 0)
+    return;
+  if (!MEMOPT_CUDA_CHECK(ctx, entry,
+                         cudaMemsetAsync(out, 0, total * size, ctx->stream)))
+    return;
+  launchStridedCopy(ctx, entry, size, grad, out, n, map, true);
+}
+
+namespace {
+
+/// Copies input [outer, size, inner] into columns [offset, offset + size)
+/// of the [outer, total, inner] output.
+template <typename T>
+__global__ void concatKernel(const T *in, T *out, int64_t outer, int64_t size,
+                             int64_t inner, int64_t total, int64_t offset) {
+  int64_t n = outer * size * inner;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t k = i % inner;
+    int64_t r = (i / inner) % size;
+    int64_t o = i / (inner * size);
+    out[(o * total + offset + r) * inner + k] = in[i];
+  }
+}
+
+} // namespace
+
+void memopt_concat(memopt_context *ctx, memopt_dtype dtype, int64_t num_inputs,
+                   const void *const *inputs, const int64_t *sizes, void *out,
+                   int64_t outer, int64_t inner) {
+  const char *entry = "memopt_concat";
+  if (!isLive(ctx))
+    return;
+  size_t size = elementSize(ctx, entry, dtype);
+  if (!size || !checkExtents(ctx, entry, {num_inputs, outer, inner}) ||
+      !checkPointers(ctx, entry, num_inputs, {inputs, sizes}))
+    return;
+  int64_t total = 0;
+  for (int64_t j = 0; j < num_inputs; ++j) {
+    if (!checkExtents(ctx, entry, {sizes[j]}))
+      return;
+    total += sizes[j];
+  }
+  if (!checkPointers(ctx, entry, outer * total * inner, {out}))
+    return;
+  int64_t offset = 0;
+  for (int64_t j = 0; j < num_inputs; ++j) {
+    int64_t n = outer * sizes[j] * inner;
+    if (n > 0) {
+      if (!checkPointers(ctx, entry, n, {inputs[j]}))
+        return;
+      dispatchSize(size, [&](auto tag) {
+        using T = MEMOPT_STORAGE(tag);
+        concatKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+            static_cast<const T *>(inputs[j]), static_cast<T *>(out), outer,
+            sizes[j], inner, total, offset);
+      });
+      if (!checkLaunch(ctx, entry, "concatKernel"))
+        return;
+    }
+    offset += sizes[j];
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Embeddings
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+template <typename T>
+__global__ void embeddingKernel(const T *weight, bool is64, const void *indices,
+                                T *out, int64_t numIndices, int64_t numRows,
+                                int64_t dim, memopt_device_error *error) {
+  int64_t n = numIndices * dim;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t position = i / dim;
+    int64_t row = loadIndex(is64, indices, position);
+    if (row < 0 || row >= numRows) {
+      raiseDeviceError(error, MEMOPT_ERROR_INDEX_OUT_OF_RANGE, SiteEmbedding,
+                       row, position, numRows);
+      out[i] = fromF32<T>(0.0f);
+      continue;
+    }
+    out[i] = weight[row * dim + i % dim];
+  }
+}
+
+/// acc ([numRows, width], f32, zeroed) += grad columns [col0, col0 + width)
+/// in index order; one thread per column.
+template <typename T>
+__global__ void embeddingGradKernel(const T *grad, bool is64,
+                                    const void *indices, float *acc,
+                                    int64_t numIndices, int64_t numRows,
+                                    int64_t dim, int64_t col0, int64_t width,
+                                    memopt_device_error *error) {
+  int64_t column = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (column >= width)
+    return;
+  for (int64_t i = 0; i < numIndices; ++i) {
+    int64_t row = loadIndex(is64, indices, i);
+    if (row < 0 || row >= numRows) {
+      if (column == 0)
+        raiseDeviceError(error, MEMOPT_ERROR_INDEX_OUT_OF_RANGE,
+                         SiteEmbeddingGrad, row, i, numRows);
+      continue;
+    }
+    acc[row * width + column] += toF32(grad[i * dim + col0 + column]);
+  }
+}
+
+template <typename T>
+__global__ void storeColumnsKernel(const float *acc, T *out, int64_t numRows,
+                                   int64_t dim, int64_t col0, int64_t width) {
+  int64_t n = numRows * width;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[(i / width) * dim + col0 + i % width] = fromF32<T>(acc[i]);
+}
+
+} // namespace
+
+void memopt_embedding(memopt_context *ctx, memopt_dtype dtype,
+                      const void *weight, memopt_dtype index_dtype,
+                      const void *indices, void *out, int64_t num_indices,
+                      int64_t num_rows, int64_t dim) {
+  const char *entry = "memopt_embedding";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkIndexType(ctx, entry, index_dtype) ||
+      !checkExtents(ctx, entry, {num_indices, num_rows, dim}) ||
+      !checkPointers(ctx, entry, num_indices, {indices, out}))
+    return;
+  int64_t n = num_indices * dim;
+  if (n == 0)
+    return;
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    embeddingKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+        static_cast<const T *>(weight), index_dtype == MEMOPT_I64, indices,
+        static_cast<T *>(out), num_indices, num_rows, dim, ctx->deviceError);
+  });
+  checkLaunch(ctx, entry, "embeddingKernel");
+}
+
+void memopt_embedding_grad(memopt_context *ctx, memopt_dtype dtype,
+                           const void *grad, memopt_dtype index_dtype,
+                           const void *indices, void *out, int64_t num_indices,
+                           int64_t num_rows, int64_t dim) {
+  const char *entry = "memopt_embedding_grad";
+  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
+      !checkIndexType(ctx, entry, index_dtype) ||
+      !checkExtents(ctx, entry, {num_indices, num_rows, dim}) ||
+      !checkPointers(ctx, entry, num_indices, {indices, grad}) ||
+      !checkPointers(ctx, entry, num_rows * dim, {out}))
+    return;
+  if (num_rows * dim == 0)
+    return;
+  bool is64 = index_dtype == MEMOPT_I64;
+  if (dtype == MEMOPT_F32) {
+    // Accumulate straight into the f32 result.
+    if (!MEMOPT_CUDA_CHECK(ctx, entry,
+                           cudaMemsetAsync(out, 0, num_rows * dim * 4,
+                                           ctx->stream)))
+      return;
+    embeddingGradKernel<float><<<gridFor(dim, 128), 128, 0, ctx->stream>>>(
+        static_cast<const float *>(grad), is64, indices,
+        static_cast<float *>(out), num_indices, num_rows, dim, 0, dim,
+        ctx->deviceError);
+    checkLaunch(ctx, entry, "embeddingGradKernel");
+    return;
+  }
+  // f16/bf16: accumulate column chunks in the f32 workspace, then round.
+  int64_t capacity = static_cast<int64_t>(ctx->workspaceBytes / 4);
+  int64_t width = capacity / num_rows;
+  if (width < 1) {
+    workspaceFloats(ctx, entry, num_rows);
+    return;
+  }
+  if (width > dim)
+    width = dim;
+  float *acc = static_cast<float *>(ctx->workspace);
+  for (int64_t col0 = 0; col0 < dim; col0 += width) {
+    int64_t w = dim - col0 < width ? dim - col0 : width;
+    if (!MEMOPT_CUDA_CHECK(ctx, entry,
+                           cudaMemsetAsync(acc, 0, num_rows * w * 4,
+                                           ctx->stream)))
+      return;
+    dispatchFloat(dtype, [&](auto tag) {
+      using T = MEMOPT_STORAGE(tag);
+      embeddingGradKernel<T><<<gridFor(w, 128), 128, 0, ctx->stream>>>(
+          static_cast<const T *>(grad), is64, indices, acc, num_indices,
+          num_rows, dim, col0, w, ctx->deviceError);
+      storeColumnsKernel<T><<<gridFor(num_rows * w), kBlock, 0, ctx->stream>>>(
+          acc, static_cast<T *>(out), num_rows, dim, col0, w);
+    });
+    if (!checkLaunch(ctx, entry, "embeddingGradKernel/storeColumnsKernel"))
+      return;
+  }
+}
