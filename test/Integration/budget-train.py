@@ -12,6 +12,10 @@
 # CHECK: unoptimised: planned peak [[PEAK:[0-9]+]] B
 # CHECK: budget 100%: none / none / K=1: planned peak {{[0-9]+}} B <= {{[0-9]+}} B, 5 losses within 3e-2
 # CHECK: budget 200% --mixed-precision=bf16: bf16 / none / K=1: planned peak {{[0-9]+}} B <= {{[0-9]+}} B, 5 losses within 3e-2
+# Smaller budgets force remat or accumulation (or both): never the plain step.
+# CHECK: budget 95%: {{none / (selective|budget|blocks|sqrt) / K=[0-9]|none / none / K=[2-9]}}: planned peak {{[0-9]+}} B <= {{[0-9]+}} B, 5 losses within 3e-2
+# CHECK: budget 94%: {{none / (selective|budget|blocks|sqrt) / K=[0-9]|none / none / K=[2-9]}}: planned peak {{[0-9]+}} B <= {{[0-9]+}} B, 5 losses within 3e-2
+# CHECK: budget 94% --mixed-precision=auto: {{[a-z0-9]+ / [a-z]+ / K=[0-9]}}: planned peak {{[0-9]+}} B <= {{[0-9]+}} B, 5 losses within 3e-2
 # CHECK-NOT: MISMATCH
 
 import json
@@ -24,7 +28,11 @@ STEPS = 5
 TOLERANCE = 3e-2
 # Budgets as fractions of the unoptimised planned peak, with the flags that
 # open the search's dimensions.
-RUNS = [(1.0, []), (2.0, ["--mixed-precision=bf16"])]
+# The model state is 63% of this small model's step and the smallest
+# reachable peak about 93% of it: 95% and 94% force remat, accumulation or
+# both.
+RUNS = [(1.0, []), (2.0, ["--mixed-precision=bf16"]), (0.95, []),
+        (0.94, []), (0.94, ["--mixed-precision=auto"])]
 
 
 def train(out, workdir):
