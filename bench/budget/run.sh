@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 #===- run.sh - the budget search on the large bundled configurations ------===#
 #
-# Times `memopt-compile --explore` (every combination compiled up to the
+# Times `memopt-compile --explore --mixed-precision=auto` (every combination
+# of precision x remat x K compiled up to the
 # planned arena) on examples/gpt2-small.mlir and examples/llama-7b.mlir for
 # every device profile, and prints one Markdown table row per run: wall
 # time, combinations, the chosen one, its planned peak and estimated step
@@ -31,7 +32,7 @@ for model in gpt2-small llama-7b; do
   for device in a100-40gb a100-80gb h100-80gb h200-141gb rtx4090-24gb; do
     json="$tmp/$model-$device.json"
     start=$(date +%s.%N)
-    "$tool" "$repo/examples/$model.mlir" --explore --report=json \
+    "$tool" "$repo/examples/$model.mlir" --explore --report=json --mixed-precision=auto \
       --device="$device" > "$json" 2>/dev/null || true
     end=$(date +%s.%N)
     /usr/bin/python3 - "$json" "$model" "$device" "$start" "$end" <<'PY'

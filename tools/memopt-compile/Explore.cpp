@@ -298,7 +298,12 @@ static void explain(ExploreResult &result, const ExploreOptions &options,
                                 percent(plainActivations, plainPeak) +
                                 " of the peak"
                           : "";
-  if (c.remat != "none")
+  if (c.remat != "none" && chosen.extraFlops == 0)
+    lines.push_back(llvm::formatv(
+        "{0}: remat applied ({1} strategy), recomputing only FLOP-free ops "
+        "(casts, broadcasts, reshapes) instead of keeping their results",
+        share, c.remat));
+  else if (c.remat != "none")
     lines.push_back(llvm::formatv(
         "{0}: remat applied ({1} strategy), {2} recomputed ({3} more FLOPs)",
         share, c.remat, formatFlops(chosen.extraFlops),
@@ -306,9 +311,15 @@ static void explain(ExploreResult &result, const ExploreOptions &options,
   else if (!options.rematNote.empty())
     lines.push_back((share.empty() ? "" : share + "; ") +
                     "remat not applied: " + options.rematNote);
-  else
+  else if (c.microBatches == 1)
     lines.push_back((share.empty() ? "" : share + "; ") +
                     "remat not needed: the step fits without recomputing");
+  else
+    lines.push_back((share.empty() ? "" : share + "; ") +
+                    "remat not applied: " +
+                    explainRejected(result, [](const Combination &o) {
+                      return o.remat != "none";
+                    }));
 
   // Accumulation.
   if (c.microBatches > 1) {
