@@ -749,12 +749,15 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
   std::vector<StageChoice> blocks(chain.size(), StageChoice::Checkpoint);
   blocks.back() = StageChoice::Keep;
   // Blocks needs a planner check only when it recomputes less than the plan
-  // that fits (or none fits).
-  if (failed(getPlannedArena(toChainPlan(blocks), /*runPlanner=*/false)))
-    return failure();
-  if (!fitting || lastCloneFlops < fittingFlops)
-    if (failed(consider(toChainPlan(blocks))))
+  // that fits (or none fits); nothing to count when it is that plan or was
+  // checked already.
+  if (!arenas.count(toChainPlan(blocks))) {
+    if (failed(getPlannedArena(toChainPlan(blocks), /*runPlanner=*/false)))
       return failure();
+    if (!fitting || lastCloneFlops < fittingFlops)
+      if (failed(consider(toChainPlan(blocks))))
+        return failure();
+  }
   if (!fitting) {
     std::optional<std::vector<StageChoice>> leastMemory =
         solveChainBudget(chain, getMinimumChainPeak(chain));
