@@ -4,7 +4,8 @@
 // binomial checkpointing (revolve) on a chain of stages, Chen et al.'s sqrt(n)
 // segments, and the exact dynamic program that picks, for a chain of stages
 // with heterogeneous sizes and costs, the least recompute that fits a memory
-// bound. Plain C++ on plain data, unit-tested with gtest (unittests/Remat).
+// bound, and the exact keep/recompute search on small general graphs. Plain
+// C++ on plain data, unit-tested with gtest (unittests/Remat).
 //
 //===----------------------------------------------------------------------===//
 

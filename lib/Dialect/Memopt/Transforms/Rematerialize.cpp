@@ -20,7 +20,10 @@
 //    stage started with are kept. O(n log n).
 // 3. A strategy fills the set of forward values the backward reads as they
 //    are and, for revolve, the advances that rebuild snapshots before a turn
-//    (memopt/Remat/RematSchedule.h).
+//    (memopt/Remat/RematSchedule.h). budget also searches the forward as a
+//    graph of values, exactly, when at most kMaxGraphSearchCandidates values
+//    are read by the backward (parallel branches inside one stage); its plans
+//    and the chain DP's are checked with the planner alike.
 // 4. The rewrite walks the backward in program order; an operand that is a
 //    forward value outside that set is recomputed: its producers are cloned
 //    (post-order) right before the op, reading kept values, snapshots and
