@@ -323,3 +323,137 @@ int64_t memopt::getMinimumChainPeak(const std::vector<ChainStage> &chain) {
                      /*minimizePeak=*/true);
   return solver.solve(0, 0).peak;
 }
+
+//===----------------------------------------------------------------------===//
+// Exact search on small general graphs
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// evaluateGraphPlan on a per-value kept flag.
+GraphCost evaluateGraph(const std::vector<GraphValue> &graph,
+                        const std::vector<char> &kept) {
+  int64_t m = static_cast<int64_t>(graph.size());
+  GraphCost cost;
+  // The recompute closure: non-kept values the backward reads and, through
+  // non-kept values, what they depend on; each op runs once.
+  std::vector<char> cloned(m, 0);
+  for (int64_t v = m - 1; v >= 0; --v) {
+    if (kept[v])
+      continue;
+    if (graph[v].lastUse < 0 && !cloned[v])
+      continue;
+    cloned[v] = 1;
+    cost.recomputeFlops += graph[v].flops;
+    for (int64_t operand : graph[v].operands)
+      if (!kept[operand])
+        cloned[operand] = 1;
+  }
+  std::vector<int64_t> positions{0};
+  for (const GraphValue &value : graph)
+    if (value.firstUse >= 0)
+      positions.push_back(value.firstUse);
+  for (int64_t position : positions) {
+    int64_t live = 0;
+    for (int64_t v = 0; v < m; ++v) {
+      const GraphValue &value = graph[v];
+      if (value.lastUse < position)
+        continue;
+      if (kept[v] || value.firstUse <= position)
+        live += value.bytes;
+    }
+    cost.peakBytes = std::max(cost.peakBytes, live);
+  }
+  return cost;
+}
+
+std::vector<char> getKeptFlags(const std::vector<GraphValue> &graph,
+                               const std::vector<bool> &keep) {
+  std::vector<char> kept(graph.size(), 0);
+  size_t next = 0;
+  for (size_t v = 0; v < graph.size(); ++v) {
+    if (graph[v].kind == GraphValue::Kind::Kept)
+      kept[v] = 1;
+    else if (graph[v].kind == GraphValue::Kind::Candidate)
+      kept[v] = keep[next++];
+  }
+  return kept;
+}
+
+/// Branch-and-bound over the candidates in program order (keep first).
+struct GraphSearch {
+  const std::vector<GraphValue> &graph;
+  int64_t budget;
+  std::vector<int64_t> candidates;
+  std::vector<char> kept;
+  std::optional<std::vector<char>> best;
+  GraphCost bestCost;
+
+  bool improves(const GraphCost &cost) const {
+    return !best || cost.recomputeFlops < bestCost.recomputeFlops ||
+           (cost.recomputeFlops == bestCost.recomputeFlops &&
+            cost.peakBytes < bestCost.peakBytes);
+  }
+
+  void search(size_t depth) {
+    // Bounds of every completion: the undecided candidates recomputed give
+    // the least peak, kept the least recompute.
+    std::vector<char> low = kept, high = kept;
+    for (size_t i = depth; i < candidates.size(); ++i)
+      low[candidates[i]] = 0, high[candidates[i]] = 1;
+    GraphCost least = evaluateGraph(graph, low);
+    if (least.peakBytes > budget)
+      return;
+    GraphCost cheapest = evaluateGraph(graph, high);
+    if (best && (cheapest.recomputeFlops > bestCost.recomputeFlops ||
+                 (cheapest.recomputeFlops == bestCost.recomputeFlops &&
+                  least.peakBytes >= bestCost.peakBytes)))
+      return;
+    // Keeping every undecided candidate fits: no completion recomputes less.
+    if (cheapest.peakBytes <= budget && improves(cheapest))
+      best = high, bestCost = cheapest;
+    if (depth == candidates.size())
+      return;
+    int64_t v = candidates[depth];
+    kept[v] = 1;
+    search(depth + 1);
+    kept[v] = 0;
+    search(depth + 1);
+  }
+};
+} // namespace
+
+std::optional<GraphCost>
+memopt::evaluateGraphPlan(const std::vector<GraphValue> &graph,
+                          const std::vector<bool> &keep) {
+  size_t candidates = 0;
+  for (size_t v = 0; v < graph.size(); ++v) {
+    candidates += graph[v].kind == GraphValue::Kind::Candidate;
+    for (int64_t operand : graph[v].operands)
+      if (operand < 0 || operand >= static_cast<int64_t>(v))
+        return std::nullopt;
+  }
+  if (keep.size() != candidates)
+    return std::nullopt;
+  return evaluateGraph(graph, getKeptFlags(graph, keep));
+}
+
+std::optional<std::vector<bool>>
+memopt::solveGraphBudget(const std::vector<GraphValue> &graph,
+                         int64_t budgetBytes) {
+  GraphSearch search{graph, budgetBytes, {}, {}, std::nullopt, {}};
+  for (size_t v = 0; v < graph.size(); ++v)
+    if (graph[v].kind == GraphValue::Kind::Candidate)
+      search.candidates.push_back(static_cast<int64_t>(v));
+  if (static_cast<int64_t>(search.candidates.size()) >
+      kMaxGraphSearchCandidates)
+    return std::nullopt;
+  search.kept = getKeptFlags(
+      graph, std::vector<bool>(search.candidates.size(), false));
+  search.search(0);
+  if (!search.best)
+    return std::nullopt;
+  std::vector<bool> keep;
+  for (int64_t v : search.candidates)
+    keep.push_back((*search.best)[v]);
+  return keep;
+}

@@ -139,3 +139,137 @@ TEST(ChainBudget, RecomputeIsMonotoneInTheBudget) {
 }
 
 } // namespace
+
+namespace {
+
+/// A random DAG of `size` values, `candidates` of them Candidate, a few
+/// Kept, the rest Recomputed; backward reads at random positions.
+std::vector<GraphValue> makeRandomGraph(std::mt19937 &random, int size,
+                                        int candidates) {
+  std::uniform_int_distribution<int64_t> bytes(1, 8), flops(0, 20),
+      position(0, 2 * size);
+  std::vector<GraphValue> graph(size);
+  std::vector<int> order(size);
+  for (int v = 0; v < size; ++v)
+    order[v] = v;
+  std::shuffle(order.begin(), order.end(), random);
+  for (int v = 0; v < size; ++v) {
+    GraphValue &value = graph[v];
+    value.bytes = bytes(random) * 256;
+    value.flops = flops(random);
+    for (int u = 0; u < v; ++u)
+      if (random() % 3 == 0)
+        value.operands.push_back(u);
+    if (random() % 4 != 0) {
+      int64_t a = position(random), b = position(random);
+      value.firstUse = std::min(a, b);
+      value.lastUse = std::max(a, b);
+    }
+  }
+  for (int i = 0; i < size; ++i) {
+    GraphValue &value = graph[order[i]];
+    if (i < candidates)
+      value.kind = GraphValue::Kind::Candidate;
+    else if (i == candidates)
+      value.kind = GraphValue::Kind::Kept;
+  }
+  return graph;
+}
+
+} // namespace
+
+TEST(GraphBudget, MatchesExhaustiveSearchOnRandomGraphs) {
+  std::mt19937 random(7);
+  int solved = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    int size = 3 + trial % 10;
+    int candidates = std::min(size - 1, 1 + trial % 9);
+    std::vector<GraphValue> graph = makeRandomGraph(random, size, candidates);
+    std::vector<bool> all(candidates, true), none(candidates, false);
+    int64_t low = evaluateGraphPlan(graph, none)->peakBytes;
+    int64_t high = evaluateGraphPlan(graph, all)->peakBytes;
+    for (int64_t budget : {low - 256, low, (low + high) / 2, high - 256, high}) {
+      // Exhaustive: least recompute, then least peak, over all 2^c choices.
+      std::optional<GraphCost> expected;
+      for (uint32_t mask = 0; mask < (1u << candidates); ++mask) {
+        std::vector<bool> keep(candidates);
+        for (int i = 0; i < candidates; ++i)
+          keep[i] = (mask >> i) & 1;
+        GraphCost cost = *evaluateGraphPlan(graph, keep);
+        if (cost.peakBytes > budget)
+          continue;
+        if (!expected || cost.recomputeFlops < expected->recomputeFlops ||
+            (cost.recomputeFlops == expected->recomputeFlops &&
+             cost.peakBytes < expected->peakBytes))
+          expected = cost;
+      }
+      std::optional<std::vector<bool>> plan = solveGraphBudget(graph, budget);
+      ASSERT_EQ(plan.has_value(), expected.has_value())
+          << "trial " << trial << " budget " << budget;
+      if (!plan)
+        continue;
+      ++solved;
+      GraphCost cost = *evaluateGraphPlan(graph, *plan);
+      EXPECT_LE(cost.peakBytes, budget) << "trial " << trial;
+      EXPECT_EQ(cost.recomputeFlops, expected->recomputeFlops)
+          << "trial " << trial << " budget " << budget;
+      EXPECT_EQ(cost.peakBytes, expected->peakBytes)
+          << "trial " << trial << " budget " << budget;
+    }
+  }
+  EXPECT_GT(solved, 600);
+}
+
+TEST(GraphBudget, TwoBranchesRecomputeTheCheaperOne) {
+  // Two parallel branches of 1 KiB each: a (cheap, read at 5) and b (costly,
+  // read at 3 and 4). Keeping both takes 2 KiB; with 1 KiB, only recomputing
+  // a after b's last read fits.
+  std::vector<GraphValue> graph(2);
+  graph[0] = {GraphValue::Kind::Candidate, 1024, 10, {}, 5, 5};
+  graph[1] = {GraphValue::Kind::Candidate, 1024, 1000, {}, 3, 4};
+  EXPECT_EQ(evaluateGraphPlan(graph, {true, true})->peakBytes, 2048);
+  EXPECT_EQ(evaluateGraphPlan(graph, {true, false})->peakBytes, 2048);
+  EXPECT_EQ(*solveGraphBudget(graph, 2048), (std::vector<bool>{true, true}));
+  std::optional<std::vector<bool>> plan = solveGraphBudget(graph, 1024);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(*plan, (std::vector<bool>{false, true}));
+  EXPECT_EQ(evaluateGraphPlan(graph, *plan)->recomputeFlops, 10);
+  EXPECT_FALSE(solveGraphBudget(graph, 512));
+  // Clones are shared: recomputing both values runs their common producer
+  // once.
+  std::vector<GraphValue> shared(3);
+  shared[0] = {GraphValue::Kind::Recomputed, 256, 7, {}, -1, -1};
+  shared[1] = {GraphValue::Kind::Candidate, 256, 1, {0}, 1, 1};
+  shared[2] = {GraphValue::Kind::Candidate, 256, 2, {0}, 2, 2};
+  EXPECT_EQ(evaluateGraphPlan(shared, {false, false})->recomputeFlops, 10);
+  EXPECT_EQ(evaluateGraphPlan(shared, {true, false})->recomputeFlops, 9);
+}
+
+TEST(GraphBudget, RefusesMoreCandidatesThanTheCutoff) {
+  std::vector<GraphValue> graph(kMaxGraphSearchCandidates + 1);
+  for (GraphValue &value : graph)
+    value = {GraphValue::Kind::Candidate, 256, 1, {}, 0, 0};
+  EXPECT_FALSE(solveGraphBudget(graph, 1 << 30));
+  graph.pop_back();
+  EXPECT_TRUE(solveGraphBudget(graph, 1 << 30));
+}
+
+TEST(GraphBudget, TwentyCandidatesStaySmall) {
+  // The cutoff's worst case stays well under the pass's time: random graphs
+  // of 40 values with 20 candidates, at budgets across the range.
+  std::mt19937 random(11);
+  for (int trial = 0; trial < 4; ++trial) {
+    std::vector<GraphValue> graph =
+        makeRandomGraph(random, 40, kMaxGraphSearchCandidates);
+    std::vector<bool> all(kMaxGraphSearchCandidates, true),
+        none(kMaxGraphSearchCandidates, false);
+    int64_t low = evaluateGraphPlan(graph, none)->peakBytes;
+    int64_t high = evaluateGraphPlan(graph, all)->peakBytes;
+    for (int step = 0; step <= 4; ++step) {
+      int64_t budget = low + (high - low) * step / 4;
+      std::optional<std::vector<bool>> plan = solveGraphBudget(graph, budget);
+      ASSERT_TRUE(plan);
+      EXPECT_LE(evaluateGraphPlan(graph, *plan)->peakBytes, budget);
+    }
+  }
+}

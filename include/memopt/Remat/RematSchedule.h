@@ -4,7 +4,8 @@
 // binomial checkpointing (revolve) on a chain of stages, Chen et al.'s sqrt(n)
 // segments, and the exact dynamic program that picks, for a chain of stages
 // with heterogeneous sizes and costs, the least recompute that fits a memory
-// bound. Plain C++ on plain data, unit-tested with gtest (unittests/Remat).
+// bound, and the exact keep/recompute search on small general graphs. Plain
+// C++ on plain data, unit-tested with gtest (unittests/Remat).
 //
 //===----------------------------------------------------------------------===//
 
@@ -111,6 +112,62 @@ solveChainBudget(const std::vector<ChainStage> &chain, int64_t budgetBytes);
 /// The smallest peak any plan reaches (the dynamic program with recompute
 /// ignored).
 int64_t getMinimumChainPeak(const std::vector<ChainStage> &chain);
+
+
+/// The most candidate values the exact graph search (solveGraphBudget)
+/// accepts; above it, --memopt-remat keeps to the chain dynamic program.
+constexpr int64_t kMaxGraphSearchCandidates = 20;
+
+/// One forward value (the results of one forward op) of the general-graph
+/// budget search. Values are in topological (program) order.
+struct GraphValue {
+  enum class Kind {
+    /// The search decides whether the backward keeps or recomputes it.
+    Candidate,
+    /// Always kept (ops with side effects).
+    Kept,
+    /// Never kept: recomputed whenever a recompute needs it.
+    Recomputed,
+  };
+  Kind kind = Kind::Recomputed;
+  /// Bytes of its results.
+  int64_t bytes = 0;
+  /// FLOPs of running its op once.
+  int64_t flops = 0;
+  /// Indices of the earlier values its op reads.
+  std::vector<int64_t> operands;
+  /// Positions (in backward program order) of the first and last backward
+  /// reads; -1 when the backward does not read it.
+  int64_t firstUse = -1;
+  int64_t lastUse = -1;
+};
+
+/// The memory and recompute of a keep/recompute choice on a graph. A kept
+/// value lives from the forward to its last backward read; a recomputed one
+/// that the backward reads is cloned before its first backward read and lives
+/// until its last; the recompute runs every op that a non-kept value the
+/// backward reads depends on through non-kept values, once (clones are
+/// reused). peakBytes is the largest sum of live bytes at position 0 and at
+/// each first backward read.
+struct GraphCost {
+  int64_t peakBytes = 0;
+  int64_t recomputeFlops = 0;
+};
+
+/// Evaluates `keep` (one flag per Candidate value, in order). std::nullopt
+/// when `keep` does not have one flag per candidate.
+std::optional<GraphCost> evaluateGraphPlan(const std::vector<GraphValue> &graph,
+                                           const std::vector<bool> &keep);
+
+/// The choice of least recompute FLOPs whose peak (evaluateGraphPlan) is at
+/// most `budgetBytes` (among equal recompute, the lowest peak), by
+/// branch-and-bound over the candidates: the peak with the undecided ones
+/// recomputed and the recompute with them kept bound every completion, since
+/// keeping more never lowers the peak nor raises the recompute. Exact;
+/// std::nullopt when none fits or there are more than
+/// kMaxGraphSearchCandidates candidates.
+std::optional<std::vector<bool>>
+solveGraphBudget(const std::vector<GraphValue> &graph, int64_t budgetBytes);
 
 } // namespace memopt
 

@@ -20,7 +20,10 @@
 //    stage started with are kept. O(n log n).
 // 3. A strategy fills the set of forward values the backward reads as they
 //    are and, for revolve, the advances that rebuild snapshots before a turn
-//    (memopt/Remat/RematSchedule.h).
+//    (memopt/Remat/RematSchedule.h). budget also searches the forward as a
+//    graph of values, exactly, when at most kMaxGraphSearchCandidates values
+//    are read by the backward (parallel branches inside one stage); its plans
+//    and the chain DP's are checked with the planner alike.
 // 4. The rewrite walks the backward in program order; an operand that is a
 //    forward value outside that set is recomputed: its producers are cloned
 //    (post-order) right before the op, reading kept values, snapshots and
@@ -55,6 +58,7 @@
 #include <limits>
 #include <set>
 #include <map>
+#include <tuple>
 
 #define DEBUG_TYPE "memopt-remat"
 
@@ -147,7 +151,53 @@ struct StepGraph {
   }
 
   LogicalResult build(FunctionOpInterface func);
+
+  /// The forward as the general-graph search sees it: one value per non-free
+  /// forward op, in program order (`ops`), with backward read positions;
+  /// values the backward reads are candidates, ops with side effects are
+  /// kept, other values are recomputed when needed.
+  std::vector<GraphValue> getValueGraph(SmallVectorImpl<Operation *> &ops) const;
 };
+
+/// Ops the rewrite may clone: no memory effects, no regions, some result.
+static bool isRecomputable(Operation *op) {
+  return isMemoryEffectFree(op) && op->getNumRegions() == 0 &&
+         op->getNumResults() > 0;
+}
+
+std::vector<GraphValue>
+StepGraph::getValueGraph(SmallVectorImpl<Operation *> &ops) const {
+  DenseMap<Operation *, int64_t> index;
+  for (Operation *op : forwardOps)
+    if (!freeOps.contains(op)) {
+      index[op] = static_cast<int64_t>(ops.size());
+      ops.push_back(op);
+    }
+  std::vector<GraphValue> values(ops.size());
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    GraphValue &value = values[i];
+    for (Value result : op->getResults())
+      value.bytes += getAlignedBytes(result);
+    value.flops = getOpFlops(op);
+    for (Value operand : op->getOperands())
+      if (auto it = index.find(operand.getDefiningOp()); it != index.end())
+        if (!llvm::is_contained(value.operands, it->second))
+          value.operands.push_back(it->second);
+  }
+  for (auto [position, op] : llvm::enumerate(backwardOps))
+    for (Value operand : op->getOperands())
+      if (auto it = index.find(operand.getDefiningOp()); it != index.end()) {
+        GraphValue &value = values[it->second];
+        if (value.firstUse < 0)
+          value.firstUse = static_cast<int64_t>(position);
+        value.lastUse = static_cast<int64_t>(position);
+      }
+  for (auto [i, op] : llvm::enumerate(ops))
+    values[i].kind = !isRecomputable(op) ? GraphValue::Kind::Kept
+                     : values[i].lastUse >= 0 ? GraphValue::Kind::Candidate
+                                              : GraphValue::Kind::Recomputed;
+  return values;
+}
 
 LogicalResult StepGraph::build(FunctionOpInterface func) {
   Region &region = func.getFunctionBody();
@@ -419,16 +469,34 @@ struct RematerializePass
   Decision fromSchedule(const StepGraph &graph, const ChainSchedule &schedule);
   Decision fromChainPlan(const StepGraph &graph,
                          const std::vector<StageChoice> &plan);
+  Decision fromGraphPlan(const StepGraph &graph, const std::vector<int> &keep);
   Decision selective(const StepGraph &graph);
 
-  /// The planned arena of the module with `plan` applied to a copy.
+  /// A budget plan: a chain plan (StageChoice per stage) or a general-graph
+  /// one (a keep flag per candidate of StepGraph::getValueGraph).
+  struct BudgetPlan {
+    bool graph = false;
+    std::vector<int> choices;
+    bool operator<(const BudgetPlan &other) const {
+      return std::tie(graph, choices) < std::tie(other.graph, other.choices);
+    }
+    bool operator==(const BudgetPlan &other) const {
+      return graph == other.graph && choices == other.choices;
+    }
+  };
+  Decision fromBudgetPlan(const StepGraph &graph, const BudgetPlan &plan);
+
   /// The planned arena of the module with `plan` applied to a copy (with
   /// `runPlanner` false, only applies it: -1, and lastCloneFlops is set).
-  FailureOr<int64_t> getPlannedArena(const std::vector<StageChoice> &plan,
+  FailureOr<int64_t> getPlannedArena(const BudgetPlan &plan,
                                      bool runPlanner = true);
   LogicalResult runBudget(FunctionOpInterface func, StepGraph &graph);
 
   int64_t lastClones = 0, lastCloneFlops = 0, lastRecomputedStages = 0;
+  /// budget: candidates of the general-graph model, and which model's plan
+  /// won ("chain" or "graph").
+  int64_t graphCandidates = 0;
+  StringRef budgetSearch;
 };
 
 } // namespace
@@ -470,6 +538,31 @@ RematerializePass::fromChainPlan(const StepGraph &graph,
 }
 
 RematerializePass::Decision
+RematerializePass::fromGraphPlan(const StepGraph &graph,
+                                 const std::vector<int> &keep) {
+  Decision decision;
+  SmallVector<Operation *> ops;
+  std::vector<GraphValue> values = graph.getValueGraph(ops);
+  size_t next = 0;
+  for (auto [i, value] : llvm::enumerate(values))
+    if (value.kind == GraphValue::Kind::Candidate && keep[next++])
+      for (Value result : ops[i]->getResults())
+        decision.kept.insert(result);
+  return decision;
+}
+
+RematerializePass::Decision
+RematerializePass::fromBudgetPlan(const StepGraph &graph,
+                                  const BudgetPlan &plan) {
+  if (plan.graph)
+    return fromGraphPlan(graph, plan.choices);
+  std::vector<StageChoice> chain;
+  for (int choice : plan.choices)
+    chain.push_back(static_cast<StageChoice>(choice));
+  return fromChainPlan(graph, chain);
+}
+
+RematerializePass::Decision
 RematerializePass::selective(const StepGraph &graph) {
   Decision decision;
   for (Operation *op : graph.forwardOps) {
@@ -487,8 +580,7 @@ void RematerializePass::apply(const StepGraph &graph,
   Recomputer recomputer(graph);
   for (Operation *op : graph.forwardOps) {
     // Never clone an op with side effects: the backward reads its results.
-    bool pure = isMemoryEffectFree(op) && op->getNumRegions() == 0 &&
-                op->getNumResults() > 0;
+    bool pure = isRecomputable(op);
     for (Value result : op->getResults())
       if (!pure || decision.kept.contains(result))
         recomputer.available[result] = result;
@@ -500,7 +592,7 @@ void RematerializePass::apply(const StepGraph &graph,
 }
 
 FailureOr<int64_t>
-RematerializePass::getPlannedArena(const std::vector<StageChoice> &plan,
+RematerializePass::getPlannedArena(const BudgetPlan &plan,
                                    bool runPlanner) {
   OwningOpRef<ModuleOp> copy(getOperation().clone());
   FailureOr<FunctionOpInterface> func = findTrainStep(*copy, "rematerialize");
@@ -509,7 +601,7 @@ RematerializePass::getPlannedArena(const std::vector<StageChoice> &plan,
   StepGraph graph;
   if (failed(graph.build(*func)))
     return failure();
-  apply(graph, fromChainPlan(graph, plan));
+  apply(graph, fromBudgetPlan(graph, plan));
   if (!runPlanner)
     return -1;
   PassManager pm(copy->getContext());
@@ -540,15 +632,57 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
       chain[i].savedBytes += getAlignedBytes(value);
     chain[i].flops = graph.stageFlops[i];
   }
+  // The general-graph model, searched exactly when it has few candidates.
+  SmallVector<Operation *> valueOps;
+  std::vector<GraphValue> values = graph.getValueGraph(valueOps);
+  graphCandidates = llvm::count_if(values, [](const GraphValue &value) {
+    return value.kind == GraphValue::Kind::Candidate;
+  });
+  bool searchGraph = graphCandidates <= kMaxGraphSearchCandidates;
+
+  auto toChainPlan = [](const std::vector<StageChoice> &plan) {
+    BudgetPlan result;
+    for (StageChoice choice : plan)
+      result.choices.push_back(static_cast<int>(choice));
+    return result;
+  };
+  auto toGraphPlan = [](const std::vector<bool> &keep) {
+    BudgetPlan result{/*graph=*/true, {}};
+    for (bool flag : keep)
+      result.choices.push_back(flag);
+    return result;
+  };
+  // The model's peak of a plan (without gradients and transients).
+  auto getModelPeak = [&](const BudgetPlan &plan) -> int64_t {
+    if (plan.graph) {
+      std::vector<bool> keep(plan.choices.begin(), plan.choices.end());
+      return evaluateGraphPlan(values, keep)->peakBytes;
+    }
+    std::vector<StageChoice> stages;
+    for (int choice : plan.choices)
+      stages.push_back(static_cast<StageChoice>(choice));
+    return evaluateChainPlan(chain, stages)->peakBytes;
+  };
+  auto solveChain = [&](int64_t bound) -> std::optional<BudgetPlan> {
+    if (auto plan = solveChainBudget(chain, bound))
+      return toChainPlan(*plan);
+    return std::nullopt;
+  };
+  auto solveGraph = [&](int64_t bound) -> std::optional<BudgetPlan> {
+    if (auto keep = solveGraphBudget(values, bound))
+      return toGraphPlan(*keep);
+    return std::nullopt;
+  };
+
   // Tighten the model's bound by what the planner adds on top of it (gradient
   // buffers, transients) until the planned arena fits. Every plan is checked
   // with the planner once; the fitting plan of least recompute wins. Blocks
   // (recompute every stage but the last) and the least-memory plan of the
   // model are candidates too: the model may misjudge either.
-  std::map<std::vector<StageChoice>, int64_t> arenas, cloneFlops;
-  std::optional<std::vector<StageChoice>> fitting;
+  std::map<BudgetPlan, int64_t> arenas;
+  std::optional<BudgetPlan> fitting;
   int64_t fittingFlops = 0;
-  auto consider = [&](const std::vector<StageChoice> &plan) -> LogicalResult {
+  auto consider = [&](const BudgetPlan &plan) -> LogicalResult {
     if (arenas.count(plan))
       return success();
     FailureOr<int64_t> arena = getPlannedArena(plan);
@@ -556,10 +690,10 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
       return failure();
     arenas[plan] = *arena;
     // The FLOPs of the clones the plan really needs (getPlannedArena applied
-    // it), not the model's whole-stage estimate.
+    // it), not the model's estimate.
     int64_t flops = lastCloneFlops;
-    cloneFlops[plan] = flops;
-    LLVM_DEBUG(llvm::dbgs() << "budget: plan with " << flops
+    LLVM_DEBUG(llvm::dbgs() << "budget: " << (plan.graph ? "graph" : "chain")
+                            << " plan with " << flops
                             << " recompute FLOPs -> arena " << *arena << "\n");
     if (*arena <= budget && (!fitting || flops < fittingFlops))
       fitting = plan, fittingFlops = flops;
@@ -574,50 +708,75 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
     if (role && role.getValue() == "param")
       gradientBytes += getAlignedBytes(func.getArgument(i));
   }
-  int64_t bound = std::max<int64_t>(budget - gradientBytes, 0);
-  for (int attempt = 0; attempt < 12; ++attempt) {
-    std::optional<std::vector<StageChoice>> plan =
-        solveChainBudget(chain, bound);
-    if (!plan || arenas.count(*plan))
-      break;
-    if (failed(consider(*plan)))
-      return failure();
-    if (fitting)
-      break;
-    int64_t model = evaluateChainPlan(chain, *plan)->peakBytes;
-    bound = std::min(bound - 256, budget - (arenas[*plan] - model));
-  }
-  // The gradient estimate is pessimistic: give the slack the planner left
-  // back to the model while that still fits (a few more checks at most).
-  for (int attempt = 0; fitting && attempt < 4; ++attempt) {
-    int64_t slack = budget - arenas[*fitting];
-    if (slack < 256)
-      break;
-    bound += slack;
-    std::optional<std::vector<StageChoice>> plan =
-        solveChainBudget(chain, bound);
-    if (!plan || arenas.count(*plan))
-      continue;
-    std::vector<StageChoice> previous = *fitting;
-    if (failed(consider(*plan)))
-      return failure();
-    if (*fitting == previous && arenas[*plan] > budget)
-      bound -= (arenas[*plan] - budget) + slack / 2;
-  }
+  auto tighten =
+      [&](function_ref<std::optional<BudgetPlan>(int64_t)> solve)
+      -> LogicalResult {
+    std::optional<BudgetPlan> found;
+    int64_t bound = std::max<int64_t>(budget - gradientBytes, 0);
+    for (int attempt = 0; attempt < 12; ++attempt) {
+      std::optional<BudgetPlan> plan = solve(bound);
+      if (!plan || arenas.count(*plan))
+        break;
+      if (failed(consider(*plan)))
+        return failure();
+      if (arenas[*plan] <= budget) {
+        found = plan;
+        break;
+      }
+      int64_t model = getModelPeak(*plan);
+      bound = std::min(bound - 256, budget - (arenas[*plan] - model));
+    }
+    // The gradient estimate is pessimistic: give the slack the planner left
+    // back to the model while that still fits (a few more checks at most).
+    for (int attempt = 0; found && attempt < 4; ++attempt) {
+      int64_t slack = budget - arenas[*found];
+      if (slack < 256)
+        break;
+      bound += slack;
+      std::optional<BudgetPlan> plan = solve(bound);
+      if (!plan || arenas.count(*plan))
+        continue;
+      if (failed(consider(*plan)))
+        return failure();
+      if (arenas[*plan] <= budget)
+        found = plan;
+      else
+        bound -= (arenas[*plan] - budget) + slack / 2;
+    }
+    return success();
+  };
+  if (failed(tighten(solveChain)))
+    return failure();
+  if (searchGraph && failed(tighten(solveGraph)))
+    return failure();
   std::vector<StageChoice> blocks(chain.size(), StageChoice::Checkpoint);
   blocks.back() = StageChoice::Keep;
   // Blocks needs a planner check only when it recomputes less than the plan
-  // that fits (or none fits).
-  if (failed(getPlannedArena(blocks, /*runPlanner=*/false)))
-    return failure();
-  if (!fitting || lastCloneFlops < fittingFlops)
-    if (failed(consider(blocks)))
+  // that fits (or none fits); nothing to count when it is that plan or was
+  // checked already.
+  if (!arenas.count(toChainPlan(blocks))) {
+    if (failed(getPlannedArena(toChainPlan(blocks), /*runPlanner=*/false)))
       return failure();
+    if (!fitting || lastCloneFlops < fittingFlops)
+      if (failed(consider(toChainPlan(blocks))))
+        return failure();
+  }
   if (!fitting) {
     std::optional<std::vector<StageChoice>> leastMemory =
         solveChainBudget(chain, getMinimumChainPeak(chain));
-    if (leastMemory && failed(consider(*leastMemory)))
+    if (leastMemory && failed(consider(toChainPlan(*leastMemory))))
       return failure();
+    // The graph model's frontier, from keeping everything down to its least
+    // memory (the arena is not monotone in the model's peak): each plan of
+    // least recompute below the previous one's model peak (16 at most).
+    std::optional<BudgetPlan> step =
+        searchGraph ? solveGraph(std::numeric_limits<int64_t>::max())
+                    : std::nullopt;
+    for (int checks = 0; step && checks < 16; ++checks) {
+      if (failed(consider(*step)))
+        return failure();
+      step = solveGraph(getModelPeak(*step) - 1);
+    }
   }
   if (!fitting) {
     int64_t smallest = std::numeric_limits<int64_t>::max();
@@ -628,8 +787,9 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
            << " bytes is below the smallest reachable peak, " << smallest
            << " bytes (planned arena with the least memory remat finds)";
   }
-  Decision decision = fromChainPlan(graph, *fitting);
+  Decision decision = fromBudgetPlan(graph, *fitting);
   lastRecomputedStages = decision.recomputedStages;
+  budgetSearch = fitting->graph ? "graph" : "chain";
   apply(graph, decision);
   return success();
 }
@@ -711,5 +871,14 @@ void RematerializePass::runOnOperation() {
                  << " recomputed_stages=" << lastRecomputedStages
                  << " recomputed_ops=" << lastClones
                  << " recompute_flops=" << lastCloneFlops
-                 << " forward_flops=" << graph.forwardFlops << "\n";
+                 << " forward_flops=" << graph.forwardFlops;
+  if (printSummary && kind == "budget") {
+    llvm::errs() << " graph_candidates=" << graphCandidates;
+    if (graphCandidates > kMaxGraphSearchCandidates)
+      llvm::errs() << " (over " << kMaxGraphSearchCandidates
+                   << ": chain dynamic program only)";
+    llvm::errs() << " plan=" << budgetSearch;
+  }
+  if (printSummary)
+    llvm::errs() << "\n";
 }
