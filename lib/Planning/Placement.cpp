@@ -96,6 +96,20 @@ int64_t memopt::computeLowerBound(const std::vector<Buffer> &buffers,
   return peak;
 }
 
+Placement memopt::stackBuffers(const std::vector<Buffer> &buffers,
+                               int64_t alignment) {
+  Placement result;
+  result.method = "no-reuse";
+  result.lowerBound = computeLowerBound(buffers, alignment);
+  result.offsets.reserve(buffers.size());
+  for (const Buffer &b : buffers) {
+    result.offsets.push_back(result.arenaSize);
+    result.arenaSize += alignUp(std::max<int64_t>(b.size, 0), alignment);
+  }
+  result.provenOptimal = result.arenaSize == result.lowerBound;
+  return result;
+}
+
 namespace {
 
 UnitProblem buildUnitProblem(const std::vector<Buffer> &buffers,

@@ -109,6 +109,39 @@ TEST(PlacementTest, AlignsOffsetsAndSizes) {
     EXPECT_EQ(offset % 256, 0);
 }
 
+TEST(PlacementTest, StackBuffersGivesEveryBufferItsOwnBytes) {
+  // Buffers 0 and 2 never live together; the no-reuse plan still keeps them
+  // apart, in the order given, each rounded up to the alignment.
+  std::vector<Buffer> buffers = {
+      {0, 0, 2, 100}, {1, 1, 4, 300}, {2, 2, 5, 256}, {3, 7, 7, 10},
+      {4, 5, 6, 0},   {5, 5, 6, 1}};
+  Placement p = stackBuffers(buffers, 256);
+  expectValid(buffers, p, 256);
+  EXPECT_EQ(p.offsets,
+            (std::vector<int64_t>{0, 256, 768, 1024, 1280, 1280}));
+  EXPECT_EQ(p.arenaSize, 1536);
+  EXPECT_EQ(p.lowerBound, 512 + 256);
+  EXPECT_EQ(p.method, "no-reuse");
+  EXPECT_FALSE(p.provenOptimal);
+  // Pairwise disjoint byte ranges, not merely disjoint while live.
+  for (size_t i = 0; i < buffers.size(); ++i)
+    for (size_t j = i + 1; j < buffers.size(); ++j)
+      EXPECT_TRUE(p.offsets[i] + alignUp(buffers[i].size, 256) <=
+                      p.offsets[j] ||
+                  p.offsets[j] + alignUp(buffers[j].size, 256) <=
+                      p.offsets[i])
+          << i << " and " << j;
+  Placement empty = stackBuffers({}, 256);
+  EXPECT_EQ(empty.arenaSize, 0);
+  EXPECT_TRUE(empty.provenOptimal);
+  // Without alignment the arena is the plain sum, here also the bound.
+  std::vector<Buffer> chain = {{0, 0, 3, 7}, {1, 1, 3, 5}};
+  Placement q = stackBuffers(chain);
+  EXPECT_EQ(q.offsets, (std::vector<int64_t>{0, 7}));
+  EXPECT_EQ(q.arenaSize, 12);
+  EXPECT_TRUE(q.provenOptimal);
+}
+
 TEST(PlacementTest, RandomInstancesAlwaysPassTheChecker) {
   std::mt19937 rng(1234);
   for (int round = 0; round < 200; ++round) {

@@ -65,8 +65,8 @@ struct Placement {
   /// computeLowerBound() of the same problem with the same alignment.
   int64_t lowerBound = 0;
   /// Which method produced `offsets`: a greedy order ("greedy-by-size-start",
-  /// ...), "greedy-improved", "exact", "stacked" (runHeuristics off) or
-  /// "trivial".
+  /// ...), "greedy-improved", "exact", "stacked" (runHeuristics off),
+  /// "trivial", or "no-reuse" (stackBuffers()).
   std::string method;
   /// True when the arena is proven minimal: it equals the lower bound, or the
   /// exact search refuted every smaller capacity.
@@ -94,6 +94,15 @@ int64_t computeLowerBound(const std::vector<Buffer> &buffers,
 /// point.
 Placement placeBuffers(const std::vector<Buffer> &buffers,
                        const PlacementOptions &options = {});
+
+/// Places every buffer in its own bytes, whatever its lifetime: offsets
+/// back to back in the order given, each size rounded up to `alignment`
+/// (which must be >= 1), so that no two buffers share a byte. The arena is
+/// the sum of the aligned sizes. The baseline of --memopt-plan-buffers
+/// with reuse=false (docs/BufferReuse.md); method "no-reuse", and
+/// provenOptimal only when that sum equals the lower bound. O(n log n).
+Placement stackBuffers(const std::vector<Buffer> &buffers,
+                       int64_t alignment = 1);
 
 } // namespace memopt
 
