@@ -14,6 +14,8 @@
 // 3. memopt::checkPlacement, which shares no code with the placer, verifies
 //    the result (O(n log n)) before anything is written; a rejection is a
 //    planner bug and fails the pass.
+//    With reuse=false, memopt::stackBuffers gives every buffer its own
+//    bytes instead, back to back in program order (docs/BufferReuse.md).
 // 4. The offsets go on the allocs (`memopt.offset`), the arena size on the
 //    function (`memopt.arena_bytes`).
 //
@@ -106,10 +108,15 @@ struct PlanBuffersPass
     if (!valid)
       return failure();
 
-    PlacementOptions options;
-    options.alignment = alignment;
-    options.timeLimitSeconds = timeLimit;
-    Placement placement = placeBuffers(problem, options);
+    Placement placement;
+    if (reuse) {
+      PlacementOptions options;
+      options.alignment = alignment;
+      options.timeLimitSeconds = timeLimit;
+      placement = placeBuffers(problem, options);
+    } else {
+      placement = stackBuffers(problem, alignment);
+    }
     LLVM_DEBUG(llvm::dbgs()
                << "@" << func.getName() << ": " << problem.size()
                << " buffers, arena " << placement.arenaSize << ", LB "

@@ -605,9 +605,12 @@ RematerializePass::getPlannedArena(const BudgetPlan &plan,
   if (!runPlanner)
     return -1;
   PassManager pm(copy->getContext());
-  pm.addPass(createBufferizePass());
+  BufferizePassOptions bufferizeOptions;
+  bufferizeOptions.reuse = bufferReuse;
+  pm.addPass(createBufferizePass(bufferizeOptions));
   PlanBuffersPassOptions planOptions;
   planOptions.timeLimit = 0; // the heuristics bound the final plan
+  planOptions.reuse = bufferReuse;
   pm.addPass(createPlanBuffersPass(planOptions));
   ++plannerChecks;
   if (failed(pm.run(*copy)))

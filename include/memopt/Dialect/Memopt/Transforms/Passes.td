@@ -141,15 +141,25 @@ def PlanBuffersPass : Pass<"memopt-plan-buffers", "mlir::ModuleOp"> {
     plan, a module without a train_step function or a buffer of dynamic shape
     is an error.
 
+    With `reuse=false` no two buffers share a byte, whatever their
+    lifetimes: the buffers are stacked back to back in program order, each
+    offset aligned, and the arena is the sum of the aligned sizes (the
+    unoptimised baseline; docs/BufferReuse.md). The lower-bound statistic is
+    still the largest total live at one point.
+
     ```
     memopt-opt --memopt-plan-buffers="alignment=256 time-limit=2" step.mlir
+    memopt-opt --memopt-plan-buffers="reuse=false" step.mlir
     ```
   }];
   let options = [
     Option<"alignment", "alignment", "int64_t", /*default=*/"256",
            "Every offset is a multiple of this many bytes (1 to 2^30)">,
     Option<"timeLimit", "time-limit", "double", /*default=*/"1.0",
-           "Seconds the placement may take; 0 runs only the heuristics">
+           "Seconds the placement may take; 0 runs only the heuristics">,
+    Option<"reuse", "reuse", "bool", /*default=*/"true",
+           "Let buffers with disjoint lifetimes share bytes; false stacks "
+           "every buffer in its own bytes">
   ];
   let statistics = [
     Statistic<"numBuffers", "buffers", "Number of buffers placed">,
@@ -306,7 +316,8 @@ def RematerializePass : Pass<"memopt-remat", "mlir::ModuleOp"> {
     - `budget`: least recompute FLOPs such that the planned arena
       (`--memopt-bufferize` + `--memopt-plan-buffers` on a copy) fits
       `budget` bytes; a budget below the smallest reachable arena is an error
-      that states it.
+      that states it. `buffer-reuse=false` plans the copy without buffer
+      reuse, as the pipeline does with it off.
     - `selective`: recompute attention scores, softmax, dropout and
       elementwise activations; keep GEMM and convolution outputs.
     - `auto`: `budget` when a budget is given, otherwise `none`.
@@ -325,7 +336,10 @@ def RematerializePass : Pass<"memopt-remat", "mlir::ModuleOp"> {
            "revolve: stage inputs held at once (0: logarithmic)">,
     Option<"printSummary", "print-summary", "bool", /*default=*/"false",
            "Print one line to stderr: the stages, the schedule's stage "
-           "recomputations and the recompute FLOPs">
+           "recomputations and the recompute FLOPs">,
+    Option<"bufferReuse", "buffer-reuse", "bool", /*default=*/"true",
+           "budget: plan the copies as the pipeline will (false: "
+           "--memopt-bufferize and --memopt-plan-buffers with reuse=false)">
   ];
   let statistics = [
     Statistic<"numStages", "stages", "Number of stages of the forward chain">,
