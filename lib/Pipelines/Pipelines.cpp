@@ -14,7 +14,8 @@
 //    backward, recomputation included, and before bufferize, so that every
 //    body value gets a buffer that lives one iteration;
 // 4. bufferize: from here on every value is a buffer with a lifetime;
-// 5. plan-buffers: offsets in one arena from the buffers' live ranges;
+// 5. plan-buffers: offsets in one arena from the buffers' live ranges
+//    (with bufferReuse off, 4 and 5 share nothing: the unoptimised baseline);
 // 6. verify-plan: an independent check of the plan before code is generated.
 //
 //===----------------------------------------------------------------------===//
@@ -53,6 +54,7 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
     remat.strategy = options.remat;
     remat.budget = options.memoryBudget;
     remat.snapshots = options.rematSnapshots;
+    remat.bufferReuse = options.bufferReuse;
     pm.addPass(createRematerializePass(remat));
   }
   if (options.microBatches != 1) {
@@ -61,9 +63,12 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
     accumulate.allowBatchNorm = options.accumulateAllowBatchNorm;
     pm.addPass(createAccumulatePass(accumulate));
   }
-  pm.addPass(createBufferizePass());
+  BufferizePassOptions bufferize;
+  bufferize.reuse = options.bufferReuse;
+  pm.addPass(createBufferizePass(bufferize));
   PlanBuffersPassOptions plan;
   plan.timeLimit = options.planTimeLimit;
+  plan.reuse = options.bufferReuse;
   pm.addPass(createPlanBuffersPass(plan));
   pm.addPass(createVerifyPlanPass());
 }
@@ -127,6 +132,11 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       *this, "remat-snapshots",
       llvm::cl::desc("revolve: snapshot slots (0: logarithmic)"),
       llvm::cl::init(0)};
+  Option<bool> bufferReuse{
+      *this, "buffer-reuse",
+      llvm::cl::desc("Share buffer memory (false: every buffer its own "
+                     "bytes, no in-place results, no reshape views)"),
+      llvm::cl::init(true)};
 };
 } // namespace
 
@@ -153,6 +163,7 @@ void memopt::registerMemoptPipelines() {
         options.rematSnapshots = cl.rematSnapshots;
         options.microBatches = cl.microBatches;
         options.accumulateAllowBatchNorm = cl.accumulateAllowBatchNorm;
+        options.bufferReuse = cl.bufferReuse;
         buildMemoptPipeline(pm, options);
       });
 }

@@ -239,6 +239,13 @@ cl::opt<bool> accumulateAllowBatchNorm(
              "of each micro-batch"),
     cl::cat(compileCategory));
 
+cl::opt<bool> noBufferReuse(
+    "no-buffer-reuse", cl::init(false),
+    cl::desc("Give every buffer its own memory: no in-place results, no "
+             "reshape views, no shared arena bytes (for debugging a suspected "
+             "planning problem; the arena is the sum of all buffers)"),
+    cl::cat(compileCategory));
+
 /// Prints `memopt-compile: <message>` and returns false.
 bool fail(const llvm::Twine &message) {
   llvm::errs() << "memopt-compile: " << message << "\n";
@@ -332,6 +339,9 @@ bool parseOptions(memopt::MemoptPipelineOptions &options) {
                 ": expected at least 1");
   options.microBatches = microBatches;
   options.accumulateAllowBatchNorm = accumulateAllowBatchNorm;
+  // The budget search compiles its candidates with the same options, so
+  // the peak it reports is the one built.
+  options.bufferReuse = !noBufferReuse;
 
   options.optimizer = optimizer;
   if (!parseNumber("lr", lr, /*positive=*/true, options.lr) ||

@@ -47,6 +47,10 @@ struct MemoptPipelineOptions {
   int64_t microBatches = 1;
   /// With microBatches > 1: accept batch norm's per-micro-batch statistics.
   bool accumulateAllowBatchNorm = false;
+  /// False gives every buffer its own bytes (docs/BufferReuse.md):
+  /// --memopt-bufferize and --memopt-plan-buffers run with reuse=false, and
+  /// --memopt-remat's budget plans its copies the same way.
+  bool bufferReuse = true;
 };
 
 /// Adds the passes from a forward + loss module to a planned, bufferized
