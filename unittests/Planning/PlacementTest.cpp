@@ -112,13 +112,11 @@ TEST(PlacementTest, AlignsOffsetsAndSizes) {
 TEST(PlacementTest, StackBuffersGivesEveryBufferItsOwnBytes) {
   // Buffers 0 and 2 never live together; the no-reuse plan still keeps them
   // apart, in the order given, each rounded up to the alignment.
-  std::vector<Buffer> buffers = {
-      {0, 0, 2, 100}, {1, 1, 4, 300}, {2, 2, 5, 256}, {3, 7, 7, 10},
-      {4, 5, 6, 0},   {5, 5, 6, 1}};
+  std::vector<Buffer> buffers = {{0, 0, 2, 100}, {1, 1, 4, 300}, {2, 2, 5, 256},
+                                 {3, 7, 7, 10},  {4, 5, 6, 0},   {5, 5, 6, 1}};
   Placement p = stackBuffers(buffers, 256);
   expectValid(buffers, p, 256);
-  EXPECT_EQ(p.offsets,
-            (std::vector<int64_t>{0, 256, 768, 1024, 1280, 1280}));
+  EXPECT_EQ(p.offsets, (std::vector<int64_t>{0, 256, 768, 1024, 1280, 1280}));
   EXPECT_EQ(p.arenaSize, 1536);
   EXPECT_EQ(p.lowerBound, 512 + 256);
   EXPECT_EQ(p.method, "no-reuse");
@@ -128,8 +126,7 @@ TEST(PlacementTest, StackBuffersGivesEveryBufferItsOwnBytes) {
     for (size_t j = i + 1; j < buffers.size(); ++j)
       EXPECT_TRUE(p.offsets[i] + alignUp(buffers[i].size, 256) <=
                       p.offsets[j] ||
-                  p.offsets[j] + alignUp(buffers[j].size, 256) <=
-                      p.offsets[i])
+                  p.offsets[j] + alignUp(buffers[j].size, 256) <= p.offsets[i])
           << i << " and " << j;
   Placement empty = stackBuffers({}, 256);
   EXPECT_EQ(empty.arenaSize, 0);
