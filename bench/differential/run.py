@@ -1,0 +1,411 @@
+#!/usr/bin/env python3
+"""Differential testing: random graphs under every option of memopt-compile.
+
+For each random training graph (randgraph.py) this compiles and trains the
+step (3 steps on the host runtime, `--save`d afterwards) under:
+
+  base        --no-buffer-reuse: every buffer its own memory (the
+              unoptimised compilation)
+  plan        the default: shared arena, in-place results, views
+  <strategy>  --remat=blocks|sqrt|revolve|selective, revolve with one
+              snapshot, and budget (at the memory blocks plans)
+  K2, K4      --micro-batches=2|4
+  bf16, fp16  --mixed-precision=bf16|fp16
+  combo       one random combination of remat x micro-batches x mixed
+              precision x buffer reuse, and `combo-ref`, the same without
+              remat and with reuse
+
+and compares each with its reference:
+
+  bit-exact   plan against base, every remat strategy against plan, the
+              combination against combo-ref: the printed losses and the
+              saved parameters, state and optimizer state byte for byte
+              (planning and recomputation promise this)
+  tolerance   K2/K4 and bf16/fp16 (and combo-ref) against plan: losses,
+              and parameters measured against the size of their update
+              (docs/Reliability.md states the tolerances and why)
+
+It also checks the unoptimised gradients against finite differences: the
+base step with SGD at lr 1 turns p into p - g, and the directional
+derivative g.d along a random d must match (L(p + hd) - L(p - hd)) / 2h.
+
+    run.py [--graphs N] [--first SEED] [--jobs J] [--work DIR]
+
+prints a table of comparisons per option (graphs, mismatches, largest
+error against its tolerance) and `differential: G graphs, C comparisons,
+M mismatches`; each mismatch with the commands that reproduce it. Exit
+code 1 on any mismatch or failed compilation.
+"""
+
+import argparse
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import randgraph  # noqa: E402
+import memopt.safetensors as st  # noqa: E402
+
+STEPS = 3
+REMAT = ["blocks", "sqrt", "revolve", "selective"]
+
+# Tolerances. Losses: |loss - ref| <= LOSS_RTOL * max(1, |ref|) at every
+# step. Parameters: max |p - ref| <= PARAM_RTOL * (largest update of the
+# reference, max |ref - p0|) per tensor under SGD. AdamW's normalised update
+# turns the rounding of a near-zero gradient into a full-size step, so under
+# AdamW the parameters are only held to Adam's bound (2 lr steps) and the
+# losses carry the comparison.
+TOLERANCE = {
+    "accumulate": {"loss": 1e-5, "param": 1e-3},
+    "bf16": {"loss": 5e-2, "param": 2e-1},
+    "fp16": {"loss": 1e-2, "param": 5e-2},
+}
+FD_STEP = 2e-3
+FD_RTOL = 1e-2
+FD_NOISE = 1e-6
+
+
+class Runner:
+    """Compiles and trains one graph under many flag sets."""
+
+    def __init__(self, graph, work, cache):
+        self.graph, self.work, self.cache = graph, work, cache
+        os.makedirs(work, exist_ok=True)
+        self.model = os.path.join(work, "model.mlir")
+        with open(self.model, "w") as f:
+            f.write(graph.mlir)
+        self.params = os.path.join(work, "params.safetensors")
+        st.save(graph.params, self.params)
+        self.batch = os.path.join(work, "batch.safetensors")
+        st.save(graph.inputs, self.batch)
+
+    def compile(self, tag, flags):
+        """Compiles into WORK/tag; returns (out dir, None) or (None, error)."""
+        out = os.path.join(self.work, tag)
+        cmd = ["memopt-compile", self.model, "-o", out, "--report=json",
+               "--cxx=" + os.path.join(HERE, "cached-cxx")] + flags
+        run = subprocess.run(cmd, capture_output=True, text=True,
+                             env={**os.environ, "MEMOPT_CXX_CACHE": self.cache})
+        if run.returncode != 0:
+            return None, (f"memopt-compile {' '.join(flags)} failed: " +
+                          (run.stderr.strip().splitlines() or ["?"])[0])
+        return out, None
+
+    def train(self, out, params, steps, save=None):
+        cmd = [os.path.join(out, "train"), "--params", params, "--batch",
+               self.batch, "--steps", str(steps)]
+        if save:
+            cmd += ["--save", save]
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        if run.returncode != 0:
+            return None, f"train failed: {run.stderr.strip()}"
+        return run.stdout, None
+
+    def run(self, tag, flags):
+        """Compiles and trains STEPS steps: a dict with the losses, the
+        saved bytes and the report, or with `error`."""
+        out, error = self.compile(tag, flags)
+        if error:
+            return {"error": error, "flags": flags}
+        saved = os.path.join(self.work, tag + ".safetensors")
+        stdout, error = self.train(out, self.params, STEPS, saved)
+        if error:
+            return {"error": error, "flags": flags}
+        with open(saved, "rb") as f:
+            data = f.read()
+        with open(os.path.join(out, "memory_report.json")) as f:
+            report = json.load(f)
+        losses = [float(m) for m in
+                  re.findall(r"^step \d+ loss (\S+)", stdout, re.M)]
+        skipped = [" skipped" in line for line in stdout.splitlines()
+                   if line.startswith("step ")]
+        return {"flags": flags, "stdout": stdout, "losses": losses,
+                "skipped": skipped, "bytes": data, "saved": saved,
+                "out": out, "report": report}
+
+    def saved_after(self, result, steps):
+        """The state `result`'s program saves after `steps` steps."""
+        if steps == 0:
+            return self.params
+        path = os.path.join(self.work, f"after{steps}.safetensors")
+        _, error = self.train(result["out"], self.params, steps, path)
+        if error:
+            raise RuntimeError(error)
+        return path
+
+
+def planned(report):
+    """The step's planned memory: the arguments plus the arena."""
+    return report["arena_bytes"] + sum(
+        report["pools"][p] for p in ("params", "master_params", "optimizer",
+                                     "state", "data"))
+
+
+def compare_exact(result, ref):
+    if result["stdout"] != ref["stdout"]:
+        return f"losses {result['losses']} != {ref['losses']}", None
+    if result["bytes"] != ref["bytes"]:
+        got, want = st.load(result["saved"]), st.load(ref["saved"])
+        names = sorted(n for n in want if not np.array_equal(
+            got.get(n), want[n]))
+        return f"saved tensors differ: {', '.join(names[:5])}", None
+    return None, 0.0
+
+
+def compare_close(result, ref, params0, tolerance, optimizer, lr, runner):
+    """None or a message, and the largest error as a fraction of its
+    tolerance.
+
+    A step that dynamic loss scaling skipped leaves the parameters as they
+    were, so without dropout (whose mask follows the step) the run equals
+    the reference run with fewer steps: step i compares with the
+    reference's step (steps taken before i) + 1. With dropout only the
+    losses before the first skipped step are compared."""
+    taken = [0]
+    for skipped in result["skipped"]:
+        taken.append(taken[-1] + (not skipped))
+    steps = range(len(result["losses"]))
+    pairs = [(result["losses"][i], ref["losses"][taken[i]]) for i in steps]
+    ref_saved = ref["saved"]
+    if any(result["skipped"]):
+        if runner.graph.has_dropout:
+            first = result["skipped"].index(True)
+            pairs, ref_saved = pairs[:first], None
+        else:
+            ref_saved = runner.saved_after(ref, taken[-1])
+    worst = 0.0
+    for step, (got, want) in enumerate(pairs):
+        error = abs(got - want) / max(1.0, abs(want)) / tolerance["loss"]
+        worst = max(worst, error)
+        if not error <= 1:
+            return (f"step {step + 1} loss {got} against {want} "
+                    f"(tolerance {tolerance['loss']})"), worst
+    if ref_saved is None:
+        return None, worst
+    got, want = st.load(result["saved"]), st.load(ref_saved)
+    for name, p0 in params0.items():
+        a, b = got[name].astype(np.float64), want[name].astype(np.float64)
+        update = float(np.abs(b - p0).max())
+        diff = np.abs(a - b)
+        scale = tolerance["param"] * max(update, 1e-7)
+        if optimizer == "adamw":
+            if float(diff.max()) > 2 * lr * STEPS:
+                return (f"{name}: largest difference {diff.max():.3g} "
+                        f"beyond Adam's bound 2 lr steps"), worst
+        else:
+            error = float(diff.max()) / scale
+            worst = max(worst, error)
+            if not error <= 1:
+                return (f"{name}: largest difference {diff.max():.3g} "
+                        f"against an update of {update:.3g}"), worst
+    return None, worst
+
+
+def gradcheck(runner, base_flags):
+    """Finite-difference check of the unoptimised gradient: for each
+    parameter, the derivative along a random direction of that parameter
+    against a five-point central difference of the loss.
+
+    The difference is allowed FD_RTOL of the derivative, plus the rounding
+    of the f32 loss through the stencil (FD_NOISE of the loss per
+    evaluation, times 1.5 / h) and the stencil's own truncation error,
+    estimated by its distance from the three-point difference."""
+    graph = runner.graph
+    flags = base_flags + ["--optimizer=sgd", "--lr=1", "--momentum=0",
+                          "--weight-decay=0"]
+    out, error = runner.compile("fd", flags)
+    if error:
+        return error, None
+    saved = os.path.join(runner.work, "fd.safetensors")
+    _, error = runner.train(out, runner.params, 1, saved)
+    if error:
+        return error, None
+    after = st.load(saved)
+    rng = np.random.default_rng(graph.seed + 7919)
+    probe = os.path.join(runner.work, "probe.safetensors")
+    worst = 0.0
+    for name, value in graph.params.items():
+        direction = rng.standard_normal(value.shape)
+        gradient = value.astype(np.float64) - after[name].astype(np.float64)
+        analytic = float(np.sum(gradient * direction))
+        losses = {}
+        for k in (2, 1, -1, -2):
+            moved = dict(graph.params)
+            moved[name] = (value + k * FD_STEP * direction).astype(np.float32)
+            st.save(moved, probe)
+            stdout, error = runner.train(out, probe, 1)
+            if error:
+                return error, None
+            losses[k] = float(re.search(r"^step 1 loss (\S+)", stdout,
+                                        re.M).group(1))
+        central = (losses[1] - losses[-1]) / (2 * FD_STEP)
+        numeric = (8 * (losses[1] - losses[-1]) -
+                   (losses[2] - losses[-2])) / (12 * FD_STEP)
+        noise = FD_NOISE * max(1.0, abs(losses[1])) * 1.5 / FD_STEP
+        allowed = FD_RTOL * abs(analytic) + noise + abs(numeric - central)
+        ratio = abs(numeric - analytic) / allowed
+        worst = max(worst, ratio)
+        if not ratio <= 1:
+            return (f"d/d{name} along a random direction: {analytic:.6g}, "
+                    f"finite difference {numeric:.6g} (allowed "
+                    f"{allowed:.3g})"), worst
+    return None, worst
+
+
+def check_graph(args):
+    """Runs every variant of one graph; returns its comparisons."""
+    seed, workroot, cache, keep = args
+    graph = randgraph.generate(seed)
+    work = os.path.join(workroot, f"g{seed}")
+    runner = Runner(graph, work, cache)
+    rng = np.random.default_rng(seed + 104729)
+    optimizer = str(rng.choice(["sgd", "sgd-momentum", "adamw"]))
+    if optimizer == "adamw":
+        lr, opt = 1e-3, ["--optimizer=adamw", "--lr=1e-3"]
+    else:
+        lr = 0.05
+        opt = ["--optimizer=sgd", "--lr=0.05", "--momentum=" +
+               ("0.9" if optimizer == "sgd-momentum" else "0")]
+        optimizer = "sgd"
+    params0 = {n: p.astype(np.float64) for n, p in graph.params.items()}
+    results = {}
+    comparisons = []  # (option, seed, message or None, error ratio)
+
+    def variant(tag, flags):
+        results[tag] = runner.run(tag, opt + flags)
+        return results[tag]
+
+    def record(option, tag, ref, how):
+        result = results[tag]
+        if "error" in result or "error" in results[ref]:
+            message = result.get("error") or results[ref]["error"]
+            comparisons.append((option, seed, message, None,
+                                result["flags"]))
+            return
+        if how == "exact":
+            message, ratio = compare_exact(result, results[ref])
+        else:
+            message, ratio = compare_close(result, results[ref], params0,
+                                           TOLERANCE[how], optimizer, lr,
+                                           runner)
+        comparisons.append((option, seed, message, ratio, result["flags"]))
+
+    base = ["--no-buffer-reuse"]
+    variant("plan", [])
+    variant("base", base)
+    record("planning (reuse vs none)", "plan", "base", "exact")
+    for strategy in REMAT:
+        variant(strategy, ["--remat=" + strategy])
+        record("remat=" + strategy, strategy, "plan", "exact")
+    variant("revolve-1", ["--remat=revolve", "--remat-snapshots=1"])
+    record("remat=revolve snapshots=1", "revolve-1", "plan", "exact")
+    if "error" not in results["blocks"]:
+        budget = planned(results["blocks"]["report"])
+        variant("budget", ["--remat=budget", f"--memory-budget={budget}"])
+        record("remat=budget", "budget", "plan", "exact")
+        if "error" not in results["budget"] and \
+                planned(results["budget"]["report"]) > budget:
+            comparisons.append(("remat=budget", seed, "planned peak "
+                                f"{planned(results['budget']['report'])} > "
+                                f"budget {budget}", None, []))
+    for k in (2, 4):
+        variant(f"K{k}", [f"--micro-batches={k}"])
+        record(f"micro-batches={k}", f"K{k}", "plan", "accumulate")
+    for mp in ("bf16", "fp16"):
+        variant(mp, ["--mixed-precision=" + mp])
+        record("mixed-precision=" + mp, mp, "plan", mp)
+
+    # One random combination of every option, against the same precision
+    # and micro-batches without remat (bit-exact) and that against plan.
+    remat = str(rng.choice(REMAT + ["none"]))
+    k = int(rng.choice([1, 2, 4]))
+    mp = str(rng.choice(["none", "bf16", "fp16"]))
+    reuse = bool(rng.random() < 0.5)
+    combo = ["--remat=" + remat, f"--micro-batches={k}",
+             "--mixed-precision=" + mp] + ([] if reuse else base)
+    name = (f"combo remat={remat} K={k} mp={mp} "
+            f"reuse={'on' if reuse else 'off'}")
+    reference = ["--micro-batches=%d" % k, "--mixed-precision=" + mp]
+    variant("combo-ref", reference)
+    variant("combo", combo)
+    record(name, "combo", "combo-ref", "exact")
+    how = mp if mp != "none" else "accumulate"
+    record(f"combo-ref K={k} mp={mp}", "combo-ref", "plan", how)
+
+    message, ratio = gradcheck(runner, base)
+    comparisons.append(("finite differences (base)", seed, message, ratio,
+                        base))
+    if not keep and all(c[2] is None for c in comparisons):
+        shutil.rmtree(work, ignore_errors=True)
+    return seed, graph.ops, comparisons
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--graphs", type=int, default=1000)
+    parser.add_argument("--first", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--work", default=None)
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the work directories of passing graphs")
+    args = parser.parse_args()
+    if shutil.which("memopt-compile") is None:
+        sys.exit("run.py: memopt-compile is not on PATH")
+    work = args.work or tempfile.mkdtemp(prefix="memopt-differential-")
+    cache = os.path.join(work, "cxx-cache")
+    os.makedirs(cache, exist_ok=True)
+
+    start = time.time()
+    seeds = range(args.first, args.first + args.graphs)
+    tasks = [(s, work, cache, args.keep) for s in seeds]
+    table = {}
+    failures = []
+    ops = {}
+    with multiprocessing.Pool(args.jobs) as pool:
+        for seed, graph_ops, comparisons in pool.imap_unordered(check_graph,
+                                                                tasks):
+            for op in graph_ops:
+                ops[op] = ops.get(op, 0) + 1
+            for option, s, message, ratio, flags in comparisons:
+                row = table.setdefault(option, [0, 0, 0.0])
+                row[0] += 1
+                if message:
+                    row[1] += 1
+                    failures.append((option, s, message, flags))
+                if ratio is not None:
+                    row[2] = max(row[2], ratio)
+    seconds = time.time() - start
+
+    print(f"{'option':<44} {'graphs':>6} {'mismatches':>10} "
+          f"{'worst/tol':>9}")
+    for option in sorted(table):
+        n, bad, worst = table[option]
+        print(f"{option:<44} {n:>6} {bad:>10} {worst:>9.3g}")
+    print("ops generated: " + ", ".join(f"{op} {n}" for op, n in
+                                        sorted(ops.items())))
+    for option, seed, message, flags in sorted(failures, key=lambda f: f[1]):
+        print(f"MISMATCH seed {seed} {option}: {message}\n  reproduce: "
+              f"{os.path.relpath(os.path.join(HERE, 'randgraph.py'))} {seed}"
+              f" > g.mlir && memopt-compile g.mlir -o out {' '.join(flags)}"
+              f"  (work: {os.path.join(work, 'g%d' % seed)})")
+    total = sum(row[0] for row in table.values())
+    print(f"differential: {args.graphs} graphs, {total} comparisons, "
+          f"{len(failures)} mismatches, {seconds:.0f} s")
+    if not args.work and not failures and not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
