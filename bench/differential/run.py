@@ -366,26 +366,44 @@ def main():
     cache = os.path.join(work, "cxx-cache")
     os.makedirs(cache, exist_ok=True)
 
-    start = time.time()
+    # One JSON line per graph: a run given the same --work resumes where
+    # it stopped, and the summary covers every graph of the range.
+    log = os.path.join(work, "results.jsonl")
+    done = {}
+    if os.path.exists(log):
+        with open(log) as f:
+            for line in f:
+                record = json.loads(line)
+                done[record["seed"]] = record
     seeds = range(args.first, args.first + args.graphs)
-    tasks = [(s, work, cache, args.keep) for s in seeds]
+    tasks = [(s, work, cache, args.keep) for s in seeds if s not in done]
+    start = time.time()
+    with open(log, "a") as f, multiprocessing.Pool(args.jobs) as pool:
+        for n, (seed, graph_ops, comparisons) in enumerate(
+                pool.imap_unordered(check_graph, tasks), 1):
+            done[seed] = {"seed": seed, "ops": graph_ops,
+                          "comparisons": comparisons}
+            f.write(json.dumps(done[seed]) + "\n")
+            f.flush()
+            if n % 25 == 0:
+                print(f"{n} of {len(tasks)} graphs, "
+                      f"{time.time() - start:.0f} s", file=sys.stderr)
+    seconds = time.time() - start
+
     table = {}
     failures = []
     ops = {}
-    with multiprocessing.Pool(args.jobs) as pool:
-        for seed, graph_ops, comparisons in pool.imap_unordered(check_graph,
-                                                                tasks):
-            for op in graph_ops:
-                ops[op] = ops.get(op, 0) + 1
-            for option, s, message, ratio, flags in comparisons:
-                row = table.setdefault(option, [0, 0, 0.0])
-                row[0] += 1
-                if message:
-                    row[1] += 1
-                    failures.append((option, s, message, flags))
-                if ratio is not None:
-                    row[2] = max(row[2], ratio)
-    seconds = time.time() - start
+    for seed in seeds:
+        for op in done[seed]["ops"]:
+            ops[op] = ops.get(op, 0) + 1
+        for option, s, message, ratio, flags in done[seed]["comparisons"]:
+            row = table.setdefault(option, [0, 0, 0.0])
+            row[0] += 1
+            if message:
+                row[1] += 1
+                failures.append((option, s, message, flags))
+            if ratio is not None:
+                row[2] = max(row[2], ratio)
 
     print(f"{'option':<44} {'graphs':>6} {'mismatches':>10} "
           f"{'worst/tol':>9}")
@@ -401,7 +419,9 @@ def main():
               f"  (work: {os.path.join(work, 'g%d' % seed)})")
     total = sum(row[0] for row in table.values())
     print(f"differential: {args.graphs} graphs, {total} comparisons, "
-          f"{len(failures)} mismatches, {seconds:.0f} s")
+          f"{len(failures)} mismatches, {seconds:.0f} s"
+          + (f" ({args.graphs - len(tasks)} graphs from an earlier run)"
+             if len(tasks) < args.graphs else ""))
     if not args.work and not failures and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if failures else 0
