@@ -49,45 +49,33 @@ __global__ void stridedCopyKernel(const T *in, T *out, int64_t n,
 
 /// Records an error and returns false if StridedMap cannot hold `rank`.
 bool checkRank(memopt_context *ctx, const char *entry, int64_t rank) {
-  if (rank <= kMaxRank)
-    return true;
-  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-           "invalid rank %lld (the CUDA runtime supports up to %d)",
-           static_cast<long long>(rank), kMaxRank);
-  return false;
+  return rank <= kMaxRank ||
+         invalid(ctx, entry,
+                 "invalid rank %lld (the CUDA runtime supports up to %d)",
+                 static_cast<long long>(rank), kMaxRank);
 }
 
+/// Copies through `view` (a checked one, of rank at most kMaxRank): out[i] =
+/// in[view(i)], or out[view(i)] = in[i] with `scatter`.
 void launchStridedCopy(memopt_context *ctx, const char *entry, size_t size,
-                       const void *in, void *out, int64_t n,
-                       const StridedMap &map, bool scatter) {
+                       const void *in, void *out, const StridedView &view,
+                       bool scatter) {
+  int64_t n = view.size();
   if (n == 0)
     return;
+  StridedMap map{};
+  map.rank = static_cast<int>(view.shape.size());
+  map.base = view.base;
+  for (int d = 0; d < map.rank; ++d) {
+    map.shape[d] = view.shape[d];
+    map.stride[d] = view.step[d];
+  }
   dispatchSize(size, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
     stridedCopyKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
         static_cast<const T *>(in), static_cast<T *>(out), n, map, scatter);
   });
   checkLaunch(ctx, entry, "stridedCopyKernel");
-}
-
-/// A checked slice (or its gradient's scatter) as a strided map; false
-/// after recording an error.
-bool sliceMap(memopt_context *ctx, const char *entry, int64_t rank,
-              const int64_t *inShape, const int64_t *starts,
-              const int64_t *limits, const int64_t *strides, StridedMap &map,
-              int64_t &count) {
-  if (!checkRank(ctx, entry, rank) ||
-      !checkSlice(ctx, entry, rank, inShape, starts, limits, strides))
-    return false;
-  SliceView view(rank, inShape, starts, limits, strides);
-  map.rank = static_cast<int>(rank);
-  map.base = view.base;
-  for (int64_t d = 0; d < rank; ++d) {
-    map.shape[d] = view.shape[d];
-    map.stride[d] = view.step[d];
-  }
-  count = view.size();
-  return true;
 }
 
 } // namespace
@@ -102,17 +90,10 @@ void memopt_broadcast(memopt_context *ctx, memopt_dtype dtype,
       !checkRank(ctx, entry, out_rank) ||
       !checkBroadcast(ctx, entry, in_rank, in_shape, dims, out_rank, out_shape))
     return;
-  int64_t n = numElements(out_rank, out_shape);
-  if (!checkPointers(ctx, entry, n, {input, out}))
-    return;
-  std::vector<int64_t> inStrides = rowMajorStrides(in_rank, in_shape);
-  StridedMap map{};
-  map.rank = static_cast<int>(out_rank);
-  for (int64_t d = 0; d < out_rank; ++d)
-    map.shape[d] = out_shape[d];
-  for (int64_t i = 0; i < in_rank; ++i)
-    map.stride[dims[i]] = in_shape[i] == 1 ? 0 : inStrides[i];
-  launchStridedCopy(ctx, entry, size, input, out, n, map, false);
+  StridedView view =
+      broadcastView(in_rank, in_shape, dims, out_rank, out_shape);
+  if (checkPointers(ctx, entry, view.size(), {input, out}))
+    launchStridedCopy(ctx, entry, size, input, out, view, false);
 }
 
 void memopt_transpose(memopt_context *ctx, memopt_dtype dtype,
@@ -123,17 +104,9 @@ void memopt_transpose(memopt_context *ctx, memopt_dtype dtype,
   if (!size || !checkRank(ctx, entry, rank) ||
       !checkTranspose(ctx, entry, rank, in_shape, perm))
     return;
-  int64_t n = numElements(rank, in_shape);
-  if (!checkPointers(ctx, entry, n, {input, out}))
-    return;
-  std::vector<int64_t> inStrides = rowMajorStrides(rank, in_shape);
-  StridedMap map{};
-  map.rank = static_cast<int>(rank);
-  for (int64_t i = 0; i < rank; ++i) {
-    map.shape[i] = in_shape[perm[i]];
-    map.stride[i] = inStrides[perm[i]];
-  }
-  launchStridedCopy(ctx, entry, size, input, out, n, map, false);
+  StridedView view = transposeView(rank, in_shape, perm);
+  if (checkPointers(ctx, entry, view.size(), {input, out}))
+    launchStridedCopy(ctx, entry, size, input, out, view, false);
 }
 
 void memopt_slice(memopt_context *ctx, memopt_dtype dtype, const void *input,
@@ -141,13 +114,12 @@ void memopt_slice(memopt_context *ctx, memopt_dtype dtype, const void *input,
                   const int64_t *limits, const int64_t *strides, void *out) {
   const char *entry = "memopt_slice";
   size_t size = checkElementSize(ctx, entry, dtype);
-  StridedMap map{};
-  int64_t n = 0;
-  if (!size || !sliceMap(ctx, entry, rank, in_shape, starts, limits, strides,
-                         map, n) ||
-      !checkPointers(ctx, entry, n, {input, out}))
+  if (!size || !checkRank(ctx, entry, rank) ||
+      !checkSlice(ctx, entry, rank, in_shape, starts, limits, strides))
     return;
-  launchStridedCopy(ctx, entry, size, input, out, n, map, false);
+  StridedView view = sliceView(rank, in_shape, starts, limits, strides);
+  if (checkPointers(ctx, entry, view.size(), {input, out}))
+    launchStridedCopy(ctx, entry, size, input, out, view, false);
 }
 
 void memopt_slice_grad(memopt_context *ctx, memopt_dtype dtype,
@@ -156,19 +128,18 @@ void memopt_slice_grad(memopt_context *ctx, memopt_dtype dtype,
                        const int64_t *strides, void *out) {
   const char *entry = "memopt_slice_grad";
   size_t size = checkElementSize(ctx, entry, dtype);
-  StridedMap map{};
-  int64_t n = 0;
-  if (!size || !sliceMap(ctx, entry, rank, in_shape, starts, limits, strides,
-                         map, n))
+  if (!size || !checkRank(ctx, entry, rank) ||
+      !checkSlice(ctx, entry, rank, in_shape, starts, limits, strides))
     return;
+  StridedView view = sliceView(rank, in_shape, starts, limits, strides);
   int64_t total = numElements(rank, in_shape);
   if (!checkPointers(ctx, entry, total, {out}) ||
-      !checkPointers(ctx, entry, n, {grad}) || total == 0)
+      !checkPointers(ctx, entry, view.size(), {grad}) || total == 0)
     return;
   if (!MEMOPT_CUDA_CHECK(ctx, entry,
                          cudaMemsetAsync(out, 0, total * size, ctx->stream)))
     return;
-  launchStridedCopy(ctx, entry, size, grad, out, n, map, true);
+  launchStridedCopy(ctx, entry, size, grad, out, view, true);
 }
 
 namespace {

@@ -17,17 +17,16 @@ using namespace memopt::host;
 
 namespace {
 
-/// out[row-major index over outShape] = in[base + sum(idx[d] * strides[d])].
-/// With `scatter`, the roles swap: out[...] = in[row-major index], i.e. the
-/// strided positions of `out` receive the contiguous elements of `in`.
-void stridedCopy(size_t elementSize, const char *in, char *out, int64_t rank,
-                 const int64_t *shape, const int64_t *strides, int64_t base,
-                 bool scatter) {
-  int64_t n = numElements(rank, shape);
-  if (n == 0)
-    return;
+/// out[i] = in[view(i)] over the row-major result of `view`; with
+/// `scatter`, out[view(i)] = in[i]: the strided positions of `out` receive the
+/// contiguous elements of `in`.
+void stridedCopy(size_t elementSize, const void *input, void *output,
+                 const StridedView &view, bool scatter) {
+  const char *in = static_cast<const char *>(input);
+  char *out = static_cast<char *>(output);
+  int64_t n = view.size(), rank = static_cast<int64_t>(view.shape.size());
   std::vector<int64_t> index(static_cast<size_t>(rank), 0);
-  int64_t offset = base;
+  int64_t offset = view.base;
   for (int64_t i = 0; i < n; ++i) {
     if (scatter)
       std::memcpy(out + offset * elementSize, in + i * elementSize,
@@ -37,10 +36,10 @@ void stridedCopy(size_t elementSize, const char *in, char *out, int64_t rank,
                   elementSize);
     // Advance the multi-index (last dimension fastest).
     for (int64_t d = rank - 1; d >= 0; --d) {
-      offset += strides[d];
-      if (++index[d] < shape[d])
+      offset += view.step[d];
+      if (++index[d] < view.shape[d])
         break;
-      offset -= strides[d] * shape[d];
+      offset -= view.step[d] * view.shape[d];
       index[d] = 0;
     }
   }
@@ -55,17 +54,12 @@ void memopt_broadcast(memopt_context *ctx, memopt_dtype dtype,
   const char *entry = "memopt_broadcast";
   size_t size = checkElementSize(ctx, entry, dtype);
   if (!size ||
-      !checkBroadcast(ctx, entry, in_rank, in_shape, dims, out_rank,
-                      out_shape) ||
-      !checkPointers(ctx, entry, numElements(out_rank, out_shape),
-                     {input, out}))
+      !checkBroadcast(ctx, entry, in_rank, in_shape, dims, out_rank, out_shape))
     return;
-  std::vector<int64_t> inStrides = rowMajorStrides(in_rank, in_shape);
-  std::vector<int64_t> strides(static_cast<size_t>(out_rank), 0);
-  for (int64_t i = 0; i < in_rank; ++i)
-    strides[dims[i]] = in_shape[i] == 1 ? 0 : inStrides[i];
-  stridedCopy(size, static_cast<const char *>(input), static_cast<char *>(out),
-              out_rank, out_shape, strides.data(), 0, /*scatter=*/false);
+  StridedView view =
+      broadcastView(in_rank, in_shape, dims, out_rank, out_shape);
+  if (checkPointers(ctx, entry, view.size(), {input, out}))
+    stridedCopy(size, input, out, view, /*scatter=*/false);
 }
 
 void memopt_transpose(memopt_context *ctx, memopt_dtype dtype,
@@ -73,18 +67,11 @@ void memopt_transpose(memopt_context *ctx, memopt_dtype dtype,
                       const int64_t *perm, void *out) {
   const char *entry = "memopt_transpose";
   size_t size = checkElementSize(ctx, entry, dtype);
-  if (!size || !checkTranspose(ctx, entry, rank, in_shape, perm) ||
-      !checkPointers(ctx, entry, numElements(rank, in_shape), {input, out}))
+  if (!size || !checkTranspose(ctx, entry, rank, in_shape, perm))
     return;
-  std::vector<int64_t> inStrides = rowMajorStrides(rank, in_shape);
-  std::vector<int64_t> outShape(static_cast<size_t>(rank));
-  std::vector<int64_t> strides(static_cast<size_t>(rank));
-  for (int64_t i = 0; i < rank; ++i) {
-    outShape[i] = in_shape[perm[i]];
-    strides[i] = inStrides[perm[i]];
-  }
-  stridedCopy(size, static_cast<const char *>(input), static_cast<char *>(out),
-              rank, outShape.data(), strides.data(), 0, /*scatter=*/false);
+  StridedView view = transposeView(rank, in_shape, perm);
+  if (checkPointers(ctx, entry, view.size(), {input, out}))
+    stridedCopy(size, input, out, view, /*scatter=*/false);
 }
 
 void memopt_slice(memopt_context *ctx, memopt_dtype dtype, const void *input,
@@ -94,12 +81,9 @@ void memopt_slice(memopt_context *ctx, memopt_dtype dtype, const void *input,
   size_t size = checkElementSize(ctx, entry, dtype);
   if (!size || !checkSlice(ctx, entry, rank, in_shape, starts, limits, strides))
     return;
-  SliceView view(rank, in_shape, starts, limits, strides);
-  if (!checkPointers(ctx, entry, view.size(), {input, out}))
-    return;
-  stridedCopy(size, static_cast<const char *>(input), static_cast<char *>(out),
-              rank, view.shape.data(), view.step.data(), view.base,
-              /*scatter=*/false);
+  StridedView view = sliceView(rank, in_shape, starts, limits, strides);
+  if (checkPointers(ctx, entry, view.size(), {input, out}))
+    stridedCopy(size, input, out, view, /*scatter=*/false);
 }
 
 void memopt_slice_grad(memopt_context *ctx, memopt_dtype dtype,
@@ -110,16 +94,14 @@ void memopt_slice_grad(memopt_context *ctx, memopt_dtype dtype,
   size_t size = checkElementSize(ctx, entry, dtype);
   if (!size || !checkSlice(ctx, entry, rank, in_shape, starts, limits, strides))
     return;
-  SliceView view(rank, in_shape, starts, limits, strides);
+  StridedView view = sliceView(rank, in_shape, starts, limits, strides);
   int64_t total = numElements(rank, in_shape);
   if (!checkPointers(ctx, entry, total, {out}) ||
       !checkPointers(ctx, entry, view.size(), {grad}))
     return;
   // All-zero bytes are +0 in every float dtype.
   std::memset(out, 0, static_cast<size_t>(total) * size);
-  stridedCopy(size, static_cast<const char *>(grad), static_cast<char *>(out),
-              rank, view.shape.data(), view.step.data(), view.base,
-              /*scatter=*/true);
+  stridedCopy(size, grad, out, view, /*scatter=*/true);
 }
 
 void memopt_concat(memopt_context *ctx, memopt_dtype dtype, int64_t num_inputs,

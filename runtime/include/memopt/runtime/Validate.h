@@ -83,14 +83,14 @@ inline std::string formatError(const char *entry, const char *format,
 /// The name of a dtype for messages ("f32", ...).
 inline const char *dtypeName(memopt_dtype dtype) {
   static const char *const names[] = {"f32", "f16", "bf16", "i32", "i64", "i1"};
-  return dtype >= MEMOPT_F32 && dtype <= MEMOPT_I1 ? names[dtype]
-                                                   : "unknown dtype";
+  return static_cast<unsigned>(dtype) <= unsigned(MEMOPT_I1) ? names[dtype]
+                                                             : "unknown dtype";
 }
 
 /// memopt_dtype_size: bytes of one element, 0 for an unknown dtype.
 inline size_t dtypeSize(memopt_dtype dtype) {
   static const size_t sizes[] = {4, 2, 2, 4, 8, 1};
-  return dtype >= MEMOPT_F32 && dtype <= MEMOPT_I1 ? sizes[dtype] : 0;
+  return static_cast<unsigned>(dtype) <= unsigned(MEMOPT_I1) ? sizes[dtype] : 0;
 }
 
 /// True for F32, F16 and BF16.
@@ -526,25 +526,54 @@ inline bool checkSlice(memopt_context *ctx, const char *entry, int64_t rank,
   return true;
 }
 
-/// A checked slice as a strided view of its input: dimension d has
-/// `shape[d]` elements `step[d]` apart, the first at `base`.
-struct SliceView {
+/// The strided gather of broadcast, transpose and slice: element i of the
+/// row-major result over `shape` is the input element at base + sum(index[d]
+/// * step[d]) (a slice gradient scatters through the same view).
+struct StridedView {
   std::vector<int64_t> shape, step;
   int64_t base = 0;
-  SliceView(int64_t rank, const int64_t *inShape, const int64_t *starts,
-            const int64_t *limits, const int64_t *strides)
-      : shape(static_cast<size_t>(rank)), step(static_cast<size_t>(rank)) {
-    std::vector<int64_t> inStrides = rowMajorStrides(rank, inShape);
-    for (int64_t d = 0; d < rank; ++d) {
-      shape[d] = (limits[d] - starts[d] + strides[d] - 1) / strides[d];
-      step[d] = inStrides[d] * strides[d];
-      base += starts[d] * inStrides[d];
-    }
-  }
   int64_t size() const {
     return numElements(static_cast<int64_t>(shape.size()), shape.data());
   }
 };
+
+/// The view of a checked broadcast: size-1 input dimensions repeat.
+inline StridedView broadcastView(int64_t inRank, const int64_t *inShape,
+                                 const int64_t *dims, int64_t outRank,
+                                 const int64_t *outShape) {
+  StridedView view{std::vector<int64_t>(outShape, outShape + outRank),
+                   std::vector<int64_t>(static_cast<size_t>(outRank), 0)};
+  std::vector<int64_t> inStrides = rowMajorStrides(inRank, inShape);
+  for (int64_t i = 0; i < inRank; ++i)
+    view.step[dims[i]] = inShape[i] == 1 ? 0 : inStrides[i];
+  return view;
+}
+
+/// The view of a checked transpose.
+inline StridedView transposeView(int64_t rank, const int64_t *inShape,
+                                 const int64_t *perm) {
+  StridedView view;
+  std::vector<int64_t> inStrides = rowMajorStrides(rank, inShape);
+  for (int64_t i = 0; i < rank; ++i) {
+    view.shape.push_back(inShape[perm[i]]);
+    view.step.push_back(inStrides[perm[i]]);
+  }
+  return view;
+}
+
+/// The view of a checked slice.
+inline StridedView sliceView(int64_t rank, const int64_t *inShape,
+                             const int64_t *starts, const int64_t *limits,
+                             const int64_t *strides) {
+  StridedView view;
+  std::vector<int64_t> inStrides = rowMajorStrides(rank, inShape);
+  for (int64_t d = 0; d < rank; ++d) {
+    view.shape.push_back((limits[d] - starts[d] + strides[d] - 1) / strides[d]);
+    view.step.push_back(inStrides[d] * strides[d]);
+    view.base += starts[d] * inStrides[d];
+  }
+  return view;
+}
 
 /// memopt_concat's extents and buffers; `total` receives sum(sizes).
 inline bool checkConcat(memopt_context *ctx, const char *entry,
