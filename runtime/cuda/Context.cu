@@ -9,7 +9,6 @@
 #include "Device.cuh"
 
 #include <cstdarg>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -53,8 +52,8 @@ const char *siteName(int site) {
   return "a kernel";
 }
 
-void setDeviceError(const memopt_context *ctx, memopt_status status,
-                    const char *entry, const char *format, ...);
+void report(const memopt_context *ctx, memopt_status status, bool withScope,
+            const char *entry, const char *format, ...);
 
 /// Turns a device-side error record, or an asynchronous CUDA error, into the
 /// context's error.
@@ -68,28 +67,29 @@ void pollDevice(const memopt_context *ctx) {
   if (error == cudaSuccess)
     error = cudaStreamSynchronize(ctx->stream);
   if (error != cudaSuccess) {
-    setError(ctx, MEMOPT_ERROR_DEVICE, "memopt_get_status",
-             "asynchronous CUDA error after %s: %s (%s); rerun with "
-             "MEMOPT_CUDA_SYNC=1 to name the failing entry",
-             ctx->currentEntry, cudaGetErrorName(error),
-             cudaGetErrorString(error));
+    report(ctx, MEMOPT_ERROR_DEVICE, /*withScope=*/true, "memopt_get_status",
+           "asynchronous CUDA error after %s: %s (%s); rerun with "
+           "MEMOPT_CUDA_SYNC=1 to name the failing entry",
+           ctx->currentEntry, cudaGetErrorName(error),
+           cudaGetErrorString(error));
     return;
   }
   if (record.code <= 0)
     return;
+  // The current scope is not the faulting op's: the message names the entry.
   int site = record.site;
+  memopt_status status = static_cast<memopt_status>(record.code);
   long long value = record.value, row = record.row, limit = record.limit;
   if (site == SiteAdamWStep)
-    setDeviceError(ctx, static_cast<memopt_status>(record.code), siteName(site),
-             "step %lld is not a 1-based update count", value);
+    report(ctx, status, false, siteName(site),
+           "step %lld is not a 1-based update count", value);
   else if (site == SiteCrossEntropy || site == SiteCrossEntropyGrad)
-    setDeviceError(ctx, static_cast<memopt_status>(record.code), siteName(site),
-             "label %lld of row %lld out of range [0, %lld)", value, row,
-             limit);
+    report(ctx, status, false, siteName(site),
+           "label %lld of row %lld out of range [0, %lld)", value, row, limit);
   else
-    setDeviceError(ctx, static_cast<memopt_status>(record.code), siteName(site),
-             "index %lld at position %lld out of range [0, %lld)", value, row,
-             limit);
+    report(ctx, status, false, siteName(site),
+           "index %lld at position %lld out of range [0, %lld)", value, row,
+           limit);
 }
 
 } // namespace
@@ -100,102 +100,38 @@ void pollDevice(const memopt_context *ctx) {
 
 namespace {
 
-void recordError(const memopt_context *ctx, memopt_status status,
-                 bool withScope, const char *entry, const char *format,
-                 va_list args) {
+void storeError(const memopt_context *ctx, memopt_status status, bool withScope,
+                const char *entry, const char *format, va_list args) {
   if (!ctx || ctx->status != MEMOPT_OK)
     return;
-  char buffer[512];
-  std::vsnprintf(buffer, sizeof(buffer), format, args);
   ctx->status = status;
-  ctx->message = std::string(entry) + ": " + buffer;
+  ctx->message = formatError(entry, format, args);
   if (withScope && ctx->scope && *ctx->scope)
     ctx->message += std::string(" [scope ") + ctx->scope + "]";
 }
 
-/// An error found in a kernel's data after the step: the current scope is
-/// not the faulting op's, so the message names only the entry.
-void setDeviceError(const memopt_context *ctx, memopt_status status,
-                    const char *entry, const char *format, ...) {
+/// Records an error of a const context (memopt_get_status finds errors; the
+/// error fields are mutable). `withScope` appends the current module scope.
+void report(const memopt_context *ctx, memopt_status status, bool withScope,
+            const char *entry, const char *format, ...) {
   va_list args;
   va_start(args, format);
-  recordError(ctx, status, /*withScope=*/false, entry, format, args);
+  storeError(ctx, status, withScope, entry, format, args);
   va_end(args);
 }
 
 } // namespace
 
-void memopt::cuda::setError(const memopt_context *ctx, memopt_status status,
-                            const char *entry, const char *format, ...) {
-  va_list args;
-  va_start(args, format);
-  recordError(ctx, status, /*withScope=*/true, entry, format, args);
-  va_end(args);
+void memopt::runtime::recordError(memopt_context *ctx, memopt_status status,
+                                  const char *entry, const char *format,
+                                  va_list args) {
+  storeError(ctx, status, /*withScope=*/true, entry, format, args);
 }
 
-const char *memopt::cuda::dtypeName(memopt_dtype dtype) {
-  switch (dtype) {
-  case MEMOPT_F32:
-    return "f32";
-  case MEMOPT_F16:
-    return "f16";
-  case MEMOPT_BF16:
-    return "bf16";
-  case MEMOPT_I32:
-    return "i32";
-  case MEMOPT_I64:
-    return "i64";
-  case MEMOPT_I1:
-    return "i1";
-  }
-  return "unknown dtype";
-}
-
-bool memopt::cuda::checkFloat(memopt_context *ctx, const char *entry,
-                              memopt_dtype dtype) {
+bool memopt::runtime::enterEntry(memopt_context *ctx, const char *entry) {
+  if (!isLive(ctx))
+    return false;
   ctx->currentEntry = entry;
-  if (isFloatType(dtype))
-    return true;
-  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-           "expected a float dtype (f32, f16, bf16), got %s (%d)",
-           dtypeName(dtype), static_cast<int>(dtype));
-  return false;
-}
-
-bool memopt::cuda::checkIndexType(memopt_context *ctx, const char *entry,
-                                  memopt_dtype dtype) {
-  if (dtype == MEMOPT_I32 || dtype == MEMOPT_I64)
-    return true;
-  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-           "expected an index dtype (i32, i64), got %s (%d)", dtypeName(dtype),
-           static_cast<int>(dtype));
-  return false;
-}
-
-bool memopt::cuda::checkExtents(memopt_context *ctx, const char *entry,
-                                std::initializer_list<int64_t> extents) {
-  ctx->currentEntry = entry;
-  for (int64_t extent : extents) {
-    if (extent < 0) {
-      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-               "negative extent %lld", static_cast<long long>(extent));
-      return false;
-    }
-  }
-  return true;
-}
-
-bool memopt::cuda::checkPointers(memopt_context *ctx, const char *entry,
-                                 int64_t n,
-                                 std::initializer_list<const void *> pointers) {
-  if (n <= 0)
-    return true;
-  for (const void *pointer : pointers) {
-    if (!pointer) {
-      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "null buffer");
-      return false;
-    }
-  }
   return true;
 }
 
@@ -473,28 +409,11 @@ void memopt_synchronize(memopt_context *ctx) {
 // Memory
 //===----------------------------------------------------------------------===//
 
-size_t memopt_dtype_size(memopt_dtype dtype) {
-  switch (dtype) {
-  case MEMOPT_F32:
-  case MEMOPT_I32:
-    return 4;
-  case MEMOPT_F16:
-  case MEMOPT_BF16:
-    return 2;
-  case MEMOPT_I64:
-    return 8;
-  case MEMOPT_I1:
-    return 1;
-  }
-  return 0;
-}
+size_t memopt_dtype_size(memopt_dtype dtype) { return dtypeSize(dtype); }
 
 static void copyBytes(memopt_context *ctx, const char *entry, void *dst,
                       const void *src, uint64_t bytes, cudaMemcpyKind kind) {
-  if (!isLive(ctx) || !checkPointers(ctx, entry, bytes ? 1 : 0, {dst, src}))
-    return;
-  ctx->currentEntry = entry;
-  if (!bytes)
+  if (!checkPointers(ctx, entry, bytes ? 1 : 0, {dst, src}) || !bytes)
     return;
   if (kind == cudaMemcpyHostToDevice && bytes <= kStagingBytes &&
       ctx->staging) {
@@ -549,9 +468,8 @@ void memopt_copy(memopt_context *ctx, void *dst, const void *src,
 
 template <typename T>
 __global__ void fillKernel(T *out, int64_t n, T value) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = value;
+  GRID_STRIDE(i, n)
+  out[i] = value;
 }
 
 template <typename T>
@@ -564,8 +482,8 @@ static void launchFill(memopt_context *ctx, void *dst, int64_t n, T value) {
 void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
                  double value) {
   const char *entry = "memopt_fill";
-  if (!isLive(ctx) || !checkExtents(ctx, entry, {n}) ||
-      !checkPointers(ctx, entry, n, {dst}) || n == 0)
+  if (!checkExtents(ctx, entry, {n}) || !checkPointers(ctx, entry, n, {dst}) ||
+      !checkElementSize(ctx, entry, dtype) || n == 0)
     return;
   switch (dtype) {
   case MEMOPT_F32:
@@ -585,8 +503,6 @@ void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
   case MEMOPT_I1:
     return launchFill<uint8_t>(ctx, dst, n, value != 0.0 ? 1 : 0);
   }
-  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown dtype %d",
-           static_cast<int>(dtype));
 }
 
 //===----------------------------------------------------------------------===//
@@ -595,16 +511,15 @@ void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
 
 template <typename In, typename Out>
 __global__ void castKernel(const In *in, Out *out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = fromF32<Out>(toF32(in[i]));
+  GRID_STRIDE(i, n)
+  out[i] = fromF32<Out>(toF32(in[i]));
 }
 
 void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
                  memopt_dtype out_dtype, void *output, int64_t n) {
   const char *entry = "memopt_cast";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, in_dtype) ||
-      !checkFloat(ctx, entry, out_dtype) || !checkExtents(ctx, entry, {n}) ||
+  if (!checkFloat(ctx, entry, in_dtype) || !checkFloat(ctx, entry, out_dtype) ||
+      !checkExtents(ctx, entry, {n}) ||
       !checkPointers(ctx, entry, n, {input, output}) || n == 0)
     return;
   if (in_dtype == out_dtype) {
@@ -630,50 +545,22 @@ void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
 template <typename T>
 __global__ void whereKernel(const uint8_t *cond, const T *a, const T *b, T *out,
                             int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = cond[i] ? a[i] : b[i];
+  GRID_STRIDE(i, n)
+  out[i] = cond[i] ? a[i] : b[i];
 }
 
 template <typename T>
 __global__ void maskedFillKernel(const T *in, const uint8_t *mask, T value,
                                  T *out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = mask[i] ? value : in[i];
-}
-
-/// Calls `body` with a null pointer of an unsigned type of `size` bytes.
-template <typename F> static bool dispatchSize(size_t size, F &&body) {
-  switch (size) {
-  case 1:
-    body(static_cast<uint8_t *>(nullptr));
-    return true;
-  case 2:
-    body(static_cast<uint16_t *>(nullptr));
-    return true;
-  case 4:
-    body(static_cast<uint32_t *>(nullptr));
-    return true;
-  case 8:
-    body(static_cast<uint64_t *>(nullptr));
-    return true;
-  }
-  return false;
+  GRID_STRIDE(i, n)
+  out[i] = mask[i] ? value : in[i];
 }
 
 void memopt_where(memopt_context *ctx, memopt_dtype dtype, const uint8_t *cond,
                   const void *a, const void *b, void *out, int64_t n) {
   const char *entry = "memopt_where";
-  size_t size = memopt_dtype_size(dtype);
-  if (!isLive(ctx))
-    return;
-  if (!size) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown dtype %d",
-             static_cast<int>(dtype));
-    return;
-  }
-  if (!checkExtents(ctx, entry, {n}) ||
+  size_t size = checkElementSize(ctx, entry, dtype);
+  if (!size || !checkExtents(ctx, entry, {n}) ||
       !checkPointers(ctx, entry, n, {cond, a, b, out}) || n == 0)
     return;
   dispatchSize(size, [&](auto tag) {
@@ -689,9 +576,7 @@ void memopt_masked_fill(memopt_context *ctx, memopt_dtype dtype,
                         const void *input, const uint8_t *mask, double value,
                         void *out, int64_t n) {
   const char *entry = "memopt_masked_fill";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkExtents(ctx, entry, {n}) ||
-      !checkPointers(ctx, entry, n, {input, mask, out}) || n == 0)
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, mask, out}) || n == 0)
     return;
   float v = static_cast<float>(value);
   if (dtype == MEMOPT_F32) {

@@ -14,14 +14,6 @@ using namespace memopt::cuda;
 
 namespace {
 
-struct ConvShape {
-  int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, oh, ow;
-};
-
-#define GRID_STRIDE(i, n)                                                      \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);   \
-       i += int64_t(gridDim.x) * blockDim.x)
-
 template <typename T>
 __global__ void convKernel(const T *x, const T *f, T *y, ConvShape s) {
   int64_t cg = s.c / s.groups, og = s.o / s.groups;
@@ -111,35 +103,27 @@ __global__ void convGradFilterKernel(const T *dy, const T *x, T *df,
   }
 }
 
-bool makeShape(memopt_context *ctx, const char *entry, memopt_dtype dtype,
-               ConvShape &s) {
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkExtents(ctx, entry, {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.ph,
-                                 s.pw}))
-    return false;
-  if (s.sh <= 0 || s.sw <= 0 || s.dh <= 0 || s.dw <= 0 || s.groups <= 0 ||
-      s.c % s.groups != 0 || s.o % s.groups != 0) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "invalid strides (%lld, %lld), dilations (%lld, %lld) or groups "
-             "%lld for %lld input and %lld output channels",
-             static_cast<long long>(s.sh), static_cast<long long>(s.sw),
-             static_cast<long long>(s.dh), static_cast<long long>(s.dw),
-             static_cast<long long>(s.groups), static_cast<long long>(s.c),
-             static_cast<long long>(s.o));
-    return false;
-  }
-  int64_t spanH = s.h + 2 * s.ph - s.dh * (s.kh - 1) - 1;
-  int64_t spanW = s.w + 2 * s.pw - s.dw * (s.kw - 1) - 1;
-  if (spanH < 0 || spanW < 0) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "kernel %lldx%lld (dilated) exceeds the padded %lldx%lld input",
-             static_cast<long long>(s.kh), static_cast<long long>(s.kw),
-             static_cast<long long>(s.h), static_cast<long long>(s.w));
-    return false;
-  }
-  s.oh = spanH / s.sh + 1;
-  s.ow = spanW / s.sw + 1;
-  return true;
+/// Every entry of this file: one thread per element of the result (`total`
+/// of them), running `kernel(tag)`, the kernel's instantiation for the
+/// storage type of `tag`, on up to two operands. The entries differ only in
+/// kernel, operands and which extent they cover.
+template <typename Shape, typename Kernel>
+void launch(memopt_context *ctx, const char *entry, const char *name,
+            memopt_dtype dtype, const Shape &s, int64_t total,
+            std::initializer_list<const void *> operands, void *result,
+            Kernel kernel) {
+  if (!checkPointers(ctx, entry, total, operands) ||
+      !checkPointers(ctx, entry, total, {result}) || total == 0)
+    return;
+  const void *a = operands.begin()[0];
+  const void *b = operands.size() > 1 ? operands.begin()[1] : nullptr;
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    kernel(tag)<<<gridFor(total), kBlock, 0, ctx->stream>>>(
+        static_cast<const T *>(a), static_cast<const T *>(b),
+        static_cast<T *>(result), s);
+  });
+  checkLaunch(ctx, entry, name);
 }
 
 } // namespace
@@ -153,18 +137,9 @@ void memopt_conv2d(memopt_context *ctx, memopt_dtype dtype, const void *input,
   const char *entry = "memopt_conv2d";
   ConvShape s{n, c, h, w, o, kh, kw, stride_h, stride_w, pad_h, pad_w,
               dil_h, dil_w, groups, 0, 0};
-  if (!makeShape(ctx, entry, dtype, s))
-    return;
-  int64_t total = n * o * s.oh * s.ow;
-  if (!checkPointers(ctx, entry, total, {input, filter, out}) || total == 0)
-    return;
-  dispatchFloat(dtype, [&](auto tag) {
-    using T = MEMOPT_STORAGE(tag);
-    convKernel<T><<<gridFor(total), kBlock, 0, ctx->stream>>>(
-        static_cast<const T *>(input), static_cast<const T *>(filter),
-        static_cast<T *>(out), s);
-  });
-  checkLaunch(ctx, entry, "convKernel");
+  if (checkConv(ctx, entry, dtype, s))
+    launch(ctx, entry, "convKernel", dtype, s, s.outputSize(), {input, filter},
+           out, [](auto tag) { return convKernel<MEMOPT_STORAGE(tag)>; });
 }
 
 void memopt_conv2d_grad_input(memopt_context *ctx, memopt_dtype dtype,
@@ -177,19 +152,10 @@ void memopt_conv2d_grad_input(memopt_context *ctx, memopt_dtype dtype,
   const char *entry = "memopt_conv2d_grad_input";
   ConvShape s{n, c, h, w, o, kh, kw, stride_h, stride_w, pad_h, pad_w,
               dil_h, dil_w, groups, 0, 0};
-  if (!makeShape(ctx, entry, dtype, s))
-    return;
-  int64_t total = n * c * h * w;
-  if (!checkPointers(ctx, entry, total, {grad, filter, grad_input}) ||
-      total == 0)
-    return;
-  dispatchFloat(dtype, [&](auto tag) {
-    using T = MEMOPT_STORAGE(tag);
-    convGradInputKernel<T><<<gridFor(total), kBlock, 0, ctx->stream>>>(
-        static_cast<const T *>(grad), static_cast<const T *>(filter),
-        static_cast<T *>(grad_input), s);
-  });
-  checkLaunch(ctx, entry, "convGradInputKernel");
+  if (checkConv(ctx, entry, dtype, s))
+    launch(ctx, entry, "convGradInputKernel", dtype, s, s.inputSize(),
+           {grad, filter}, grad_input,
+           [](auto tag) { return convGradInputKernel<MEMOPT_STORAGE(tag)>; });
 }
 
 void memopt_conv2d_grad_filter(memopt_context *ctx, memopt_dtype dtype,
@@ -202,19 +168,10 @@ void memopt_conv2d_grad_filter(memopt_context *ctx, memopt_dtype dtype,
   const char *entry = "memopt_conv2d_grad_filter";
   ConvShape s{n, c, h, w, o, kh, kw, stride_h, stride_w, pad_h, pad_w,
               dil_h, dil_w, groups, 0, 0};
-  if (!makeShape(ctx, entry, dtype, s))
-    return;
-  int64_t total = o * (c / groups) * kh * kw;
-  if (!checkPointers(ctx, entry, total, {grad, input, grad_filter}) ||
-      total == 0)
-    return;
-  dispatchFloat(dtype, [&](auto tag) {
-    using T = MEMOPT_STORAGE(tag);
-    convGradFilterKernel<T><<<gridFor(total), kBlock, 0, ctx->stream>>>(
-        static_cast<const T *>(grad), static_cast<const T *>(input),
-        static_cast<T *>(grad_filter), s);
-  });
-  checkLaunch(ctx, entry, "convGradFilterKernel");
+  if (checkConv(ctx, entry, dtype, s))
+    launch(ctx, entry, "convGradFilterKernel", dtype, s, s.filterSize(),
+           {grad, input}, grad_filter,
+           [](auto tag) { return convGradFilterKernel<MEMOPT_STORAGE(tag)>; });
 }
 
 //===----------------------------------------------------------------------===//
@@ -222,10 +179,6 @@ void memopt_conv2d_grad_filter(memopt_context *ctx, memopt_dtype dtype,
 //===----------------------------------------------------------------------===//
 
 namespace {
-
-struct PoolShape {
-  int64_t n, c, h, w, kh, kw, sh, sw, ph, pw, oh, ow;
-};
 
 /// The row-major index in the window of output (oy, ox) of its maximum
 /// (first on ties, NaN wins), or -1 when the window is all padding.
@@ -257,7 +210,7 @@ __device__ int64_t windowArgMax(const T *xc, const PoolShape &s, int64_t oy,
 }
 
 template <typename T>
-__global__ void maxPoolKernel(const T *x, T *y, PoolShape s) {
+__global__ void maxPoolKernel(const T *x, const T *, T *y, PoolShape s) {
   GRID_STRIDE(i, s.n * s.c * s.oh * s.ow) {
     int64_t ox = i % s.ow, oy = (i / s.ow) % s.oh, nc = i / (s.ow * s.oh);
     float best;
@@ -294,7 +247,7 @@ __global__ void maxPoolGradKernel(const T *dy, const T *x, T *dx,
 }
 
 template <typename T>
-__global__ void avgPoolKernel(const T *x, T *y, PoolShape s) {
+__global__ void avgPoolKernel(const T *x, const T *, T *y, PoolShape s) {
   float inv = 1.0f / static_cast<float>(s.kh * s.kw);
   GRID_STRIDE(i, s.n * s.c * s.oh * s.ow) {
     int64_t ox = i % s.ow, oy = (i / s.ow) % s.oh, nc = i / (s.ow * s.oh);
@@ -315,7 +268,7 @@ __global__ void avgPoolKernel(const T *x, T *y, PoolShape s) {
 }
 
 template <typename T>
-__global__ void avgPoolGradKernel(const T *dy, T *dx, PoolShape s) {
+__global__ void avgPoolGradKernel(const T *dy, const T *, T *dx, PoolShape s) {
   float inv = 1.0f / static_cast<float>(s.kh * s.kw);
   GRID_STRIDE(i, s.n * s.c * s.h * s.w) {
     int64_t pos = i % (s.h * s.w), nc = i / (s.h * s.w);
@@ -335,27 +288,6 @@ __global__ void avgPoolGradKernel(const T *dy, T *dx, PoolShape s) {
   }
 }
 
-bool makePoolShape(memopt_context *ctx, const char *entry, memopt_dtype dtype,
-                   PoolShape &s) {
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkExtents(ctx, entry, {s.n, s.c, s.h, s.w, s.ph, s.pw}))
-    return false;
-  if (s.kh <= 0 || s.kw <= 0 || s.sh <= 0 || s.sw <= 0 || 2 * s.ph > s.kh ||
-      2 * s.pw > s.kw || s.h + 2 * s.ph < s.kh || s.w + 2 * s.pw < s.kw) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "invalid window %lldx%lld, strides (%lld, %lld) or padding "
-             "(%lld, %lld) for a %lldx%lld input",
-             static_cast<long long>(s.kh), static_cast<long long>(s.kw),
-             static_cast<long long>(s.sh), static_cast<long long>(s.sw),
-             static_cast<long long>(s.ph), static_cast<long long>(s.pw),
-             static_cast<long long>(s.h), static_cast<long long>(s.w));
-    return false;
-  }
-  s.oh = (s.h + 2 * s.ph - s.kh) / s.sh + 1;
-  s.ow = (s.w + 2 * s.pw - s.kw) / s.sw + 1;
-  return true;
-}
-
 } // namespace
 
 void memopt_max_pool2d(memopt_context *ctx, memopt_dtype dtype,
@@ -365,17 +297,9 @@ void memopt_max_pool2d(memopt_context *ctx, memopt_dtype dtype,
                        int64_t pad_w) {
   const char *entry = "memopt_max_pool2d";
   PoolShape s{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
-  if (!makePoolShape(ctx, entry, dtype, s))
-    return;
-  int64_t total = n * c * s.oh * s.ow;
-  if (!checkPointers(ctx, entry, total, {input, out}) || total == 0)
-    return;
-  dispatchFloat(dtype, [&](auto tag) {
-    using T = MEMOPT_STORAGE(tag);
-    maxPoolKernel<T><<<gridFor(total), kBlock, 0, ctx->stream>>>(
-        static_cast<const T *>(input), static_cast<T *>(out), s);
-  });
-  checkLaunch(ctx, entry, "maxPoolKernel");
+  if (checkPool(ctx, entry, dtype, s))
+    launch(ctx, entry, "maxPoolKernel", dtype, s, s.outputSize(), {input}, out,
+           [](auto tag) { return maxPoolKernel<MEMOPT_STORAGE(tag)>; });
 }
 
 void memopt_max_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
@@ -385,19 +309,10 @@ void memopt_max_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
                             int64_t stride_w, int64_t pad_h, int64_t pad_w) {
   const char *entry = "memopt_max_pool2d_grad";
   PoolShape s{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
-  if (!makePoolShape(ctx, entry, dtype, s))
-    return;
-  int64_t total = n * c * h * w;
-  if (!checkPointers(ctx, entry, total, {grad, input, grad_input}) ||
-      total == 0)
-    return;
-  dispatchFloat(dtype, [&](auto tag) {
-    using T = MEMOPT_STORAGE(tag);
-    maxPoolGradKernel<T><<<gridFor(total), kBlock, 0, ctx->stream>>>(
-        static_cast<const T *>(grad), static_cast<const T *>(input),
-        static_cast<T *>(grad_input), s);
-  });
-  checkLaunch(ctx, entry, "maxPoolGradKernel");
+  if (checkPool(ctx, entry, dtype, s))
+    launch(ctx, entry, "maxPoolGradKernel", dtype, s, s.inputSize(),
+           {grad, input}, grad_input,
+           [](auto tag) { return maxPoolGradKernel<MEMOPT_STORAGE(tag)>; });
 }
 
 void memopt_avg_pool2d(memopt_context *ctx, memopt_dtype dtype,
@@ -407,17 +322,9 @@ void memopt_avg_pool2d(memopt_context *ctx, memopt_dtype dtype,
                        int64_t pad_w) {
   const char *entry = "memopt_avg_pool2d";
   PoolShape s{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
-  if (!makePoolShape(ctx, entry, dtype, s))
-    return;
-  int64_t total = n * c * s.oh * s.ow;
-  if (!checkPointers(ctx, entry, total, {input, out}) || total == 0)
-    return;
-  dispatchFloat(dtype, [&](auto tag) {
-    using T = MEMOPT_STORAGE(tag);
-    avgPoolKernel<T><<<gridFor(total), kBlock, 0, ctx->stream>>>(
-        static_cast<const T *>(input), static_cast<T *>(out), s);
-  });
-  checkLaunch(ctx, entry, "avgPoolKernel");
+  if (checkPool(ctx, entry, dtype, s))
+    launch(ctx, entry, "avgPoolKernel", dtype, s, s.outputSize(), {input}, out,
+           [](auto tag) { return avgPoolKernel<MEMOPT_STORAGE(tag)>; });
 }
 
 void memopt_avg_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
@@ -427,15 +334,8 @@ void memopt_avg_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
                             int64_t pad_h, int64_t pad_w) {
   const char *entry = "memopt_avg_pool2d_grad";
   PoolShape s{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
-  if (!makePoolShape(ctx, entry, dtype, s))
-    return;
-  int64_t total = n * c * h * w;
-  if (!checkPointers(ctx, entry, total, {grad, grad_input}) || total == 0)
-    return;
-  dispatchFloat(dtype, [&](auto tag) {
-    using T = MEMOPT_STORAGE(tag);
-    avgPoolGradKernel<T><<<gridFor(total), kBlock, 0, ctx->stream>>>(
-        static_cast<const T *>(grad), static_cast<T *>(grad_input), s);
-  });
-  checkLaunch(ctx, entry, "avgPoolGradKernel");
+  if (checkPool(ctx, entry, dtype, s))
+    launch(ctx, entry, "avgPoolGradKernel", dtype, s, s.inputSize(), {grad},
+           grad_input,
+           [](auto tag) { return avgPoolGradKernel<MEMOPT_STORAGE(tag)>; });
 }

@@ -1,9 +1,10 @@
 //===- CudaRuntime.h - CUDA runtime internals -------------------*- C++ -*-===//
 //
 // The state behind `memopt_context` on the GPU and the helpers every kernel
-// file uses: the sticky error (host-side argument errors, checked CUDA and
-// cuBLASLt calls, and errors that kernels find on the device, such as an
-// embedding index out of range), launch helpers, and dtype dispatch.
+// file uses: the sticky error (argument errors from the checks of
+// memopt/runtime/Validate.h, checked CUDA and cuBLASLt calls, and errors
+// that kernels find on the device, such as an embedding index out of range),
+// launch helpers, and dtype dispatch.
 //
 // Every kernel runs on the context's one stream; nothing in a step waits for
 // the device. Device-side errors are written into a small record at the end
@@ -17,12 +18,12 @@
 #define MEMOPT_RUNTIME_CUDA_CUDARUNTIME_H
 
 #include "memopt/runtime.h"
+#include "memopt/runtime/Validate.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <initializer_list>
 #include <string>
 
 /// What a kernel found wrong on the device. Written once (the first kernel
@@ -83,6 +84,9 @@ struct memopt_context {
 namespace memopt {
 namespace cuda {
 
+/// The argument checks shared with the host runtime.
+using namespace runtime;
+
 /// Where a device-side error was found.
 enum DeviceErrorSite {
   SiteEmbedding = 1,
@@ -95,27 +99,6 @@ enum DeviceErrorSite {
 inline bool isLive(const memopt_context *ctx) {
   return ctx && ctx->status == MEMOPT_OK;
 }
-
-/// Records the first error: "<entry>: <printf-formatted message>".
-void setError(const memopt_context *ctx, memopt_status status,
-              const char *entry, const char *format, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-const char *dtypeName(memopt_dtype dtype);
-
-inline bool isFloatType(memopt_dtype dtype) {
-  return dtype == MEMOPT_F32 || dtype == MEMOPT_F16 || dtype == MEMOPT_BF16;
-}
-
-bool checkFloat(memopt_context *ctx, const char *entry, memopt_dtype dtype);
-bool checkIndexType(memopt_context *ctx, const char *entry, memopt_dtype dtype);
-bool checkExtents(memopt_context *ctx, const char *entry,
-                  std::initializer_list<int64_t> extents);
-bool checkPointers(memopt_context *ctx, const char *entry, int64_t n,
-                   std::initializer_list<const void *> pointers);
 
 /// Checks a CUDA runtime call: records "<entry>: <call> failed: <error>" and
 /// returns false on failure.

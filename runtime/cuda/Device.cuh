@@ -38,6 +38,11 @@ __device__ __forceinline__ __nv_bfloat16 fromF32<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+/// A grid-stride loop of `i` over [0, n).
+#define GRID_STRIDE(i, n)                                                      \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);    \
+       i += int64_t(gridDim.x) * blockDim.x)
+
 /// Calls `body` with a null pointer of the storage type of float `dtype`
 /// (the caller has checked that it is one): `[&](auto tag) { using T =
 /// std::remove_pointer_t<decltype(tag)>; ... }`.
@@ -56,6 +61,26 @@ template <typename F> inline void dispatchFloat(memopt_dtype dtype, F &&body) {
 }
 
 #define MEMOPT_STORAGE(tag) std::remove_pointer_t<decltype(tag)>
+
+/// Calls `body` with a null pointer of an unsigned type of `size` bytes;
+/// false for a size that is not 1, 2, 4 or 8.
+template <typename F> inline bool dispatchSize(size_t size, F &&body) {
+  switch (size) {
+  case 1:
+    body(static_cast<uint8_t *>(nullptr));
+    return true;
+  case 2:
+    body(static_cast<uint16_t *>(nullptr));
+    return true;
+  case 4:
+    body(static_cast<uint32_t *>(nullptr));
+    return true;
+  case 8:
+    body(static_cast<uint64_t *>(nullptr));
+    return true;
+  }
+  return false;
+}
 
 /// Reads index `i` of an I32 or I64 tensor.
 __device__ __forceinline__ int64_t loadIndex(bool is64, const void *src,

@@ -25,10 +25,6 @@ constexpr float kGeluCoeff = 0.044715f;
 constexpr float kInvSqrt2 = 0.7071067811865476f;
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
-#define GRID_STRIDE(i, n)                                                      \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);   \
-       i += int64_t(gridDim.x) * blockDim.x)
-
 __device__ __forceinline__ float sigmoid(float x) {
   return 1.0f / (1.0f + expf(-x));
 }
@@ -134,28 +130,14 @@ __global__ void activationGradKernel(int op, const T *v, const T *g, T *y,
   y[i] = fromF32<T>(applyActivationGrad(op, toF32(v[i]), toF32(g[i])));
 }
 
-bool checkElementwise(memopt_context *ctx, const char *entry,
-                      memopt_dtype dtype, int64_t n,
-                      std::initializer_list<const void *> pointers) {
-  return isLive(ctx) && checkFloat(ctx, entry, dtype) &&
-         checkExtents(ctx, entry, {n}) &&
-         checkPointers(ctx, entry, n, pointers);
-}
-
-bool checkOp(memopt_context *ctx, const char *entry, int op, int last) {
-  if (op >= 0 && op <= last)
-    return true;
-  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown op %d", op);
-  return false;
-}
-
 } // namespace
 
 void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
                   const void *input, void *out, int64_t n) {
   const char *entry = "memopt_unary";
-  if (!checkElementwise(ctx, entry, dtype, n, {input, out}) ||
-      !checkOp(ctx, entry, op, MEMOPT_UNARY_GELU_TANH) || n == 0)
+  if (!checkElementwise(ctx, entry, op, MEMOPT_UNARY_GELU_TANH, dtype, n,
+                        {input, out}) ||
+      n == 0)
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
@@ -168,8 +150,9 @@ void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
 void memopt_binary(memopt_context *ctx, memopt_binary_op op, memopt_dtype dtype,
                    const void *lhs, const void *rhs, void *out, int64_t n) {
   const char *entry = "memopt_binary";
-  if (!checkElementwise(ctx, entry, dtype, n, {lhs, rhs, out}) ||
-      !checkOp(ctx, entry, op, MEMOPT_BINARY_MAXIMUM) || n == 0)
+  if (!checkElementwise(ctx, entry, op, MEMOPT_BINARY_MAXIMUM, dtype, n,
+                        {lhs, rhs, out}) ||
+      n == 0)
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
@@ -183,8 +166,9 @@ void memopt_binary(memopt_context *ctx, memopt_binary_op op, memopt_dtype dtype,
 void memopt_scalar(memopt_context *ctx, memopt_scalar_op op, memopt_dtype dtype,
                    const void *input, double value, void *out, int64_t n) {
   const char *entry = "memopt_scalar";
-  if (!checkElementwise(ctx, entry, dtype, n, {input, out}) ||
-      !checkOp(ctx, entry, op, MEMOPT_SCALAR_POW) || n == 0)
+  if (!checkElementwise(ctx, entry, op, MEMOPT_SCALAR_POW, dtype, n,
+                        {input, out}) ||
+      n == 0)
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
@@ -199,8 +183,9 @@ void memopt_activation_grad(memopt_context *ctx, memopt_activation_grad_op op,
                             memopt_dtype dtype, const void *x_or_y,
                             const void *grad, void *out, int64_t n) {
   const char *entry = "memopt_activation_grad";
-  if (!checkElementwise(ctx, entry, dtype, n, {x_or_y, grad, out}) ||
-      !checkOp(ctx, entry, op, MEMOPT_GRAD_GELU_TANH) || n == 0)
+  if (!checkElementwise(ctx, entry, op, MEMOPT_GRAD_GELU_TANH, dtype, n,
+                        {x_or_y, grad, out}) ||
+      n == 0)
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
@@ -256,14 +241,8 @@ void memopt_dropout(memopt_context *ctx, memopt_dtype dtype, const void *input,
                     void *out, int64_t n, double p, uint64_t seed,
                     uint64_t stream, uint64_t offset) {
   const char *entry = "memopt_dropout";
-  if (!checkElementwise(ctx, entry, dtype, n, {input, out}))
-    return;
-  if (!(p >= 0.0 && p <= 1.0)) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "probability %g outside [0, 1]", p);
-    return;
-  }
-  if (n == 0)
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) ||
+      !checkProbability(ctx, entry, p) || n == 0)
     return;
   uint64_t mixed = seed ^ (stream * 0x9E3779B97F4A7C15ull);
   uint32_t threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));
@@ -412,9 +391,9 @@ void memopt_sgd_update(memopt_context *ctx, memopt_dtype dtype,
                        void *new_param, void *new_momentum_buffer, int64_t n,
                        double lr, double momentum, double weight_decay) {
   const char *entry = "memopt_sgd_update";
-  if (!checkElementwise(ctx, entry, dtype, n,
-                        {param, grad, momentum_buffer, new_param,
-                         new_momentum_buffer}) ||
+  if (!checkFloatTensors(
+          ctx, entry, dtype, {n},
+          {param, grad, momentum_buffer, new_param, new_momentum_buffer}) ||
       n == 0)
     return;
   dispatchFloat(dtype, [&](auto tag) {
@@ -438,9 +417,9 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
                          double beta1, double beta2, double eps,
                          double weight_decay) {
   const char *entry = "memopt_adamw_update";
-  if (!checkElementwise(ctx, entry, dtype, n,
-                        {param, grad, exp_avg, exp_avg_sq, new_param,
-                         new_exp_avg, new_exp_avg_sq}) ||
+  if (!checkFloatTensors(ctx, entry, dtype, {n},
+                         {param, grad, exp_avg, exp_avg_sq, new_param,
+                          new_exp_avg, new_exp_avg_sq}) ||
       !checkPointers(ctx, entry, 1, {step}) || n == 0)
     return;
   AdamWScalars scalars{lr, beta1, beta2, eps, weight_decay};
@@ -458,9 +437,8 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
 void memopt_increment(memopt_context *ctx, const int64_t *step,
                       const uint8_t *skip, int64_t *out) {
   const char *entry = "memopt_increment";
-  if (!isLive(ctx) || !checkPointers(ctx, entry, 1, {step, out}))
+  if (!checkPointers(ctx, entry, 1, {step, out}))
     return;
-  ctx->currentEntry = entry;
   incrementKernel<<<1, 1, 0, ctx->stream>>>(step, skip, out);
   checkLaunch(ctx, entry, "incrementKernel");
 }
@@ -468,9 +446,8 @@ void memopt_increment(memopt_context *ctx, const int64_t *step,
 void memopt_scale_loss(memopt_context *ctx, const float *loss,
                        const float *scale, float *out) {
   const char *entry = "memopt_scale_loss";
-  if (!isLive(ctx) || !checkPointers(ctx, entry, 1, {loss, scale, out}))
+  if (!checkPointers(ctx, entry, 1, {loss, scale, out}))
     return;
-  ctx->currentEntry = entry;
   scaleLossKernel<<<1, 1, 0, ctx->stream>>>(loss, scale, out);
   checkLaunch(ctx, entry, "scaleLossKernel");
 }
@@ -480,16 +457,9 @@ void memopt_unscale(memopt_context *ctx, const float *scale,
                     const void *const *grads, void *const *results,
                     const int64_t *sizes, uint8_t *found_inf) {
   const char *entry = "memopt_unscale";
-  if (!isLive(ctx) || !checkExtents(ctx, entry, {num_tensors}) ||
-      !checkPointers(ctx, entry, 1, {scale, found_inf}) ||
-      !checkPointers(ctx, entry, num_tensors, {dtypes, grads, results, sizes}))
+  if (!checkUnscale(ctx, entry, scale, num_tensors, dtypes, grads, results,
+                    sizes, found_inf))
     return;
-  for (int64_t j = 0; j < num_tensors; ++j) {
-    if (!checkFloat(ctx, entry, dtypes[j]) ||
-        !checkExtents(ctx, entry, {sizes[j]}) ||
-        !checkPointers(ctx, entry, sizes[j], {grads[j], results[j]}))
-      return;
-  }
   clearFlagKernel<<<1, 1, 0, ctx->stream>>>(found_inf);
   if (!checkLaunch(ctx, entry, "clearFlagKernel"))
     return;
@@ -514,17 +484,11 @@ void memopt_update_scale(memopt_context *ctx, const float *scale,
                          int64_t *new_growth_tracker, double growth_factor,
                          double backoff_factor, int64_t growth_interval) {
   const char *entry = "memopt_update_scale";
-  if (!isLive(ctx) || !checkPointers(ctx, entry, 1,
-                                     {scale, growth_tracker, found_inf,
-                                      new_scale, new_growth_tracker}))
+  if (!checkUpdateScale(
+          ctx, entry,
+          {scale, growth_tracker, found_inf, new_scale, new_growth_tracker},
+          growth_interval))
     return;
-  if (growth_interval < 1) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "growth interval %lld is not positive",
-             static_cast<long long>(growth_interval));
-    return;
-  }
-  ctx->currentEntry = entry;
   updateScaleKernel<<<1, 1, 0, ctx->stream>>>(
       scale, growth_tracker, found_inf, new_scale, new_growth_tracker,
       growth_factor, backoff_factor, growth_interval);

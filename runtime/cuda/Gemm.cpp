@@ -231,23 +231,10 @@ void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
                    int64_t m, int64_t n, int64_t k, int trans_a, int trans_b,
                    memopt_dtype out_dtype) {
   const char *entry = "memopt_matmul";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkFloat(ctx, entry, out_dtype) ||
-      !checkExtents(ctx, entry, {batch_a, batch_b, m, n, k}))
+  int64_t batch = 0;
+  if (!checkMatmul(ctx, entry, dtype, out_dtype, batch_a, batch_b, m, n, k,
+                   batch))
     return;
-  if (out_dtype != dtype && out_dtype != MEMOPT_F32) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "result dtype %s is neither the operands' (%s) nor f32",
-             dtypeName(out_dtype), dtypeName(dtype));
-    return;
-  }
-  if (batch_a != batch_b && batch_a != 1 && batch_b != 1) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "batch sizes %lld and %lld differ and neither is 1",
-             static_cast<long long>(batch_a), static_cast<long long>(batch_b));
-    return;
-  }
-  int64_t batch = batch_a > batch_b ? batch_a : batch_b;
   if (batch == 0 || m == 0 || n == 0)
     return;
   if (!checkPointers(ctx, entry, 1, {c}))

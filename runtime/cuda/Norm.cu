@@ -23,10 +23,6 @@ constexpr int kColRows = 8;
 /// Blocks of the first pass of a scalar loss (fixed for determinism).
 constexpr int kLossBlocks = 256;
 
-#define GRID_STRIDE(i, n)                                                      \
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n);   \
-       i += int64_t(gridDim.x) * blockDim.x)
-
 unsigned rowGrid(int64_t rows) {
   return static_cast<unsigned>(rows < 65535 * 16 ? (rows > 0 ? rows : 1)
                                                  : 65535 * 16);
@@ -101,27 +97,8 @@ void memopt_reduce(memopt_context *ctx, memopt_reduce_op op,
                    memopt_dtype out_dtype, void *out, int64_t outer,
                    int64_t reduced, int64_t inner) {
   const char *entry = "memopt_reduce";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, in_dtype) ||
-      !checkFloat(ctx, entry, out_dtype) ||
-      !checkExtents(ctx, entry, {outer, reduced, inner}))
-    return;
-  if (out_dtype != in_dtype && out_dtype != MEMOPT_F32) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "result dtype %s is neither the input's (%s) nor f32",
-             dtypeName(out_dtype), dtypeName(in_dtype));
-    return;
-  }
-  if (op < MEMOPT_REDUCE_SUM || op > MEMOPT_REDUCE_MAX) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown op %d",
-             static_cast<int>(op));
-    return;
-  }
-  if (op == MEMOPT_REDUCE_MAX && reduced == 0) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "max over an empty extent");
-    return;
-  }
-  if (!checkPointers(ctx, entry, outer * inner, {input, out}) ||
+  if (!checkReduce(ctx, entry, op, in_dtype, input, out_dtype, out, outer,
+                   reduced, inner) ||
       outer * inner == 0)
     return;
   dispatchFloat(in_dtype, [&](auto inTag) {
@@ -236,9 +213,7 @@ __global__ void softmaxGradStridedKernel(const T *y, const T *g, T *dx,
 bool checkSoftmax(memopt_context *ctx, const char *entry, memopt_dtype dtype,
                   int64_t outer, int64_t dim, int64_t inner,
                   std::initializer_list<const void *> pointers) {
-  return isLive(ctx) && checkFloat(ctx, entry, dtype) &&
-         checkExtents(ctx, entry, {outer, dim, inner}) &&
-         checkPointers(ctx, entry, outer * dim * inner, pointers) &&
+  return checkFloatTensors(ctx, entry, dtype, {outer, dim, inner}, pointers) &&
          outer * dim * inner > 0;
 }
 
@@ -424,13 +399,6 @@ __global__ void layerNormGradWeightKernel(const T *dy, const T *x,
   }
 }
 
-bool checkNorm(memopt_context *ctx, const char *entry, memopt_dtype dtype,
-               memopt_dtype w_dtype, int64_t rows, int64_t cols) {
-  return isLive(ctx) && checkFloat(ctx, entry, dtype) &&
-         checkFloat(ctx, entry, w_dtype) &&
-         checkExtents(ctx, entry, {rows, cols});
-}
-
 void launchNorm(memopt_context *ctx, const char *entry, memopt_dtype dtype,
                 const void *input, memopt_dtype w_dtype, const void *weight,
                 const void *bias, void *out, float *mean, float *rstd,
@@ -481,10 +449,9 @@ void memopt_layer_norm(memopt_context *ctx, memopt_dtype dtype,
                        float *mean, float *rstd, int64_t rows, int64_t cols,
                        double eps) {
   const char *entry = "memopt_layer_norm";
-  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols) ||
-      !checkPointers(ctx, entry, rows * cols, {input, out}) ||
-      !checkPointers(ctx, entry, cols, {weight, bias}) ||
-      !checkPointers(ctx, entry, rows, {mean, rstd}) || rows == 0)
+  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols, {input, out},
+                 {mean, rstd}, {weight, bias}) ||
+      rows == 0)
     return;
   if (cols == 0) {
     setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "empty rows");
@@ -501,10 +468,10 @@ void memopt_layer_norm_grad(memopt_context *ctx, memopt_dtype dtype,
                             void *grad_input, void *grad_weight,
                             void *grad_bias, int64_t rows, int64_t cols) {
   const char *entry = "memopt_layer_norm_grad";
-  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols) ||
-      !checkPointers(ctx, entry, rows * cols, {grad, input, grad_input}) ||
-      !checkPointers(ctx, entry, cols, {weight, grad_weight, grad_bias}) ||
-      !checkPointers(ctx, entry, rows, {mean, rstd}) || cols == 0)
+  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols,
+                 {grad, input, grad_input}, {mean, rstd},
+                 {weight, grad_weight, grad_bias}) ||
+      cols == 0)
     return;
   launchNormGrad(ctx, entry, dtype, grad, input, w_dtype, weight, mean, rstd,
                  grad_input, grad_weight, grad_bias, rows, cols, false);
@@ -514,10 +481,9 @@ void memopt_rms_norm(memopt_context *ctx, memopt_dtype dtype, const void *input,
                      memopt_dtype w_dtype, const void *weight, void *out,
                      float *rstd, int64_t rows, int64_t cols, double eps) {
   const char *entry = "memopt_rms_norm";
-  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols) ||
-      !checkPointers(ctx, entry, rows * cols, {input, out}) ||
-      !checkPointers(ctx, entry, cols, {weight}) ||
-      !checkPointers(ctx, entry, rows, {rstd}) || rows == 0)
+  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols, {input, out}, {rstd},
+                 {weight}) ||
+      rows == 0)
     return;
   if (cols == 0) {
     setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "empty rows");
@@ -533,10 +499,9 @@ void memopt_rms_norm_grad(memopt_context *ctx, memopt_dtype dtype,
                           const float *rstd, void *grad_input,
                           void *grad_weight, int64_t rows, int64_t cols) {
   const char *entry = "memopt_rms_norm_grad";
-  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols) ||
-      !checkPointers(ctx, entry, rows * cols, {grad, input, grad_input}) ||
-      !checkPointers(ctx, entry, cols, {weight, grad_weight}) ||
-      !checkPointers(ctx, entry, rows, {rstd}) || cols == 0)
+  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols,
+                 {grad, input, grad_input}, {rstd}, {weight, grad_weight}) ||
+      cols == 0)
     return;
   launchNormGrad(ctx, entry, dtype, grad, input, w_dtype, weight, nullptr,
                  rstd, grad_input, grad_weight, nullptr, rows, cols, true);
@@ -632,20 +597,10 @@ void memopt_batch_norm(memopt_context *ctx, memopt_dtype dtype,
                        float *new_running_var, int64_t batch, int64_t channels,
                        int64_t spatial, double eps, double momentum) {
   const char *entry = "memopt_batch_norm";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkExtents(ctx, entry, {batch, channels, spatial}))
-    return;
-  int64_t count = batch * spatial;
-  if (channels > 0 && count < 2) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "training needs more than one value per channel, got %lld",
-             static_cast<long long>(count));
-    return;
-  }
-  if (!checkPointers(ctx, entry, batch * channels * spatial, {input, out}) ||
-      !checkPointers(ctx, entry, channels,
-                     {weight, bias, running_mean, running_var, mean, rstd,
-                      new_running_mean, new_running_var}) ||
+  if (!checkBatchNorm(ctx, entry, dtype, batch, channels, spatial,
+                      /*training=*/true, {input, out},
+                      {weight, bias, running_mean, running_var, mean, rstd,
+                       new_running_mean, new_running_var}) ||
       channels == 0)
     return;
   if (channels > 65535 * 16) {
@@ -670,12 +625,9 @@ void memopt_batch_norm_grad(memopt_context *ctx, memopt_dtype dtype,
                             float *grad_weight, float *grad_bias, int64_t batch,
                             int64_t channels, int64_t spatial) {
   const char *entry = "memopt_batch_norm_grad";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkExtents(ctx, entry, {batch, channels, spatial}) ||
-      !checkPointers(ctx, entry, batch * channels * spatial,
-                     {grad, input, grad_input}) ||
-      !checkPointers(ctx, entry, channels,
-                     {weight, mean, rstd, grad_weight, grad_bias}) ||
+  if (!checkBatchNorm(ctx, entry, dtype, batch, channels, spatial,
+                      /*training=*/false, {grad, input, grad_input},
+                      {weight, mean, rstd, grad_weight, grad_bias}) ||
       channels == 0)
     return;
   if (channels > 65535 * 16) {
@@ -844,25 +796,13 @@ __global__ void mseGradKernel(const T *x, const T *t, const float *gradLoss,
   GRID_STRIDE(i, n) dx[i] = fromF32<T>(s * (toF32(x[i]) - toF32(t[i])));
 }
 
-bool checkReduction(memopt_context *ctx, const char *entry,
-                    memopt_loss_reduction reduction) {
-  if (reduction == MEMOPT_REDUCTION_MEAN || reduction == MEMOPT_REDUCTION_SUM)
-    return true;
-  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown reduction %d",
-           static_cast<int>(reduction));
-  return false;
-}
-
 } // namespace
 
 void memopt_label_count(memopt_context *ctx, memopt_dtype label_dtype,
                         const void *labels, float *count, int64_t n,
                         int64_t ignore_index) {
   const char *entry = "memopt_label_count";
-  if (!isLive(ctx) || !checkIndexType(ctx, entry, label_dtype) ||
-      !checkExtents(ctx, entry, {n}) ||
-      !checkPointers(ctx, entry, 1, {count}) ||
-      !checkPointers(ctx, entry, n, {labels}))
+  if (!checkLabelCount(ctx, entry, label_dtype, labels, count, n))
     return;
   countLabelsKernel<<<1, 1024, 0, ctx->stream>>>(
       label_dtype == MEMOPT_I64, labels, n, ignore_index, count);
@@ -875,12 +815,8 @@ void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                           int64_t classes, int64_t ignore_index,
                           memopt_loss_reduction reduction) {
   const char *entry = "memopt_cross_entropy";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkIndexType(ctx, entry, label_dtype) ||
-      !checkReduction(ctx, entry, reduction) ||
-      !checkExtents(ctx, entry, {rows, classes}) ||
-      !checkPointers(ctx, entry, 1, {loss}) ||
-      !checkPointers(ctx, entry, rows, {logits, labels}))
+  if (!checkCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
+                         classes, loss, {logits, labels}))
     return;
   float *rowLoss = workspaceFloats(ctx, entry, rows > 0 ? rows : 1);
   if (!rowLoss)
@@ -909,12 +845,9 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
                                int64_t ignore_index,
                                memopt_loss_reduction reduction) {
   const char *entry = "memopt_cross_entropy_grad";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkIndexType(ctx, entry, label_dtype) ||
-      !checkReduction(ctx, entry, reduction) ||
-      !checkExtents(ctx, entry, {rows, classes}) ||
-      !checkPointers(ctx, entry, 1, {grad_loss}) ||
-      !checkPointers(ctx, entry, rows, {logits, labels, out}) || rows == 0)
+  if (!checkCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
+                         classes, grad_loss, {logits, labels, out}) ||
+      rows == 0)
     return;
   float *count = workspaceFloats(ctx, entry, 1);
   if (!count)
@@ -938,10 +871,7 @@ void memopt_mse_loss(memopt_context *ctx, memopt_dtype dtype, const void *input,
                      const void *target, float *loss, int64_t n,
                      memopt_loss_reduction reduction) {
   const char *entry = "memopt_mse_loss";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkReduction(ctx, entry, reduction) ||
-      !checkExtents(ctx, entry, {n}) || !checkPointers(ctx, entry, 1, {loss}) ||
-      !checkPointers(ctx, entry, n, {input, target}))
+  if (!checkMseLoss(ctx, entry, dtype, reduction, n, loss, {input, target}))
     return;
   float *partial = workspaceFloats(ctx, entry, kLossBlocks);
   if (!partial)
@@ -964,11 +894,9 @@ void memopt_mse_loss_grad(memopt_context *ctx, memopt_dtype dtype,
                           const float *grad_loss, void *out, int64_t n,
                           memopt_loss_reduction reduction) {
   const char *entry = "memopt_mse_loss_grad";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkReduction(ctx, entry, reduction) ||
-      !checkExtents(ctx, entry, {n}) ||
-      !checkPointers(ctx, entry, 1, {grad_loss}) ||
-      !checkPointers(ctx, entry, n, {input, target, out}) || n == 0)
+  if (!checkMseLoss(ctx, entry, dtype, reduction, n, grad_loss,
+                    {input, target, out}) ||
+      n == 0)
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);

@@ -39,8 +39,7 @@ __device__ __forceinline__ int64_t mapOffset(const StridedMap &map, int64_t i) {
 template <typename T>
 __global__ void stridedCopyKernel(const T *in, T *out, int64_t n,
                                   StridedMap map, bool scatter) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  GRID_STRIDE(i, n) {
     if (scatter)
       out[mapOffset(map, i)] = in[i];
     else
@@ -48,105 +47,35 @@ __global__ void stridedCopyKernel(const T *in, T *out, int64_t n,
   }
 }
 
-template <typename F> bool dispatchSize(size_t size, F &&body) {
-  switch (size) {
-  case 1:
-    body(static_cast<uint8_t *>(nullptr));
-    return true;
-  case 2:
-    body(static_cast<uint16_t *>(nullptr));
-    return true;
-  case 4:
-    body(static_cast<uint32_t *>(nullptr));
-    return true;
-  case 8:
-    body(static_cast<uint64_t *>(nullptr));
-    return true;
-  }
-  return false;
+/// Records an error and returns false if StridedMap cannot hold `rank`.
+bool checkRank(memopt_context *ctx, const char *entry, int64_t rank) {
+  return rank <= kMaxRank ||
+         invalid(ctx, entry,
+                 "invalid rank %lld (the CUDA runtime supports up to %d)",
+                 static_cast<long long>(rank), kMaxRank);
 }
 
-size_t elementSize(memopt_context *ctx, const char *entry, memopt_dtype dtype) {
-  ctx->currentEntry = entry;
-  size_t size = memopt_dtype_size(dtype);
-  if (!size)
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown dtype %d",
-             static_cast<int>(dtype));
-  return size;
-}
-
-bool checkShape(memopt_context *ctx, const char *entry, int64_t rank,
-                const int64_t *shape) {
-  if (rank < 0 || rank > kMaxRank || (rank > 0 && !shape)) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "invalid rank %lld (the CUDA runtime supports up to %d)",
-             static_cast<long long>(rank), kMaxRank);
-    return false;
-  }
-  for (int64_t d = 0; d < rank; ++d) {
-    if (shape[d] < 0) {
-      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-               "negative dimension %lld", static_cast<long long>(shape[d]));
-      return false;
-    }
-  }
-  return true;
-}
-
-int64_t product(int64_t rank, const int64_t *shape) {
-  int64_t n = 1;
-  for (int64_t d = 0; d < rank; ++d)
-    n *= shape[d];
-  return n;
-}
-
-std::vector<int64_t> rowMajorStrides(int64_t rank, const int64_t *shape) {
-  std::vector<int64_t> strides(static_cast<size_t>(rank), 1);
-  for (int64_t d = rank - 2; d >= 0; --d)
-    strides[d] = strides[d + 1] * shape[d + 1];
-  return strides;
-}
-
+/// Copies through `view` (a checked one, of rank at most kMaxRank): out[i] =
+/// in[view(i)], or out[view(i)] = in[i] with `scatter`.
 void launchStridedCopy(memopt_context *ctx, const char *entry, size_t size,
-                       const void *in, void *out, int64_t n,
-                       const StridedMap &map, bool scatter) {
+                       const void *in, void *out, const StridedView &view,
+                       bool scatter) {
+  int64_t n = view.size();
   if (n == 0)
     return;
+  StridedMap map{};
+  map.rank = static_cast<int>(view.shape.size());
+  map.base = view.base;
+  for (int d = 0; d < map.rank; ++d) {
+    map.shape[d] = view.shape[d];
+    map.stride[d] = view.step[d];
+  }
   dispatchSize(size, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
     stridedCopyKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
         static_cast<const T *>(in), static_cast<T *>(out), n, map, scatter);
   });
   checkLaunch(ctx, entry, "stridedCopyKernel");
-}
-
-bool sliceMap(memopt_context *ctx, const char *entry, int64_t rank,
-              const int64_t *inShape, const int64_t *starts,
-              const int64_t *limits, const int64_t *strides, StridedMap &map,
-              int64_t &count) {
-  if (!checkShape(ctx, entry, rank, inShape))
-    return false;
-  std::vector<int64_t> inStrides = rowMajorStrides(rank, inShape);
-  map.rank = static_cast<int>(rank);
-  map.base = 0;
-  count = 1;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (strides[d] <= 0 || starts[d] < 0 || limits[d] > inShape[d] ||
-        starts[d] > limits[d]) {
-      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-               "invalid slice [%lld:%lld:%lld] of dimension %lld (size %lld)",
-               static_cast<long long>(starts[d]),
-               static_cast<long long>(limits[d]),
-               static_cast<long long>(strides[d]), static_cast<long long>(d),
-               static_cast<long long>(inShape[d]));
-      return false;
-    }
-    map.shape[d] = (limits[d] - starts[d] + strides[d] - 1) / strides[d];
-    map.stride[d] = inStrides[d] * strides[d];
-    map.base += starts[d] * inStrides[d];
-    count *= map.shape[d];
-  }
-  return true;
 }
 
 } // namespace
@@ -156,82 +85,41 @@ void memopt_broadcast(memopt_context *ctx, memopt_dtype dtype,
                       const int64_t *in_shape, const int64_t *dims, void *out,
                       int64_t out_rank, const int64_t *out_shape) {
   const char *entry = "memopt_broadcast";
-  if (!isLive(ctx))
+  size_t size = checkElementSize(ctx, entry, dtype);
+  if (!size || !checkRank(ctx, entry, in_rank) ||
+      !checkRank(ctx, entry, out_rank) ||
+      !checkBroadcast(ctx, entry, in_rank, in_shape, dims, out_rank, out_shape))
     return;
-  size_t size = elementSize(ctx, entry, dtype);
-  if (!size || !checkShape(ctx, entry, in_rank, in_shape) ||
-      !checkShape(ctx, entry, out_rank, out_shape))
-    return;
-  std::vector<int64_t> inStrides = rowMajorStrides(in_rank, in_shape);
-  StridedMap map{};
-  map.rank = static_cast<int>(out_rank);
-  for (int64_t d = 0; d < out_rank; ++d) {
-    map.shape[d] = out_shape[d];
-    map.stride[d] = 0;
-  }
-  for (int64_t i = 0; i < in_rank; ++i) {
-    int64_t d = dims[i];
-    if (d < 0 || d >= out_rank || (i > 0 && d <= dims[i - 1]) ||
-        (in_shape[i] != out_shape[d] && in_shape[i] != 1)) {
-      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-               "input dimension %lld (size %lld) cannot map to result "
-               "dimension %lld",
-               static_cast<long long>(i), static_cast<long long>(in_shape[i]),
-               static_cast<long long>(d));
-      return;
-    }
-    map.stride[d] = in_shape[i] == 1 ? 0 : inStrides[i];
-  }
-  int64_t n = product(out_rank, out_shape);
-  if (!checkPointers(ctx, entry, n, {input, out}))
-    return;
-  launchStridedCopy(ctx, entry, size, input, out, n, map, false);
+  StridedView view =
+      broadcastView(in_rank, in_shape, dims, out_rank, out_shape);
+  if (checkPointers(ctx, entry, view.size(), {input, out}))
+    launchStridedCopy(ctx, entry, size, input, out, view, false);
 }
 
 void memopt_transpose(memopt_context *ctx, memopt_dtype dtype,
                       const void *input, int64_t rank, const int64_t *in_shape,
                       const int64_t *perm, void *out) {
   const char *entry = "memopt_transpose";
-  if (!isLive(ctx))
+  size_t size = checkElementSize(ctx, entry, dtype);
+  if (!size || !checkRank(ctx, entry, rank) ||
+      !checkTranspose(ctx, entry, rank, in_shape, perm))
     return;
-  size_t size = elementSize(ctx, entry, dtype);
-  if (!size || !checkShape(ctx, entry, rank, in_shape))
-    return;
-  std::vector<int64_t> inStrides = rowMajorStrides(rank, in_shape);
-  StridedMap map{};
-  map.rank = static_cast<int>(rank);
-  std::vector<bool> seen(static_cast<size_t>(rank), false);
-  for (int64_t i = 0; i < rank; ++i) {
-    if (perm[i] < 0 || perm[i] >= rank || seen[perm[i]]) {
-      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-               "invalid permutation entry %lld at %lld",
-               static_cast<long long>(perm[i]), static_cast<long long>(i));
-      return;
-    }
-    seen[perm[i]] = true;
-    map.shape[i] = in_shape[perm[i]];
-    map.stride[i] = inStrides[perm[i]];
-  }
-  int64_t n = product(rank, in_shape);
-  if (!checkPointers(ctx, entry, n, {input, out}))
-    return;
-  launchStridedCopy(ctx, entry, size, input, out, n, map, false);
+  StridedView view = transposeView(rank, in_shape, perm);
+  if (checkPointers(ctx, entry, view.size(), {input, out}))
+    launchStridedCopy(ctx, entry, size, input, out, view, false);
 }
 
 void memopt_slice(memopt_context *ctx, memopt_dtype dtype, const void *input,
                   int64_t rank, const int64_t *in_shape, const int64_t *starts,
                   const int64_t *limits, const int64_t *strides, void *out) {
   const char *entry = "memopt_slice";
-  if (!isLive(ctx))
+  size_t size = checkElementSize(ctx, entry, dtype);
+  if (!size || !checkRank(ctx, entry, rank) ||
+      !checkSlice(ctx, entry, rank, in_shape, starts, limits, strides))
     return;
-  size_t size = elementSize(ctx, entry, dtype);
-  StridedMap map{};
-  int64_t n = 0;
-  if (!size || !sliceMap(ctx, entry, rank, in_shape, starts, limits, strides,
-                         map, n) ||
-      !checkPointers(ctx, entry, n, {input, out}))
-    return;
-  launchStridedCopy(ctx, entry, size, input, out, n, map, false);
+  StridedView view = sliceView(rank, in_shape, starts, limits, strides);
+  if (checkPointers(ctx, entry, view.size(), {input, out}))
+    launchStridedCopy(ctx, entry, size, input, out, view, false);
 }
 
 void memopt_slice_grad(memopt_context *ctx, memopt_dtype dtype,
@@ -239,22 +127,19 @@ void memopt_slice_grad(memopt_context *ctx, memopt_dtype dtype,
                        const int64_t *starts, const int64_t *limits,
                        const int64_t *strides, void *out) {
   const char *entry = "memopt_slice_grad";
-  if (!isLive(ctx))
+  size_t size = checkElementSize(ctx, entry, dtype);
+  if (!size || !checkRank(ctx, entry, rank) ||
+      !checkSlice(ctx, entry, rank, in_shape, starts, limits, strides))
     return;
-  size_t size = elementSize(ctx, entry, dtype);
-  StridedMap map{};
-  int64_t n = 0;
-  if (!size || !sliceMap(ctx, entry, rank, in_shape, starts, limits, strides,
-                         map, n))
-    return;
-  int64_t total = product(rank, in_shape);
+  StridedView view = sliceView(rank, in_shape, starts, limits, strides);
+  int64_t total = numElements(rank, in_shape);
   if (!checkPointers(ctx, entry, total, {out}) ||
-      !checkPointers(ctx, entry, n, {grad}) || total == 0)
+      !checkPointers(ctx, entry, view.size(), {grad}) || total == 0)
     return;
   if (!MEMOPT_CUDA_CHECK(ctx, entry,
                          cudaMemsetAsync(out, 0, total * size, ctx->stream)))
     return;
-  launchStridedCopy(ctx, entry, size, grad, out, n, map, true);
+  launchStridedCopy(ctx, entry, size, grad, out, view, true);
 }
 
 namespace {
@@ -265,8 +150,7 @@ template <typename T>
 __global__ void concatKernel(const T *in, T *out, int64_t outer, int64_t size,
                              int64_t inner, int64_t total, int64_t offset) {
   int64_t n = outer * size * inner;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  GRID_STRIDE(i, n) {
     int64_t k = i % inner;
     int64_t r = (i / inner) % size;
     int64_t o = i / (inner * size);
@@ -280,26 +164,15 @@ void memopt_concat(memopt_context *ctx, memopt_dtype dtype, int64_t num_inputs,
                    const void *const *inputs, const int64_t *sizes, void *out,
                    int64_t outer, int64_t inner) {
   const char *entry = "memopt_concat";
-  if (!isLive(ctx))
-    return;
-  size_t size = elementSize(ctx, entry, dtype);
-  if (!size || !checkExtents(ctx, entry, {num_inputs, outer, inner}) ||
-      !checkPointers(ctx, entry, num_inputs, {inputs, sizes}))
-    return;
+  size_t size = checkElementSize(ctx, entry, dtype);
   int64_t total = 0;
-  for (int64_t j = 0; j < num_inputs; ++j) {
-    if (!checkExtents(ctx, entry, {sizes[j]}))
-      return;
-    total += sizes[j];
-  }
-  if (!checkPointers(ctx, entry, outer * total * inner, {out}))
+  if (!size || !checkConcat(ctx, entry, num_inputs, inputs, sizes, out, outer,
+                            inner, total))
     return;
   int64_t offset = 0;
   for (int64_t j = 0; j < num_inputs; ++j) {
     int64_t n = outer * sizes[j] * inner;
     if (n > 0) {
-      if (!checkPointers(ctx, entry, n, {inputs[j]}))
-        return;
       dispatchSize(size, [&](auto tag) {
         using T = MEMOPT_STORAGE(tag);
         concatKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
@@ -324,8 +197,7 @@ __global__ void embeddingKernel(const T *weight, bool is64, const void *indices,
                                 T *out, int64_t numIndices, int64_t numRows,
                                 int64_t dim, memopt_device_error *error) {
   int64_t n = numIndices * dim;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
+  GRID_STRIDE(i, n) {
     int64_t position = i / dim;
     int64_t row = loadIndex(is64, indices, position);
     if (row < 0 || row >= numRows) {
@@ -365,9 +237,8 @@ template <typename T>
 __global__ void storeColumnsKernel(const float *acc, T *out, int64_t numRows,
                                    int64_t dim, int64_t col0, int64_t width) {
   int64_t n = numRows * width;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[(i / width) * dim + col0 + i % width] = fromF32<T>(acc[i]);
+  GRID_STRIDE(i, n)
+  out[(i / width) * dim + col0 + i % width] = fromF32<T>(acc[i]);
 }
 
 } // namespace
@@ -377,9 +248,8 @@ void memopt_embedding(memopt_context *ctx, memopt_dtype dtype,
                       const void *indices, void *out, int64_t num_indices,
                       int64_t num_rows, int64_t dim) {
   const char *entry = "memopt_embedding";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkIndexType(ctx, entry, index_dtype) ||
-      !checkExtents(ctx, entry, {num_indices, num_rows, dim}) ||
+  if (!checkEmbedding(ctx, entry, dtype, index_dtype, num_indices, num_rows,
+                      dim) ||
       !checkPointers(ctx, entry, num_indices, {indices, out}))
     return;
   int64_t n = num_indices * dim;
@@ -399,9 +269,8 @@ void memopt_embedding_grad(memopt_context *ctx, memopt_dtype dtype,
                            const void *indices, void *out, int64_t num_indices,
                            int64_t num_rows, int64_t dim) {
   const char *entry = "memopt_embedding_grad";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkIndexType(ctx, entry, index_dtype) ||
-      !checkExtents(ctx, entry, {num_indices, num_rows, dim}) ||
+  if (!checkEmbedding(ctx, entry, dtype, index_dtype, num_indices, num_rows,
+                      dim) ||
       !checkPointers(ctx, entry, num_indices, {indices, grad}) ||
       !checkPointers(ctx, entry, num_rows * dim, {out}))
     return;

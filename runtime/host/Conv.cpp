@@ -20,50 +20,9 @@ using namespace memopt::host;
 
 namespace {
 
-/// The geometry of one convolution, validated.
-struct ConvGeometry {
-  int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups;
-  int64_t oh, ow;
-  int64_t cg() const { return c / groups; }
-  int64_t og() const { return o / groups; }
-  int64_t colRows() const { return cg() * kh * kw; }
-  int64_t colCols() const { return oh * ow; }
-};
-
-bool makeGeometry(memopt_context *ctx, const char *entry, memopt_dtype dtype,
-                  ConvGeometry &g) {
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkExtents(ctx, entry,
-                    {g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.ph, g.pw}))
-    return false;
-  if (g.sh <= 0 || g.sw <= 0 || g.dh <= 0 || g.dw <= 0 || g.groups <= 0 ||
-      g.c % g.groups != 0 || g.o % g.groups != 0) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "invalid strides (%lld, %lld), dilations (%lld, %lld) or groups "
-             "%lld for %lld input and %lld output channels",
-             static_cast<long long>(g.sh), static_cast<long long>(g.sw),
-             static_cast<long long>(g.dh), static_cast<long long>(g.dw),
-             static_cast<long long>(g.groups), static_cast<long long>(g.c),
-             static_cast<long long>(g.o));
-    return false;
-  }
-  int64_t spanH = g.h + 2 * g.ph - g.dh * (g.kh - 1) - 1;
-  int64_t spanW = g.w + 2 * g.pw - g.dw * (g.kw - 1) - 1;
-  if (spanH < 0 || spanW < 0) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "kernel %lldx%lld (dilated) exceeds the padded %lldx%lld input",
-             static_cast<long long>(g.kh), static_cast<long long>(g.kw),
-             static_cast<long long>(g.h), static_cast<long long>(g.w));
-    return false;
-  }
-  g.oh = spanH / g.sh + 1;
-  g.ow = spanW / g.sw + 1;
-  return true;
-}
-
 /// col[(ci * kh + i) * kw + j][y * ow + x] = image[ci][y*sh - ph + i*dh]
 /// [x*sw - pw + j*dw], zero outside; `image` is [cg, h, w].
-void im2col(const ConvGeometry &g, const float *image, float *col) {
+void im2col(const ConvShape &g, const float *image, float *col) {
   int64_t cols = g.colCols();
   for (int64_t ci = 0; ci < g.cg(); ++ci) {
     for (int64_t i = 0; i < g.kh; ++i) {
@@ -84,7 +43,7 @@ void im2col(const ConvGeometry &g, const float *image, float *col) {
 }
 
 /// The adjoint of im2col: image[...] += col[...] for every in-range entry.
-void col2im(const ConvGeometry &g, const float *col, float *image) {
+void col2im(const ConvShape &g, const float *col, float *image) {
   int64_t cols = g.colCols();
   for (int64_t ci = 0; ci < g.cg(); ++ci) {
     for (int64_t i = 0; i < g.kh; ++i) {
@@ -114,12 +73,12 @@ void memopt_conv2d(memopt_context *ctx, memopt_dtype dtype, const void *input,
                    int64_t pad_w, int64_t dil_h, int64_t dil_w,
                    int64_t groups) {
   const char *entry = "memopt_conv2d";
-  ConvGeometry g{n,        c,     h,     w,     o,     kh,     kw, stride_h,
-                 stride_w, pad_h, pad_w, dil_h, dil_w, groups, 0,  0};
-  if (!makeGeometry(ctx, entry, dtype, g))
+  ConvShape g{n,        c,     h,     w,     o,     kh,     kw, stride_h,
+              stride_w, pad_h, pad_w, dil_h, dil_w, groups, 0,  0};
+  if (!checkConv(ctx, entry, dtype, g))
     return;
-  int64_t inSize = n * c * h * w, filterSize = o * g.colRows(),
-          outSize = n * o * g.oh * g.ow;
+  int64_t inSize = g.inputSize(), filterSize = g.filterSize(),
+          outSize = g.outputSize();
   if (!checkPointers(ctx, entry, outSize, {input, filter, out}))
     return;
   F32Input x(ctx, dtype, input, inSize);
@@ -146,12 +105,12 @@ void memopt_conv2d_grad_input(memopt_context *ctx, memopt_dtype dtype,
                               int64_t pad_w, int64_t dil_h, int64_t dil_w,
                               int64_t groups) {
   const char *entry = "memopt_conv2d_grad_input";
-  ConvGeometry g{n,        c,     h,     w,     o,     kh,     kw, stride_h,
-                 stride_w, pad_h, pad_w, dil_h, dil_w, groups, 0,  0};
-  if (!makeGeometry(ctx, entry, dtype, g))
+  ConvShape g{n,        c,     h,     w,     o,     kh,     kw, stride_h,
+              stride_w, pad_h, pad_w, dil_h, dil_w, groups, 0,  0};
+  if (!checkConv(ctx, entry, dtype, g))
     return;
-  int64_t inSize = n * c * h * w, filterSize = o * g.colRows(),
-          outSize = n * o * g.oh * g.ow;
+  int64_t inSize = g.inputSize(), filterSize = g.filterSize(),
+          outSize = g.outputSize();
   if (!checkPointers(ctx, entry, inSize, {grad, filter, grad_input}))
     return;
   F32Input dy(ctx, dtype, grad, outSize);
@@ -179,12 +138,12 @@ void memopt_conv2d_grad_filter(memopt_context *ctx, memopt_dtype dtype,
                                int64_t pad_h, int64_t pad_w, int64_t dil_h,
                                int64_t dil_w, int64_t groups) {
   const char *entry = "memopt_conv2d_grad_filter";
-  ConvGeometry g{n,        c,     h,     w,     o,     kh,     kw, stride_h,
-                 stride_w, pad_h, pad_w, dil_h, dil_w, groups, 0,  0};
-  if (!makeGeometry(ctx, entry, dtype, g))
+  ConvShape g{n,        c,     h,     w,     o,     kh,     kw, stride_h,
+              stride_w, pad_h, pad_w, dil_h, dil_w, groups, 0,  0};
+  if (!checkConv(ctx, entry, dtype, g))
     return;
-  int64_t inSize = n * c * h * w, filterSize = o * g.colRows(),
-          outSize = n * o * g.oh * g.ow;
+  int64_t inSize = g.inputSize(), filterSize = g.filterSize(),
+          outSize = g.outputSize();
   if (!checkPointers(ctx, entry, filterSize, {grad, input, grad_filter}))
     return;
   F32Input dy(ctx, dtype, grad, outSize);
@@ -210,36 +169,10 @@ void memopt_conv2d_grad_filter(memopt_context *ctx, memopt_dtype dtype,
 
 namespace {
 
-struct PoolGeometry {
-  int64_t n, c, h, w, kh, kw, sh, sw, ph, pw;
-  int64_t oh, ow;
-};
-
-bool makePoolGeometry(memopt_context *ctx, const char *entry,
-                      memopt_dtype dtype, PoolGeometry &g) {
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkExtents(ctx, entry, {g.n, g.c, g.h, g.w, g.ph, g.pw}))
-    return false;
-  if (g.kh <= 0 || g.kw <= 0 || g.sh <= 0 || g.sw <= 0 || 2 * g.ph > g.kh ||
-      2 * g.pw > g.kw || g.h + 2 * g.ph < g.kh || g.w + 2 * g.pw < g.kw) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "invalid window %lldx%lld, strides (%lld, %lld) or padding "
-             "(%lld, %lld) for a %lldx%lld input",
-             static_cast<long long>(g.kh), static_cast<long long>(g.kw),
-             static_cast<long long>(g.sh), static_cast<long long>(g.sw),
-             static_cast<long long>(g.ph), static_cast<long long>(g.pw),
-             static_cast<long long>(g.h), static_cast<long long>(g.w));
-    return false;
-  }
-  g.oh = (g.h + 2 * g.ph - g.kh) / g.sh + 1;
-  g.ow = (g.w + 2 * g.pw - g.kw) / g.sw + 1;
-  return true;
-}
-
 /// The input offset (within one [h, w] plane) of the maximum of window
 /// (y, x): the first in row-major order on ties, the first NaN if any. Every
 /// window holds at least one input element since padding <= kernel / 2.
-int64_t argmaxOfWindow(const PoolGeometry &g, const float *plane, int64_t y,
+int64_t argmaxOfWindow(const PoolShape &g, const float *plane, int64_t y,
                        int64_t x) {
   int64_t best = -1;
   float bestValue = -INFINITY;
@@ -270,8 +203,8 @@ void memopt_max_pool2d(memopt_context *ctx, memopt_dtype dtype,
                        int64_t stride_h, int64_t stride_w, int64_t pad_h,
                        int64_t pad_w) {
   const char *entry = "memopt_max_pool2d";
-  PoolGeometry g{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
-  if (!makePoolGeometry(ctx, entry, dtype, g))
+  PoolShape g{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
+  if (!checkPool(ctx, entry, dtype, g))
     return;
   int64_t planes = n * c;
   if (!checkPointers(ctx, entry, planes * g.oh * g.ow, {input, out}))
@@ -294,8 +227,8 @@ void memopt_max_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
                             int64_t w, int64_t kh, int64_t kw, int64_t stride_h,
                             int64_t stride_w, int64_t pad_h, int64_t pad_w) {
   const char *entry = "memopt_max_pool2d_grad";
-  PoolGeometry g{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
-  if (!makePoolGeometry(ctx, entry, dtype, g))
+  PoolShape g{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
+  if (!checkPool(ctx, entry, dtype, g))
     return;
   int64_t planes = n * c;
   if (!checkPointers(ctx, entry, planes * h * w, {grad, input, grad_input}))
@@ -320,8 +253,8 @@ void memopt_avg_pool2d(memopt_context *ctx, memopt_dtype dtype,
                        int64_t stride_h, int64_t stride_w, int64_t pad_h,
                        int64_t pad_w) {
   const char *entry = "memopt_avg_pool2d";
-  PoolGeometry g{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
-  if (!makePoolGeometry(ctx, entry, dtype, g))
+  PoolShape g{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
+  if (!checkPool(ctx, entry, dtype, g))
     return;
   int64_t planes = n * c;
   if (!checkPointers(ctx, entry, planes * g.oh * g.ow, {input, out}))
@@ -359,8 +292,8 @@ void memopt_avg_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
                             int64_t kw, int64_t stride_h, int64_t stride_w,
                             int64_t pad_h, int64_t pad_w) {
   const char *entry = "memopt_avg_pool2d_grad";
-  PoolGeometry g{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
-  if (!makePoolGeometry(ctx, entry, dtype, g))
+  PoolShape g{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
+  if (!checkPool(ctx, entry, dtype, g))
     return;
   int64_t planes = n * c;
   if (!checkPointers(ctx, entry, planes * h * w, {grad, grad_input}))

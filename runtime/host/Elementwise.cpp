@@ -98,26 +98,14 @@ float applyActivationGrad(memopt_activation_grad_op op, float v, float g) {
   return g;
 }
 
-bool checkElementwise(memopt_context *ctx, const char *entry,
-                      memopt_dtype dtype, int64_t n,
-                      std::initializer_list<const void *> pointers) {
-  return isLive(ctx) && checkFloat(ctx, entry, dtype) &&
-         checkExtents(ctx, entry, {n}) &&
-         checkPointers(ctx, entry, n, pointers);
-}
-
 } // namespace
 
 void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
                   const void *input, void *out, int64_t n) {
   const char *entry = "memopt_unary";
-  if (!checkElementwise(ctx, entry, dtype, n, {input, out}))
+  if (!checkElementwise(ctx, entry, op, MEMOPT_UNARY_GELU_TANH, dtype, n,
+                        {input, out}))
     return;
-  if (op < MEMOPT_UNARY_NEG || op > MEMOPT_UNARY_GELU_TANH) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown op %d",
-             static_cast<int>(op));
-    return;
-  }
   F32Input x(ctx, dtype, input, n);
   F32Output y(ctx, dtype, out, n);
   for (int64_t i = 0; i < n; ++i)
@@ -128,13 +116,9 @@ void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
 void memopt_binary(memopt_context *ctx, memopt_binary_op op, memopt_dtype dtype,
                    const void *lhs, const void *rhs, void *out, int64_t n) {
   const char *entry = "memopt_binary";
-  if (!checkElementwise(ctx, entry, dtype, n, {lhs, rhs, out}))
+  if (!checkElementwise(ctx, entry, op, MEMOPT_BINARY_MAXIMUM, dtype, n,
+                        {lhs, rhs, out}))
     return;
-  if (op < MEMOPT_BINARY_ADD || op > MEMOPT_BINARY_MAXIMUM) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown op %d",
-             static_cast<int>(op));
-    return;
-  }
   F32Input a(ctx, dtype, lhs, n);
   F32Input b(ctx, dtype, rhs, n);
   F32Output y(ctx, dtype, out, n);
@@ -146,13 +130,9 @@ void memopt_binary(memopt_context *ctx, memopt_binary_op op, memopt_dtype dtype,
 void memopt_scalar(memopt_context *ctx, memopt_scalar_op op, memopt_dtype dtype,
                    const void *input, double value, void *out, int64_t n) {
   const char *entry = "memopt_scalar";
-  if (!checkElementwise(ctx, entry, dtype, n, {input, out}))
+  if (!checkElementwise(ctx, entry, op, MEMOPT_SCALAR_POW, dtype, n,
+                        {input, out}))
     return;
-  if (op < MEMOPT_SCALAR_ADD || op > MEMOPT_SCALAR_POW) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown op %d",
-             static_cast<int>(op));
-    return;
-  }
   float v = static_cast<float>(value);
   F32Input x(ctx, dtype, input, n);
   F32Output y(ctx, dtype, out, n);
@@ -176,13 +156,9 @@ void memopt_activation_grad(memopt_context *ctx, memopt_activation_grad_op op,
                             memopt_dtype dtype, const void *x_or_y,
                             const void *grad, void *out, int64_t n) {
   const char *entry = "memopt_activation_grad";
-  if (!checkElementwise(ctx, entry, dtype, n, {x_or_y, grad, out}))
+  if (!checkElementwise(ctx, entry, op, MEMOPT_GRAD_GELU_TANH, dtype, n,
+                        {x_or_y, grad, out}))
     return;
-  if (op < MEMOPT_GRAD_RELU || op > MEMOPT_GRAD_GELU_TANH) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown op %d",
-             static_cast<int>(op));
-    return;
-  }
   F32Input v(ctx, dtype, x_or_y, n);
   F32Input g(ctx, dtype, grad, n);
   F32Output y(ctx, dtype, out, n);
@@ -196,29 +172,10 @@ void memopt_reduce(memopt_context *ctx, memopt_reduce_op op,
                    memopt_dtype out_dtype, void *out, int64_t outer,
                    int64_t reduced, int64_t inner) {
   const char *entry = "memopt_reduce";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, in_dtype) ||
-      !checkFloat(ctx, entry, out_dtype) ||
-      !checkExtents(ctx, entry, {outer, reduced, inner}))
+  if (!checkReduce(ctx, entry, op, in_dtype, input, out_dtype, out, outer,
+                   reduced, inner))
     return;
-  if (out_dtype != in_dtype && out_dtype != MEMOPT_F32) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "result dtype %s is neither the input's (%s) nor f32",
-             dtypeName(out_dtype), dtypeName(in_dtype));
-    return;
-  }
-  if (op < MEMOPT_REDUCE_SUM || op > MEMOPT_REDUCE_MAX) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown op %d",
-             static_cast<int>(op));
-    return;
-  }
-  if (op == MEMOPT_REDUCE_MAX && reduced == 0) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "max over an empty extent");
-    return;
-  }
   int64_t total = outer * reduced * inner;
-  if (!checkPointers(ctx, entry, outer * inner, {input, out}))
-    return;
   F32Input x(ctx, in_dtype, input, total);
   F32Output y(ctx, out_dtype, out, outer * inner);
   for (int64_t o = 0; o < outer; ++o) {

@@ -10,8 +10,6 @@
 #include "Float16.h"
 
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -22,81 +20,17 @@ using namespace memopt::host;
 // Internal helpers
 //===----------------------------------------------------------------------===//
 
-void memopt::host::setError(memopt_context *ctx, memopt_status status,
-                            const char *entry, const char *format, ...) {
+void memopt::runtime::recordError(memopt_context *ctx, memopt_status status,
+                                  const char *entry, const char *format,
+                                  va_list args) {
   if (!ctx || ctx->status != MEMOPT_OK)
     return;
-  char buffer[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buffer, sizeof(buffer), format, args);
-  va_end(args);
+  ctx->message = formatError(entry, format, args);
   ctx->status = status;
-  ctx->message = std::string(entry) + ": " + buffer;
 }
 
-const char *memopt::host::dtypeName(memopt_dtype dtype) {
-  switch (dtype) {
-  case MEMOPT_F32:
-    return "f32";
-  case MEMOPT_F16:
-    return "f16";
-  case MEMOPT_BF16:
-    return "bf16";
-  case MEMOPT_I32:
-    return "i32";
-  case MEMOPT_I64:
-    return "i64";
-  case MEMOPT_I1:
-    return "i1";
-  }
-  return "unknown dtype";
-}
-
-bool memopt::host::checkFloat(memopt_context *ctx, const char *entry,
-                              memopt_dtype dtype) {
-  if (isFloatType(dtype))
-    return true;
-  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-           "expected a float dtype (f32, f16, bf16), got %s (%d)",
-           dtypeName(dtype), static_cast<int>(dtype));
-  return false;
-}
-
-bool memopt::host::checkIndexType(memopt_context *ctx, const char *entry,
-                                  memopt_dtype dtype) {
-  if (dtype == MEMOPT_I32 || dtype == MEMOPT_I64)
-    return true;
-  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-           "expected an index dtype (i32, i64), got %s (%d)", dtypeName(dtype),
-           static_cast<int>(dtype));
-  return false;
-}
-
-bool memopt::host::checkExtents(memopt_context *ctx, const char *entry,
-                                std::initializer_list<int64_t> extents) {
-  for (int64_t extent : extents) {
-    if (extent < 0) {
-      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-               "negative extent %lld", static_cast<long long>(extent));
-      return false;
-    }
-  }
-  return true;
-}
-
-bool memopt::host::checkPointers(memopt_context *ctx, const char *entry,
-                                 int64_t n,
-                                 std::initializer_list<const void *> pointers) {
-  if (n <= 0)
-    return true;
-  for (const void *pointer : pointers) {
-    if (!pointer) {
-      setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "null buffer");
-      return false;
-    }
-  }
-  return true;
+bool memopt::runtime::enterEntry(memopt_context *ctx, const char *) {
+  return isLive(ctx);
 }
 
 void memopt::host::loadF32(memopt_dtype dtype, const void *src, float *dst,
@@ -254,25 +188,11 @@ void memopt_synchronize(memopt_context *) {}
 // Memory
 //===----------------------------------------------------------------------===//
 
-size_t memopt_dtype_size(memopt_dtype dtype) {
-  switch (dtype) {
-  case MEMOPT_F32:
-  case MEMOPT_I32:
-    return 4;
-  case MEMOPT_F16:
-  case MEMOPT_BF16:
-    return 2;
-  case MEMOPT_I64:
-    return 8;
-  case MEMOPT_I1:
-    return 1;
-  }
-  return 0;
-}
+size_t memopt_dtype_size(memopt_dtype dtype) { return dtypeSize(dtype); }
 
 static void copyBytes(memopt_context *ctx, const char *entry, void *dst,
                       const void *src, uint64_t bytes) {
-  if (!isLive(ctx) || !checkPointers(ctx, entry, bytes ? 1 : 0, {dst, src}))
+  if (!checkPointers(ctx, entry, bytes ? 1 : 0, {dst, src}))
     return;
   if (bytes)
     std::memmove(dst, src, static_cast<size_t>(bytes));
@@ -296,8 +216,8 @@ void memopt_copy(memopt_context *ctx, void *dst, const void *src,
 void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
                  double value) {
   const char *entry = "memopt_fill";
-  if (!isLive(ctx) || !checkExtents(ctx, entry, {n}) ||
-      !checkPointers(ctx, entry, n, {dst}))
+  if (!checkExtents(ctx, entry, {n}) || !checkPointers(ctx, entry, n, {dst}) ||
+      !checkElementSize(ctx, entry, dtype))
     return;
   switch (dtype) {
   case MEMOPT_F32: {
@@ -333,8 +253,6 @@ void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
     std::memset(dst, value != 0.0 ? 1 : 0, static_cast<size_t>(n));
     return;
   }
-  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown dtype %d",
-           static_cast<int>(dtype));
 }
 
 //===----------------------------------------------------------------------===//
@@ -344,8 +262,8 @@ void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
 void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
                  memopt_dtype out_dtype, void *output, int64_t n) {
   const char *entry = "memopt_cast";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, in_dtype) ||
-      !checkFloat(ctx, entry, out_dtype) || !checkExtents(ctx, entry, {n}) ||
+  if (!checkFloat(ctx, entry, in_dtype) || !checkFloat(ctx, entry, out_dtype) ||
+      !checkExtents(ctx, entry, {n}) ||
       !checkPointers(ctx, entry, n, {input, output}))
     return;
   if (in_dtype == out_dtype) {
@@ -371,15 +289,8 @@ void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
 void memopt_where(memopt_context *ctx, memopt_dtype dtype, const uint8_t *cond,
                   const void *a, const void *b, void *out, int64_t n) {
   const char *entry = "memopt_where";
-  size_t size = memopt_dtype_size(dtype);
-  if (!isLive(ctx))
-    return;
-  if (!size) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown dtype %d",
-             static_cast<int>(dtype));
-    return;
-  }
-  if (!checkExtents(ctx, entry, {n}) ||
+  size_t size = checkElementSize(ctx, entry, dtype);
+  if (!size || !checkExtents(ctx, entry, {n}) ||
       !checkPointers(ctx, entry, n, {cond, a, b, out}))
     return;
   const char *pa = static_cast<const char *>(a);
@@ -393,9 +304,7 @@ void memopt_masked_fill(memopt_context *ctx, memopt_dtype dtype,
                         const void *input, const uint8_t *mask, double value,
                         void *out, int64_t n) {
   const char *entry = "memopt_masked_fill";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkExtents(ctx, entry, {n}) ||
-      !checkPointers(ctx, entry, n, {input, mask, out}))
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, mask, out}))
     return;
   size_t size = memopt_dtype_size(dtype);
   float v = static_cast<float>(value);

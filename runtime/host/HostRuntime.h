@@ -1,7 +1,8 @@
 //===- HostRuntime.h - host runtime internals -------------------*- C++ -*-===//
 //
 // The state behind `memopt_context` and the helpers every kernel file uses:
-// the sticky error, argument checks, and f32 staging of f16/bf16 operands
+// the sticky error (argument checks are in memopt/runtime/Validate.h), and
+// f32 staging of f16/bf16 operands
 // (kernels compute in f32 and round once on the way out).
 //
 //===----------------------------------------------------------------------===//
@@ -10,10 +11,10 @@
 #define MEMOPT_RUNTIME_HOST_HOSTRUNTIME_H
 
 #include "memopt/runtime.h"
+#include "memopt/runtime/Validate.h"
 
 #include <chrono>
 #include <cstdint>
-#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -35,37 +36,13 @@ struct memopt_context {
 namespace memopt {
 namespace host {
 
+/// The argument checks shared with the CUDA runtime.
+using namespace runtime;
+
 /// True when the entry should run: the context exists and holds no error.
 inline bool isLive(const memopt_context *ctx) {
   return ctx && ctx->status == MEMOPT_OK;
 }
-
-/// Records the first error: "<entry>: <printf-formatted message>".
-void setError(memopt_context *ctx, memopt_status status, const char *entry,
-              const char *format, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-/// The name of a dtype for messages ("f32", ...).
-const char *dtypeName(memopt_dtype dtype);
-
-/// True for F32, F16 and BF16.
-inline bool isFloatType(memopt_dtype dtype) {
-  return dtype == MEMOPT_F32 || dtype == MEMOPT_F16 || dtype == MEMOPT_BF16;
-}
-
-/// Records an error and returns false unless `dtype` is a float dtype.
-bool checkFloat(memopt_context *ctx, const char *entry, memopt_dtype dtype);
-
-/// Records an error and returns false unless every extent is >= 0.
-bool checkExtents(memopt_context *ctx, const char *entry,
-                  std::initializer_list<int64_t> extents);
-
-/// Records an error and returns false if any pointer is null while `n` > 0.
-bool checkPointers(memopt_context *ctx, const char *entry, int64_t n,
-                   std::initializer_list<const void *> pointers);
 
 /// Converts `n` elements of float `dtype` at `src` to f32.
 void loadF32(memopt_dtype dtype, const void *src, float *dst, int64_t n);
@@ -149,9 +126,6 @@ inline int64_t loadIndex(memopt_dtype dtype, const void *src, int64_t i) {
     return static_cast<const int32_t *>(src)[i];
   return static_cast<const int64_t *>(src)[i];
 }
-
-/// Records an error and returns false unless `dtype` is I32 or I64.
-bool checkIndexType(memopt_context *ctx, const char *entry, memopt_dtype dtype);
 
 } // namespace host
 } // namespace memopt

@@ -17,15 +17,6 @@ using namespace memopt::host;
 
 namespace {
 
-bool checkReduction(memopt_context *ctx, const char *entry,
-                    memopt_loss_reduction reduction) {
-  if (reduction == MEMOPT_REDUCTION_MEAN || reduction == MEMOPT_REDUCTION_SUM)
-    return true;
-  setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "unknown reduction %d",
-           static_cast<int>(reduction));
-  return false;
-}
-
 /// Checks the labels and returns the number of rows that are not ignored, or
 /// -1 after recording an error.
 int64_t countLabels(memopt_context *ctx, const char *entry,
@@ -65,10 +56,7 @@ void memopt_label_count(memopt_context *ctx, memopt_dtype label_dtype,
                         const void *labels, float *count, int64_t n,
                         int64_t ignore_index) {
   const char *entry = "memopt_label_count";
-  if (!isLive(ctx) || !checkIndexType(ctx, entry, label_dtype) ||
-      !checkExtents(ctx, entry, {n}) ||
-      !checkPointers(ctx, entry, 1, {count}) ||
-      !checkPointers(ctx, entry, n, {labels}))
+  if (!checkLabelCount(ctx, entry, label_dtype, labels, count, n))
     return;
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i)
@@ -82,12 +70,8 @@ void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                           int64_t classes, int64_t ignore_index,
                           memopt_loss_reduction reduction) {
   const char *entry = "memopt_cross_entropy";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkIndexType(ctx, entry, label_dtype) ||
-      !checkReduction(ctx, entry, reduction) ||
-      !checkExtents(ctx, entry, {rows, classes}) ||
-      !checkPointers(ctx, entry, 1, {loss}) ||
-      !checkPointers(ctx, entry, rows, {logits, labels}))
+  if (!checkCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
+                         classes, loss, {logits, labels}))
     return;
   int64_t count =
       countLabels(ctx, entry, label_dtype, labels, rows, classes, ignore_index);
@@ -115,12 +99,8 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
                                int64_t ignore_index,
                                memopt_loss_reduction reduction) {
   const char *entry = "memopt_cross_entropy_grad";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkIndexType(ctx, entry, label_dtype) ||
-      !checkReduction(ctx, entry, reduction) ||
-      !checkExtents(ctx, entry, {rows, classes}) ||
-      !checkPointers(ctx, entry, 1, {grad_loss}) ||
-      !checkPointers(ctx, entry, rows, {logits, labels, out}))
+  if (!checkCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
+                         classes, grad_loss, {logits, labels, out}))
     return;
   int64_t count =
       countLabels(ctx, entry, label_dtype, labels, rows, classes, ignore_index);
@@ -154,10 +134,7 @@ void memopt_mse_loss(memopt_context *ctx, memopt_dtype dtype, const void *input,
                      const void *target, float *loss, int64_t n,
                      memopt_loss_reduction reduction) {
   const char *entry = "memopt_mse_loss";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkReduction(ctx, entry, reduction) ||
-      !checkExtents(ctx, entry, {n}) || !checkPointers(ctx, entry, 1, {loss}) ||
-      !checkPointers(ctx, entry, n, {input, target}))
+  if (!checkMseLoss(ctx, entry, dtype, reduction, n, loss, {input, target}))
     return;
   F32Input x(ctx, dtype, input, n);
   F32Input t(ctx, dtype, target, n);
@@ -177,11 +154,8 @@ void memopt_mse_loss_grad(memopt_context *ctx, memopt_dtype dtype,
                           const float *grad_loss, void *out, int64_t n,
                           memopt_loss_reduction reduction) {
   const char *entry = "memopt_mse_loss_grad";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkReduction(ctx, entry, reduction) ||
-      !checkExtents(ctx, entry, {n}) ||
-      !checkPointers(ctx, entry, 1, {grad_loss}) ||
-      !checkPointers(ctx, entry, n, {input, target, out}))
+  if (!checkMseLoss(ctx, entry, dtype, reduction, n, grad_loss,
+                    {input, target, out}))
     return;
   double scale = 2.0 * *grad_loss;
   if (reduction == MEMOPT_REDUCTION_MEAN && n)

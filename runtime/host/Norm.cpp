@@ -16,14 +16,6 @@ using namespace memopt::host;
 
 namespace {
 
-bool checkSoftmax(memopt_context *ctx, const char *entry, memopt_dtype dtype,
-                  int64_t outer, int64_t dim, int64_t inner,
-                  std::initializer_list<const void *> pointers) {
-  return isLive(ctx) && checkFloat(ctx, entry, dtype) &&
-         checkExtents(ctx, entry, {outer, dim, inner}) &&
-         checkPointers(ctx, entry, outer * dim * inner, pointers);
-}
-
 /// Computes softmax (or log-softmax) of each [dim] column with stride
 /// `inner`.
 void softmaxForward(memopt_context *ctx, memopt_dtype dtype, const void *input,
@@ -88,32 +80,32 @@ void softmaxBackward(memopt_context *ctx, memopt_dtype dtype,
 
 void memopt_softmax(memopt_context *ctx, memopt_dtype dtype, const void *input,
                     void *out, int64_t outer, int64_t dim, int64_t inner) {
-  if (checkSoftmax(ctx, "memopt_softmax", dtype, outer, dim, inner,
-                   {input, out}))
+  if (checkFloatTensors(ctx, "memopt_softmax", dtype, {outer, dim, inner},
+                        {input, out}))
     softmaxForward(ctx, dtype, input, out, outer, dim, inner, false);
 }
 
 void memopt_log_softmax(memopt_context *ctx, memopt_dtype dtype,
                         const void *input, void *out, int64_t outer,
                         int64_t dim, int64_t inner) {
-  if (checkSoftmax(ctx, "memopt_log_softmax", dtype, outer, dim, inner,
-                   {input, out}))
+  if (checkFloatTensors(ctx, "memopt_log_softmax", dtype, {outer, dim, inner},
+                        {input, out}))
     softmaxForward(ctx, dtype, input, out, outer, dim, inner, true);
 }
 
 void memopt_softmax_grad(memopt_context *ctx, memopt_dtype dtype,
                          const void *output, const void *grad, void *out,
                          int64_t outer, int64_t dim, int64_t inner) {
-  if (checkSoftmax(ctx, "memopt_softmax_grad", dtype, outer, dim, inner,
-                   {output, grad, out}))
+  if (checkFloatTensors(ctx, "memopt_softmax_grad", dtype, {outer, dim, inner},
+                        {output, grad, out}))
     softmaxBackward(ctx, dtype, output, grad, out, outer, dim, inner, false);
 }
 
 void memopt_log_softmax_grad(memopt_context *ctx, memopt_dtype dtype,
                              const void *output, const void *grad, void *out,
                              int64_t outer, int64_t dim, int64_t inner) {
-  if (checkSoftmax(ctx, "memopt_log_softmax_grad", dtype, outer, dim, inner,
-                   {output, grad, out}))
+  if (checkFloatTensors(ctx, "memopt_log_softmax_grad", dtype,
+                        {outer, dim, inner}, {output, grad, out}))
     softmaxBackward(ctx, dtype, output, grad, out, outer, dim, inner, true);
 }
 
@@ -127,12 +119,8 @@ void memopt_layer_norm(memopt_context *ctx, memopt_dtype dtype,
                        float *mean, float *rstd, int64_t rows, int64_t cols,
                        double eps) {
   const char *entry = "memopt_layer_norm";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkFloat(ctx, entry, w_dtype) ||
-      !checkExtents(ctx, entry, {rows, cols}) ||
-      !checkPointers(ctx, entry, rows * cols, {input, out}) ||
-      !checkPointers(ctx, entry, rows, {mean, rstd}) ||
-      !checkPointers(ctx, entry, cols, {weight, bias}))
+  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols, {input, out},
+                 {mean, rstd}, {weight, bias}))
     return;
   F32Input x(ctx, dtype, input, rows * cols);
   F32Input w(ctx, w_dtype, weight, cols);
@@ -166,12 +154,9 @@ void memopt_layer_norm_grad(memopt_context *ctx, memopt_dtype dtype,
                             void *grad_input, void *grad_weight,
                             void *grad_bias, int64_t rows, int64_t cols) {
   const char *entry = "memopt_layer_norm_grad";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkFloat(ctx, entry, w_dtype) ||
-      !checkExtents(ctx, entry, {rows, cols}) ||
-      !checkPointers(ctx, entry, rows * cols, {grad, input, grad_input}) ||
-      !checkPointers(ctx, entry, rows, {mean, rstd}) ||
-      !checkPointers(ctx, entry, cols, {weight, grad_weight, grad_bias}))
+  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols,
+                 {grad, input, grad_input}, {mean, rstd},
+                 {weight, grad_weight, grad_bias}))
     return;
   int64_t n = rows * cols;
   F32Input dy(ctx, dtype, grad, n);
@@ -211,12 +196,8 @@ void memopt_rms_norm(memopt_context *ctx, memopt_dtype dtype, const void *input,
                      memopt_dtype w_dtype, const void *weight, void *out,
                      float *rstd, int64_t rows, int64_t cols, double eps) {
   const char *entry = "memopt_rms_norm";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkFloat(ctx, entry, w_dtype) ||
-      !checkExtents(ctx, entry, {rows, cols}) ||
-      !checkPointers(ctx, entry, rows * cols, {input, out}) ||
-      !checkPointers(ctx, entry, rows, {rstd}) ||
-      !checkPointers(ctx, entry, cols, {weight}))
+  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols, {input, out}, {rstd},
+                 {weight}))
     return;
   F32Input x(ctx, dtype, input, rows * cols);
   F32Input w(ctx, w_dtype, weight, cols);
@@ -242,12 +223,8 @@ void memopt_rms_norm_grad(memopt_context *ctx, memopt_dtype dtype,
                           const float *rstd, void *grad_input,
                           void *grad_weight, int64_t rows, int64_t cols) {
   const char *entry = "memopt_rms_norm_grad";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkFloat(ctx, entry, w_dtype) ||
-      !checkExtents(ctx, entry, {rows, cols}) ||
-      !checkPointers(ctx, entry, rows * cols, {grad, input, grad_input}) ||
-      !checkPointers(ctx, entry, rows, {rstd}) ||
-      !checkPointers(ctx, entry, cols, {weight, grad_weight}))
+  if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols,
+                 {grad, input, grad_input}, {rstd}, {weight, grad_weight}))
     return;
   int64_t n = rows * cols;
   F32Input dy(ctx, dtype, grad, n);
@@ -287,22 +264,12 @@ void memopt_batch_norm(memopt_context *ctx, memopt_dtype dtype,
                        float *new_running_var, int64_t batch, int64_t channels,
                        int64_t spatial, double eps, double momentum) {
   const char *entry = "memopt_batch_norm";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkExtents(ctx, entry, {batch, channels, spatial}))
+  if (!checkBatchNorm(ctx, entry, dtype, batch, channels, spatial,
+                      /*training=*/true, {input, out},
+                      {weight, bias, running_mean, running_var, mean, rstd,
+                       new_running_mean, new_running_var}))
     return;
-  int64_t count = batch * spatial;
-  if (channels > 0 && count < 2) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "training needs more than one value per channel, got %lld",
-             static_cast<long long>(count));
-    return;
-  }
-  int64_t n = batch * channels * spatial;
-  if (!checkPointers(ctx, entry, n, {input, out}) ||
-      !checkPointers(ctx, entry, channels,
-                     {weight, bias, running_mean, running_var, mean, rstd,
-                      new_running_mean, new_running_var}))
-    return;
+  int64_t count = batch * spatial, n = batch * channels * spatial;
   F32Input x(ctx, dtype, input, n);
   F32Output y(ctx, dtype, out, n);
   for (int64_t c = 0; c < channels; ++c) {
@@ -347,15 +314,11 @@ void memopt_batch_norm_grad(memopt_context *ctx, memopt_dtype dtype,
                             float *grad_weight, float *grad_bias, int64_t batch,
                             int64_t channels, int64_t spatial) {
   const char *entry = "memopt_batch_norm_grad";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkExtents(ctx, entry, {batch, channels, spatial}))
+  if (!checkBatchNorm(ctx, entry, dtype, batch, channels, spatial,
+                      /*training=*/false, {grad, input, grad_input},
+                      {weight, mean, rstd, grad_weight, grad_bias}))
     return;
-  int64_t n = batch * channels * spatial;
-  int64_t count = batch * spatial;
-  if (!checkPointers(ctx, entry, n, {grad, input, grad_input}) ||
-      !checkPointers(ctx, entry, channels,
-                     {weight, mean, rstd, grad_weight, grad_bias}))
-    return;
+  int64_t n = batch * channels * spatial, count = batch * spatial;
   F32Input dy(ctx, dtype, grad, n);
   F32Input x(ctx, dtype, input, n);
   F32Output dx(ctx, dtype, grad_input, n);

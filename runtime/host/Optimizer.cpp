@@ -33,10 +33,8 @@ void memopt_sgd_update(memopt_context *ctx, memopt_dtype dtype,
                        void *new_param, void *new_momentum_buffer, int64_t n,
                        double lr, double momentum, double weight_decay) {
   const char *entry = "memopt_sgd_update";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkExtents(ctx, entry, {n}) ||
-      !checkPointers(
-          ctx, entry, n,
+  if (!checkFloatTensors(
+          ctx, entry, dtype, {n},
           {param, grad, momentum_buffer, new_param, new_momentum_buffer}))
     return;
   if (isSkipped(skip)) {
@@ -72,11 +70,10 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
                          double beta1, double beta2, double eps,
                          double weight_decay) {
   const char *entry = "memopt_adamw_update";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkExtents(ctx, entry, {n}) || !checkPointers(ctx, entry, 1, {step}) ||
-      !checkPointers(ctx, entry, n,
-                     {param, grad, exp_avg, exp_avg_sq, new_param, new_exp_avg,
-                      new_exp_avg_sq}))
+  if (!checkFloatTensors(ctx, entry, dtype, {n},
+                         {param, grad, exp_avg, exp_avg_sq, new_param,
+                          new_exp_avg, new_exp_avg_sq}) ||
+      !checkPointers(ctx, entry, 1, {step}))
     return;
   if (isSkipped(skip)) {
     copyIfDistinct(dtype, param, new_param, n);
@@ -127,15 +124,14 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
 
 void memopt_increment(memopt_context *ctx, const int64_t *step,
                       const uint8_t *skip, int64_t *out) {
-  if (!isLive(ctx) || !checkPointers(ctx, "memopt_increment", 1, {step, out}))
+  if (!checkPointers(ctx, "memopt_increment", 1, {step, out}))
     return;
   *out = isSkipped(skip) ? *step : *step + 1;
 }
 
 void memopt_scale_loss(memopt_context *ctx, const float *loss,
                        const float *scale, float *out) {
-  if (!isLive(ctx) ||
-      !checkPointers(ctx, "memopt_scale_loss", 1, {loss, scale, out}))
+  if (!checkPointers(ctx, "memopt_scale_loss", 1, {loss, scale, out}))
     return;
   *out = *loss * *scale;
 }
@@ -145,16 +141,9 @@ void memopt_unscale(memopt_context *ctx, const float *scale,
                     const void *const *grads, void *const *results,
                     const int64_t *sizes, uint8_t *found_inf) {
   const char *entry = "memopt_unscale";
-  if (!isLive(ctx) || !checkExtents(ctx, entry, {num_tensors}) ||
-      !checkPointers(ctx, entry, 1, {scale, found_inf}) ||
-      !checkPointers(ctx, entry, num_tensors, {dtypes, grads, results, sizes}))
+  if (!checkUnscale(ctx, entry, scale, num_tensors, dtypes, grads, results,
+                    sizes, found_inf))
     return;
-  for (int64_t j = 0; j < num_tensors; ++j) {
-    if (!checkFloat(ctx, entry, dtypes[j]) ||
-        !checkExtents(ctx, entry, {sizes[j]}) ||
-        !checkPointers(ctx, entry, sizes[j], {grads[j], results[j]}))
-      return;
-  }
   float inv = static_cast<float>(1.0 / static_cast<double>(*scale));
   bool anyNonFinite = false;
   for (int64_t j = 0; j < num_tensors; ++j) {
@@ -178,16 +167,11 @@ void memopt_update_scale(memopt_context *ctx, const float *scale,
                          int64_t *new_growth_tracker, double growth_factor,
                          double backoff_factor, int64_t growth_interval) {
   const char *entry = "memopt_update_scale";
-  if (!isLive(ctx) || !checkPointers(ctx, entry, 1,
-                                     {scale, growth_tracker, found_inf,
-                                      new_scale, new_growth_tracker}))
+  if (!checkUpdateScale(
+          ctx, entry,
+          {scale, growth_tracker, found_inf, new_scale, new_growth_tracker},
+          growth_interval))
     return;
-  if (growth_interval < 1) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "growth interval %lld is not positive",
-             static_cast<long long>(growth_interval));
-    return;
-  }
   float current = *scale;
   int64_t tracker = *growth_tracker;
   if (*found_inf) {

@@ -58,15 +58,9 @@ void memopt_dropout(memopt_context *ctx, memopt_dtype dtype, const void *input,
                     void *out, int64_t n, double p, uint64_t seed,
                     uint64_t stream, uint64_t offset) {
   const char *entry = "memopt_dropout";
-  if (!isLive(ctx) || !checkFloat(ctx, entry, dtype) ||
-      !checkExtents(ctx, entry, {n}) ||
-      !checkPointers(ctx, entry, n, {input, out}))
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) ||
+      !checkProbability(ctx, entry, p))
     return;
-  if (!(p >= 0.0 && p <= 1.0)) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "probability %g outside [0, 1]", p);
-    return;
-  }
   uint64_t mixed = seed ^ (stream * kStreamMultiplier);
   const uint32_t key[2] = {static_cast<uint32_t>(mixed),
                            static_cast<uint32_t>(mixed >> 32)};

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ArgumentErrorCases.h"
 #include "RuntimeTestUtil.h"
 
 #include <string>
@@ -50,6 +51,10 @@ TEST_F(RuntimeTest, FirstErrorIsStickyAndNamesTheEntry) {
   EXPECT_STREQ(memopt_get_error_message(ctx), "");
   memopt_unary(ctx, MEMOPT_UNARY_NEG, MEMOPT_F32, x.data(), y.data(), 4);
   EXPECT_EQ(y[0], -1.0f);
+}
+
+TEST(HostArgumentErrorTest, EveryEntryReportsTheSharedMessages) {
+  expectArgumentErrors(memopt_context_create);
 }
 
 TEST_F(RuntimeTest, StepTimerAndDtypeSizes) {

@@ -1,16 +1,19 @@
 //===- CudaRuntimeTest.cpp - CUDA runtime tests ----------------------------===//
 //
 // Without a GPU: the Philox block (a host function) against Random123's
-// known-answer vectors, and context creation failing with "no CUDA device".
-// With one (scripts/gpu-check.sh runs them there): kernels against f64
-// references computed here, dropout against the documented derivation, RNE
+// known-answer vectors, "no CUDA device", and every entry's argument errors
+// (ArgumentErrorCases.h) on a context built without a device. With one
+// (scripts/gpu-check.sh runs them there): kernels against f64 references
+// computed here, dropout against the documented derivation, RNE
 // casts against bit-level rounding, and device-side errors (an index out of
 // range) reported through the sticky error. Tests that need a device skip
 // with a message when there is none.
 //
 //===----------------------------------------------------------------------===//
 
-#include "memopt/runtime.h"
+#include "ArgumentErrorCases.h"
+#include "CudaRuntime.h"
+#include "Float16.h"
 
 #include "gtest/gtest.h"
 
@@ -19,6 +22,9 @@
 #include <random>
 #include <string>
 #include <vector>
+
+using memopt::host::bfloat16BitsToFloat;
+using memopt::host::floatToBFloat16Bits;
 
 namespace {
 
@@ -51,6 +57,25 @@ TEST(CudaContextTest, NameAndNoDeviceError) {
   EXPECT_NE(std::string(memopt_context_create_error()).find("no CUDA device"),
             std::string::npos)
       << memopt_context_create_error();
+}
+
+/// Argument validation runs before any CUDA call, so a context without a
+/// stream, arena or workspace (built here, without a device) reports every
+/// argument error, with the host runtime's messages.
+TEST(CudaArgumentErrorTest, EveryEntryReportsTheSharedMessages) {
+  memopt::test::expectArgumentErrors([] { return new memopt_context(); });
+}
+
+TEST(CudaArgumentErrorTest, RankBeyondTheKernelLimit) {
+  memopt_context *ctx = new memopt_context();
+  int64_t shape[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  int64_t perm[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+  float x = 0.0f;
+  memopt_transpose(ctx, MEMOPT_F32, &x, 9, shape, perm, &x);
+  EXPECT_STREQ(memopt_get_error_message(ctx),
+               "memopt_transpose: invalid rank 9 (the CUDA runtime supports up "
+               "to 8)");
+  memopt_context_destroy(ctx);
 }
 
 /// A context with an arena; tensors are placed by bump allocation.
@@ -103,23 +128,6 @@ protected:
   std::mt19937 rng{99};
 };
 
-/// bf16 bits of `v`, rounded to nearest even (NaN stays NaN).
-uint16_t toBF16(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  if (std::isnan(v))
-    return static_cast<uint16_t>((bits >> 16) | 0x40);
-  uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
-  return static_cast<uint16_t>((bits + rounding) >> 16);
-}
-
-float fromBF16(uint16_t h) {
-  uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float v;
-  std::memcpy(&v, &bits, 4);
-  return v;
-}
-
 TEST_F(CudaTest, MatmulMatchesReference) {
   const int64_t batch = 3, m = 37, n = 29, k = 53;
   for (int transA = 0; transA < 2; ++transA) {
@@ -152,9 +160,9 @@ TEST_F(CudaTest, Bf16MatmulAccumulatesInF32) {
   std::vector<float> a = random(m * k), b = random(k * n);
   std::vector<uint16_t> ha(a.size()), hb(b.size());
   for (size_t i = 0; i < a.size(); ++i)
-    ha[i] = toBF16(a[i]);
+    ha[i] = floatToBFloat16Bits(a[i]);
   for (size_t i = 0; i < b.size(); ++i)
-    hb[i] = toBF16(b[i]);
+    hb[i] = floatToBFloat16Bits(b[i]);
   uint16_t *da = upload(ha), *db = upload(hb);
   float *dc = static_cast<float *>(alloc(m * n * 4));
   memopt_matmul(ctx, MEMOPT_BF16, da, db, dc, 1, 1, m, n, k, 0, 0, MEMOPT_F32);
@@ -163,7 +171,8 @@ TEST_F(CudaTest, Bf16MatmulAccumulatesInF32) {
     for (int64_t j = 0; j < n; ++j) {
       double want = 0;
       for (int64_t l = 0; l < k; ++l)
-        want += double(fromBF16(ha[i * k + l])) * fromBF16(hb[l * n + j]);
+        want += double(bfloat16BitsToFloat(ha[i * k + l])) *
+                bfloat16BitsToFloat(hb[l * n + j]);
       ASSERT_NEAR(c[i * n + j], want, 1e-3) << i << " " << j;
     }
 }
@@ -177,7 +186,7 @@ TEST_F(CudaTest, CastRoundsToNearestEven) {
   memopt_cast(ctx, MEMOPT_F32, dx, MEMOPT_BF16, dy, x.size());
   std::vector<uint16_t> y = download<uint16_t>(dy, x.size());
   for (size_t i = 0; i < x.size(); ++i)
-    ASSERT_EQ(y[i], toBF16(x[i])) << x[i];
+    ASSERT_EQ(y[i], floatToBFloat16Bits(x[i])) << x[i];
 }
 
 TEST_F(CudaTest, DropoutFollowsTheDocumentedDerivation) {
