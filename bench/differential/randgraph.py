@@ -272,8 +272,54 @@ class Graph:
 
     # -- the whole graph ---------------------------------------------------
 
-    def build(self):
+    def convolutions(self):
+        """An image input through one to four random convolution, pooling
+        and activation ops (scopes `conv.<i>`), flattened to a matrix."""
         rng, b = self.rng, self.batch
+        shape = (b, int(rng.integers(1, 5)), int(rng.choice([4, 6, 8])),
+                 int(rng.choice([4, 6, 8])))
+        x = self.data(rng.standard_normal(shape).astype(np.float32))
+        for i in range(int(rng.integers(1, 5))):
+            self.scope = f"conv.{i}"
+            n, c, h, w = shape
+            inp = x
+            kind = rng.choice(["conv", "conv", "pool", "act"])
+            if kind == "pool" and h >= 4 and w >= 4:
+                op = str(rng.choice(["max_pool2d", "avg_pool2d"]))
+                out = (n, c, h // 2, w // 2)
+                x = self.op(op, [x], f"{_type(shape)} to {_type(out)}",
+                            "kernel [2, 2] strides [2, 2]")
+            elif kind == "act":
+                x = self.unary(str(rng.choice(["relu", "gelu", "tanh"])), x,
+                               shape)
+                out = shape
+            else:
+                k = int(rng.choice([1, 3]))
+                stride = int(rng.choice([1, 1, 2])) if h >= 4 else 1
+                o = int(rng.integers(1, 5))
+                pad = (k - 1) // 2
+                out = (n, o, (h + 2 * pad - k) // stride + 1,
+                       (w + 2 * pad - k) // stride + 1)
+                filt = self.param((o, c, k, k), "weight", fan_in=c * k * k)
+                x = self.op("conv2d", [x, filt],
+                            f"{_type(shape)}, {_type((o, c, k, k))} -> "
+                            f"{_type(out)}",
+                            f"strides [{stride}, {stride}] "
+                            f"padding [{pad}, {pad}]")
+                if out == shape and rng.random() < 0.5:
+                    x = self.binary("add", x, inp, out)
+            shape = out
+            self.values.append((x, shape, 0))
+        flat = (b, shape[1] * shape[2] * shape[3])
+        x = self.op("reshape", [x], f"{_type(shape)} to {_type(flat)}")
+        return x, flat
+
+    def build(self, conv=False):
+        rng, b = self.rng, self.batch
+        if conv:
+            x, shape = self.convolutions()
+            self.values.append((x, shape, 0))
+            return self.blocks(x, shape)
         # Inputs: a matrix, a sequence, or token ids through an embedding.
         form = rng.choice(["matrix", "sequence", "tokens"])
         features = int(rng.integers(3, 13))
@@ -298,7 +344,10 @@ class Graph:
             self.values.append(
                 (self.data(rng.standard_normal(other).astype(np.float32)),
                  other, 0))
+        return self.blocks(x, shape)
 
+    def blocks(self, x, shape):
+        rng = self.rng
         blocks = int(rng.integers(1, 6))
         for block in range(blocks):
             self.scope = f"block.{block}"
@@ -358,10 +407,11 @@ class Graph:
                      f"\n  return {loss} : tensor<f32>\n}}\n")
 
 
-def generate(seed):
-    """The random graph of `seed`."""
-    return Graph(seed).build()
+def generate(seed, conv=False):
+    """The random graph of `seed`; with `conv`, it starts with convolutions
+    of an image input."""
+    return Graph(seed).build(conv)
 
 
 if __name__ == "__main__":
-    print(generate(int(sys.argv[1])).mlir, end="")
+    print(generate(int(sys.argv[1]), conv="--conv" in sys.argv).mlir, end="")

@@ -265,8 +265,8 @@ def gradcheck(runner, base_flags):
 
 def check_graph(args):
     """Runs every variant of one graph; returns its comparisons."""
-    seed, workroot, cache, keep = args
-    graph = randgraph.generate(seed)
+    seed, workroot, cache, keep, conv = args
+    graph = randgraph.generate(seed, conv)
     work = os.path.join(workroot, f"g{seed}")
     runner = Runner(graph, work, cache)
     rng = np.random.default_rng(seed + 104729)
@@ -357,6 +357,9 @@ def main():
     parser.add_argument("--first", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--work", default=None)
+    parser.add_argument("--conv", action="store_true",
+                        help="graphs that start with convolutions and "
+                        "pooling of an image input")
     parser.add_argument("--keep", action="store_true",
                         help="keep the work directories of passing graphs")
     args = parser.parse_args()
@@ -376,7 +379,8 @@ def main():
                 record = json.loads(line)
                 done[record["seed"]] = record
     seeds = range(args.first, args.first + args.graphs)
-    tasks = [(s, work, cache, args.keep) for s in seeds if s not in done]
+    tasks = [(s, work, cache, args.keep, args.conv) for s in seeds
+             if s not in done]
     start = time.time()
     with open(log, "a") as f, multiprocessing.Pool(args.jobs) as pool:
         for n, (seed, graph_ops, comparisons) in enumerate(
@@ -415,6 +419,7 @@ def main():
     for option, seed, message, flags in sorted(failures, key=lambda f: f[1]):
         print(f"MISMATCH seed {seed} {option}: {message}\n  reproduce: "
               f"{os.path.relpath(os.path.join(HERE, 'randgraph.py'))} {seed}"
+              f"{' --conv' if args.conv else ''}"
               f" > g.mlir && memopt-compile g.mlir -o out {' '.join(flags)}"
               f"  (work: {os.path.join(work, 'g%d' % seed)})")
     total = sum(row[0] for row in table.values())
