@@ -44,6 +44,15 @@
 //    every value stored in it. A buffer's "storage" is its alloc: the values
 //    written in place and the views below share it, and the storage dies at
 //    the last use of any of them.
+//  - In-place unscale. Result i of `memopt.unscale` (the unscaled gradient
+//    i) goes into the buffer of gradient i under the same conditions
+//    (runtime.h: results[j] may alias grads[j]), when that buffer is a whole
+//    alloc or a reshape view of one and no other operand of the unscale
+//    (another gradient, the scale) is stored in the same alloc: the runtime
+//    unscales one tensor after the other. The optimizer then reads the
+//    unscaled gradient from there, so FP16 loss scaling needs no second set
+//    of gradient buffers (with accumulation, the unscale after the loop
+//    writes over the f32 accumulators).
 //  - Reshape aliasing. A reshape becomes a `memref.reinterpret_cast` of its
 //    operand's buffer (same elements, row-major, offset 0) instead of a copy
 //    kernel; BufferLiveness follows the view, so the storage stays live
@@ -129,6 +138,22 @@ static bool mayOverwriteOperand(Operation *op, unsigned resultIndex,
 static bool mayReuseOperandBuffer(Operation *op) {
   return op->getNumResults() == 1 &&
          (isElementwiseKernel(op) || isa<CastOp, SoftmaxOp>(op));
+}
+
+/// The operands whose scratch buffer result `resultIndex` of `op` may be
+/// written into when it dies there: any operand of a single-result
+/// elementwise kernel (mayReuseOperandBuffer), and for `memopt.unscale` the
+/// gradient that the result unscales (result i, operand i + 1; runtime.h lets
+/// results[j] alias grads[j], and only that: the entry goes through the
+/// tensors one after the other, so result i written over another gradient
+/// would clobber it before it is read).
+static SmallVector<unsigned> getReusableOperands(Operation *op,
+                                                 unsigned resultIndex) {
+  if (mayReuseOperandBuffer(op))
+    return llvm::to_vector(llvm::seq(op->getNumOperands()));
+  if (isa<UnscaleOp>(op) && resultIndex + 1 < op->getNumResults())
+    return {resultIndex + 1};
+  return {};
 }
 
 /// The reduced dimensions of a `memopt.reduce_*` op split into the runs that
@@ -434,16 +459,29 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
       storageEnd[storage] = std::max(storageEnd[storage], getLastUse(value));
   };
   // The buffer of an operand of `op` that `result` may overwrite, or null.
+  // A kernel with several results (the unscale) overwrites an operand only
+  // when it is a whole buffer or a reshape view (identity layout) and no
+  // other operand is stored in the same alloc: the runtime reads and writes
+  // one tensor pair after the other.
   auto findDyingOperand = [&](Operation &op, OpResult result) -> Value {
-    if (!reuseInPlace || !mayReuseOperandBuffer(&op))
+    if (!reuseInPlace)
       return Value();
-    for (Value operand : op.getOperands()) {
+    for (unsigned index : getReusableOperands(&op, result.getResultNumber())) {
+      Value operand = op.getOperand(index);
       Value memref = buffer.lookup(operand);
       Value storage = storageOf.lookup(memref);
-      if (operand.getType() == result.getType() &&
-          storage.getDefiningOp<memref::AllocOp>() &&
-          storageEnd.lookup(storage) == position.lookup(&op))
-        return memref;
+      if (operand.getType() != result.getType() ||
+          !storage.getDefiningOp<memref::AllocOp>() ||
+          storageEnd.lookup(storage) != position.lookup(&op))
+        continue;
+      if (op.getNumResults() > 1 &&
+          (!cast<MemRefType>(memref.getType()).getLayout().isIdentity() ||
+           llvm::any_of(op.getOpOperands(), [&](OpOperand &other) {
+             return other.getOperandNumber() != index &&
+                    storageOf.lookup(buffer.lookup(other.get())) == storage;
+           })))
+        continue;
+      return memref;
     }
     return Value();
   };

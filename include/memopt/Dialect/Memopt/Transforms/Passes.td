@@ -237,7 +237,8 @@ def BufferizePass : Pass<"memopt-bufferize", "mlir::ModuleOp"> {
 
     With `reuse` (the default) the pass also lowers the memory bound: an
     elementwise kernel (or softmax) writes its result into the scratch buffer
-    of an operand of the same type that dies at that kernel, and a reshape
+    of an operand of the same type that dies at that kernel (as does each
+    result of `memopt.unscale`, into its own gradient's buffer), and a reshape
     becomes a `memref.reinterpret_cast` view of its operand's buffer instead
     of a copy. `reuse=false` gives one fresh buffer per value and one copy
     per reshape, to measure the difference; `in-place` and `alias-reshapes`
@@ -248,8 +249,8 @@ def BufferizePass : Pass<"memopt-bufferize", "mlir::ModuleOp"> {
     Option<"reuse", "reuse", "bool", /*default=*/"true",
            "Share buffers: in-place elementwise results and reshape views">,
     Option<"inPlace", "in-place", "bool", /*default=*/"true",
-           "With reuse: write an elementwise result into a dying operand's "
-           "buffer">,
+           "With reuse: write an elementwise (or unscale) result into a dying "
+           "operand's buffer">,
     Option<"aliasReshapes", "alias-reshapes", "bool", /*default=*/"true",
            "With reuse: make a reshape a view of its operand's buffer">,
   ];
