@@ -24,9 +24,91 @@
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <cmath>
+#include <cstdio>
 
 using namespace mlir;
 using namespace memopt;
+
+llvm::Error memopt::setMixedPrecision(MemoptPipelineOptions &options,
+                                      llvm::StringRef name,
+                                      llvm::StringRef extraName) {
+  if (name == "none" || name == "bf16" || name == "fp16") {
+    options.mixedPrecision = name == "fp16" ? "f16" : name.str();
+    return llvm::Error::success();
+  }
+  return llvm::createStringError(
+      "unknown --mixed-precision='" + name + "' (expected none, bf16" +
+      (extraName.empty() ? " or fp16" : ", fp16 or " + extraName.str()) + ")");
+}
+
+/// `value` as "%g" prints it (1.5, not 1.500000e+00).
+static std::string formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+llvm::Error
+memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
+                                      FlagText flagText) {
+  auto spell = [&](llvm::StringRef flag, std::string value) {
+    std::optional<std::string> typed;
+    if (flagText)
+      typed = flagText(flag);
+    return typed.value_or(value);
+  };
+  auto fail = [](const llvm::Twine &message) -> llvm::Error {
+    return llvm::createStringError(message);
+  };
+  if (options.optimizer != "adamw" && options.optimizer != "sgd")
+    return fail("unknown --optimizer='" + options.optimizer +
+                "' (expected adamw or sgd)");
+  if (!llvm::is_contained(
+          {"none", "blocks", "sqrt", "revolve", "budget", "selective", "auto"},
+          llvm::StringRef(options.remat)))
+    return fail("unknown --remat='" + options.remat +
+                "' (expected none, blocks, sqrt, revolve, budget, selective "
+                "or auto)");
+  if (options.microBatches < 1)
+    return fail("invalid --micro-batches=" + llvm::Twine(options.microBatches) +
+                ": expected at least 1");
+  llvm::StringRef lossScale = options.lossScale;
+  double scale = 0;
+  if (!lossScale.empty() && lossScale != "dynamic" && lossScale != "none" &&
+      (lossScale.trim().getAsDouble(scale) || !std::isfinite(scale) ||
+       scale <= 0))
+    return fail("invalid --loss-scale='" + lossScale +
+                "': expected a positive number");
+  struct {
+    llvm::StringRef flag;
+    double value;
+    bool positive;
+  } numbers[] = {{"lr", options.lr, true},
+                 {"eps", options.eps, true},
+                 {"momentum", options.momentum, false},
+                 {"weight-decay", options.weightDecay, false},
+                 {"loss-scale-init", options.lossScaleInit, true}};
+  for (const auto &[flag, value, positive] : numbers)
+    if (!std::isfinite(value) || value < 0 || (positive && value == 0))
+      return fail("invalid --" + flag + "='" +
+                  spell(flag, formatNumber(value)) + "': expected a " +
+                  (positive ? "positive" : "non-negative") + " number");
+  if (options.lossScaleGrowthInterval < 1)
+    return fail("invalid --loss-scale-growth-interval='" +
+                spell("loss-scale-growth-interval",
+                      std::to_string(options.lossScaleGrowthInterval)) +
+                "': expected an integer >= 1");
+  if (!(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 &&
+        options.beta2 < 1))
+    return fail("invalid --betas='" +
+                spell("betas", formatNumber(options.beta1) + "," +
+                                   formatNumber(options.beta2)) +
+                "': expected two numbers b1,b2 in [0, 1)");
+  return llvm::Error::success();
+}
 
 void memopt::buildMemoptPipeline(OpPassManager &pm,
                                  const MemoptPipelineOptions &options) {
@@ -104,9 +186,9 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       *this, "plan-time-limit",
       llvm::cl::desc("Seconds the buffer placer may search"),
       llvm::cl::init(1.0)};
-  Option<std::string> mixedPrecision{
-      *this, "mixed-precision", llvm::cl::desc("none, bf16 or f16"),
-      llvm::cl::init("none")};
+  Option<std::string> mixedPrecision{*this, "mixed-precision",
+                                     llvm::cl::desc("none, bf16 or fp16"),
+                                     llvm::cl::init("none")};
   Option<std::string> lossScale{
       *this, "loss-scale",
       llvm::cl::desc("dynamic, none or a static scale (default: none for "
@@ -141,10 +223,16 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
 } // namespace
 
 void memopt::registerMemoptPipelines() {
-  PassPipelineRegistration<PipelineCLOptions>(
+  // The checks memopt-compile makes, with its messages, before any pass runs.
+  registerPassPipeline(
       "memopt-pipeline",
       "The training pipeline: autodiff, bufferize, plan and verify buffers",
-      [](OpPassManager &pm, const PipelineCLOptions &cl) {
+      [](OpPassManager &pm, llvm::StringRef text,
+         llvm::function_ref<LogicalResult(const llvm::Twine &)> errorHandler)
+          -> LogicalResult {
+        PipelineCLOptions cl;
+        if (failed(cl.parseFromString(text)))
+          return failure();
         MemoptPipelineOptions options;
         options.optimizer = cl.optimizer;
         options.lr = cl.lr;
@@ -154,7 +242,6 @@ void memopt::registerMemoptPipelines() {
         options.weightDecay = cl.weightDecay;
         options.momentum = cl.momentum;
         options.planTimeLimit = cl.planTimeLimit;
-        options.mixedPrecision = cl.mixedPrecision;
         options.lossScale = cl.lossScale;
         options.lossScaleInit = cl.lossScaleInit;
         options.lossScaleGrowthInterval = cl.lossScaleGrowthInterval;
@@ -164,6 +251,15 @@ void memopt::registerMemoptPipelines() {
         options.microBatches = cl.microBatches;
         options.accumulateAllowBatchNorm = cl.accumulateAllowBatchNorm;
         options.bufferReuse = cl.bufferReuse;
+        llvm::Error error = setMixedPrecision(options, cl.mixedPrecision);
+        if (!error)
+          error = validateMemoptPipelineOptions(options);
+        if (error)
+          return errorHandler(llvm::toString(std::move(error)));
         buildMemoptPipeline(pm, options);
+        return success();
+      },
+      [](llvm::function_ref<void(const detail::PassOptions &)> optHandler) {
+        optHandler(PipelineCLOptions());
       });
 }

@@ -60,14 +60,8 @@ bool memopt::isAccumulationAvailable() { return true; }
 std::string memopt::applyCombination(const Combination &combination,
                                      int64_t arenaBudgetBytes,
                                      MemoptPipelineOptions &options) {
-  if (combination.precision == "none")
-    options.mixedPrecision = "none";
-  else if (combination.precision == "bf16")
-    options.mixedPrecision = "bf16";
-  else if (combination.precision == "fp16")
-    options.mixedPrecision = "f16";
-  else
-    return "unknown precision '" + combination.precision + "'";
+  if (llvm::Error error = setMixedPrecision(options, combination.precision))
+    return llvm::toString(std::move(error));
   options.remat = combination.remat;
   options.memoryBudget = 0;
   if (combination.remat == "budget" || combination.remat == "auto") {
@@ -78,10 +72,9 @@ std::string memopt::applyCombination(const Combination &combination,
              "the whole budget";
     options.memoryBudget = arenaBudgetBytes;
   }
-  if (combination.microBatches < 1)
-    return "invalid micro-batch count " +
-           std::to_string(combination.microBatches);
   options.microBatches = combination.microBatches;
+  if (llvm::Error error = validateMemoptPipelineOptions(options))
+    return llvm::toString(std::move(error));
   return "";
 }
 

@@ -26,11 +26,13 @@
 //
 // Every file is written to a temporary and renamed, so an interrupted run
 // never leaves a half-written output. A thin main over library code: the
-// pipeline, the conversion and the emitter live in lib/.
+// flags and their checks live in Options.h, the pipeline, the conversion and
+// the emitter in lib/.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Explore.h"
+#include "Options.h"
 #include "Report.h"
 
 #include "memopt/Analysis/MemoryAccount.h"
@@ -60,7 +62,6 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
@@ -77,8 +78,6 @@
 
 #include "memopt/runtime.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstdlib>
 
 #ifndef MEMOPT_RUNTIME_INCLUDE_DIR
@@ -91,9 +90,7 @@
 #define MEMOPT_CUDA_ENABLED 0
 #define MEMOPT_CUDA_RUNTIME_LIBRARY_NAME ""
 #define MEMOPT_NVCC ""
-#define MEMOPT_CUDA_HOST_COMPILER ""
 #define MEMOPT_CUDA_LIBRARY_DIR ""
-#define MEMOPT_CUDA_ARCHITECTURES ""
 #endif
 #ifndef MEMOPT_RUNTIME_LIBRARY_NAME
 #error "MEMOPT_RUNTIME_LIBRARY_NAME must name the host runtime archive"
@@ -104,306 +101,23 @@ namespace cl = llvm::cl;
 
 namespace {
 
-//===----------------------------------------------------------------------===//
-// Command line
-//===----------------------------------------------------------------------===//
-
-cl::OptionCategory compileCategory("memopt-compile options");
-
-cl::opt<std::string> inputFilename(cl::Positional, cl::Required,
-                                   cl::desc("<model.mlir>"),
-                                   cl::cat(compileCategory));
-
-cl::opt<std::string>
-    outputDir("o",
-              cl::desc("Output directory (created if needed); optional with "
-                       "--report-only and --explore"),
-              cl::value_desc("dir"), cl::cat(compileCategory));
-
-cl::opt<std::string> target("target", cl::init("host"),
-                            cl::desc("Runtime to link: host or cuda"),
-                            cl::value_desc("host|cuda"),
-                            cl::cat(compileCategory));
-
-cl::opt<std::string> cudaArch(
-    "cuda-arch",
-    cl::desc("GPU architectures for --target=cuda, e.g. 80;90a (a subset of "
-             "those the CUDA runtime was built for; default: all of them)"),
-    cl::value_desc("list"), cl::cat(compileCategory));
-
-cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
-                               cl::desc("Optimizer: adamw or sgd"),
-                               cl::value_desc("adamw|sgd"),
-                               cl::cat(compileCategory));
-
-cl::opt<std::string> lr("lr", cl::init("1e-3"), cl::desc("Learning rate"),
-                        cl::value_desc("number"), cl::cat(compileCategory));
-
-cl::opt<std::string>
-    weightDecay("weight-decay",
-                cl::desc("Weight decay (default 0.01 for adamw, 0 for sgd)"),
-                cl::value_desc("number"), cl::cat(compileCategory));
-
-cl::opt<std::string> betas("betas", cl::init("0.9,0.999"),
-                           cl::desc("AdamW moment decays, as b1,b2"),
-                           cl::value_desc("b1,b2"), cl::cat(compileCategory));
-
-cl::opt<std::string> eps("eps", cl::init("1e-8"),
-                         cl::desc("AdamW denominator term"),
-                         cl::value_desc("number"), cl::cat(compileCategory));
-
-cl::opt<std::string> momentum("momentum", cl::init("0"),
-                              cl::desc("SGD momentum"),
-                              cl::value_desc("number"),
-                              cl::cat(compileCategory));
-
-cl::opt<std::string> mixedPrecision(
-    "mixed-precision", cl::init("none"),
-    cl::desc("Mixed precision (docs/MixedPrecision.md): none, bf16, fp16, "
-             "or auto (the budget search may use bf16)"),
-    cl::value_desc("none|bf16|fp16|auto"), cl::cat(compileCategory));
-
-cl::opt<std::string> lossScale(
-    "loss-scale",
-    cl::desc("Loss scaling: dynamic, none or a static scale (default: none "
-             "for bf16, dynamic for fp16)"),
-    cl::value_desc("dynamic|none|number"), cl::cat(compileCategory));
-
-cl::opt<std::string> lossScaleInit("loss-scale-init", cl::init("65536"),
-                                   cl::desc("Initial dynamic loss scale"),
-                                   cl::value_desc("number"),
-                                   cl::cat(compileCategory));
-
-cl::opt<std::string> lossScaleGrowthInterval(
-    "loss-scale-growth-interval", cl::init("2000"),
-    cl::desc("Good steps before the dynamic loss scale doubles"),
-    cl::value_desc("n"), cl::cat(compileCategory));
-
-cl::opt<std::string> report("report", cl::init("text"),
-                            cl::desc("Memory report printed: text (a table) or "
-                                     "json (OUT/memory_report.json)"),
-                            cl::value_desc("text|json"),
-                            cl::cat(compileCategory));
-
-cl::opt<bool> reportOnly(
-    "report-only",
-    cl::desc("Stop after the memory report: no code generation, no "
-             "OUT/train (for models without weights)"),
-    cl::cat(compileCategory));
-
-cl::opt<bool>
-    explore("explore",
-            cl::desc("Print the table of combinations of techniques (planned "
-                     "peak, fit, extra FLOPs, step time) and build nothing"),
-            cl::cat(compileCategory));
-
-cl::opt<std::string>
-    memoryBudget("memory-budget",
-                 cl::desc("Memory the step may use (arguments + planned "
-                          "arena), e.g. 24GiB (B, KiB, MiB, GiB, KB, MB, GB); "
-                          "runs the budget search (docs/Budget.md)"),
-                 cl::value_desc("size"), cl::cat(compileCategory));
-
-cl::opt<std::string>
-    deviceName("device",
-               cl::desc("Device whose memory and speed the budget search "
-                        "uses: a100-40gb, a100-80gb, h100-80gb (default), "
-                        "h200-141gb, rtx4090-24gb"),
-               cl::value_desc("name"), cl::cat(compileCategory));
-
-cl::opt<std::string>
-    remat("remat", cl::init("none"),
-          cl::desc("Rematerialization: none, blocks, sqrt, revolve, budget, "
-                   "selective or auto (budget when --memory-budget is given)"),
-          cl::value_desc("strategy"), cl::cat(compileCategory));
-
-cl::opt<std::string>
-    rematSnapshots("remat-snapshots", cl::init("0"),
-                   cl::desc("--remat=revolve: snapshot slots (0: "
-                            "logarithmic in the depth)"),
-                   cl::value_desc("n"), cl::cat(compileCategory));
-
-cl::opt<std::string> cxx("cxx", cl::init("c++"),
-                         cl::desc("C++ compiler that builds OUT/train"),
-                         cl::value_desc("path"), cl::cat(compileCategory));
-
-cl::opt<int64_t> microBatches(
-    "micro-batches", cl::init(1),
-    cl::desc("Gradient accumulation: split the batch into K micro-batches "
-             "(docs/Accumulation.md)"),
-    cl::value_desc("K"), cl::cat(compileCategory));
-
-cl::opt<bool> accumulateAllowBatchNorm(
-    "accumulate-allow-batch-norm", cl::init(false),
-    cl::desc("With --micro-batches > 1: accept batch norm with statistics "
-             "of each micro-batch"),
-    cl::cat(compileCategory));
-
-cl::opt<bool> noBufferReuse(
-    "no-buffer-reuse", cl::init(false),
-    cl::desc("Give every buffer its own memory: no in-place results, no "
-             "reshape views, no shared arena bytes (for debugging a suspected "
-             "planning problem; the arena is the sum of all buffers)"),
-    cl::cat(compileCategory));
-
 /// Prints `memopt-compile: <message>` and returns false.
 bool fail(const llvm::Twine &message) {
   llvm::errs() << "memopt-compile: " << message << "\n";
   return false;
 }
 
-/// Parses a finite number >= 0 (> 0 if `positive`).
-bool parseNumber(llvm::StringRef flag, llvm::StringRef text, bool positive,
-                 double &value) {
-  if (text.trim().getAsDouble(value) || !std::isfinite(value) || value < 0 ||
-      (positive && value == 0))
-    return fail("invalid --" + flag + "='" + text + "': expected a " +
-                (positive ? "positive" : "non-negative") + " number");
-  return true;
-}
-
-/// Whether the command line asks for the budget search.
-bool wantsBudgetSearch() {
-  return explore || memoryBudget.getNumOccurrences() ||
-         deviceName.getNumOccurrences();
-}
-
-/// Checks the options and fills the pipeline's.
-bool parseOptions(memopt::MemoptPipelineOptions &options) {
-  if (target != "host" && target != "cuda")
-    return fail("unsupported --target='" + target +
-                "' (expected host or cuda)");
-  if (target == "cuda" && !MEMOPT_CUDA_ENABLED)
-    return fail("--target=cuda: this memopt was built without the CUDA "
-                "runtime (configure with -DMEMOPT_ENABLE_CUDA=ON on a machine "
-                "with nvcc and cuBLASLt)");
-  if (cudaArch.getNumOccurrences() && target != "cuda")
-    return fail("--cuda-arch applies to --target=cuda only");
-  if (target == "cuda" && cudaArch.getNumOccurrences()) {
-    llvm::SmallVector<llvm::StringRef> built, wanted;
-    llvm::StringRef(MEMOPT_CUDA_ARCHITECTURES)
-        .split(built, ',', -1, /*KeepEmpty=*/false);
-    std::string archList = cudaArch;
-    std::replace(archList.begin(), archList.end(), ',', ';');
-    llvm::StringRef(archList).split(wanted, ';', -1, /*KeepEmpty=*/false);
-    if (wanted.empty())
-      return fail("--cuda-arch is empty (expected e.g. 80;90a)");
-    for (llvm::StringRef arch : wanted) {
-      arch = arch.trim();
-      arch.consume_front("sm_");
-      if (!llvm::is_contained(built, arch))
-        return fail("--cuda-arch: the CUDA runtime was built for '" +
-                    llvm::Twine(MEMOPT_CUDA_ARCHITECTURES) + "', not '" +
-                    arch +
-                    "' (reconfigure with -DMEMOPT_CUDA_ARCHITECTURES=...)");
-    }
-  }
-  if (optimizer != "adamw" && optimizer != "sgd")
-    return fail("unknown --optimizer='" + optimizer +
-                "' (expected adamw or sgd)");
-  if (report != "text" && report != "json")
-    return fail("unknown --report='" + report + "' (expected text or json)");
-  if (outputDir.empty() && !reportOnly && !explore)
-    return fail("no output directory: give -o DIR (optional only with "
-                "--report-only or --explore)");
-  bool isSgd = optimizer == "sgd";
-  if (isSgd && (betas.getNumOccurrences() || eps.getNumOccurrences()))
-    return fail(llvm::Twine("--") +
-                (betas.getNumOccurrences() ? "betas" : "eps") +
-                " applies to --optimizer=adamw only");
-  if (!isSgd && momentum.getNumOccurrences())
-    return fail("--momentum applies to --optimizer=sgd only");
-  if (!llvm::is_contained({"none", "blocks", "sqrt", "revolve", "budget",
-                           "selective", "auto"},
-                          llvm::StringRef(remat)))
-    return fail("unknown --remat='" + remat +
-                "' (expected none, blocks, sqrt, revolve, budget, selective "
-                "or auto)");
-  options.remat = remat;
-  // The budget strategy's arena budget comes from the budget search
-  // (--memory-budget or --device): the step's budget less its arguments.
-  if (remat == "budget" && !wantsBudgetSearch())
-    return fail("--remat=budget needs --memory-budget=SIZE or --device=NAME");
-  if (rematSnapshots.getNumOccurrences()) {
-    if (remat != "revolve")
-      return fail("--remat-snapshots applies to --remat=revolve only");
-    if (llvm::StringRef(rematSnapshots).trim().getAsInteger(
-            10, options.rematSnapshots) ||
-        options.rematSnapshots < 1)
-      return fail("invalid --remat-snapshots='" + rematSnapshots +
-                  "': expected a positive integer");
-  }
-
-  if (microBatches < 1)
-    return fail("invalid --micro-batches=" + llvm::Twine(microBatches) +
-                ": expected at least 1");
-  options.microBatches = microBatches;
-  options.accumulateAllowBatchNorm = accumulateAllowBatchNorm;
-  // The budget search compiles its candidates with the same options, so
-  // the peak it reports is the one built.
-  options.bufferReuse = !noBufferReuse;
-
-  options.optimizer = optimizer;
-  if (!parseNumber("lr", lr, /*positive=*/true, options.lr) ||
-      !parseNumber("eps", eps, /*positive=*/true, options.eps) ||
-      !parseNumber("momentum", momentum, /*positive=*/false, options.momentum))
-    return false;
-  // torch.optim's defaults: AdamW decays by 0.01, SGD not at all.
-  options.weightDecay = isSgd ? 0.0 : 0.01;
-  if (weightDecay.getNumOccurrences() &&
-      !parseNumber("weight-decay", weightDecay, /*positive=*/false,
-                   options.weightDecay))
-    return false;
-  if (mixedPrecision == "bf16" || mixedPrecision == "fp16")
-    options.mixedPrecision = mixedPrecision == "fp16" ? "f16" : "bf16";
-  else if (mixedPrecision == "auto" && !wantsBudgetSearch())
-    return fail("--mixed-precision=auto lets the budget search choose: give "
-                "--memory-budget, --device or --explore with it");
-  else if (mixedPrecision != "none" && mixedPrecision != "auto")
-    return fail("unknown --mixed-precision='" + mixedPrecision +
-                "' (expected none, bf16, fp16 or auto)");
-  bool scaleFlags = lossScale.getNumOccurrences() ||
-                    lossScaleInit.getNumOccurrences() ||
-                    lossScaleGrowthInterval.getNumOccurrences();
-  if (mixedPrecision == "none" && scaleFlags)
-    return fail("--loss-scale, --loss-scale-init and "
-                "--loss-scale-growth-interval need --mixed-precision=bf16 or "
-                "fp16");
-  options.lossScale = lossScale;
-  if (!lossScale.empty() && lossScale != "dynamic" && lossScale != "none") {
-    double value = 0;
-    if (!parseNumber("loss-scale", lossScale, /*positive=*/true, value))
-      return false;
-  }
-  if (!parseNumber("loss-scale-init", lossScaleInit, /*positive=*/true,
-                   options.lossScaleInit))
-    return false;
-  if (llvm::StringRef(lossScaleGrowthInterval)
-          .trim()
-          .getAsInteger(10, options.lossScaleGrowthInterval) ||
-      options.lossScaleGrowthInterval < 1)
-    return fail("invalid --loss-scale-growth-interval='" +
-                lossScaleGrowthInterval + "': expected an integer >= 1");
-  auto [beta1, beta2] = llvm::StringRef(betas).split(',');
-  if (beta1.trim().getAsDouble(options.beta1) ||
-      beta2.trim().getAsDouble(options.beta2) || !(options.beta1 >= 0) ||
-      !(options.beta1 < 1) || !(options.beta2 >= 0) || !(options.beta2 < 1))
-    return fail("invalid --betas='" + betas +
-                "': expected two numbers b1,b2 in [0, 1)");
-  return true;
-}
-
 //===----------------------------------------------------------------------===//
 // Outputs
 //===----------------------------------------------------------------------===//
 
-/// Writes `contents` to OUT/name through a temporary file and a rename.
-bool writeOutput(llvm::StringRef name,
-                 llvm::function_ref<void(llvm::raw_ostream &)> contents) {
-  llvm::SmallString<256> path(outputDir);
+/// Writes `contents` to dir/name through a temporary file and a rename.
+bool writeOutput(llvm::StringRef dir, llvm::StringRef name,
+                 llvm::StringRef contents) {
+  llvm::SmallString<256> path(dir);
   llvm::sys::path::append(path, name);
   llvm::Error error = llvm::writeToOutput(path, [&](llvm::raw_ostream &os) {
-    contents(os);
+    os << contents;
     return llvm::Error::success();
   });
   if (error)
@@ -553,12 +267,12 @@ bool buildModelJson(FunctionOpInterface func,
 
 /// Runs the C++ compiler on the generated sources, linking the driver and the
 /// host runtime found next to this executable (bin/../lib).
-bool buildTrain(const char *argv0) {
+bool buildTrain(const memopt::CompileOptions &flags, const char *argv0) {
   static int anchor;
   std::string self = llvm::sys::fs::getMainExecutable(argv0, &anchor);
   llvm::SmallString<256> libDir(llvm::sys::path::parent_path(self));
   llvm::sys::path::append(libDir, "..", "lib");
-  bool isCuda = target == "cuda";
+  bool isCuda = flags.target == "cuda";
   llvm::SmallString<256> driverLib(libDir), runtimeLib(libDir);
   llvm::sys::path::append(driverLib, MEMOPT_DRIVER_LIBRARY_NAME);
   llvm::sys::path::append(runtimeLib, isCuda ? MEMOPT_CUDA_RUNTIME_LIBRARY_NAME
@@ -572,7 +286,7 @@ bool buildTrain(const char *argv0) {
   // --target=cuda: nvcc links the program (cudart statically, cuBLASLt
   // dynamically); the generated step is host C++ that calls the runtime, so
   // nvcc hands it to its host compiler (--cxx when given).
-  std::string compiler = isCuda ? MEMOPT_NVCC : cxx.getValue();
+  std::string compiler = isCuda ? MEMOPT_NVCC : flags.cxx;
   if (isCuda && !llvm::sys::fs::can_execute(compiler))
     return fail("cannot find nvcc at '" + compiler + "'");
   if (!llvm::StringRef(compiler).contains('/')) {
@@ -584,8 +298,8 @@ bool buildTrain(const char *argv0) {
     return fail("the C++ compiler '" + compiler + "' is not executable");
   }
 
-  auto inOut = [](llvm::StringRef name) {
-    llvm::SmallString<256> path(outputDir);
+  auto inOut = [&](llvm::StringRef name) {
+    llvm::SmallString<256> path(flags.outputDir);
     llvm::sys::path::append(path, name);
     return std::string(path);
   };
@@ -601,12 +315,9 @@ bool buildTrain(const char *argv0) {
                                    std::string(driverLib),
                                    std::string(runtimeLib)};
   if (isCuda) {
-    std::string hostCompiler = cxx.getNumOccurrences()
-                                   ? cxx.getValue()
-                                   : std::string(MEMOPT_CUDA_HOST_COMPILER);
-    if (!hostCompiler.empty()) {
+    if (!flags.cudaHostCompiler.empty()) {
       args.push_back("-ccbin");
-      args.push_back(hostCompiler);
+      args.push_back(flags.cudaHostCompiler);
     }
     args.push_back("-L" MEMOPT_CUDA_LIBRARY_DIR);
     args.push_back("-lcublasLt");
@@ -662,74 +373,25 @@ bool buildTrain(const char *argv0) {
 /// once one was chosen.
 std::optional<std::pair<int64_t, int64_t>> chosenBudget;
 
-/// Fills the search's options from --device and --memory-budget.
-bool parseExploreOptions(memopt::ExploreOptions &options) {
-  std::string name = deviceName.empty() ? "h100-80gb" : deviceName.getValue();
-  options.device = memopt::lookupDeviceProfile(name);
-  if (!options.device) {
-    std::string known;
-    for (const memopt::DeviceProfile &device : memopt::getDeviceProfiles())
-      known += (known.empty() ? "" : ", ") + device.name.str();
-    return fail("unknown --device='" + name + "' (expected one of " + known +
-                ")");
-  }
-  options.budgetBytes = memopt::getDefaultBudgetBytes(*options.device);
-  if (memoryBudget.getNumOccurrences()) {
-    std::optional<int64_t> bytes = memopt::parseByteSize(memoryBudget);
-    if (!bytes || *bytes == 0)
-      return fail("invalid --memory-budget='" + memoryBudget +
-                  "': expected a positive size such as 24GiB, 80GB or "
-                  "1073741824 (units B, KiB, MiB, GiB, KB, MB, GB)");
-    options.budgetBytes = *bytes;
-    options.explicitBudget = true;
-  }
-  // The user's choices pin a dimension; --mixed-precision=auto opens it.
-  if (mixedPrecision == "auto") {
-    options.precisions = {"bf16", "none"};
-  } else {
-    options.precisions = {mixedPrecision};
-    options.precisionNote =
-        mixedPrecision == "none"
-            ? "not allowed (--mixed-precision=none; --mixed-precision=auto "
-              "lets the search use bf16)"
-            : "--mixed-precision=" + mixedPrecision.getValue();
-  }
-  if (remat.getNumOccurrences()) {
-    options.remats = {remat};
-    if (remat == "none")
-      options.rematNote = "not allowed (--remat=none)";
-  } else {
-    options.remats = memopt::getAvailableRematStrategies();
-  }
-  if (microBatches.getNumOccurrences()) {
-    options.microBatches = {microBatches};
-    if (microBatches == 1)
-      options.accumulationNote = "not allowed (--micro-batches=1)";
-  }
-  return true;
-}
-
 /// Runs the search. With --explore prints the table (or its JSON) and
 /// returns false to stop (`ok` says whether that is success); otherwise
 /// sets `options` to the chosen combination's and prints the explanation.
-bool searchBudget(ModuleOp module, memopt::MemoptPipelineOptions &options,
-                  bool &ok) {
+bool searchBudget(ModuleOp module, const memopt::CompileOptions &flags,
+                  memopt::MemoptPipelineOptions &options, bool &ok) {
   ok = false;
-  memopt::ExploreOptions exploreOptions;
-  if (!parseExploreOptions(exploreOptions))
-    return false;
+  const memopt::ExploreOptions &exploreOptions = flags.search;
   memopt::ExploreResult result =
       memopt::exploreCombinations(module, options, exploreOptions);
-  if (explore) {
+  if (flags.explore) {
     std::string json = memopt::renderExploreJson(result, exploreOptions);
-    if (!outputDir.empty()) {
-      if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
-        return fail("cannot create '" + outputDir + "': " + ec.message());
-      if (!writeOutput("explore.json",
-                       [&](llvm::raw_ostream &os) { os << json; }))
+    if (!flags.outputDir.empty()) {
+      if (std::error_code ec =
+              llvm::sys::fs::create_directories(flags.outputDir))
+        return fail("cannot create '" + flags.outputDir + "': " + ec.message());
+      if (!writeOutput(flags.outputDir, "explore.json", json))
         return false;
     }
-    if (report == "json")
+    if (flags.report == "json")
       llvm::outs() << json;
     else
       memopt::printExploreTable(llvm::outs(), result, exploreOptions);
@@ -761,7 +423,7 @@ bool searchBudget(ModuleOp module, memopt::MemoptPipelineOptions &options,
   if (!error.empty())
     return fail(error);
   chosenBudget = {exploreOptions.budgetBytes, chosen.plannedPeakBytes};
-  if (report == "text") {
+  if (flags.report == "text") {
     llvm::outs() << "memory budget " << memopt::formatBytes(
                                             exploreOptions.budgetBytes)
                  << ": " << chosen.combination.str() << "\n";
@@ -776,13 +438,15 @@ bool searchBudget(ModuleOp module, memopt::MemoptPipelineOptions &options,
 //===----------------------------------------------------------------------===//
 
 bool compile(MLIRContext &context, const char *argv0) {
-  memopt::MemoptPipelineOptions options;
-  if (!parseOptions(options))
-    return false;
+  llvm::Expected<memopt::CompileOptions> parsed = memopt::getCompileOptions();
+  if (!parsed)
+    return fail(llvm::toString(parsed.takeError()));
+  const memopt::CompileOptions &flags = *parsed;
+  memopt::MemoptPipelineOptions options = flags.pipeline;
 
   std::string errorMessage;
   std::unique_ptr<llvm::MemoryBuffer> input =
-      openInputFile(inputFilename, &errorMessage);
+      openInputFile(flags.inputFilename, &errorMessage);
   if (!input)
     return fail(errorMessage);
   llvm::SourceMgr sourceMgr;
@@ -795,9 +459,9 @@ bool compile(MLIRContext &context, const char *argv0) {
   if (!findFunction(*module, memopt::MemoptDialect::kLossAttrName))
     return false;
 
-  if (wantsBudgetSearch()) {
+  if (flags.budgetSearch) {
     bool ok;
-    if (!searchBudget(*module, options, ok))
+    if (!searchBudget(*module, flags, options, ok))
       return ok;
   }
 
@@ -814,11 +478,11 @@ bool compile(MLIRContext &context, const char *argv0) {
     return false;
   FunctionOpInterface step = *found;
   std::string modelJson;
-  if (!reportOnly && !buildModelJson(step, options, modelJson))
+  if (!flags.reportOnly && !buildModelJson(step, options, modelJson))
     return false;
   // The lowering replaces the function: render the report now.
   memopt::MemoryAccount account(step);
-  if (target == "cuda")
+  if (flags.target == "cuda")
     account.setWorkspaceBytes(
         static_cast<int64_t>(MEMOPT_CUDA_WORKSPACE_BYTES));
   if (chosenBudget) {
@@ -834,7 +498,7 @@ bool compile(MLIRContext &context, const char *argv0) {
                   std::to_string(chosenBudget->second) + " B)");
   }
   memopt::ReportContext reportContext{step.getName().str(), options.optimizer,
-                                      outputDir};
+                                      flags.outputDir};
   std::string reportJson = memopt::renderMemoryReportJson(account);
   std::string reportText;
   llvm::raw_string_ostream reportTextStream(reportText);
@@ -846,19 +510,17 @@ bool compile(MLIRContext &context, const char *argv0) {
   module->print(planStream);
   planStream << "\n";
 
-  if (reportOnly) {
-    if (!outputDir.empty()) {
-      if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
-        return fail("cannot create '" + outputDir + "': " + ec.message());
-      if (!writeOutput("plan.mlir",
-                       [&](llvm::raw_ostream &os) { os << planText; }) ||
-          !writeOutput("memory_report.json",
-                       [&](llvm::raw_ostream &os) { os << reportJson; }) ||
-          !writeOutput("memory_report.html",
-                       [&](llvm::raw_ostream &os) { os << reportHtml; }))
+  if (flags.reportOnly) {
+    if (!flags.outputDir.empty()) {
+      if (std::error_code ec =
+              llvm::sys::fs::create_directories(flags.outputDir))
+        return fail("cannot create '" + flags.outputDir + "': " + ec.message());
+      if (!writeOutput(flags.outputDir, "plan.mlir", planText) ||
+          !writeOutput(flags.outputDir, "memory_report.json", reportJson) ||
+          !writeOutput(flags.outputDir, "memory_report.html", reportHtml))
         return false;
     }
-    llvm::outs() << (report == "json" ? reportJson : reportText);
+    llvm::outs() << (flags.report == "json" ? reportJson : reportText);
     return true;
   }
 
@@ -868,7 +530,7 @@ bool compile(MLIRContext &context, const char *argv0) {
   std::string pipelineError;
   llvm::raw_string_ostream pipelineErrorStream(pipelineError);
   // On the GPU, errors surface away from their call: name the module scope.
-  if (failed(parsePassPipeline(target == "cuda"
+  if (failed(parsePassPipeline(flags.target == "cuda"
                                    ? "convert-memopt-to-emitc{emit-scopes=true}"
                                    : "convert-memopt-to-emitc",
                                lowering, pipelineErrorStream)))
@@ -882,47 +544,28 @@ bool compile(MLIRContext &context, const char *argv0) {
 
   // Everything that can reject the input has run: only now create OUT and
   // write into it, so that a rejected model leaves no output behind.
-  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
-    return fail("cannot create '" + outputDir + "': " + ec.message());
-  if (!llvm::sys::fs::is_directory(outputDir))
-    return fail("cannot create '" + outputDir + "': it is not a directory");
-  if (!writeOutput("plan.mlir",
-                   [&](llvm::raw_ostream &os) { os << planText; }) ||
-      !writeOutput("model.json",
-                   [&](llvm::raw_ostream &os) { os << modelJson; }) ||
-      !writeOutput("memory_report.json",
-                   [&](llvm::raw_ostream &os) { os << reportJson; }) ||
-      !writeOutput("memory_report.html",
-                   [&](llvm::raw_ostream &os) { os << reportHtml; }) ||
-      !writeOutput("train_step.cpp",
-                   [&](llvm::raw_ostream &os) { os << stepCpp; }) ||
-      !writeOutput("model_info.cpp", [&](llvm::raw_ostream &os) {
-        // JSON escapes every '"' inside strings, so `)memopt"` cannot occur
-        // in it and the raw string is safe.
-        os << "// The model description, generated by memopt-compile.\n"
-           << "extern \"C\" const char memopt_model_json[] = R\"memopt("
-           << modelJson << ")memopt\";\n";
-      }))
+  if (std::error_code ec = llvm::sys::fs::create_directories(flags.outputDir))
+    return fail("cannot create '" + flags.outputDir + "': " + ec.message());
+  if (!llvm::sys::fs::is_directory(flags.outputDir))
+    return fail("cannot create '" + flags.outputDir +
+                "': it is not a directory");
+  if (!writeOutput(flags.outputDir, "plan.mlir", planText) ||
+      !writeOutput(flags.outputDir, "model.json", modelJson) ||
+      !writeOutput(flags.outputDir, "memory_report.json", reportJson) ||
+      !writeOutput(flags.outputDir, "memory_report.html", reportHtml) ||
+      !writeOutput(flags.outputDir, "train_step.cpp", stepCpp) ||
+      !writeOutput(flags.outputDir, "model_info.cpp",
+                   // JSON escapes every '"' inside strings, so `)memopt"`
+                   // cannot occur in it and the raw string is safe.
+                   "// The model description, generated by memopt-compile.\n"
+                   "extern \"C\" const char memopt_model_json[] = R\"memopt(" +
+                       modelJson + ")memopt\";\n"))
     return false;
-  if (!buildTrain(argv0))
+  if (!buildTrain(flags, argv0))
     return false;
 
-  llvm::outs() << (report == "json" ? reportJson : reportText);
+  llvm::outs() << (flags.report == "json" ? reportJson : reportText);
   return true;
-}
-
-/// Keeps --help to this tool's options, the generic ones and MLIR's
-/// `-mlir-*` instrumentation (timing, IR printing, statistics) rather than
-/// every option linked in from libLLVM.
-void hideUnrelatedOptions() {
-  std::vector<std::pair<cl::Option *, cl::OptionHidden>> mlirOptions;
-  for (auto &entry : cl::getRegisteredOptions())
-    if (entry.first.starts_with("mlir-"))
-      mlirOptions.emplace_back(entry.second,
-                               entry.second->getOptionHiddenFlag());
-  cl::HideUnrelatedOptions(compileCategory);
-  for (auto [option, flag] : mlirOptions)
-    option->setHiddenFlag(flag);
 }
 
 } // namespace
@@ -934,7 +577,7 @@ int main(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   memopt::registerMemoptPasses();
   memopt::registerMemoptConversionPasses();
-  hideUnrelatedOptions();
+  memopt::hideUnrelatedOptions();
   cl::ParseCommandLineOptions(
       argc, argv,
       "memopt-compile: compile a memopt loss function into a training "

@@ -10,8 +10,11 @@
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace memopt {
@@ -52,6 +55,26 @@ struct MemoptPipelineOptions {
   /// --memopt-remat's budget plans its copies the same way.
   bool bufferReuse = true;
 };
+
+/// Sets `options.mixedPrecision` from the name memopt-compile and
+/// --memopt-pipeline both accept: none, bf16 or fp16 (the pass's f16).
+/// `extraName`, when given, is a value the calling tool handles itself; the
+/// error lists it with the others.
+llvm::Error setMixedPrecision(MemoptPipelineOptions &options,
+                              llvm::StringRef name,
+                              llvm::StringRef extraName = "");
+
+/// The value of a flag as the user typed it, or nullopt to print the value
+/// as read; memopt-compile reads numbers from text and reports that text.
+using FlagText =
+    llvm::function_ref<std::optional<std::string>(llvm::StringRef flag)>;
+
+/// Checks what memopt-compile and --memopt-pipeline both accept: the
+/// optimizer and its hyper-parameters, the remat strategy, the loss scale
+/// and the micro-batch count. The one error names the flag as both tools
+/// spell it, with the value as `flagText` gives it.
+llvm::Error validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
+                                          FlagText flagText = nullptr);
 
 /// Adds the passes from a forward + loss module to a planned, bufferized
 /// @train_step: mixed precision (when asked for), autodiff, bufferization,

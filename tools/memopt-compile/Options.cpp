@@ -1,0 +1,390 @@
+//===- Options.cpp - memopt-compile's command line ------------------------===//
+//
+// The flags are text where they hold numbers, so that a malformed number is
+// reported as typed ("invalid --lr='abc'") by the same check, in
+// lib/Pipelines, that rejects one out of range.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Options.h"
+
+#include "memopt/Analysis/CostModel.h"
+#include "memopt/Support/ByteSize.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CommandLine.h"
+
+#include <algorithm>
+#include <limits>
+
+#ifndef MEMOPT_CUDA_ENABLED
+#define MEMOPT_CUDA_ENABLED 0
+#define MEMOPT_CUDA_HOST_COMPILER ""
+#define MEMOPT_CUDA_ARCHITECTURES ""
+#endif
+
+using namespace memopt;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::OptionCategory compileCategory("memopt-compile options");
+
+cl::opt<std::string> inputFilename(cl::Positional, cl::Required,
+                                   cl::desc("<model.mlir>"),
+                                   cl::cat(compileCategory));
+
+cl::opt<std::string>
+    outputDir("o",
+              cl::desc("Output directory (created if needed); optional with "
+                       "--report-only and --explore"),
+              cl::value_desc("dir"), cl::cat(compileCategory));
+
+cl::opt<std::string> target("target", cl::init("host"),
+                            cl::desc("Runtime to link: host or cuda"),
+                            cl::value_desc("host|cuda"),
+                            cl::cat(compileCategory));
+
+cl::opt<std::string> cudaArch(
+    "cuda-arch",
+    cl::desc("GPU architectures for --target=cuda, e.g. 80;90a (a subset of "
+             "those the CUDA runtime was built for; default: all of them)"),
+    cl::value_desc("list"), cl::cat(compileCategory));
+
+cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
+                               cl::desc("Optimizer: adamw or sgd"),
+                               cl::value_desc("adamw|sgd"),
+                               cl::cat(compileCategory));
+
+cl::opt<std::string> lr("lr", cl::init("1e-3"), cl::desc("Learning rate"),
+                        cl::value_desc("number"), cl::cat(compileCategory));
+
+cl::opt<std::string>
+    weightDecay("weight-decay",
+                cl::desc("Weight decay (default 0.01 for adamw, 0 for sgd)"),
+                cl::value_desc("number"), cl::cat(compileCategory));
+
+cl::opt<std::string> betas("betas", cl::init("0.9,0.999"),
+                           cl::desc("AdamW moment decays, as b1,b2"),
+                           cl::value_desc("b1,b2"), cl::cat(compileCategory));
+
+cl::opt<std::string> eps("eps", cl::init("1e-8"),
+                         cl::desc("AdamW denominator term"),
+                         cl::value_desc("number"), cl::cat(compileCategory));
+
+cl::opt<std::string> momentum("momentum", cl::init("0"),
+                              cl::desc("SGD momentum"),
+                              cl::value_desc("number"),
+                              cl::cat(compileCategory));
+
+cl::opt<std::string> mixedPrecision(
+    "mixed-precision", cl::init("none"),
+    cl::desc("Mixed precision (docs/MixedPrecision.md): none, bf16, fp16, "
+             "or auto (the budget search may use bf16)"),
+    cl::value_desc("none|bf16|fp16|auto"), cl::cat(compileCategory));
+
+cl::opt<std::string> lossScale(
+    "loss-scale",
+    cl::desc("Loss scaling: dynamic, none or a static scale (default: none "
+             "for bf16, dynamic for fp16)"),
+    cl::value_desc("dynamic|none|number"), cl::cat(compileCategory));
+
+cl::opt<std::string> lossScaleInit("loss-scale-init", cl::init("65536"),
+                                   cl::desc("Initial dynamic loss scale"),
+                                   cl::value_desc("number"),
+                                   cl::cat(compileCategory));
+
+cl::opt<std::string> lossScaleGrowthInterval(
+    "loss-scale-growth-interval", cl::init("2000"),
+    cl::desc("Good steps before the dynamic loss scale doubles"),
+    cl::value_desc("n"), cl::cat(compileCategory));
+
+cl::opt<std::string> report("report", cl::init("text"),
+                            cl::desc("Memory report printed: text (a table) or "
+                                     "json (OUT/memory_report.json)"),
+                            cl::value_desc("text|json"),
+                            cl::cat(compileCategory));
+
+cl::opt<bool>
+    reportOnly("report-only",
+               cl::desc("Stop after the memory report: no code generation, no "
+                        "OUT/train (for models without weights)"),
+               cl::cat(compileCategory));
+
+cl::opt<bool>
+    explore("explore",
+            cl::desc("Print the table of combinations of techniques (planned "
+                     "peak, fit, extra FLOPs, step time) and build nothing"),
+            cl::cat(compileCategory));
+
+cl::opt<std::string>
+    memoryBudget("memory-budget",
+                 cl::desc("Memory the step may use (arguments + planned "
+                          "arena), e.g. 24GiB (B, KiB, MiB, GiB, KB, MB, GB); "
+                          "runs the budget search (docs/Budget.md)"),
+                 cl::value_desc("size"), cl::cat(compileCategory));
+
+cl::opt<std::string>
+    deviceName("device",
+               cl::desc("Device whose memory and speed the budget search "
+                        "uses: a100-40gb, a100-80gb, h100-80gb (default), "
+                        "h200-141gb, rtx4090-24gb"),
+               cl::value_desc("name"), cl::cat(compileCategory));
+
+cl::opt<std::string>
+    remat("remat", cl::init("none"),
+          cl::desc("Rematerialization: none, blocks, sqrt, revolve, budget, "
+                   "selective or auto (budget when --memory-budget is given)"),
+          cl::value_desc("strategy"), cl::cat(compileCategory));
+
+cl::opt<std::string>
+    rematSnapshots("remat-snapshots", cl::init("0"),
+                   cl::desc("--remat=revolve: snapshot slots (0: "
+                            "logarithmic in the depth)"),
+                   cl::value_desc("n"), cl::cat(compileCategory));
+
+cl::opt<std::string> cxx("cxx", cl::init("c++"),
+                         cl::desc("C++ compiler that builds OUT/train"),
+                         cl::value_desc("path"), cl::cat(compileCategory));
+
+cl::opt<int64_t> microBatches(
+    "micro-batches", cl::init(1),
+    cl::desc("Gradient accumulation: split the batch into K micro-batches "
+             "(docs/Accumulation.md)"),
+    cl::value_desc("K"), cl::cat(compileCategory));
+
+cl::opt<bool> accumulateAllowBatchNorm(
+    "accumulate-allow-batch-norm", cl::init(false),
+    cl::desc("With --micro-batches > 1: accept batch norm with statistics "
+             "of each micro-batch"),
+    cl::cat(compileCategory));
+
+cl::opt<bool> noBufferReuse(
+    "no-buffer-reuse", cl::init(false),
+    cl::desc("Give every buffer its own memory: no in-place results, no "
+             "reshape views, no shared arena bytes (for debugging a suspected "
+             "planning problem; the arena is the sum of all buffers)"),
+    cl::cat(compileCategory));
+
+/// The flags that hold numbers, as typed.
+cl::opt<std::string> *numberFlags[] = {&lr,
+                                       &weightDecay,
+                                       &betas,
+                                       &eps,
+                                       &momentum,
+                                       &lossScaleInit,
+                                       &lossScaleGrowthInterval};
+
+/// `text` as a number; NaN when it is not one, which the range checks then
+/// report with the text.
+double toNumber(llvm::StringRef text) {
+  double value;
+  if (text.trim().getAsDouble(value))
+    return std::numeric_limits<double>::quiet_NaN();
+  return value;
+}
+
+/// `text` as an integer; 0 when it is not one.
+int64_t toInteger(llvm::StringRef text) {
+  int64_t value;
+  return text.trim().getAsInteger(10, value) ? 0 : value;
+}
+
+/// An error with `message`, which main prefixes with the tool's name.
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(message);
+}
+
+/// Checks --target and --cuda-arch.
+llvm::Error checkTarget() {
+  if (target != "host" && target != "cuda")
+    return fail("unsupported --target='" + target +
+                "' (expected host or cuda)");
+  if (target == "cuda" && !MEMOPT_CUDA_ENABLED)
+    return fail("--target=cuda: this memopt was built without the CUDA "
+                "runtime (configure with -DMEMOPT_ENABLE_CUDA=ON on a machine "
+                "with nvcc and cuBLASLt)");
+  if (!cudaArch.getNumOccurrences())
+    return llvm::Error::success();
+  if (target != "cuda")
+    return fail("--cuda-arch applies to --target=cuda only");
+  llvm::SmallVector<llvm::StringRef> built, wanted;
+  llvm::StringRef(MEMOPT_CUDA_ARCHITECTURES)
+      .split(built, ',', -1, /*KeepEmpty=*/false);
+  std::string archList = cudaArch;
+  std::replace(archList.begin(), archList.end(), ',', ';');
+  llvm::StringRef(archList).split(wanted, ';', -1, /*KeepEmpty=*/false);
+  if (wanted.empty())
+    return fail("--cuda-arch is empty (expected e.g. 80;90a)");
+  for (llvm::StringRef arch : wanted) {
+    arch = arch.trim();
+    arch.consume_front("sm_");
+    if (!llvm::is_contained(built, arch))
+      return fail("--cuda-arch: the CUDA runtime was built for '" +
+                  llvm::Twine(MEMOPT_CUDA_ARCHITECTURES) + "', not '" + arch +
+                  "' (reconfigure with -DMEMOPT_CUDA_ARCHITECTURES=...)");
+  }
+  return llvm::Error::success();
+}
+
+/// Maps the technique and optimizer flags into the pipeline's options,
+/// with the checks only memopt-compile makes (flags that apply to one
+/// optimizer or strategy, what needs the budget search).
+llvm::Error setPipelineOptions(bool budgetSearch,
+                               MemoptPipelineOptions &options) {
+  bool isSgd = optimizer == "sgd";
+  if (isSgd && (betas.getNumOccurrences() || eps.getNumOccurrences()))
+    return fail(llvm::Twine("--") +
+                (betas.getNumOccurrences() ? "betas" : "eps") +
+                " applies to --optimizer=adamw only");
+  if (optimizer == "adamw" && momentum.getNumOccurrences())
+    return fail("--momentum applies to --optimizer=sgd only");
+  options.optimizer = optimizer;
+  options.lr = toNumber(lr);
+  options.eps = toNumber(eps);
+  options.momentum = toNumber(momentum);
+  // torch.optim's defaults: AdamW decays by 0.01, SGD not at all.
+  options.weightDecay = weightDecay.getNumOccurrences() ? toNumber(weightDecay)
+                        : isSgd                         ? 0.0
+                                                        : 0.01;
+  auto [beta1, beta2] = llvm::StringRef(betas).split(',');
+  options.beta1 = toNumber(beta1);
+  options.beta2 = toNumber(beta2);
+
+  options.remat = remat;
+  // The budget strategy's arena budget comes from the budget search
+  // (--memory-budget or --device): the step's budget less its arguments.
+  if (remat == "budget" && !budgetSearch)
+    return fail("--remat=budget needs --memory-budget=SIZE or --device=NAME");
+  if (rematSnapshots.getNumOccurrences()) {
+    if (remat != "revolve")
+      return fail("--remat-snapshots applies to --remat=revolve only");
+    options.rematSnapshots = toInteger(rematSnapshots);
+    if (options.rematSnapshots < 1)
+      return fail("invalid --remat-snapshots='" + rematSnapshots +
+                  "': expected a positive integer");
+  }
+  options.microBatches = microBatches;
+  options.accumulateAllowBatchNorm = accumulateAllowBatchNorm;
+  // The budget search compiles its candidates with the same options, so
+  // the peak it reports is the one built.
+  options.bufferReuse = !noBufferReuse;
+
+  if (mixedPrecision == "auto") {
+    if (!budgetSearch)
+      return fail("--mixed-precision=auto lets the budget search choose: give "
+                  "--memory-budget, --device or --explore with it");
+  } else if (llvm::Error error =
+                 setMixedPrecision(options, mixedPrecision, "auto")) {
+    return error;
+  }
+  if (mixedPrecision == "none" &&
+      (lossScale.getNumOccurrences() || lossScaleInit.getNumOccurrences() ||
+       lossScaleGrowthInterval.getNumOccurrences()))
+    return fail("--loss-scale, --loss-scale-init and "
+                "--loss-scale-growth-interval need --mixed-precision=bf16 or "
+                "fp16");
+  options.lossScale = lossScale;
+  options.lossScaleInit = toNumber(lossScaleInit);
+  options.lossScaleGrowthInterval = toInteger(lossScaleGrowthInterval);
+
+  return validateMemoptPipelineOptions(
+      options, [](llvm::StringRef flag) -> std::optional<std::string> {
+        for (cl::opt<std::string> *number : numberFlags)
+          if (number->ArgStr == flag && number->getNumOccurrences())
+            return number->getValue();
+        return std::nullopt;
+      });
+}
+
+/// Fills the budget search's options from --device, --memory-budget and the
+/// dimensions the user pinned.
+llvm::Error setSearchOptions(ExploreOptions &options) {
+  std::string name = deviceName.empty() ? "h100-80gb" : deviceName.getValue();
+  options.device = lookupDeviceProfile(name);
+  if (!options.device) {
+    std::string known;
+    for (const DeviceProfile &device : getDeviceProfiles())
+      known += (known.empty() ? "" : ", ") + device.name.str();
+    return fail("unknown --device='" + name + "' (expected one of " + known +
+                ")");
+  }
+  options.budgetBytes = getDefaultBudgetBytes(*options.device);
+  if (memoryBudget.getNumOccurrences()) {
+    std::optional<int64_t> bytes = parseByteSize(memoryBudget);
+    if (!bytes || *bytes == 0)
+      return fail("invalid --memory-budget='" + memoryBudget +
+                  "': expected a positive size such as 24GiB, 80GB or "
+                  "1073741824 (units B, KiB, MiB, GiB, KB, MB, GB)");
+    options.budgetBytes = *bytes;
+    options.explicitBudget = true;
+  }
+  // The user's choices pin a dimension; --mixed-precision=auto opens it.
+  if (mixedPrecision == "auto") {
+    options.precisions = {"bf16", "none"};
+  } else {
+    options.precisions = {mixedPrecision};
+    options.precisionNote =
+        mixedPrecision == "none"
+            ? "not allowed (--mixed-precision=none; --mixed-precision=auto "
+              "lets the search use bf16)"
+            : "--mixed-precision=" + mixedPrecision.getValue();
+  }
+  if (remat.getNumOccurrences()) {
+    options.remats = {remat};
+    if (remat == "none")
+      options.rematNote = "not allowed (--remat=none)";
+  } else {
+    options.remats = getAvailableRematStrategies();
+  }
+  if (microBatches.getNumOccurrences()) {
+    options.microBatches = {microBatches};
+    if (microBatches == 1)
+      options.accumulationNote = "not allowed (--micro-batches=1)";
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<CompileOptions> memopt::getCompileOptions() {
+  CompileOptions options;
+  options.inputFilename = inputFilename;
+  options.outputDir = outputDir;
+  options.target = target;
+  options.report = report;
+  options.reportOnly = reportOnly;
+  options.explore = explore;
+  options.cxx = cxx;
+  options.cudaHostCompiler =
+      cxx.getNumOccurrences() ? cxx.getValue() : MEMOPT_CUDA_HOST_COMPILER;
+  options.budgetSearch = explore || memoryBudget.getNumOccurrences() ||
+                         deviceName.getNumOccurrences();
+  if (llvm::Error error = checkTarget())
+    return std::move(error);
+  if (report != "text" && report != "json")
+    return fail("unknown --report='" + report + "' (expected text or json)");
+  if (outputDir.empty() && !reportOnly && !explore)
+    return fail("no output directory: give -o DIR (optional only with "
+                "--report-only or --explore)");
+  if (llvm::Error error =
+          setPipelineOptions(options.budgetSearch, options.pipeline))
+    return std::move(error);
+  if (options.budgetSearch)
+    if (llvm::Error error = setSearchOptions(options.search))
+      return std::move(error);
+  return options;
+}
+
+void memopt::hideUnrelatedOptions() {
+  std::vector<std::pair<cl::Option *, cl::OptionHidden>> mlirOptions;
+  for (auto &entry : cl::getRegisteredOptions())
+    if (entry.first.starts_with("mlir-"))
+      mlirOptions.emplace_back(entry.second,
+                               entry.second->getOptionHiddenFlag());
+  cl::HideUnrelatedOptions(compileCategory);
+  for (auto [option, flag] : mlirOptions)
+    option->setHiddenFlag(flag);
+}

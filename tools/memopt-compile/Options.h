@@ -1,0 +1,60 @@
+//===- Options.h - memopt-compile's command line ----------------*- C++ -*-===//
+//
+// memopt-compile's flags, checked once: a malformed or incompatible flag is
+// one `memopt-compile: ...` message before any input is read. The checks
+// that --memopt-pipeline shares live in lib/Pipelines
+// (validateMemoptPipelineOptions), so the two tools accept the same values
+// with the same messages; this module adds the flags only memopt-compile
+// has (output, target, report, the budget search).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_TOOLS_MEMOPT_COMPILE_OPTIONS_H
+#define MEMOPT_TOOLS_MEMOPT_COMPILE_OPTIONS_H
+
+#include "Explore.h"
+
+#include "memopt/Pipelines/Pipelines.h"
+
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace memopt {
+
+/// What memopt-compile was asked to do.
+struct CompileOptions {
+  std::string inputFilename;
+  /// OUT; "" only with --report-only or --explore.
+  std::string outputDir;
+  /// "host" or "cuda".
+  std::string target;
+  /// "text" or "json".
+  std::string report;
+  bool reportOnly = false;
+  /// Print the table of combinations and build nothing.
+  bool explore = false;
+  /// The C++ compiler that builds OUT/train (--target=host), and the host
+  /// compiler nvcc hands the step to (--target=cuda; "": nvcc's default).
+  std::string cxx;
+  std::string cudaHostCompiler;
+  /// The pipeline; the budget search, when it runs, starts from it.
+  MemoptPipelineOptions pipeline;
+  /// Whether --explore, --memory-budget or --device asks for the budget
+  /// search, and what it compiles against.
+  bool budgetSearch = false;
+  ExploreOptions search;
+};
+
+/// Reads and checks the command line that llvm::cl parsed; the error is one
+/// line, without the tool's name.
+llvm::Expected<CompileOptions> getCompileOptions();
+
+/// Keeps --help to memopt-compile's options, the generic ones and MLIR's
+/// `-mlir-*` instrumentation (timing, IR printing, statistics) rather than
+/// every option linked in from libLLVM.
+void hideUnrelatedOptions();
+
+} // namespace memopt
+
+#endif // MEMOPT_TOOLS_MEMOPT_COMPILE_OPTIONS_H
