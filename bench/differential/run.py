@@ -251,31 +251,27 @@ def gradcheck(runner, base_flags):
         direction = rng.standard_normal(value.shape)
         gradient = value.astype(np.float64) - after[name].astype(np.float64)
         analytic = float(np.sum(gradient * direction))
-        losses = {}
-        for k in (2, 1, 0, -1, -2):
+
+        def loss_at(t):
+            """The loss with `name` moved by t along the direction."""
             moved = dict(graph.params)
-            moved[name] = (value + k * FD_STEP * direction).astype(np.float32)
+            moved[name] = (value + t * direction).astype(np.float32)
             st.save(moved, probe)
             stdout, error = runner.train(out, probe, 1)
             if error:
-                return error, None
-            losses[k] = float(re.search(r"^step 1 loss (\S+)", stdout,
-                                        re.M).group(1))
-        # The rounding noise of the loss, measured: its change under steps
-        # a thousand times smaller, less what the derivative explains.
-        tiny = FD_STEP * 1e-3
-        measured = 0.0
-        for k in (1, -1, 2):
-            moved = dict(graph.params)
-            moved[name] = (value + k * tiny * direction).astype(np.float32)
-            st.save(moved, probe)
-            stdout, error = runner.train(out, probe, 1)
-            if error:
-                return error, None
-            loss = float(re.search(r"^step 1 loss (\S+)", stdout,
+                raise RuntimeError(error)
+            return float(re.search(r"^step 1 loss (\S+)", stdout,
                                    re.M).group(1))
-            measured = max(measured, abs(loss - losses[0] -
-                                         k * tiny * analytic))
+
+        try:
+            losses = {k: loss_at(k * FD_STEP) for k in (2, 1, 0, -1, -2)}
+            # The rounding noise of the loss, measured: its change under
+            # steps a thousand times smaller, less what g.d explains.
+            tiny = FD_STEP * 1e-3
+            measured = max(abs(loss_at(k * tiny) - losses[0] -
+                               k * tiny * analytic) for k in (1, -1, 2))
+        except RuntimeError as error:
+            return str(error), None
         central = (losses[1] - losses[-1]) / (2 * FD_STEP)
         numeric = (8 * (losses[1] - losses[-1]) -
                    (losses[2] - losses[-2])) / (12 * FD_STEP)
