@@ -114,6 +114,22 @@ def check_no_reuse_plan(plan, arena):
     return problems
 
 
+def both_ways(modeldir, mlir, tag, flags):
+    """Compiles and trains with and without --no-buffer-reuse: the two
+    results and the list of their differences (none expected)."""
+    reuse = compile_and_train(modeldir, mlir, tag, flags)
+    alone = compile_and_train(modeldir, mlir, tag + "-no-reuse",
+                              flags + ["--no-buffer-reuse"])
+    problems = check_no_reuse_plan(alone[3], alone[2])
+    if reuse[0] != alone[0]:
+        problems.append(f"losses {alone[0]!r} != {reuse[0]!r}")
+    if reuse[0].count("loss") != STEPS:
+        problems.append(f"expected {STEPS} losses: {reuse[0]!r}")
+    if reuse[1] != alone[1]:
+        problems.append("saved tensors differ")
+    return reuse, alone, problems
+
+
 def main():
     workdir, examples = sys.argv[1], sys.argv[2]
     variants = {
@@ -134,16 +150,7 @@ def main():
         modeldir = os.path.join(workdir, name)
         os.makedirs(modeldir, exist_ok=True)
         for tag, flags in runs.items():
-            reuse = compile_and_train(modeldir, mlir, tag, flags)
-            alone = compile_and_train(modeldir, mlir, tag + "-no-reuse",
-                                      flags + ["--no-buffer-reuse"])
-            problems = check_no_reuse_plan(alone[3], alone[2])
-            if reuse[0] != alone[0]:
-                problems.append(f"losses {alone[0]!r} != {reuse[0]!r}")
-            if reuse[0].count("loss") != STEPS:
-                problems.append(f"expected {STEPS} losses: {reuse[0]!r}")
-            if reuse[1] != alone[1]:
-                problems.append("saved tensors differ")
+            reuse, alone, problems = both_ways(modeldir, mlir, tag, flags)
             if alone[2] <= reuse[2]:
                 problems.append(f"no-reuse arena {alone[2]} <= {reuse[2]}")
             if problems:

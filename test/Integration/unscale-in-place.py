@@ -38,7 +38,6 @@ _spec = importlib.util.spec_from_file_location(
 no_buffer_reuse = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(no_buffer_reuse)
 compile_and_train = no_buffer_reuse.compile_and_train
-check_no_reuse_plan = no_buffer_reuse.check_no_reuse_plan
 STEPS = no_buffer_reuse.STEPS
 
 UNSCALE = re.compile(r'memopt\.kernel "memopt\.unscale" ins\(([^:]*) :[^)]*\) '
@@ -74,18 +73,10 @@ def main():
         fp16_arena = None
         for tag, flags in runs.items():
             slug = re.sub(r"[^\w]+", "-", tag)
-            reuse = compile_and_train(modeldir, mlir, slug, flags)
-            alone = compile_and_train(modeldir, mlir, slug + "-no-reuse",
-                                      flags + ["--no-buffer-reuse"])
-            problems = check_no_reuse_plan(alone[3], alone[2])
-            if reuse[0] != alone[0]:
-                problems.append(f"losses {alone[0]!r} != {reuse[0]!r}")
-            if reuse[0].count("loss") != STEPS:
-                problems.append(f"expected {STEPS} losses: {reuse[0]!r}")
+            reuse, alone, problems = no_buffer_reuse.both_ways(
+                modeldir, mlir, slug, flags)
             if "overflow" in tag and reuse[0].count("skipped") != STEPS:
                 problems.append(f"expected {STEPS} skipped steps: {reuse[0]!r}")
-            if reuse[1] != alone[1]:
-                problems.append("saved tensors differ")
             in_place = 0
             operands = unscale_operands(reuse[3])
             separate = unscale_operands(alone[3])
