@@ -70,6 +70,11 @@ namespace memopt {
 using namespace mlir;
 using namespace memopt;
 
+/// Seconds of exact placement search for the budget candidates closest to
+/// the budget when the heuristics fit none: the default time limit of
+/// --memopt-plan-buffers, which plans the final step.
+static constexpr double kExactCheckSeconds = 1.0;
+
 /// Bytes of a statically shaped tensor, rounded up to the planner's 256-byte
 /// alignment; 0 when unknown.
 static int64_t getAlignedBytes(Value value) {
@@ -488,8 +493,11 @@ struct RematerializePass
 
   /// The planned arena of the module with `plan` applied to a copy (with
   /// `runPlanner` false, only applies it: -1, and lastCloneFlops is set).
+  /// The placement runs its heuristics, and its exact search for
+  /// `timeLimit` seconds.
   FailureOr<int64_t> getPlannedArena(const BudgetPlan &plan,
-                                     bool runPlanner = true);
+                                     bool runPlanner = true,
+                                     double timeLimit = 0);
   LogicalResult runBudget(FunctionOpInterface func, StepGraph &graph);
 
   int64_t lastClones = 0, lastCloneFlops = 0, lastRecomputedStages = 0;
@@ -593,7 +601,7 @@ void RematerializePass::apply(const StepGraph &graph,
 
 FailureOr<int64_t>
 RematerializePass::getPlannedArena(const BudgetPlan &plan,
-                                   bool runPlanner) {
+                                   bool runPlanner, double timeLimit) {
   OwningOpRef<ModuleOp> copy(getOperation().clone());
   FailureOr<FunctionOpInterface> func = findTrainStep(*copy, "rematerialize");
   if (failed(func))
@@ -609,7 +617,7 @@ RematerializePass::getPlannedArena(const BudgetPlan &plan,
   bufferizeOptions.reuse = bufferReuse;
   pm.addPass(createBufferizePass(bufferizeOptions));
   PlanBuffersPassOptions planOptions;
-  planOptions.timeLimit = 0; // the heuristics bound the final plan
+  planOptions.timeLimit = timeLimit; // 0: the heuristics, a bound
   planOptions.reuse = bufferReuse;
   pm.addPass(createPlanBuffersPass(planOptions));
   ++plannerChecks;
@@ -781,10 +789,31 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
       step = solveGraph(getModelPeak(*step) - 1);
     }
   }
+  // The heuristics bound the final plan, which also searches exactly and can
+  // be smaller. Before giving up, plan the closest candidates as the
+  // pipeline's placement does by default (its exact search for a second).
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+  for (const auto &entry : arenas)
+    smallest = std::min(smallest, entry.second);
   if (!fitting) {
-    int64_t smallest = std::numeric_limits<int64_t>::max();
-    for (const auto &entry : arenas)
-      smallest = std::min(smallest, entry.second);
+    std::vector<std::pair<int64_t, BudgetPlan>> closest;
+    for (const auto &[plan, arena] : arenas)
+      closest.emplace_back(arena, plan);
+    llvm::sort(closest, [](const auto &a, const auto &b) {
+      return a.first < b.first;
+    });
+    closest.resize(std::min<size_t>(closest.size(), 3));
+    for (const auto &[heuristic, plan] : closest) {
+      FailureOr<int64_t> arena =
+          getPlannedArena(plan, /*runPlanner=*/true, kExactCheckSeconds);
+      if (failed(arena))
+        return failure();
+      smallest = std::min(smallest, *arena);
+      if (*arena <= budget && (!fitting || lastCloneFlops < fittingFlops))
+        fitting = plan, fittingFlops = lastCloneFlops;
+    }
+  }
+  if (!fitting) {
     return func.emitOpError()
            << "--memopt-remat: the budget of " << budget.getValue()
            << " bytes is below the smallest reachable peak, " << smallest
