@@ -128,6 +128,22 @@ void memopt_reduce(memopt_context *ctx, memopt_reduce_op op,
 
 namespace {
 
+/// The maximum of a row of `n` values and the sum of exp(value - maximum),
+/// over the block (every thread gets both): the two parts of a stable
+/// log-sum-exp, shared by softmax and cross-entropy.
+template <typename T>
+__device__ __forceinline__ float2 rowMaxExpSum(const T *row, int64_t n,
+                                               float *shared) {
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    m = fmaxf(m, toF32(row[j]));
+  m = blockMax(m, shared);
+  float s = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    s += expf(toF32(row[j]) - m);
+  return make_float2(m, blockSum(s, shared));
+}
+
 /// Softmax / log-softmax of contiguous rows: a block per row.
 template <typename T>
 __global__ void softmaxRowsKernel(const T *x, T *y, int64_t rows, int64_t dim,
@@ -136,14 +152,8 @@ __global__ void softmaxRowsKernel(const T *x, T *y, int64_t rows, int64_t dim,
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *xs = x + r * dim;
     T *ys = y + r * dim;
-    float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
-      m = fmaxf(m, toF32(xs[j]));
-    m = blockMax(m, shared);
-    float s = 0.0f;
-    for (int64_t j = threadIdx.x; j < dim; j += blockDim.x)
-      s += expf(toF32(xs[j]) - m);
-    s = blockSum(s, shared);
+    float2 ms = rowMaxExpSum(xs, dim, shared);
+    float m = ms.x, s = ms.y;
     float logSum = logf(s), inv = 1.0f / s;
     for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
       float v = toF32(xs[j]) - m;
@@ -675,14 +685,8 @@ __global__ void crossEntropyRowsKernel(const T *logits, bool is64,
       continue;
     }
     const T *row = logits + r * classes;
-    float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-      m = fmaxf(m, toF32(row[j]));
-    m = blockMax(m, shared);
-    float s = 0.0f;
-    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-      s += expf(toF32(row[j]) - m);
-    s = blockSum(s, shared);
+    float2 ms = rowMaxExpSum(row, classes, shared);
+    float m = ms.x, s = ms.y;
     if (threadIdx.x == 0)
       rowLoss[r] = m + logf(s) - toF32(row[label]);
   }
@@ -747,14 +751,8 @@ __global__ void crossEntropyGradKernel(const T *logits, bool is64,
       continue;
     }
     const T *row = logits + r * classes;
-    float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-      m = fmaxf(m, toF32(row[j]));
-    m = blockMax(m, shared);
-    float s = 0.0f;
-    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-      s += expf(toF32(row[j]) - m);
-    s = blockSum(s, shared);
+    float2 ms = rowMaxExpSum(row, classes, shared);
+    float m = ms.x, s = ms.y;
     float lse = m + logf(s);
     for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
       float p = expf(toF32(row[j]) - lse);
