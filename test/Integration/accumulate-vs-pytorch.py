@@ -39,12 +39,13 @@
 
 import copy
 import os
-import re
-import subprocess
 import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
+from memopt_run import compile_model, losses, train  # noqa: E402
 
 STEPS = 5
 TOLERANCE = 1e-5
@@ -65,11 +66,10 @@ def main():
     memopt.export(model, tuple(batch.values()), mlir)
     memopt.safetensors.save(batch, os.path.join(workdir, "batch.safetensors"))
     out = os.path.join(workdir, "out")
-    subprocess.run(["memopt-compile", mlir, "-o", out, "--optimizer=adamw",
-                    f"--lr={LR}", "--betas=0.9,0.999", f"--eps={EPS}",
-                    "--weight-decay=0.01", f"--micro-batches={k}"] +
-                   (["--accumulate-allow-batch-norm"] if name == "cnn" else []),
-                   check=True, stdout=subprocess.DEVNULL)
+    compile_model(mlir, out, "--optimizer=adamw", f"--lr={LR}",
+                  "--betas=0.9,0.999", f"--eps={EPS}", "--weight-decay=0.01",
+                  f"--micro-batches={k}",
+                  *(["--accumulate-allow-batch-norm"] if name == "cnn" else []))
     # The step must really loop over the micro-batches.
     with open(os.path.join(out, "plan.mlir")) as f:
         plan = f.read()
@@ -77,14 +77,8 @@ def main():
         print(f"{name} K={k}: MISMATCH no micro-batch loop in plan.mlir")
         return 1
     final = os.path.join(workdir, "final.safetensors")
-    run = subprocess.run(
-        [os.path.join(out, "train"),
-         "--params", os.path.join(workdir, "model.safetensors"),
-         "--batch", os.path.join(workdir, "batch.safetensors"),
-         "--steps", str(STEPS), "--save", final],
-        check=True, capture_output=True, text=True)
-    losses = [float(m.group(1)) for m in
-              re.finditer(r"^step \d+ loss (\S+)$", run.stdout, re.M)]
+    stdout = train(out, workdir, STEPS, save=final)
+    got_losses = losses(stdout)
 
     # The reference: one full-batch forward and backward per step.
     optimizer = torch.optim.AdamW(reference.parameters(), lr=LR,
@@ -116,9 +110,9 @@ def main():
         expected.append(loss.item())
 
     failures = []
-    if len(losses) != STEPS:
-        failures.append(f"expected {STEPS} step lines, got {run.stdout!r}")
-    for step, (got, want) in enumerate(zip(losses, expected), 1):
+    if len(got_losses) != STEPS:
+        failures.append(f"expected {STEPS} step lines, got {stdout!r}")
+    for step, (got, want) in enumerate(zip(got_losses, expected), 1):
         if abs(got - want) > TOLERANCE * abs(want):
             failures.append(f"step {step}: loss {got!r}, PyTorch {want!r}")
 
@@ -151,8 +145,8 @@ def main():
         print(f"{name} K={k}: MISMATCH {failure}")
     if failures:
         return 1
-    print(f"{name} K={k}: {len(losses)} losses match, {len(state)} tensors "
-          f"match ({relaxed} ill-conditioned elements within lr * steps, "
+    print(f"{name} K={k}: {len(got_losses)} losses match, {len(state)} "
+          f"tensors match ({relaxed} ill-conditioned elements within lr * steps, "
           f"{drifted} within lr / 100 only)")
     return 0
 

@@ -20,9 +20,11 @@
 
 import json
 import os
-import re
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
+from memopt_run import compile_model, losses, train  # noqa: E402
 
 STEPS = 5
 TOLERANCE = 3e-2
@@ -35,14 +37,8 @@ RUNS = [(1.0, []), (2.0, ["--mixed-precision=bf16"]), (0.95, []),
         (0.94, []), (0.94, ["--mixed-precision=auto"])]
 
 
-def train(out, workdir):
-    run = subprocess.run(
-        [os.path.join(out, "train"),
-         "--params", os.path.join(workdir, "model.safetensors"),
-         "--batch", os.path.join(workdir, "batch.safetensors"),
-         "--steps", str(STEPS)], check=True, capture_output=True, text=True)
-    return [float(v) for v in re.findall(r"^step \d+ loss (\S+)$",
-                                         run.stdout, re.M)]
+def train_losses(out, workdir):
+    return losses(train(out, workdir, STEPS))
 
 
 def planned_peak(out):
@@ -65,10 +61,9 @@ def main():
     memopt.safetensors.save(batch, os.path.join(workdir, "batch.safetensors"))
 
     plain = os.path.join(workdir, "plain")
-    subprocess.run(["memopt-compile", mlir, "-o", plain], check=True,
-                   stdout=subprocess.DEVNULL)
+    compile_model(mlir, plain)
     peak = planned_peak(plain)
-    reference = train(plain, workdir)
+    reference = train_losses(plain, workdir)
     print("unoptimised: planned peak %d B, losses %s" % (peak, reference))
 
     for index, (fraction, flags) in enumerate(RUNS):
@@ -79,17 +74,17 @@ def main():
                              check=True, capture_output=True, text=True)
         chosen = run.stdout.splitlines()[0].split(": ", 1)[1]
         got = planned_peak(out)
-        losses = train(out, workdir)
-        ok = len(losses) == STEPS and all(
+        got_losses = train_losses(out, workdir)
+        ok = len(got_losses) == STEPS and all(
             abs(a - b) <= TOLERANCE * max(1.0, abs(b))
-            for a, b in zip(losses, reference))
+            for a, b in zip(got_losses, reference))
         print("budget %d%%%s: %s: planned peak %d B %s %d B, %d losses %s 3e-2"
               % (round(fraction * 100), "".join(" " + f for f in flags),
                  chosen, got,
                  "<=" if got <= budget else "MISMATCH >", budget,
-                 len(losses), "within" if ok else "MISMATCH outside"))
+                 len(got_losses), "within" if ok else "MISMATCH outside"))
         if not ok:
-            print("  losses %s" % losses)
+            print("  losses %s" % got_losses)
 
 
 if __name__ == "__main__":

@@ -36,14 +36,15 @@
 # GROWTH: mlp fp16-growth: scale sequence matches GradScaler
 
 import copy
-import json
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
+import memopt_run  # noqa: E402
 
 LR, EPS = 1e-3, 1e-8
 STEP_LINE = re.compile(
@@ -51,26 +52,18 @@ STEP_LINE = re.compile(
 
 
 def compile_model(mlir, out, *flags):
-    subprocess.run(["memopt-compile", mlir, "-o", out, "--optimizer=adamw",
-                    f"--lr={LR}", f"--eps={EPS}", "--report=json", *flags],
-                   check=True, stdout=subprocess.DEVNULL)
-    with open(os.path.join(out, "memory_report.json")) as f:
-        return json.load(f)
+    return memopt_run.compile_model(mlir, out, "--optimizer=adamw",
+                                    f"--lr={LR}", f"--eps={EPS}", *flags)
 
 
-def train(workdir, out, steps, save=None, params=None):
-    command = [os.path.join(out, "train"),
-               "--params", params or os.path.join(workdir, "model.safetensors"),
-               "--batch", os.path.join(workdir, "batch.safetensors"),
-               "--steps", str(steps)]
-    if save:
-        command += ["--save", save]
-    run = subprocess.run(command, check=True, capture_output=True, text=True)
+def train(workdir, out, steps, save=None, params="model.safetensors"):
+    """(loss, skipped, scale) of each step."""
+    stdout = memopt_run.train(out, workdir, steps, save, params)
     lines = [(float(m.group(2)), bool(m.group(3)),
               float(m.group(4)) if m.group(4) else None)
-             for m in STEP_LINE.finditer(run.stdout)]
+             for m in STEP_LINE.finditer(stdout)]
     if len(lines) != steps:
-        raise SystemExit(f"expected {steps} step lines, got {run.stdout!r}")
+        raise SystemExit(f"expected {steps} step lines, got {stdout!r}")
     return lines
 
 

@@ -24,10 +24,12 @@
 import json
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
+from memopt_run import compile_model, train  # noqa: E402
 
 STEPS = 3
 ALIGNMENT = 256
@@ -62,24 +64,19 @@ def write_inputs(workdir, model_json):
 
 def compile_and_train(workdir, mlir, tag, flags):
     out = os.path.join(workdir, tag)
-    subprocess.run(["memopt-compile", mlir, "-o", out, "--report=json"] + flags,
-                   check=True, stdout=subprocess.DEVNULL)
+    compile_model(mlir, out, *flags)
     with open(os.path.join(out, "model.json")) as f:
         model_json = json.load(f)
     if not os.path.exists(os.path.join(workdir, "params.safetensors")):
         write_inputs(workdir, model_json)
     final = os.path.join(workdir, tag + ".safetensors")
-    run = subprocess.run(
-        [os.path.join(out, "train"),
-         "--params", os.path.join(workdir, "params.safetensors"),
-         "--batch", os.path.join(workdir, "batch.safetensors"),
-         "--steps", str(STEPS), "--save", final],
-        check=True, capture_output=True, text=True)
+    stdout = train(out, workdir, STEPS, save=final,
+                   params="params.safetensors")
     with open(final, "rb") as f:
         saved = f.read()
     with open(os.path.join(out, "plan.mlir")) as f:
         plan = f.read()
-    return run.stdout, saved, model_json["arena_bytes"], plan
+    return stdout, saved, model_json["arena_bytes"], plan
 
 
 def memref_bytes(type_text):

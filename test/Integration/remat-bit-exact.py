@@ -23,29 +23,22 @@
 # CNN: cnn: selective: recompute_flops > 0, 3 losses and {{[0-9]+}} bytes identical
 # CNN: cnn: budget: {{.*}} 3 losses and {{[0-9]+}} bytes identical
 
-import json
 import os
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
+from memopt_run import compile_model, train  # noqa: E402
 
 STEPS = 3
 
 
 def compile_and_train(workdir, mlir, tag, flags):
     out = os.path.join(workdir, tag)
-    subprocess.run(["memopt-compile", mlir, "-o", out, "--report=json"] + flags,
-                   check=True, stdout=subprocess.DEVNULL)
+    report = compile_model(mlir, out, *flags)
     final = os.path.join(workdir, tag + ".safetensors")
-    run = subprocess.run(
-        [os.path.join(out, "train"),
-         "--params", os.path.join(workdir, "model.safetensors"),
-         "--batch", os.path.join(workdir, "batch.safetensors"),
-         "--steps", str(STEPS), "--save", final],
-        check=True, capture_output=True, text=True)
-    with open(os.path.join(out, "memory_report.json")) as f:
-        report = json.load(f)
+    stdout = train(out, workdir, STEPS, save=final)
     with open(final, "rb") as f:
-        return run.stdout, f.read(), report
+        return stdout, f.read(), report
 
 
 def find_flops(report):
