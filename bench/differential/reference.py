@@ -1,0 +1,301 @@
+"""A generated graph's loss and gradients in float64 PyTorch.
+
+`evaluate(mlir, params, inputs)` runs the forward + loss module that
+randgraph.py prints (its op subset of the memopt dialect, docs/Dialect.md)
+with PyTorch autograd in float64, an oracle independent of memopt. With
+`precision="bf16"` or `"f16"` it also rounds where `--mixed-precision` makes
+memopt round (docs/MixedPrecision.md): the results of matmul and conv2d,
+every op that runs in the compute type, each cast down, and in the backward
+the gradient of each low-precision value. It thus measures how much the
+rounding of that precision alone moves a graph's loss and gradients: what
+`run.py` expects of memopt's mixed precision on a graph that amplifies
+rounding (`rounding_error`).
+
+Dropout draws the runtime's mask (runtime.h: Philox4x32-10 of seed, stream,
+step and element index) for the first step of a run from fresh parameters,
+so the whole batch in one step, as OUT/train's first step computes it.
+
+    python3 reference.py SEED [--conv]   # loss and gradient norms of SEED
+"""
+
+import re
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = ["evaluate", "rounding_error"]
+
+# The ops --mixed-precision runs in f32 whatever their operands, and those
+# that run in the compute type (MixedPrecision.cpp's policy); every other op
+# takes its widest operand's type, parameters not promoting.
+F32_OPS = {"exp", "log", "pow_scalar", "rsqrt", "softmax", "log_softmax",
+           "layer_norm", "rms_norm", "cross_entropy", "mse_loss",
+           "reduce_sum", "reduce_mean", "embedding"}
+LOW_OPS = {"matmul", "conv2d"}
+VIEW_OPS = {"broadcast", "reshape", "transpose", "slice"}
+LOW_TYPES = {"f32": torch.float32, "bf16": torch.bfloat16,
+             "f16": torch.float16}
+
+_LINE = re.compile(r"^\s*(%[\w, %]+?) = memopt\.(\w+) (.*?)"
+                   r"(?: \{memopt\.scope = \"[^\"]*\"\})? : (.*)$")
+_OPERANDS = re.compile(r"(%\w+|-?[\d.]+e[+-]\d+)(, (%\w+|-?[\d.]+e[+-]\d+))*")
+_ARG = re.compile(r"%(\w+): tensor<[^>]*> \{memopt\.role = \"(\w+)\"")
+
+
+def _ints(text, key):
+    match = re.search(key + r" \[([-\d, ]*)\]", text)
+    return [int(v) for v in match.group(1).split(",")] if match else None
+
+
+def _shape(type_text):
+    dims = re.match(r"tensor<([\dx]*?)x?[a-z]+\d*>", type_text).group(1)
+    return [int(d) for d in dims.split("x") if d]
+
+
+def parse(mlir):
+    """(arguments as [(name, role)], ops as [(results, op, operands, attrs,
+    result type)], returned value)."""
+    args = _ARG.findall(mlir)
+    ops, returned = [], None
+    for line in mlir.splitlines():
+        if line.strip().startswith("return "):
+            returned = line.split()[1]
+            continue
+        match = _LINE.match(line)
+        if not match:
+            continue
+        results, op, rest, types = match.groups()
+        operands = _OPERANDS.match(rest).group(0)
+        attrs = rest[len(operands):].strip()
+        result_type = types.split(" to ")[-1].split(" -> ")[-1]
+        ops.append(([r.strip() for r in results.split(",")], op,
+                    [o.strip() for o in operands.split(",")], attrs,
+                    result_type.split(", ")[0]))
+    return args, ops, returned
+
+
+class _Round(torch.autograd.Function):
+    """Rounds a value to the compute type, and its gradient."""
+
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.dtype = dtype
+        return x.to(dtype).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.to(ctx.dtype).to(grad.dtype), None
+
+
+class _Widen(torch.autograd.Function):
+    """A cast up: exact, but the gradient flows back in the compute type."""
+
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.dtype = dtype
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.to(ctx.dtype).to(grad.dtype), None
+
+
+_M = (0xD2511F53, 0xCD9E8D57)
+_W = (0x9E3779B9, 0xBB67AE85)
+_MASK32 = 0xFFFFFFFF
+
+
+def philox4x32_10(counters, key):
+    """Philox4x32-10 of uint64 arrays `counters` [4][n] (32-bit values)
+    under the two-word `key`: its four uint32 words, as uint64 arrays."""
+    c = [np.asarray(w, np.uint64) for w in counters]
+    k = [np.uint64(key[0]), np.uint64(key[1])]
+    for round in range(10):
+        if round:
+            k = [np.uint64((int(k[i]) + _W[i]) & _MASK32) for i in (0, 1)]
+        p0 = np.uint64(_M[0]) * c[0]
+        p1 = np.uint64(_M[1]) * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ k[0], p1 & np.uint64(_MASK32),
+             (p0 >> np.uint64(32)) ^ c[3] ^ k[1], p0 & np.uint64(_MASK32)]
+    return c
+
+
+def dropout_mask(n, p, seed, stream, step=0):
+    """The runtime's keep mask of n elements (memopt_dropout)."""
+    mixed = (seed ^ (stream * 0x9E3779B97F4A7C15)) & 0xFFFFFFFFFFFFFFFF
+    blocks = np.arange((n + 3) // 4, dtype=np.uint64)
+    low, high = np.uint64(_MASK32), np.uint64(32)
+    words = philox4x32_10(
+        [blocks & low, blocks >> high, np.full_like(blocks, step & _MASK32),
+         np.full_like(blocks, step >> 32)], (mixed & _MASK32, mixed >> 32))
+    bits = np.stack(words, 1).reshape(-1)[:n]
+    return (bits >> np.uint64(8)) >= np.uint64(int(np.ceil(p * 2.0 ** 24)))
+
+
+def _dropout(x, attrs):
+    match = re.search(r"p (\S+) seed (\d+) stream (\d+)", attrs)
+    p, seed, stream = float(match.group(1)), int(match.group(2)), \
+        int(match.group(3))
+    keep = torch.tensor(dropout_mask(x.numel(), p, seed, stream)).reshape(
+        x.shape)
+    return torch.where(keep, x / (1 - p), torch.zeros_like(x))
+
+
+def _apply(op, xs, attrs, shape):
+    """The float64 result(s) of one op on its operands."""
+    x = xs[0]
+    unary = {"exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
+             "rsqrt": torch.rsqrt, "sigmoid": torch.sigmoid,
+             "tanh": torch.tanh, "relu": torch.relu, "silu": F.silu,
+             "neg": torch.neg}
+    binary = {"add": torch.add, "sub": torch.sub, "mul": torch.mul,
+              "div": torch.div}
+    if op in unary:
+        return unary[op](x)
+    if op in binary:
+        return binary[op](x, xs[1])
+    if op in ("add_scalar", "mul_scalar", "pow_scalar"):
+        s = float(xs[1])
+        return x + s if op == "add_scalar" else x * s if op == "mul_scalar" \
+            else x ** s
+    if op == "dropout":
+        return _dropout(x, attrs)
+    if op == "gelu":
+        return F.gelu(x, approximate="tanh" if "tanh" in attrs else "none")
+    if op == "matmul":
+        b = xs[1].transpose(-1, -2) if "transpose_rhs" in attrs else xs[1]
+        return torch.matmul(x, b)
+    if op in ("softmax", "log_softmax"):
+        dim = int(re.search(r"dim (\d+)", attrs).group(1))
+        return getattr(torch, op)(x, dim)
+    if op == "layer_norm":
+        eps = float(re.search(r"eps (\S+)", attrs).group(1))
+        return F.layer_norm(x, (x.shape[-1],), xs[1], xs[2], eps)
+    if op == "rms_norm":
+        eps = float(re.search(r"eps (\S+)", attrs).group(1))
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * xs[1]
+    if op == "broadcast":
+        dims = _ints(attrs, "dims")
+        view = [1] * len(shape)
+        for i, d in enumerate(dims):
+            view[d] = x.shape[i]
+        return x.reshape(view).expand(shape)
+    if op in ("reduce_sum", "reduce_mean"):
+        dims = _ints(attrs, "dims")
+        return x.sum(dims) if op == "reduce_sum" else x.mean(dims)
+    if op == "reshape":
+        return x.reshape(shape)
+    if op == "transpose":
+        return x.permute(_ints(attrs, "perm"))
+    if op == "slice":
+        index = tuple(slice(a, b, c) for a, b, c in zip(
+            _ints(attrs, "starts"), _ints(attrs, "limits"),
+            _ints(attrs, "strides")))
+        return x[index]
+    if op == "concat":
+        return torch.cat(xs, int(re.search(r"dim (\d+)", attrs).group(1)))
+    if op == "embedding":
+        return F.embedding(xs[1], x)
+    if op == "conv2d":
+        return F.conv2d(x, xs[1], stride=_ints(attrs, "strides"),
+                        padding=_ints(attrs, "padding"))
+    if op in ("max_pool2d", "avg_pool2d"):
+        return getattr(F, op)(x, _ints(attrs, "kernel"),
+                              _ints(attrs, "strides"))
+    if op == "cross_entropy":
+        ignore = int(re.search(r"ignore_index (-?\d+)", attrs).group(1))
+        return F.cross_entropy(x.reshape(-1, x.shape[-1]), xs[1].reshape(-1),
+                               ignore_index=ignore)
+    if op == "mse_loss":
+        return F.mse_loss(x, xs[1])
+    raise ValueError(f"reference.py: no evaluation for memopt.{op}")
+
+
+def evaluate(mlir, params, inputs, precision=None, loss_scale=1.0,
+             dtype=torch.float64):
+    """The loss and {parameter: gradient} of the module, computed in
+    `dtype`; with `precision` ("f32", "bf16" or "f16") the roundings of
+    mixed precision, the loss multiplied by `loss_scale` before the
+    backward and the gradients divided by it after."""
+    low = LOW_TYPES.get(precision)
+    args, ops, returned = parse(mlir)
+    leaves = {n: torch.tensor(np.asarray(v), dtype=dtype, requires_grad=True)
+              for n, v in params.items()}
+    env, kind = {}, {}   # value -> tensor; value -> "f32" | "low" | "param"
+    for name, role in args:
+        if role == "param":
+            env["%" + name], kind["%" + name] = leaves[name], "param"
+        else:
+            data = inputs[name]
+            env["%" + name] = torch.tensor(data) if data.dtype == np.int64 \
+                else torch.tensor(data, dtype=dtype)
+            kind["%" + name] = "f32"
+    for results, op, operands, attrs, result_type in ops:
+        xs = [env.get(o, o) for o in operands]
+        floats = [o for o in operands if o in env and
+                  env[o].is_floating_point()]
+        if low is None:
+            out_kind = "f32"
+        elif op in LOW_OPS or precision == "f32":
+            out_kind = "low"
+        elif op in F32_OPS:
+            out_kind = "f32"
+        elif op in VIEW_OPS and kind[operands[0]] == "param":
+            out_kind = "param"
+        else:
+            kinds = {kind[o] for o in floats}
+            out_kind = "f32" if "f32" in kinds else (
+                "low" if "low" in kinds else "param")
+        if low is not None:
+            for i, o in enumerate(operands):
+                if o not in floats:
+                    continue
+                if out_kind == "low" and kind[o] != "low":
+                    xs[i] = _Round.apply(xs[i], low)
+                elif out_kind != "low" and kind[o] == "low":
+                    xs[i] = _Widen.apply(xs[i], low)
+        value = _apply(op, xs, attrs, _shape(result_type))
+        if out_kind == "low":
+            value = _Round.apply(value, low)
+        env[results[0]], kind[results[0]] = value, (
+            "f32" if out_kind == "param" and op not in VIEW_OPS else out_kind)
+    loss = env[returned]
+    if loss.requires_grad:  # a graph may have no parameters
+        (loss * loss_scale).backward()
+    return float(loss), {
+        n: (leaf.grad if leaf.grad is not None else torch.zeros_like(leaf))
+        .double().numpy() / loss_scale for n, leaf in leaves.items()}
+
+
+def rounding_error(graph, precision, loss_scale=1.0):
+    """How far the roundings of `precision` alone move the graph: the
+    change of the loss relative to max(1, |loss|), and the largest change
+    of each parameter's gradient relative to the gradient's largest
+    element (the first SGD step's relative error)."""
+    ref_loss, ref = evaluate(graph.mlir, graph.params, graph.inputs)
+    loss, grads = evaluate(graph.mlir, graph.params, graph.inputs, precision,
+                           loss_scale)
+    params = {n: float(np.abs(grads[n] - g).max() /
+                       max(float(np.abs(g).max()), 1e-30))
+              for n, g in ref.items()}
+    return abs(loss - ref_loss) / max(1.0, abs(ref_loss)), params
+
+
+def main():
+    import randgraph
+    graph = randgraph.generate(int(sys.argv[1]), "--conv" in sys.argv)
+    loss, grads = evaluate(graph.mlir, graph.params, graph.inputs)
+    print(f"loss {loss:.9g}")
+    for name, grad in grads.items():
+        print(f"{name} |grad|max {np.abs(grad).max():.6g}")
+    for precision in ("bf16", "f16"):
+        dloss, dparams = rounding_error(graph, precision)
+        worst = max(dparams, key=dparams.get)
+        print(f"{precision}: loss {dloss:.3g}, gradients up to "
+              f"{dparams[worst]:.3g} ({worst})")
+
+
+if __name__ == "__main__":
+    main()
