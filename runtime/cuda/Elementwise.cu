@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.cuh"
+#include "memopt/runtime/OptimizerMath.h"
 
 #include <cmath>
 
@@ -268,7 +269,7 @@ namespace {
 template <typename T>
 __global__ void sgdKernel(const T *param, const T *grad, const T *buf,
                           const uint8_t *skip, T *newParam, T *newBuf,
-                          int64_t n, float lr, float momentum, float decay) {
+                          int64_t n, SgdCoefficients c) {
   bool skipped = skip && *skip;
   GRID_STRIDE(i, n) {
     if (skipped) {
@@ -276,11 +277,9 @@ __global__ void sgdKernel(const T *param, const T *grad, const T *buf,
       newBuf[i] = buf[i];
       continue;
     }
-    float p = toF32(param[i]);
-    float d = toF32(grad[i]) + decay * p;
-    float b = toF32(buf[i]) * momentum + d;
+    float b = toF32(buf[i]);
+    newParam[i] = fromF32<T>(sgdElement(c, toF32(param[i]), toF32(grad[i]), b));
     newBuf[i] = fromF32<T>(b);
-    newParam[i] = fromF32<T>(p - lr * b);
   }
 }
 
@@ -302,17 +301,8 @@ __global__ void adamwKernel(const T *param, const T *grad, const T *expAvg,
                        t64, 0, 0);
     return;
   }
-  // The scalars exactly as the host runtime derives them.
-  double t = static_cast<double>(t64);
-  double biasCorrection1 = 1.0 - pow(s.beta1, t);
-  double biasCorrection2Sqrt = sqrt(1.0 - pow(s.beta2, t));
-  float decayFactor = static_cast<float>(1.0 - s.lr * s.weightDecay);
-  float lerpWeight = static_cast<float>(1.0 - s.beta1);
-  float beta2F = static_cast<float>(s.beta2);
-  float oneMinusBeta2 = static_cast<float>(1.0 - s.beta2);
-  float negStepSize = static_cast<float>(-(s.lr / biasCorrection1));
-  float bc2Sqrt = static_cast<float>(biasCorrection2Sqrt);
-  float epsF = static_cast<float>(s.eps);
+  AdamWCoefficients c =
+      adamwCoefficients(s.lr, s.beta1, s.beta2, s.eps, s.weightDecay, t64);
   GRID_STRIDE(i, n) {
     if (skipped) {
       newParam[i] = param[i];
@@ -320,16 +310,11 @@ __global__ void adamwKernel(const T *param, const T *grad, const T *expAvg,
       newExpAvgSq[i] = expAvgSq[i];
       continue;
     }
-    float pi = toF32(param[i]) * decayFactor;
-    float gi = toF32(grad[i]);
-    float mi = toF32(expAvg[i]);
-    mi = lerpWeight < 0.5f ? mi + lerpWeight * (gi - mi)
-                           : gi - (gi - mi) * (1.0f - lerpWeight);
-    float vi = toF32(expAvgSq[i]) * beta2F + oneMinusBeta2 * (gi * gi);
-    float denom = sqrtf(vi) / bc2Sqrt + epsF;
+    float mi = toF32(expAvg[i]), vi = toF32(expAvgSq[i]);
+    float pi = adamwElement(c, toF32(param[i]), toF32(grad[i]), mi, vi);
     newExpAvg[i] = fromF32<T>(mi);
     newExpAvgSq[i] = fromF32<T>(vi);
-    newParam[i] = fromF32<T>(pi + negStepSize * (mi / denom));
+    newParam[i] = fromF32<T>(pi);
   }
 }
 
@@ -365,22 +350,10 @@ __global__ void updateScaleKernel(const float *scale, const int64_t *tracker,
                                   const uint8_t *foundInf, float *newScale,
                                   int64_t *newTracker, double growth,
                                   double backoff, int64_t interval) {
-  float current = *scale;
   int64_t count = *tracker;
-  if (*foundInf) {
-    *newScale = static_cast<float>(current * backoff);
-    *newTracker = 0;
-    return;
-  }
-  int64_t successful = count + 1;
-  if (successful >= interval) {
-    float grown = static_cast<float>(current * growth);
-    *newScale = isfinite(grown) ? grown : current;
-    *newTracker = 0;
-  } else {
-    *newScale = current;
-    *newTracker = successful;
-  }
+  *newScale =
+      updatedScale(*scale, count, *foundInf != 0, growth, backoff, interval);
+  *newTracker = count;
 }
 
 } // namespace
@@ -402,8 +375,7 @@ void memopt_sgd_update(memopt_context *ctx, memopt_dtype dtype,
         static_cast<const T *>(param), static_cast<const T *>(grad),
         static_cast<const T *>(momentum_buffer), skip,
         static_cast<T *>(new_param), static_cast<T *>(new_momentum_buffer), n,
-        static_cast<float>(lr), static_cast<float>(momentum),
-        static_cast<float>(weight_decay));
+        sgdCoefficients(lr, momentum, weight_decay));
   });
   checkLaunch(ctx, entry, "sgdKernel");
 }

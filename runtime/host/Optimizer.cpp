@@ -1,14 +1,15 @@
 //===- Optimizer.cpp - host optimizer updates and loss scaling ------------===//
 //
-// SGD and AdamW in the order of operations of torch.optim's single-tensor
-// implementations (hyper-parameters combined in double, rounded to f32 once,
-// elementwise math in f32), and GradScaler's unscale / non-finite check and
+// SGD and AdamW (the formulas of memopt/runtime/OptimizerMath.h, shared with
+// the CUDA runtime), and GradScaler's unscale / non-finite check and
 // scale update. A skipped step (found_inf) copies every input to its output,
 // so an update applied in place leaves the state untouched.
 //
 //===----------------------------------------------------------------------===//
 
 #include "HostRuntime.h"
+
+#include "memopt/runtime/OptimizerMath.h"
 
 #include <cmath>
 #include <cstring>
@@ -42,20 +43,16 @@ void memopt_sgd_update(memopt_context *ctx, memopt_dtype dtype,
     copyIfDistinct(dtype, momentum_buffer, new_momentum_buffer, n);
     return;
   }
-  float lrF = static_cast<float>(lr);
-  float momentumF = static_cast<float>(momentum);
-  float decayF = static_cast<float>(weight_decay);
+  SgdCoefficients c = sgdCoefficients(lr, momentum, weight_decay);
   F32Input p(ctx, dtype, param, n);
   F32Input g(ctx, dtype, grad, n);
   F32Input buf(ctx, dtype, momentum_buffer, n);
   F32Output outP(ctx, dtype, new_param, n);
   F32Output outBuf(ctx, dtype, new_momentum_buffer, n);
   for (int64_t i = 0; i < n; ++i) {
-    float d = g[i] + decayF * p[i];
-    float b = buf[i] * momentumF + d;
-    float pi = p[i];
+    float b = buf[i];
+    outP[i] = sgdElement(c, p[i], g[i], b);
     outBuf[i] = b;
-    outP[i] = pi - lrF * b;
   }
   outP.commit();
   outBuf.commit();
@@ -87,16 +84,8 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
              static_cast<long long>(*step));
     return;
   }
-  double t = static_cast<double>(*step);
-  double biasCorrection1 = 1.0 - std::pow(beta1, t);
-  double biasCorrection2Sqrt = std::sqrt(1.0 - std::pow(beta2, t));
-  float decayFactor = static_cast<float>(1.0 - lr * weight_decay);
-  float lerpWeight = static_cast<float>(1.0 - beta1);
-  float beta2F = static_cast<float>(beta2);
-  float oneMinusBeta2 = static_cast<float>(1.0 - beta2);
-  float negStepSize = static_cast<float>(-(lr / biasCorrection1));
-  float bc2Sqrt = static_cast<float>(biasCorrection2Sqrt);
-  float epsF = static_cast<float>(eps);
+  AdamWCoefficients c =
+      adamwCoefficients(lr, beta1, beta2, eps, weight_decay, *step);
   F32Input p(ctx, dtype, param, n);
   F32Input g(ctx, dtype, grad, n);
   F32Input m(ctx, dtype, exp_avg, n);
@@ -105,17 +94,10 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
   F32Output outM(ctx, dtype, new_exp_avg, n);
   F32Output outV(ctx, dtype, new_exp_avg_sq, n);
   for (int64_t i = 0; i < n; ++i) {
-    float pi = p[i] * decayFactor;
-    float gi = g[i];
-    float mi = m[i];
-    // Tensor.lerp_ as PyTorch evaluates it.
-    mi = lerpWeight < 0.5f ? mi + lerpWeight * (gi - mi)
-                           : gi - (gi - mi) * (1.0f - lerpWeight);
-    float vi = v[i] * beta2F + oneMinusBeta2 * (gi * gi);
-    float denom = std::sqrt(vi) / bc2Sqrt + epsF;
+    float mi = m[i], vi = v[i];
+    outP[i] = adamwElement(c, p[i], g[i], mi, vi);
     outM[i] = mi;
     outV[i] = vi;
-    outP[i] = pi + negStepSize * (mi / denom);
   }
   outP.commit();
   outM.commit();
@@ -172,20 +154,8 @@ void memopt_update_scale(memopt_context *ctx, const float *scale,
           {scale, growth_tracker, found_inf, new_scale, new_growth_tracker},
           growth_interval))
     return;
-  float current = *scale;
   int64_t tracker = *growth_tracker;
-  if (*found_inf) {
-    *new_scale = static_cast<float>(current * backoff_factor);
-    *new_growth_tracker = 0;
-    return;
-  }
-  int64_t successful = tracker + 1;
-  if (successful >= growth_interval) {
-    float grown = static_cast<float>(current * growth_factor);
-    *new_scale = std::isfinite(grown) ? grown : current;
-    *new_growth_tracker = 0;
-  } else {
-    *new_scale = current;
-    *new_growth_tracker = successful;
-  }
+  *new_scale = updatedScale(*scale, tracker, *found_inf != 0, growth_factor,
+                            backoff_factor, growth_interval);
+  *new_growth_tracker = tracker;
 }

@@ -95,6 +95,11 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
          memopt_layer_norm(c, MEMOPT_F32, p, MEMOPT_I32, p, p, p, f, f, 1, 2,
                            1e-5);
        }},
+      {"memopt_layer_norm: cannot normalise 2 empty rows",
+       [=](Ctx c) {
+         memopt_layer_norm(c, MEMOPT_F32, p, MEMOPT_F32, p, p, p, f, f, 2, 0,
+                           1e-5);
+       }},
       {"memopt_rms_norm_grad: null buffer",
        [=](Ctx c) {
          memopt_rms_norm_grad(c, MEMOPT_F32, p, p, MEMOPT_F32, p, nullptr, p, p,

@@ -223,9 +223,14 @@ inline bool checkNorm(memopt_context *ctx, const char *entry,
                       int64_t cols, std::initializer_list<const void *> tensors,
                       std::initializer_list<const void *> stats,
                       std::initializer_list<const void *> params) {
-  return checkFloat(ctx, entry, dtype) && checkFloat(ctx, entry, wDtype) &&
-         checkExtents(ctx, entry, {rows, cols}) &&
-         checkPointers(ctx, entry, rows * cols, tensors) &&
+  if (!checkFloat(ctx, entry, dtype) || !checkFloat(ctx, entry, wDtype) ||
+      !checkExtents(ctx, entry, {rows, cols}))
+    return false;
+  // A row of no values has no mean or scale.
+  if (rows > 0 && cols == 0)
+    return invalid(ctx, entry, "cannot normalise %lld empty rows",
+                   static_cast<long long>(rows));
+  return checkPointers(ctx, entry, rows * cols, tensors) &&
          checkPointers(ctx, entry, rows, stats) &&
          checkPointers(ctx, entry, cols, params);
 }
