@@ -66,12 +66,9 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
   if (options.optimizer != "adamw" && options.optimizer != "sgd")
     return fail("unknown --optimizer='" + options.optimizer +
                 "' (expected adamw or sgd)");
-  if (!llvm::is_contained(
-          {"none", "blocks", "sqrt", "revolve", "budget", "selective", "auto"},
-          llvm::StringRef(options.remat)))
-    return fail("unknown --remat='" + options.remat +
-                "' (expected none, blocks, sqrt, revolve, budget, selective "
-                "or auto)");
+  if (!isRematStrategy(options.remat))
+    return fail("unknown --remat='" + options.remat + "' (expected " +
+                listRematStrategies() + ")");
   if (options.microBatches < 1)
     return fail("invalid --micro-batches=" + llvm::Twine(options.microBatches) +
                 ": expected at least 1");

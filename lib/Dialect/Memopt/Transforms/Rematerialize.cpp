@@ -826,16 +826,26 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
   return success();
 }
 
+bool memopt::isRematStrategy(StringRef strategy) {
+  return llvm::is_contained(kRematStrategies, strategy);
+}
+
+std::string memopt::listRematStrategies() {
+  std::string list;
+  for (auto [index, name] : llvm::enumerate(kRematStrategies)) {
+    if (index > 0)
+      list += index + 1 == std::size(kRematStrategies) ? " or " : ", ";
+    list += name;
+  }
+  return list;
+}
+
 void RematerializePass::runOnOperation() {
   StringRef kind = strategy;
-  bool known = llvm::is_contained(
-      {"none", "blocks", "sqrt", "revolve", "budget", "selective", "auto"},
-      kind);
   ModuleOp module = getOperation();
-  if (!known) {
+  if (!isRematStrategy(kind)) {
     module.emitError() << "--memopt-remat: unknown strategy '" << kind
-                       << "' (expected none, blocks, sqrt, revolve, budget, "
-                          "selective or auto)";
+                       << "' (expected " << listRematStrategies() << ")";
     return signalPassFailure();
   }
   if (budget < 0) {

@@ -9,8 +9,21 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
 
 namespace memopt {
+
+/// The strategies of --memopt-remat (memopt-compile --remat).
+inline constexpr llvm::StringLiteral kRematStrategies[] = {
+    "none", "blocks", "sqrt", "revolve", "budget", "selective", "auto"};
+
+/// Whether `strategy` is one of kRematStrategies.
+bool isRematStrategy(llvm::StringRef strategy);
+
+/// "none, blocks, ... or auto", for messages.
+std::string listRematStrategies();
 
 #define GEN_PASS_DECL
 #include "memopt/Dialect/Memopt/Transforms/Passes.h.inc"
