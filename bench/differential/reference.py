@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["evaluate", "rounding_error"]
+__all__ = ["evaluate", "rounding_error", "philox4x32_10", "dropout_mask"]
 
 # The ops --mixed-precision runs in f32 whatever their operands, and those
 # that run in the compute type (MixedPrecision.cpp's policy); every other op
@@ -35,8 +35,7 @@ F32_OPS = {"exp", "log", "pow_scalar", "rsqrt", "softmax", "log_softmax",
            "reduce_sum", "reduce_mean", "embedding"}
 LOW_OPS = {"matmul", "conv2d"}
 VIEW_OPS = {"broadcast", "reshape", "transpose", "slice"}
-LOW_TYPES = {"f32": torch.float32, "bf16": torch.bfloat16,
-             "f16": torch.float16}
+LOW_TYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 _LINE = re.compile(r"^\s*(%[\w, %]+?) = memopt\.(\w+) (.*?)"
                    r"(?: \{memopt\.scope = \"[^\"]*\"\})? : (.*)$")
@@ -216,7 +215,7 @@ def _apply(op, xs, attrs, shape):
 def evaluate(mlir, params, inputs, precision=None, loss_scale=1.0,
              dtype=torch.float64):
     """The loss and {parameter: gradient} of the module, computed in
-    `dtype`; with `precision` ("f32", "bf16" or "f16") the roundings of
+    `dtype`; with `precision` ("bf16" or "f16") the roundings of
     mixed precision, the loss multiplied by `loss_scale` before the
     backward and the gradients divided by it after."""
     low = LOW_TYPES.get(precision)
@@ -238,7 +237,7 @@ def evaluate(mlir, params, inputs, precision=None, loss_scale=1.0,
                   env[o].is_floating_point()]
         if low is None:
             out_kind = "f32"
-        elif op in LOW_OPS or precision == "f32":
+        elif op in LOW_OPS:
             out_kind = "low"
         elif op in F32_OPS:
             out_kind = "f32"
