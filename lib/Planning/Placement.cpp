@@ -465,7 +465,7 @@ std::vector<GreedyOrder> greedyOrders(const UnitProblem &p) {
          return a < b;
        }},
       {"greedy-by-peak-area",
-       [=, &p](uint32_t a, uint32_t b) {
+       [=](uint32_t a, uint32_t b) {
          const std::vector<int64_t> &pk = *peak;
          if (pk[a] != pk[b])
            return pk[a] > pk[b];
@@ -648,8 +648,9 @@ Placement memopt::placeBuffers(const std::vector<Buffer> &buffers,
          ++h)
       record(search.solve(p.lowerBound, h, limit, phaseEnd), p.lowerBound);
   timedOut = false;
-  for (uint64_t limit = 2 * firstLimit;
-       !timedOut && refutedBelow < bestArena; limit = doubled(limit)) {
+  // record() updates timedOut, refutedBelow and bestArena.
+  uint64_t limit = 2 * firstLimit;
+  while (!timedOut && refutedBelow < bestArena) {
     for (int h = 0; h < CapacitySearch::numHeuristics && !timedOut; ++h) {
       int64_t low = refutedBelow;
       while (!timedOut && low < bestArena) {
@@ -660,6 +661,7 @@ Placement memopt::placeBuffers(const std::vector<Buffer> &buffers,
           low = target + 1;
       }
     }
+    limit = doubled(limit);
   }
   result.searchNodes = search.numNodes();
   result.provenOptimal = refutedBelow >= bestArena;
