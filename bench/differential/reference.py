@@ -268,12 +268,13 @@ def evaluate(mlir, params, inputs, precision=None, loss_scale=1.0,
         .double().numpy() / loss_scale for n, leaf in leaves.items()}
 
 
-def rounding_error(graph, precision, loss_scale=1.0):
+def rounding_error(graph, precision, loss_scale=1.0, exact=None):
     """How far the roundings of `precision` alone move the graph: the
     change of the loss relative to max(1, |loss|), and the largest change
     of each parameter's gradient relative to the gradient's largest
-    element (the first SGD step's relative error)."""
-    ref_loss, ref = evaluate(graph.mlir, graph.params, graph.inputs)
+    element (the first SGD step's relative error). `exact` is the graph's
+    evaluate() result, if the caller has it already."""
+    ref_loss, ref = exact or evaluate(graph.mlir, graph.params, graph.inputs)
     loss, grads = evaluate(graph.mlir, graph.params, graph.inputs, precision,
                            loss_scale)
     params = {n: float(np.abs(grads[n] - g).max() /
