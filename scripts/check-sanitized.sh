@@ -63,15 +63,6 @@ export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/test/lsan.supp}
 # The lit suite (lit.cfg.py sets the sanitizer options itself).
 paths=()
 for p in ${LIT_PATHS:-.}; do paths+=("$BUILD_DIR/test/$p"); done
-"$LIT" -sv -j "$JOBS" "${paths[@]}" 2>&1 | tee -a "$log" || status=1
+"$LIT" -sv --show-unsupported -j "$JOBS" "${paths[@]}" 2>&1 | tee -a "$log" || status=1
 
-read -r unit_failed unit_total < <(sed -n 's/.* \([0-9]\+\) tests failed out of \([0-9]\+\).*/\1 \2/p' "$log" | tail -1)
-lit_passed=$(sed -n 's/^ *Passed *: *\([0-9]\+\).*/\1/p' "$log" | tail -1)
-lit_failed=$(sed -n 's/^ *Failed *: *\([0-9]\+\).*/\1/p' "$log" | tail -1)
-passed=$(( ${unit_total:-0} - ${unit_failed:-0} + ${lit_passed:-0} ))
-failed=$(( ${unit_failed:-0} + ${lit_failed:-0} ))
-if [[ $status -ne 0 && $failed -eq 0 ]]; then
-  failed=1
-fi
-echo "check-sanitized: $passed passed, $failed failed"
-exit "$status"
+scripts/test-summary.sh "$log" check-sanitized "$status"

@@ -16,7 +16,11 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.memopt_obj_root, "test")
 
 llvm_config.use_default_substitutions()
-llvm_config.with_system_environment(["HOME", "TMPDIR"])
+# The BLAS settings pass through, so that scripts/check-blas-variants.sh
+# can run the parity tests on other kernels and thread counts.
+llvm_config.with_system_environment(["HOME", "TMPDIR", "OPENBLAS_CORETYPE",
+                                     "OPENBLAS_NUM_THREADS",
+                                     "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS"])
 
 # Tools come from the build (memopt-*) and from LLVM (FileCheck, not, ...).
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
@@ -68,14 +72,17 @@ config.substitutions.append(("%python", python))
 llvm_config.with_environment(
     "PYTHONPATH", os.path.join(config.memopt_src_root, "python"),
     append_path=True)
-try:
-    import subprocess
-    subprocess.run([python, "-c", "import torch"], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    config.available_features.add("torch")
-except Exception:
-    lit_config.note("torch is not importable by /usr/bin/python3: "
-                    "exporter tests are unsupported")
+# The exporter, parity and differential tests need it: a machine without it
+# is not set up (scripts/setup.sh installs it), so the suite stops here
+# rather than reporting those tests as unsupported.
+import subprocess
+probe = subprocess.run([python, "-c", "import torch"], capture_output=True,
+                       text=True)
+if probe.returncode != 0:
+    lit_config.fatal("torch is not importable by %s (%s): run "
+                     "scripts/setup.sh" % (python, (probe.stderr.strip()
+                                                   .splitlines() or ["?"])[-1]))
+config.available_features.add("torch")
 
 # The HTML memory report is checked by rendering it in headless Chromium
 # (scripts/setup.sh installs it).
@@ -104,7 +111,6 @@ else:
         reason = "nvidia-smi is not on PATH"
     else:
         try:
-            import subprocess
             listing = subprocess.run([smi, "-L"], capture_output=True,
                                      text=True, timeout=60)
             if listing.returncode != 0 or "GPU " not in listing.stdout:

@@ -1,14 +1,33 @@
 """Compiling a model with memopt-compile and training it with OUT/train, as
-the integration tests do."""
+the integration tests do, and comparing the result with PyTorch through the
+parity oracle (memopt.testing, docs/Reliability.md)."""
 
 import json
 import os
 import re
 import subprocess
 
-__all__ = ["compile_model", "train", "losses"]
+import numpy as np
+
+__all__ = ["compile_model", "train", "losses", "ADAMW", "ADAMW_FLAGS",
+           "adamw", "first_step_gradients", "check_parity"]
 
 LOSS = re.compile(r"^step \d+ loss (\S+)", re.M)
+
+# The AdamW the parity tests train with, as torch.optim.AdamW's arguments
+# and as memopt-compile's flags.
+ADAMW = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
+ADAMW_FLAGS = ["--optimizer=adamw", "--lr=1e-3", "--betas=0.9,0.999",
+               "--eps=1e-8", "--weight-decay=0.01"]
+# first_step_gradients reads g from one SGD step p - READ_LR * g: a large
+# power of two makes the rounding of that difference about f32's rounding of
+# g itself rather than of p.
+READ_LR = 1024.0
+
+
+def adamw(parameters):
+    import torch
+    return torch.optim.AdamW(parameters, **ADAMW)
 
 
 def compile_model(mlir, out, *flags):
@@ -35,3 +54,53 @@ def train(out, workdir, steps, save=None, params="model.safetensors"):
 def losses(stdout):
     """The loss of every step OUT/train printed."""
     return [float(v) for v in LOSS.findall(stdout)]
+
+
+def first_step_gradients(mlir, workdir, out, *flags):
+    """memopt's gradients of the first step, and what reading them back
+    costs (name -> norm, for Oracle.check_gradients): compiles MLIR with
+    FLAGS and SGD (lr READ_LR, no momentum or weight decay), trains one step
+    from WORKDIR/model.safetensors, and reads g = (p0 - p1) / READ_LR."""
+    import memopt
+    compile_model(mlir, out, "--optimizer=sgd", f"--lr={READ_LR!r}",
+                  "--momentum=0", "--weight-decay=0", *flags)
+    after = os.path.join(out, "after.safetensors")
+    train(out, workdir, 1, save=after)
+    before = memopt.safetensors.load(os.path.join(workdir,
+                                                  "model.safetensors"))
+    after = memopt.safetensors.load(after)
+    gradients, rounding = {}, {}
+    for name, p0 in before.items():
+        if name not in after or name.startswith("optimizer."):
+            continue
+        p0 = p0.astype(np.float64)
+        p1 = after[name].astype(np.float64)
+        gradients[name] = (p0 - p1) / READ_LR
+        # fl(p0 - fl(lr g)): one rounding of lr g and one of p1.
+        rounding[name] = 2.0 ** -24 * (np.linalg.norm(p1) / READ_LR +
+                                       np.linalg.norm(gradients[name]))
+    return gradients, rounding
+
+
+def check_parity(label, oracle, mlir, workdir, steps, *flags):
+    """Trains MLIR compiled with FLAGS for STEPS AdamW steps and checks the
+    losses and final state against `oracle` (memopt.testing.Oracle), then
+    its first-step gradients. Prints one line per check, the failures
+    first; returns True when both pass."""
+    import memopt
+    out = os.path.join(workdir, "out")
+    compile_model(mlir, out, *ADAMW_FLAGS, *flags)
+    final = os.path.join(workdir, "final.safetensors")
+    stdout = train(out, workdir, steps, save=final)
+    trajectory = oracle.check(losses(stdout), memopt.safetensors.load(final))
+    gradients = oracle.check_gradients(*first_step_gradients(
+        mlir, workdir, os.path.join(workdir, "out-sgd"), *flags))
+    ok = True
+    for what, verdict in (("trajectory", trajectory),
+                          ("gradients", gradients)):
+        for failure in verdict.failures:
+            print(f"{label}: MISMATCH {what}: {failure}")
+        if verdict.ok:
+            print(f"{label}: {what}: {verdict.summary()}")
+        ok = ok and verdict.ok
+    return ok

@@ -1,0 +1,270 @@
+"""The parity oracle: is a training run as close to exact as PyTorch's?
+
+Two float32 programs that compute the same training step agree only up to
+rounding, and how far rounding moves a trajectory depends on the model and
+on the CPU: every BLAS kernel sums in its own order, and Adam turns the
+rounding noise of a near-zero gradient into a step of up to lr. So no fixed
+tolerance between memopt and PyTorch FP32 holds on every machine.
+
+The oracle takes PyTorch in float64 as the truth and asks that a candidate
+(memopt's run) be no further from it than a small factor of what PyTorch's
+own runs at the candidate's precision cost:
+
+    error(candidate) <= FACTOR * max(error(PyTorch), floor)
+
+for the losses and for every tensor, where PyTorch's error is the largest
+over ORDERS runs that differ only in the order of the batch's samples, and so
+in rounding. A tensor's error is the 2-norm of its
+difference from the float64 tensor over the whole tensor (its worst element
+is where Adam amplified rounding noise, the same noise on both sides), and it
+is reported relative to the size of the true update, |p64 - p0|. The losses
+of the steps are compared as one vector in the same way: one step's loss
+error is one sample of rounding, whose size varies tenfold from step to step
+under mixed precision. The floor is FLOOR_ULPS units of f32 roundoff of the
+true value's norm, so that a PyTorch run that happens to be exact does not
+make the bound zero. Under mixed precision ("bf16", "f16") PyTorch's own run
+is torch.autocast's; the values compared are f32 all the same.
+
+Trajectories test the whole step (forward, backward, optimizer) but are
+blind to a gradient scaled uniformly (Adam's update is scale-invariant), and
+chaotic models (batch norm on tiny batches) amplify rounding without bound;
+`Oracle.check_gradients` compares the first step's gradients instead.
+
+    oracle = Oracle(model, batch, steps=5,
+                    optimizer=lambda p: torch.optim.AdamW(p, lr=1e-3))
+    verdict = oracle.check(losses, final_state)
+    print(verdict.summary())     # or verdict.failures
+"""
+
+import copy
+import math
+
+import numpy as np
+import torch
+
+__all__ = ["Oracle", "Run", "Verdict", "run_pytorch", "FACTOR",
+           "FLOOR_ULPS", "ORDERS", "UNIT_ROUNDOFF"]
+
+# How much further from float64 than PyTorch a candidate may be. Measured on
+# the bundled models, memopt's error is 0.5-2x PyTorch FP32's
+# (docs/Reliability.md); 4 leaves room for other CPUs' kernels.
+FACTOR = 4.0
+# PyTorch's own error is the largest of its runs over ORDERS orders of the
+# batch's samples: one order's rounding can be luckily small where Adam
+# amplifies it (a near-zero gradient), and the amplified element then moves
+# every tensor through the next forwards.
+ORDERS = 3
+# The floor, in units of roundoff of the true value.
+FLOOR_ULPS = 4.0
+# f32's: the values compared (losses, parameters, master weights, gradients)
+# are f32 under mixed precision too.
+UNIT_ROUNDOFF = 2.0 ** -24
+_AUTOCAST = {"bf16": torch.bfloat16, "f16": torch.float16}
+
+
+class Run:
+    """One training run: the loss of every step, the first step's
+    gradients and the final state (parameters and batch-norm running
+    statistics), as float64 numpy arrays keyed by PyTorch's names."""
+
+    def __init__(self, losses, gradients, state):
+        self.losses = losses
+        self.gradients = gradients
+        self.state = state
+
+
+def state_of(model):
+    """The tensors memopt saves: parameters (tied ones once, under their
+    first name) and batch-norm running statistics."""
+    tensors = dict(model.named_parameters())
+    tensors.update({k: v for k, v in model.named_buffers()
+                    if k.endswith(("running_mean", "running_var"))})
+    return {k: v.detach().to(torch.float64).numpy().copy()
+            for k, v in tensors.items()}
+
+
+def run_pytorch(model, batch, steps, optimizer, dtype=torch.float32,
+                micro_batches=1, autocast=None, hook=None):
+    """Trains a copy of `model` for `steps` steps in `dtype` (floating
+    parameters, buffers and inputs converted), optionally under
+    torch.autocast to `autocast` ("bf16" or "f16"). Each step runs
+    `micro_batches` forwards and backwards over equal slices of the batch,
+    each loss divided by their number (PyTorch's accumulation loop), then
+    `optimizer(parameters).step()`. `hook(model)`, if given, is called on
+    the copy before training (the oracle's own tests use it to plant a
+    wrong gradient)."""
+    model = copy.deepcopy(model).to(dtype)
+    if hook:
+        hook(model)
+    batch = {k: v.to(dtype) if v.is_floating_point() else v
+             for k, v in batch.items()}
+    size = next(iter(batch.values())).shape[0]
+    if size % micro_batches:
+        raise ValueError(f"batch of {size} is not divisible into "
+                         f"{micro_batches} micro-batches")
+    part = size // micro_batches
+    opt = optimizer(model.parameters())
+    losses, gradients = [], None
+    for _ in range(steps):
+        opt.zero_grad()
+        total = 0.0
+        for i in range(micro_batches):
+            micro = {k: v[i * part:(i + 1) * part] for k, v in batch.items()}
+            with torch.autocast("cpu", dtype=_AUTOCAST.get(autocast),
+                                enabled=autocast is not None):
+                loss = model(**micro)
+            (loss.float() / micro_batches).backward()
+            total += loss.item() / micro_batches
+        if gradients is None:
+            gradients = {k: p.grad.detach().to(torch.float64).numpy().copy()
+                         for k, p in model.named_parameters()
+                         if p.grad is not None}
+        opt.step()
+        losses.append(total)
+    return Run(losses, gradients, state_of(model))
+
+
+class Verdict:
+    """The outcome of one comparison: every failure, and the worst ratio of
+    an error to its allowance (at most 1 when it passes)."""
+
+    def __init__(self, label):
+        self.label = label
+        self.failures = []
+        self.worst = 0.0
+        self.worst_name = None
+        self.losses = 0
+        self.tensors = 0
+
+    @property
+    def ok(self):
+        return not self.failures
+
+    def _record(self, name, error, own, floor, scale, what):
+        allowed = FACTOR * max(own, floor)
+        if error == 0:
+            ratio = 0.0
+        elif allowed > 0 and math.isfinite(error):
+            ratio = error / allowed
+        else:
+            ratio = math.inf
+        if ratio > self.worst or self.worst_name is None:
+            self.worst, self.worst_name = ratio, name
+        if not ratio <= 1:
+            self.failures.append(
+                f"{name}: {what} {_relative(error, scale)} from float64, "
+                f"PyTorch's own {_relative(own, scale)}, allowed "
+                f"{_relative(allowed, scale)}")
+
+    def summary(self):
+        """One line: what was compared and how close the worst came."""
+        parts = []
+        if self.losses:
+            parts.append(f"{self.losses} losses")
+        if self.tensors:
+            parts.append(f"{self.tensors} tensors")
+        return (f"{' and '.join(parts)} within the oracle (worst "
+                f"{self.worst:.2f} of allowed, {self.worst_name})")
+
+
+def _relative(error, scale):
+    if scale > 0:
+        return f"{error:.3g} ({error / scale:.3g} relative)"
+    return f"{error:.3g}"
+
+
+def _permuted(batch, order, micro_batches):
+    """The batch with its samples in the order-th of ORDERS orders (0: as
+    given): each sum over the batch then rounds differently, while the
+    loss, a mean over samples, is the same function. Samples move only
+    within their micro-batch, whose statistics (batch norm) they share."""
+    if order == 0:
+        return batch
+    size = next(iter(batch.values())).shape[0]
+    part = size // micro_batches
+    generator = torch.Generator().manual_seed(order)
+    index = torch.cat([start + (torch.randperm(part, generator=generator)
+                                if order > 1 else torch.arange(part - 1, -1, -1))
+                       for start in range(0, size, part)])
+    return {k: v[index] for k, v in batch.items()}
+
+
+def _norm(array):
+    return float(np.linalg.norm(np.asarray(array, dtype=np.float64).ravel()))
+
+
+class Oracle:
+    """PyTorch's float64 run of a model (the truth) and its run at the
+    precision under test ("f32", or "bf16"/"f16" under torch.autocast);
+    `check` and `check_gradients` measure a candidate against them."""
+
+    def __init__(self, model, batch, steps, optimizer, micro_batches=1,
+                 precision="f32"):
+        if precision not in ("f32", *_AUTOCAST):
+            raise ValueError(f"unknown precision {precision!r}")
+        self.precision = precision
+        self.initial = state_of(model)
+        self.exact = run_pytorch(model, batch, steps, optimizer,
+                                 torch.float64, micro_batches)
+        autocast = None if precision == "f32" else precision
+        self.own = [run_pytorch(model, _permuted(batch, order, micro_batches),
+                                steps, optimizer, torch.float32,
+                                micro_batches, autocast)
+                    for order in range(ORDERS)]
+        self.steps = steps
+
+    @staticmethod
+    def _floor(value):
+        return FLOOR_ULPS * UNIT_ROUNDOFF * value
+
+    def check(self, losses, state=None, label="candidate"):
+        """The candidate's losses (one per step) and final state (name ->
+        array; None to compare the losses only) against the float64 run."""
+        verdict = Verdict(label)
+        if len(losses) != self.steps:
+            verdict.failures.append(f"{len(losses)} losses for "
+                                    f"{self.steps} steps")
+        if len(losses) == self.steps:
+            exact = np.array(self.exact.losses)
+            verdict._record("losses", _norm(np.array(losses) - exact),
+                            max(_norm(np.array(run.losses) - exact)
+                                for run in self.own),
+                            self._floor(_norm(exact)), 0.0,
+                            f"{list(losses)!r} are")
+            verdict.losses = self.steps
+        for name, exact in self.exact.state.items() if state is not None else ():
+            if name not in state:
+                verdict.failures.append(f"{name}: missing")
+                continue
+            got = np.asarray(state[name], dtype=np.float64)
+            if got.shape != exact.shape:
+                verdict.failures.append(f"{name}: shape {got.shape}, "
+                                        f"expected {exact.shape}")
+                continue
+            update = _norm(exact - self.initial[name])
+            verdict._record(name, _norm(got - exact),
+                            max(_norm(run.state[name] - exact)
+                                for run in self.own),
+                            self._floor(_norm(exact)), update, "is")
+            verdict.tensors += 1
+        return verdict
+
+    def check_gradients(self, gradients, rounding=None, label="candidate"):
+        """The candidate's first-step gradients (name -> array) against
+        float64's. `rounding` (name -> number) adds to a tensor's floor what
+        reading the gradient back costs (e.g. the rounding of p - lr g)."""
+        verdict = Verdict(label)
+        rounding = rounding or {}
+        for name, exact in self.exact.gradients.items():
+            if name not in gradients:
+                verdict.failures.append(f"{name}: no gradient")
+                continue
+            got = np.asarray(gradients[name], dtype=np.float64)
+            size = _norm(exact)
+            verdict._record(f"d/d{name}", _norm(got - exact),
+                            max(_norm(run.gradients[name] - exact)
+                                for run in self.own),
+                            self._floor(size) + rounding.get(name, 0.0),
+                            size, "is")
+            verdict.tensors += 1
+        return verdict

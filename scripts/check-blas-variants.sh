@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+#===- scripts/check-blas-variants.sh - parity tests on other BLAS kernels ---===#
+#
+# Runs the tests that compare memopt with PyTorch (the parity oracle,
+# docs/Reliability.md) with OpenBLAS forced to other kernels and thread
+# counts, as on CPUs other than this one: every GEMM then sums in another
+# order, in memopt and in PyTorch alike. Each variant must pass.
+#
+#   scripts/check-blas-variants.sh            # after scripts/build.sh
+#   CORETYPES="Haswell Prescott" THREADS="1" scripts/check-blas-variants.sh
+#
+# A kernel the CPU cannot run is skipped with a message (OpenBLAS would
+# fall back to another one silently); Prescott (SSE3) runs everywhere.
+#
+#===-------------------------------------------------------------------------===#
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+CORETYPES=${CORETYPES:-"default Haswell SkylakeX Prescott"}
+THREADS=${THREADS:-"1 2"}
+LIT=${LIT:-/usr/lib/llvm-22/bin/lit}
+TESTS=(Integration/train-vs-pytorch.py Integration/accumulate-vs-pytorch.py
+       Integration/mixed-precision-vs-pytorch.py python/oracle.py)
+
+# The kernel OpenBLAS runs under the current environment.
+corename() {
+  /usr/bin/python3 -c 'import ctypes
+lib = ctypes.CDLL("libopenblas.so.0")
+lib.openblas_get_corename.restype = ctypes.c_char_p
+print(lib.openblas_get_corename().decode())'
+}
+
+flags=$(grep -m1 '^flags' /proc/cpuinfo)
+passed=0 failed=0 skipped=0
+failures=()
+for coretype in $CORETYPES; do
+  case $coretype in
+    Haswell) needs=avx2 ;;
+    SkylakeX) needs=avx512f ;;
+    *) needs= ;;
+  esac
+  if [[ -n $needs && $flags != *" $needs"* ]]; then
+    echo "blas-variants: $coretype skipped: the CPU has no $needs"
+    skipped=$((skipped + 1))
+    continue
+  fi
+  for threads in $THREADS; do
+    env=(OPENBLAS_NUM_THREADS="$threads" OMP_NUM_THREADS="$threads")
+    if [[ $coretype != default ]]; then
+      env+=(OPENBLAS_CORETYPE="$coretype")
+    fi
+    kernel=$(env "${env[@]}" bash -c "$(declare -f corename); corename")
+    name="$coretype ($kernel), $threads thread(s)"
+    if [[ $coretype != default && ${kernel,,} != "${coretype,,}" ]]; then
+      echo "blas-variants: $name: OpenBLAS did not take the kernel" >&2
+      failed=$((failed + 1))
+      failures+=("$name")
+      continue
+    fi
+    echo "blas-variants: $name"
+    if env "${env[@]}" "$LIT" -q "${TESTS[@]/#/$BUILD_DIR/test/}"; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1))
+      failures+=("$name")
+    fi
+  done
+done
+for failure in "${failures[@]}"; do
+  echo "blas-variants: FAILED under $failure"
+done
+echo "blas-variants: $passed passed, $failed failed, $skipped skipped"
+[[ $failed -eq 0 ]]
