@@ -75,7 +75,8 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
       {"memopt_dropout: probability 1.5 outside [0, 1]",
        [=](Ctx c) { memopt_dropout(c, MEMOPT_F32, p, p, 4, 1.5, 0, 0, 0); }},
       // Reductions, softmax, normalisation.
-      {"memopt_reduce: result dtype f16 is neither the input's (bf16) nor f32",
+      {"memopt_reduce: result dtype f16 is neither the input's (bf16) nor "
+       "f32, and the input is not f32",
        [=](Ctx c) {
          memopt_reduce(c, MEMOPT_REDUCE_SUM, MEMOPT_BF16, p, MEMOPT_F16, p, 1,
                        2, 1);

@@ -195,6 +195,18 @@ TEST_F(RuntimeTest, ReduceOverMiddleExtent) {
   for (int64_t r = 0; r < reduced; ++r)
     sum += bfloat16BitsToFloat(bf[r * inner]);
   EXPECT_NEAR(out[0], sum, 1e-6);
+  // f32 input, bf16 result (the last pass of a split reduction): summed in
+  // f32 or wider, rounded once to bf16.
+  std::vector<uint16_t> narrow(outer * inner);
+  memopt_reduce(ctx, MEMOPT_REDUCE_SUM, MEMOPT_F32, x.data(), MEMOPT_BF16,
+                narrow.data(), outer, reduced, inner);
+  ASSERT_STREQ(memopt_get_error_message(ctx), "");
+  std::vector<uint16_t> rounded(outer * inner);
+  memopt_reduce(ctx, MEMOPT_REDUCE_SUM, MEMOPT_F32, x.data(), MEMOPT_F32,
+                out.data(), outer, reduced, inner);
+  memopt_cast(ctx, MEMOPT_F32, out.data(), MEMOPT_BF16, rounded.data(),
+              out.size());
+  EXPECT_EQ(narrow, rounded);
 }
 
 TEST_F(RuntimeTest, WhereMaskedFillAndFill) {

@@ -205,9 +205,14 @@ inline bool checkReduce(memopt_context *ctx, const char *entry,
   if (!checkFloat(ctx, entry, inDtype) || !checkFloat(ctx, entry, outDtype) ||
       !checkExtents(ctx, entry, {outer, reduced, inner}))
     return false;
-  if (outDtype != inDtype && outDtype != MEMOPT_F32)
+  // Sums accumulate in f32 and round once on the store, so an f32 input may
+  // go to any result dtype: the last pass of a reduction that bufferization
+  // splits over runs of dimensions reads an f32 intermediate and writes the
+  // op's bf16/f16 result.
+  if (outDtype != inDtype && outDtype != MEMOPT_F32 && inDtype != MEMOPT_F32)
     return invalid(ctx, entry,
-                   "result dtype %s is neither the input's (%s) nor f32",
+                   "result dtype %s is neither the input's (%s) nor f32, "
+                   "and the input is not f32",
                    dtypeName(outDtype), dtypeName(inDtype));
   if (!checkOp(ctx, entry, op, MEMOPT_REDUCE_MAX))
     return false;
