@@ -22,7 +22,7 @@ of the steps are compared as one vector in the same way: one step's loss
 error is one sample of rounding, whose size varies tenfold from step to step
 under mixed precision. The floor is FLOOR_ULPS units of f32 roundoff of the
 true value's norm, so that a PyTorch run that happens to be exact does not
-make the bound zero. Under mixed precision ("bf16", "f16") PyTorch's own run
+make the bound zero. Under mixed precision ("bf16") PyTorch's own run
 is torch.autocast's; the values compared are f32 all the same.
 
 Trajectories test the whole step (forward, backward, optimizer) but are
@@ -59,7 +59,8 @@ FLOOR_ULPS = 4.0
 # f32's: the values compared (losses, parameters, master weights, gradients)
 # are f32 under mixed precision too.
 UNIT_ROUNDOFF = 2.0 ** -24
-_AUTOCAST = {"bf16": torch.bfloat16, "f16": torch.float16}
+# PyTorch 1.13's CPU autocast has bf16 only.
+_AUTOCAST = {"bf16": torch.bfloat16}
 
 
 class Run:
@@ -87,7 +88,7 @@ def run_pytorch(model, batch, steps, optimizer, dtype=torch.float32,
                 micro_batches=1, autocast=None, hook=None):
     """Trains a copy of `model` for `steps` steps in `dtype` (floating
     parameters, buffers and inputs converted), optionally under
-    torch.autocast to `autocast` ("bf16" or "f16"). Each step runs
+    torch.autocast to `autocast` ("bf16"). Each step runs
     `micro_batches` forwards and backwards over equal slices of the batch,
     each loss divided by their number (PyTorch's accumulation loop), then
     `optimizer(parameters).step()`. `hook(model)`, if given, is called on
@@ -128,8 +129,7 @@ class Verdict:
     """The outcome of one comparison: every failure, and the worst ratio of
     an error to its allowance (at most 1 when it passes)."""
 
-    def __init__(self, label):
-        self.label = label
+    def __init__(self):
         self.failures = []
         self.worst = 0.0
         self.worst_name = None
@@ -183,9 +183,12 @@ def _permuted(batch, order, micro_batches):
     size = next(iter(batch.values())).shape[0]
     part = size // micro_batches
     generator = torch.Generator().manual_seed(order)
-    index = torch.cat([start + (torch.randperm(part, generator=generator)
-                                if order > 1 else torch.arange(part - 1, -1, -1))
-                       for start in range(0, size, part)])
+
+    def within(start):
+        if order == 1:
+            return torch.arange(start + part - 1, start - 1, -1)
+        return start + torch.randperm(part, generator=generator)
+    index = torch.cat([within(start) for start in range(0, size, part)])
     return {k: v[index] for k, v in batch.items()}
 
 
@@ -195,7 +198,7 @@ def _norm(array):
 
 class Oracle:
     """PyTorch's float64 run of a model (the truth) and its run at the
-    precision under test ("f32", or "bf16"/"f16" under torch.autocast);
+    precision under test ("f32", or "bf16" under torch.autocast);
     `check` and `check_gradients` measure a candidate against them."""
 
     def __init__(self, model, batch, steps, optimizer, micro_batches=1,
@@ -217,10 +220,10 @@ class Oracle:
     def _floor(value):
         return FLOOR_ULPS * UNIT_ROUNDOFF * value
 
-    def check(self, losses, state=None, label="candidate"):
+    def check(self, losses, state=None):
         """The candidate's losses (one per step) and final state (name ->
         array; None to compare the losses only) against the float64 run."""
-        verdict = Verdict(label)
+        verdict = Verdict()
         if len(losses) != self.steps:
             verdict.failures.append(f"{len(losses)} losses for "
                                     f"{self.steps} steps")
@@ -249,11 +252,11 @@ class Oracle:
             verdict.tensors += 1
         return verdict
 
-    def check_gradients(self, gradients, rounding=None, label="candidate"):
+    def check_gradients(self, gradients, rounding=None):
         """The candidate's first-step gradients (name -> array) against
         float64's. `rounding` (name -> number) adds to a tensor's floor what
         reading the gradient back costs (e.g. the rounding of p - lr g)."""
-        verdict = Verdict(label)
+        verdict = Verdict()
         rounding = rounding or {}
         for name, exact in self.exact.gradients.items():
             if name not in gradients:

@@ -50,19 +50,17 @@ import re
 import sys
 
 import numpy as np
-import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
 import memopt_run  # noqa: E402
 
-LR, EPS = 1e-3, 1e-8
 STEP_LINE = re.compile(
     r"^step (\d+) loss (\S+)( skipped)?(?: scale (\S+))?$", re.M)
 
 
 def compile_model(mlir, out, *flags):
-    return memopt_run.compile_model(mlir, out, "--optimizer=adamw",
-                                    f"--lr={LR}", f"--eps={EPS}", *flags)
+    return memopt_run.compile_model(mlir, out, *memopt_run.ADAMW_FLAGS,
+                                    *flags)
 
 
 def train(workdir, out, steps, save=None, params="model.safetensors"):
@@ -74,21 +72,6 @@ def train(workdir, out, steps, save=None, params="model.safetensors"):
     if len(lines) != steps:
         raise SystemExit(f"expected {steps} step lines, got {stdout!r}")
     return lines
-
-
-def torch_losses(model, batch, steps, autocast):
-    model = copy.deepcopy(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, eps=EPS,
-                                  weight_decay=0.01)
-    losses = []
-    for _ in range(steps):
-        optimizer.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            loss = model(**batch)
-        loss.float().backward()
-        optimizer.step()
-        losses.append(loss.item())
-    return losses
 
 
 def relative(got, want):
@@ -229,7 +212,8 @@ def fp16_growth(name, model, batch, workdir, mlir):
                                       params=checkpoint)]
     if resumed != expected[4:]:
         failures.append(f"resumed scales {resumed}, expected {expected[4:]}")
-    reference = torch_losses(model, batch, steps, autocast=False)
+    from memopt.testing import run_pytorch
+    reference = run_pytorch(model, batch, steps, memopt_run.adamw).losses
     error = relative([l for l, _, _ in lines], reference)
     if error > 3e-2:
         failures.append(f"relative error {error:.3g} against PyTorch FP32")
