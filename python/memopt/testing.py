@@ -53,7 +53,7 @@ FACTOR = 4.0
 # batch's samples: one order's rounding can be luckily small where Adam
 # amplifies it (a near-zero gradient), and the amplified element then moves
 # every tensor through the next forwards.
-ORDERS = 3
+ORDERS = 8
 # The floor, in units of roundoff of the true value.
 FLOOR_ULPS = 4.0
 # f32's: the values compared (losses, parameters, master weights, gradients)
