@@ -6,9 +6,10 @@
 //    loss scaling it records is what autodiff implements;
 // 1. autodiff first: every later pass sees the whole training step (forward,
 //    backward and update), which is what must fit in memory;
-// 2. remat (only when a strategy is chosen): on tensors, after autodiff, so
-//    that it sees which forward values the backward reads, and before
-//    bufferize, whose buffers and lifetimes follow from its clones;
+// 2. remat (when a strategy is chosen, or for the minimal saved set, on by
+//    default): on tensors, after autodiff, so that it sees which forward
+//    values the backward reads, and before bufferize, whose buffers and
+//    lifetimes follow from its clones;
 // 3. accumulate (only with micro-batches > 1): after autodiff and remat
 //    (remat needs one block), so the loop wraps the whole forward and
 //    backward, recomputation included, and before bufferize, so that every
@@ -128,9 +129,10 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
   autodiff.weightDecay = options.weightDecay;
   autodiff.momentum = options.momentum;
   pm.addPass(createAutodiffPass(autodiff));
-  if (options.remat != "none") {
+  if (options.remat != "none" || options.cheapRecompute) {
     RematerializePassOptions remat;
     remat.strategy = options.remat;
+    remat.cheapRecompute = options.cheapRecompute;
     remat.budget = options.memoryBudget;
     remat.snapshots = options.rematSnapshots;
     remat.bufferReuse = options.bufferReuse;
@@ -211,6 +213,11 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       *this, "remat-snapshots",
       llvm::cl::desc("revolve: snapshot slots (0: logarithmic)"),
       llvm::cl::init(0)};
+  Option<bool> cheapRecompute{
+      *this, "cheap-recompute",
+      llvm::cl::desc("Recompute cheap ops in the backward where that keeps "
+                     "fewer bytes (the minimal saved set)"),
+      llvm::cl::init(true)};
   Option<bool> bufferReuse{
       *this, "buffer-reuse",
       llvm::cl::desc("Share buffer memory (false: every buffer its own "
@@ -248,6 +255,7 @@ void memopt::registerMemoptPipelines() {
         options.microBatches = cl.microBatches;
         options.accumulateAllowBatchNorm = cl.accumulateAllowBatchNorm;
         options.bufferReuse = cl.bufferReuse;
+        options.cheapRecompute = cl.cheapRecompute;
         llvm::Error error = setMixedPrecision(options, cl.mixedPrecision);
         if (!error)
           error = validateMemoptPipelineOptions(options);

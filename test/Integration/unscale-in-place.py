@@ -9,21 +9,23 @@
 #    unscaled gradient into a buffer of its own);
 #  - the default plan's unscale kernel writes each result into its gradient's
 #    buffer (outs == ins), and the no-reuse one into fresh buffers;
-#  - the fp16 arena equals the bf16 one: loss scaling no longer needs a
-#    second copy of the f32 gradients.
+#  - the fp16 arena is the bf16 one up to the loss-scaling scalars (the
+#    scale, its tracker, the overflow flag, the scaled loss: four 256-byte
+#    slots at most, where the minimal saved set puts the peak among them):
+#    loss scaling no longer needs a second copy of the f32 gradients.
 # The helpers (inputs, compile + train, no-reuse plan check) are those of
 # no-buffer-reuse.py.
 #
 # RUN: rm -rf %t && mkdir -p %t
 # RUN: %python %s %t %examples | FileCheck %s
 #
-# CHECK: mlp: fp16: 3 losses and {{[0-9]+}} bytes identical, 4/4 gradients unscaled in place, arena [[MLP:[0-9]+]] -> {{[0-9]+}} B
+# CHECK: mlp: fp16: 3 losses and {{[0-9]+}} bytes identical, 4/4 gradients unscaled in place, arena {{[0-9]+}} -> {{[0-9]+}} B
 # CHECK: mlp: fp16 micro-batches=4: 3 losses and {{[0-9]+}} bytes identical, 4/4 gradients unscaled in place
-# CHECK: mlp: bf16 arena [[MLP]] B
-# CHECK: gpt: fp16: 3 losses and {{[0-9]+}} bytes identical, 28/28 gradients unscaled in place, arena [[GPT:[0-9]+]] -> {{[0-9]+}} B
+# CHECK: mlp: bf16 arena {{[0-9]+}} B, fp16's within the loss-scaling scalars
+# CHECK: gpt: fp16: 3 losses and {{[0-9]+}} bytes identical, 28/28 gradients unscaled in place, arena {{[0-9]+}} -> {{[0-9]+}} B
 # CHECK: gpt: fp16 micro-batches=2 remat=selective: 3 losses and {{[0-9]+}} bytes identical, 28/28 gradients unscaled in place
 # CHECK: gpt: fp16 overflow: 3 losses and {{[0-9]+}} bytes identical, 28/28 gradients unscaled in place
-# CHECK: gpt: bf16 arena [[GPT]] B
+# CHECK: gpt: bf16 arena {{[0-9]+}} B, fp16's within the loss-scaling scalars
 # CHECK-NOT: MISMATCH
 
 import importlib.util
@@ -42,6 +44,11 @@ STEPS = no_buffer_reuse.STEPS
 
 UNSCALE = re.compile(r'memopt\.kernel "memopt\.unscale" ins\(([^:]*) :[^)]*\) '
                      r'outs\(([^:]*) :')
+
+
+# Bytes the loss-scaling scalars may add to the fp16 arena: four 256-byte
+# slots.
+LOSS_SCALING_SLOTS = 4 * 256
 
 
 def unscale_operands(plan):
@@ -99,11 +106,12 @@ def main():
             print(line)
         bf16 = compile_and_train(modeldir, mlir, "bf16",
                                  ["--mixed-precision=bf16"])
-        if bf16[2] != fp16_arena:
+        if not 0 <= fp16_arena - bf16[2] <= LOSS_SCALING_SLOTS:
             status = 1
-            print(f"{name}: MISMATCH fp16 arena {fp16_arena} != bf16 arena "
+            print(f"{name}: MISMATCH fp16 arena {fp16_arena}, bf16 arena "
                   f"{bf16[2]}")
-        print(f"{name}: bf16 arena {bf16[2]} B")
+        print(f"{name}: bf16 arena {bf16[2]} B, fp16's within the "
+              f"loss-scaling scalars ({fp16_arena - bf16[2]} B more)")
     return status
 
 

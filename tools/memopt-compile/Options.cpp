@@ -161,6 +161,14 @@ cl::opt<bool> accumulateAllowBatchNorm(
              "of each micro-batch"),
     cl::cat(compileCategory));
 
+cl::opt<bool> noCheapRecompute(
+    "no-cheap-recompute", cl::init(false),
+    cl::desc("Keep every forward value the backward reads, instead of the "
+             "minimal saved set (which recomputes casts, views and "
+             "elementwise ops in the backward where that keeps fewer bytes; "
+             "for comparison)"),
+    cl::cat(compileCategory));
+
 cl::opt<bool> noBufferReuse(
     "no-buffer-reuse", cl::init(false),
     cl::desc("Give every buffer its own memory: no in-place results, no "
@@ -271,6 +279,7 @@ llvm::Error setPipelineOptions(bool budgetSearch,
   // The budget search compiles its candidates with the same options, so
   // the peak it reports is the one built.
   options.bufferReuse = !noBufferReuse;
+  options.cheapRecompute = !noCheapRecompute;
 
   if (mixedPrecision == "auto") {
     if (!budgetSearch)

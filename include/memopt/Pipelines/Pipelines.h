@@ -40,8 +40,13 @@ struct MemoptPipelineOptions {
   double lossScaleBackoffFactor = 0.5;
   int64_t lossScaleGrowthInterval = 2000;
   /// --memopt-remat strategy: none, blocks, sqrt, revolve, budget,
-  /// selective or auto; the pass runs only when it is not "none".
+  /// selective or auto; the pass runs when it is not "none" or when
+  /// cheapRecompute is set.
   std::string remat = "none";
+  /// --memopt-remat's minimal saved set: recompute cheap ops in the
+  /// backward where that keeps fewer bytes (false: keep every value the
+  /// backward reads, as remat=none did before).
+  bool cheapRecompute = true;
   /// Bytes the planned arena may take (remat=budget or auto); 0: none.
   int64_t memoryBudget = 0;
   /// revolve: snapshot slots (0: logarithmic).

@@ -31,6 +31,12 @@
 //    use of stage i, the advances scheduled for the turns >= i run first. O(n)
 //    clones per recomputed value at most once per turn.
 //
+// 0. Before a strategy (and with strategy=none), with cheap-recompute: the
+//    minimal saved set (memopt/Remat/SavedSet.h), a minimum cut of the
+//    forward graph's results that keeps the least bytes from which the
+//    backward recomputes the rest by cheap ops; it is applied with step 4's
+//    rewrite, and the strategy then starts from the rewritten step.
+//
 // Bit-exactness: a clone is the same op with the same operands (by value)
 // and attributes, and memopt ops on tensors are deterministic functions of
 // those (dropout's mask is a function of its seed, stream and the step, which
@@ -43,6 +49,7 @@
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 #include "memopt/Remat/RematSchedule.h"
+#include "memopt/Remat/SavedSet.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
@@ -141,6 +148,8 @@ struct StepGraph {
   SmallVector<Value> boundaries;
   /// i for boundaries[i].
   DenseMap<Value, int64_t> boundaryIndex;
+  /// Forward values the backward reads.
+  DenseSet<Value> readByBackward;
   /// Forward values the backward reads, by stage (non-free only).
   SmallVector<SmallVector<Value>> savedByStage;
   /// FLOPs of each stage's ops.
@@ -168,6 +177,13 @@ struct StepGraph {
 static bool isRecomputable(Operation *op) {
   return isMemoryEffectFree(op) && op->getNumRegions() == 0 &&
          op->getNumResults() > 0;
+}
+
+/// Ops the minimal saved set may recompute in the backward: every op the
+/// rewrite can clone but the FLOP-heavy ones, whose recompute the user
+/// chooses with a strategy.
+static bool isCheapToRecompute(Operation *op) {
+  return isRecomputable(op) && !isa<MatmulOp, Conv2DOp>(op);
 }
 
 std::vector<GraphValue>
@@ -321,7 +337,7 @@ LogicalResult StepGraph::build(FunctionOpInterface func) {
   // What each stage saves for the backward, and its cost.
   savedByStage.resize(getNumStages());
   stageFlops.assign(getNumStages(), 0);
-  DenseSet<Value> saved;
+  DenseSet<Value> &saved = readByBackward;
   for (Operation *op : backwardOps)
     for (Value operand : op->getOperands())
       if (isForwardValue(operand))
@@ -349,6 +365,11 @@ public:
   DenseMap<Value, Value> available;
   /// (from, to) boundary advances to run before each turn.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> advancesBefore;
+  /// Keep every clone for later backward ops (a stage recomputed once per
+  /// turn). Without it, only clones of values the backward reads are kept:
+  /// the intermediates that rebuild them die at once (the minimal saved
+  /// set, whose cheap chains are recomputed again rather than held).
+  bool keepIntermediates = true;
   int64_t numClones = 0;
   int64_t cloneFlops = 0;
 
@@ -371,7 +392,16 @@ public:
           else if (stage != graph.stageOf.end())
             startTurns(stage->second, builder);
         }
-        Value replacement = materialize(value, available, builder);
+        Value replacement;
+        if (keepIntermediates) {
+          replacement = materialize(value, available, builder);
+        } else {
+          DenseMap<Value, Value> scratch;
+          replacement = materialize(value, scratch, builder);
+          for (auto [original, copy] : scratch)
+            if (graph.readByBackward.contains(original))
+              available[original] = copy;
+        }
         if (replacement != value)
           operand.set(replacement);
       }
@@ -464,6 +494,8 @@ struct RematerializePass
   /// advances of revolve.
   struct Decision {
     DenseSet<Value> kept;
+    /// Recomputer::keepIntermediates.
+    bool keepIntermediates = true;
     std::vector<std::vector<std::pair<int64_t, int64_t>>> advancesBefore;
     int64_t recomputedStages = 0;
   };
@@ -476,6 +508,7 @@ struct RematerializePass
                          const std::vector<StageChoice> &plan);
   Decision fromGraphPlan(const StepGraph &graph, const std::vector<int> &keep);
   Decision selective(const StepGraph &graph);
+  Decision minimalSaved(const StepGraph &graph);
 
   /// A budget plan: a chain plan (StageChoice per stage) or a general-graph
   /// one (a keep flag per candidate of StepGraph::getValueGraph).
@@ -498,9 +531,19 @@ struct RematerializePass
   FailureOr<int64_t> getPlannedArena(const BudgetPlan &plan,
                                      bool runPlanner = true,
                                      double timeLimit = 0);
+  /// The planned arena of `module` after --memopt-bufferize and
+  /// --memopt-plan-buffers as the pipeline runs them (placement search of
+  /// `timeLimit` seconds after the heuristics).
+  FailureOr<int64_t> planArena(ModuleOp module, double timeLimit);
+  /// Rewrites the step to its minimal saved set and rebuilds `graph`; with
+  /// `onlyIfSmaller`, only when that does not plan a larger arena.
+  LogicalResult applyMinimalSaved(FunctionOpInterface func, StepGraph &graph,
+                                  bool onlyIfSmaller);
   LogicalResult runBudget(FunctionOpInterface func, StepGraph &graph);
 
   int64_t lastClones = 0, lastCloneFlops = 0, lastRecomputedStages = 0;
+  /// The minimal saved set's clones and their FLOPs.
+  int64_t cheapClones = 0, cheapFlops = 0;
   /// budget: candidates of the general-graph model, and which model's plan
   /// won ("chain" or "graph").
   int64_t graphCandidates = 0;
@@ -583,6 +626,45 @@ RematerializePass::selective(const StepGraph &graph) {
   return decision;
 }
 
+RematerializePass::Decision
+RematerializePass::minimalSaved(const StepGraph &graph) {
+  // One node per result of a forward op. A parameter's low-precision cast
+  // (a free cast) is made once per step and read as it is; other free values
+  // (masks, bias broadcasts, constants) are nodes like the rest, which
+  // cost nothing to recompute from the arguments.
+  Decision decision;
+  decision.keepIntermediates = false;
+  DenseMap<Value, int64_t> index;
+  SmallVector<Value> results;
+  for (Operation *op : graph.forwardOps)
+    for (Value result : op->getResults()) {
+      if (graph.freeOps.contains(op) && isa<CastOp>(op)) {
+        decision.kept.insert(result);
+        continue;
+      }
+      index[result] = static_cast<int64_t>(results.size());
+      results.push_back(result);
+    }
+  std::vector<SavedSetValue> values(results.size());
+  for (auto [i, result] : llvm::enumerate(results)) {
+    Operation *op = result.getDefiningOp();
+    values[i].bytes = getAlignedBytes(result);
+    values[i].recomputable = isCheapToRecompute(op);
+    for (Value operand : op->getOperands())
+      if (auto it = index.find(operand); it != index.end())
+        values[i].operands.push_back(it->second);
+  }
+  for (Operation *op : graph.backwardOps)
+    for (Value operand : op->getOperands())
+      if (auto it = index.find(operand); it != index.end())
+        values[it->second].readByBackward = true;
+  std::vector<bool> keep = chooseSavedSet(values);
+  for (auto [i, result] : llvm::enumerate(results))
+    if (keep[i])
+      decision.kept.insert(result);
+  return decision;
+}
+
 void RematerializePass::apply(const StepGraph &graph,
                               const Decision &decision) {
   Recomputer recomputer(graph);
@@ -594,6 +676,7 @@ void RematerializePass::apply(const StepGraph &graph,
         recomputer.available[result] = result;
   }
   recomputer.advancesBefore = decision.advancesBefore;
+  recomputer.keepIntermediates = decision.keepIntermediates;
   recomputer.run();
   lastClones = recomputer.numClones;
   lastCloneFlops = recomputer.cloneFlops;
@@ -612,7 +695,12 @@ RematerializePass::getPlannedArena(const BudgetPlan &plan,
   apply(graph, fromBudgetPlan(graph, plan));
   if (!runPlanner)
     return -1;
-  PassManager pm(copy->getContext());
+  return planArena(*copy, timeLimit);
+}
+
+FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
+                                                double timeLimit) {
+  PassManager pm(module.getContext());
   BufferizePassOptions bufferizeOptions;
   bufferizeOptions.reuse = bufferReuse;
   pm.addPass(createBufferizePass(bufferizeOptions));
@@ -621,10 +709,10 @@ RematerializePass::getPlannedArena(const BudgetPlan &plan,
   planOptions.reuse = bufferReuse;
   pm.addPass(createPlanBuffersPass(planOptions));
   ++plannerChecks;
-  if (failed(pm.run(*copy)))
+  if (failed(pm.run(module)))
     return failure();
   FailureOr<FunctionOpInterface> planned =
-      findTrainStep(*copy, "rematerialize");
+      findTrainStep(module, "rematerialize");
   auto arena = succeeded(planned)
                    ? (*planned)->getAttrOfType<IntegerAttr>(
                          MemoptDialect::kArenaBytesAttrName)
@@ -632,6 +720,38 @@ RematerializePass::getPlannedArena(const BudgetPlan &plan,
   if (!arena)
     return failure();
   return arena.getInt();
+}
+
+LogicalResult RematerializePass::applyMinimalSaved(FunctionOpInterface func,
+                                                   StepGraph &graph,
+                                                   bool onlyIfSmaller) {
+  // Planned on copies first when asked: the planned arena of the rewritten
+  // step against the step as it is. Recompute shortens lifetimes, but its
+  // transients could in principle raise a peak in the backward.
+  if (onlyIfSmaller) {
+    OwningOpRef<ModuleOp> original(getOperation().clone());
+    OwningOpRef<ModuleOp> rewritten(getOperation().clone());
+    FailureOr<FunctionOpInterface> copy =
+        findTrainStep(*rewritten, "rematerialize");
+    StepGraph copyGraph;
+    if (failed(copy) || failed(copyGraph.build(*copy)))
+      return failure();
+    apply(copyGraph, minimalSaved(copyGraph));
+    FailureOr<int64_t> before = planArena(*original, 0);
+    FailureOr<int64_t> after = planArena(*rewritten, 0);
+    if (failed(before) || failed(after))
+      return failure();
+    LLVM_DEBUG(llvm::dbgs() << "minimal saved set: arena " << *before
+                            << " -> " << *after << "\n");
+    if (*after > *before)
+      return success();
+  }
+  apply(graph, minimalSaved(graph));
+  cheapClones = lastClones;
+  cheapFlops = lastCloneFlops;
+  numCheapRecomputedOps = cheapClones;
+  graph = StepGraph();
+  return graph.build(func);
 }
 
 LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
@@ -866,7 +986,7 @@ void RematerializePass::runOnOperation() {
   }
   if (kind == "auto")
     kind = budget > 0 ? "budget" : "none";
-  if (kind == "none")
+  if (kind == "none" && !cheapRecompute)
     return markAllAnalysesPreserved();
 
   FailureOr<FunctionOpInterface> func = findTrainStep(module, "rematerialize");
@@ -875,6 +995,21 @@ void RematerializePass::runOnOperation() {
   StepGraph graph;
   if (failed(graph.build(*func)))
     return signalPassFailure();
+  // none and budget take the minimal saved set only where it plans a
+  // smaller arena: budget searches the least recompute from there.
+  if (cheapRecompute) {
+    if (failed(applyMinimalSaved(
+            *func, graph, /*onlyIfSmaller=*/kind == "none" || kind == "budget")))
+      return signalPassFailure();
+    if (kind == "none") {
+      recomputeFlops = cheapFlops;
+      if (printSummary)
+        llvm::errs() << "remat: strategy=none cheap_recomputed_ops="
+                     << cheapClones
+                     << " recompute_flops=" << cheapFlops << "\n";
+      return;
+    }
+  }
   numStages = graph.getNumStages();
   forwardFlops = graph.forwardFlops;
   LLVM_DEBUG({
@@ -906,7 +1041,7 @@ void RematerializePass::runOnOperation() {
   }
   recomputedStages = lastRecomputedStages;
   numRecomputedOps = lastClones;
-  recomputeFlops = lastCloneFlops;
+  recomputeFlops = cheapFlops + lastCloneFlops;
   if (printSummary)
     llvm::errs() << "remat: strategy=" << kind << " stages=" << n
                  << " snapshots=" << slots
@@ -921,6 +1056,8 @@ void RematerializePass::runOnOperation() {
                    << ": chain dynamic program only)";
     llvm::errs() << " plan=" << budgetSearch;
   }
+  if (printSummary && cheapRecompute)
+    llvm::errs() << " cheap_recomputed_ops=" << cheapClones;
   if (printSummary)
     llvm::errs() << "\n";
 }

@@ -323,6 +323,19 @@ def RematerializePass : Pass<"memopt-remat", "mlir::ModuleOp"> {
       elementwise activations; keep GEMM and convolution outputs.
     - `auto`: `budget` when a budget is given, otherwise `none`.
 
+    With `cheap-recompute` (on in `--memopt-pipeline` and `memopt-compile`
+    unless `--no-cheap-recompute`), every strategy starts from the minimal
+    saved set: of the forward values the backward reads, it
+    keeps the least bytes from which the backward can recompute the rest by
+    cheap ops (everything but matmuls and convolutions: casts, views,
+    broadcasts, elementwise ops, norms), a minimum cut of the forward graph
+    (memopt/Remat/SavedSet.h). So no value is kept together with a cast,
+    view or elementwise function of it that the backward could recompute.
+    Each backward read rebuilds its value from kept ones right before it;
+    the chain's intermediates die there. With `none` and `budget`, the
+    rewrite is kept only when the step's planned arena is not larger than
+    without it. Without the option, every value the backward reads is kept.
+
     ```
     memopt-opt --memopt-autodiff --memopt-remat="strategy=budget budget=1048576" m.mlir
     ```
@@ -340,10 +353,16 @@ def RematerializePass : Pass<"memopt-remat", "mlir::ModuleOp"> {
            "recomputations and the recompute FLOPs">,
     Option<"bufferReuse", "buffer-reuse", "bool", /*default=*/"true",
            "budget: plan the copies as the pipeline will (false: "
-           "--memopt-bufferize and --memopt-plan-buffers with reuse=false)">
+           "--memopt-bufferize and --memopt-plan-buffers with reuse=false)">,
+    Option<"cheapRecompute", "cheap-recompute", "bool", /*default=*/"false",
+           "Keep the minimal saved set first: recompute cheap ops (not "
+           "matmuls or convolutions) in the backward where that keeps fewer "
+           "bytes">
   ];
   let statistics = [
     Statistic<"numStages", "stages", "Number of stages of the forward chain">,
+    Statistic<"numCheapRecomputedOps", "cheap-recomputed-ops",
+              "Number of ops cloned for the minimal saved set">,
     Statistic<"numRecomputedOps", "recomputed-ops",
               "Number of ops cloned to recompute forward values">,
     Statistic<"recomputeFlops", "recompute-flops",
