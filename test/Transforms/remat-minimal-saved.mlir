@@ -1,6 +1,8 @@
 // RUN: memopt-opt -split-input-file --memopt-autodiff="optimizer=sgd lr=0.1" --memopt-remat="cheap-recompute" %s | FileCheck %s
 // RUN: memopt-opt -split-input-file --memopt-autodiff="optimizer=sgd lr=0.1" --memopt-remat="cheap-recompute print-summary" %s 2>&1 >/dev/null | FileCheck %s --check-prefix=SUMMARY
-// RUN: memopt-opt --memopt-autodiff="optimizer=sgd lr=0.1" --memopt-remat="strategy=selective cheap-recompute print-summary" %S/Inputs/remat-chain.mlir 2>&1 | FileCheck %s --check-prefix=CHAIN
+// RUN: memopt-opt --memopt-autodiff="optimizer=sgd lr=0.1" --memopt-remat="cheap-recompute print-summary" --memopt-bufferize --memopt-plan-buffers %S/Inputs/remat-chain.mlir 2>&1 | FileCheck %s --check-prefix=CHAIN
+// RUN: memopt-opt --memopt-autodiff="optimizer=sgd lr=0.1" --memopt-remat --memopt-bufferize --memopt-plan-buffers %S/Inputs/remat-chain.mlir | FileCheck %s --check-prefix=CHAIN-OFF
+// RUN: memopt-opt --memopt-autodiff="optimizer=sgd lr=0.1" --memopt-remat="strategy=selective cheap-recompute print-summary" %S/Inputs/remat-chain.mlir 2>&1 >/dev/null | FileCheck %s --check-prefix=SELECTIVE
 // RUN: memopt-opt -split-input-file --memopt-autodiff="optimizer=sgd lr=0.1" --memopt-remat %s | FileCheck %s --check-prefix=OFF
 
 // The minimal saved set (--memopt-remat's cheap-recompute): of the values
@@ -68,14 +70,19 @@ func.func @forward(
   return %loss : tensor<f32>
 }
 
-// The chain h = tanh(m) * m after each matmul, under selective: the minimal
-// saved set keeps the matmul results only, and selective finds nothing left
-// to recompute. Every tanh and mul the backward reads is rebuilt from m.
-// CHAIN: remat: strategy=selective stages=4 {{.*}} recomputed_ops=0 {{.*}} cheap_recomputed_ops=
+// The chain h = tanh(m) * m after each matmul: the minimal saved set keeps
+// the matmul results only; every tanh and mul the backward reads is rebuilt
+// from them (8 clones), and the planned arena falls from 6912 to 5632 bytes.
+// CHAIN: remat: strategy=none cheap_recomputed_ops=8
 // CHAIN-LABEL: func.func @train_step
-// CHAIN-COUNT-4: memopt.matmul {{.*}}transpose_rhs
-// CHAIN: memopt.cross_entropy_grad
-// CHAIN-NOT: memopt.matmul {{.*}}memopt.recompute
-// CHAIN: memopt.tanh {{.*}}memopt.recompute
-// CHAIN-NOT: memopt.matmul {{.*}}memopt.recompute
+// CHAIN-SAME: memopt.arena_bytes = 5632
+// CHAIN-NOT: memopt.kernel "memopt.matmul" {{.*}}memopt.recompute
+// CHAIN: memopt.kernel "memopt.tanh" {{.*}}memopt.recompute
+// CHAIN-NOT: memopt.kernel "memopt.matmul" {{.*}}memopt.recompute
 // CHAIN: return
+// CHAIN-OFF: memopt.arena_bytes = 6912
+
+// Account first: selective on the same chain plans a smaller arena from the
+// step as it is than from the minimal saved set, so it runs from the step as
+// it is.
+// SELECTIVE: remat: strategy=selective {{.*}} recomputed_ops=4 {{.*}} cheap_recomputed_ops=0

@@ -535,11 +535,22 @@ struct RematerializePass
   /// --memopt-plan-buffers as the pipeline runs them (placement search of
   /// `timeLimit` seconds after the heuristics).
   FailureOr<int64_t> planArena(ModuleOp module, double timeLimit);
-  /// Rewrites the step to its minimal saved set and rebuilds `graph`; with
-  /// `onlyIfSmaller`, only when that does not plan a larger arena.
-  LogicalResult applyMinimalSaved(FunctionOpInterface func, StepGraph &graph,
-                                  bool onlyIfSmaller);
+  /// The decision of a strategy other than budget on `graph` (`slots`:
+  /// revolve's snapshots).
+  Decision chooseDecision(const StepGraph &graph, StringRef kind,
+                          int64_t *slots);
+  /// Rewrites the step of `target` by strategy `kind` (not budget), from its
+  /// minimal saved set when `minimal`.
+  LogicalResult rewriteStep(ModuleOp target, StringRef kind, bool minimal,
+                            int64_t *slots);
+  /// The planned arena of rewriteStep on a copy (placement heuristics).
+  FailureOr<int64_t> planStrategy(StringRef kind, bool minimal);
   LogicalResult runBudget(FunctionOpInterface func, StepGraph &graph);
+  /// budget on `target` (the pass's module or a copy of it), from its
+  /// minimal saved set when `minimal`.
+  LogicalResult runBudgetOn(ModuleOp target, bool minimal);
+  /// The module whose copies the budget search plans (getPlannedArena).
+  ModuleOp searchRoot;
 
   int64_t lastClones = 0, lastCloneFlops = 0, lastRecomputedStages = 0;
   /// The minimal saved set's clones and their FLOPs.
@@ -685,7 +696,7 @@ void RematerializePass::apply(const StepGraph &graph,
 FailureOr<int64_t>
 RematerializePass::getPlannedArena(const BudgetPlan &plan,
                                    bool runPlanner, double timeLimit) {
-  OwningOpRef<ModuleOp> copy(getOperation().clone());
+  OwningOpRef<ModuleOp> copy(searchRoot.clone());
   FailureOr<FunctionOpInterface> func = findTrainStep(*copy, "rematerialize");
   if (failed(func))
     return failure();
@@ -720,38 +731,6 @@ FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
   if (!arena)
     return failure();
   return arena.getInt();
-}
-
-LogicalResult RematerializePass::applyMinimalSaved(FunctionOpInterface func,
-                                                   StepGraph &graph,
-                                                   bool onlyIfSmaller) {
-  // Planned on copies first when asked: the planned arena of the rewritten
-  // step against the step as it is. Recompute shortens lifetimes, but its
-  // transients could in principle raise a peak in the backward.
-  if (onlyIfSmaller) {
-    OwningOpRef<ModuleOp> original(getOperation().clone());
-    OwningOpRef<ModuleOp> rewritten(getOperation().clone());
-    FailureOr<FunctionOpInterface> copy =
-        findTrainStep(*rewritten, "rematerialize");
-    StepGraph copyGraph;
-    if (failed(copy) || failed(copyGraph.build(*copy)))
-      return failure();
-    apply(copyGraph, minimalSaved(copyGraph));
-    FailureOr<int64_t> before = planArena(*original, 0);
-    FailureOr<int64_t> after = planArena(*rewritten, 0);
-    if (failed(before) || failed(after))
-      return failure();
-    LLVM_DEBUG(llvm::dbgs() << "minimal saved set: arena " << *before
-                            << " -> " << *after << "\n");
-    if (*after > *before)
-      return success();
-  }
-  apply(graph, minimalSaved(graph));
-  cheapClones = lastClones;
-  cheapFlops = lastCloneFlops;
-  numCheapRecomputedOps = cheapClones;
-  graph = StepGraph();
-  return graph.build(func);
 }
 
 LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
@@ -960,6 +939,69 @@ std::string memopt::listRematStrategies() {
   return list;
 }
 
+RematerializePass::Decision
+RematerializePass::chooseDecision(const StepGraph &graph, StringRef kind,
+                                  int64_t *slots) {
+  int64_t n = graph.getNumStages();
+  if (kind == "none")
+    return Decision();
+  if (kind == "selective")
+    return selective(graph);
+  if (kind == "blocks")
+    return fromSchedule(graph, buildBlocksSchedule(n));
+  if (kind == "sqrt")
+    return fromSchedule(graph, buildSqrtSchedule(n));
+  *slots = snapshots ? snapshots.getValue() : getLogarithmicSnapshots(n);
+  return fromSchedule(graph, buildRevolveSchedule(n, *slots));
+}
+
+LogicalResult RematerializePass::rewriteStep(ModuleOp target, StringRef kind,
+                                             bool minimal, int64_t *slots) {
+  FailureOr<FunctionOpInterface> func = findTrainStep(target, "rematerialize");
+  if (failed(func))
+    return failure();
+  StepGraph graph;
+  if (failed(graph.build(*func)))
+    return failure();
+  if (minimal) {
+    apply(graph, minimalSaved(graph));
+    cheapClones = lastClones;
+    cheapFlops = lastCloneFlops;
+    numCheapRecomputedOps = cheapClones;
+    graph = StepGraph();
+    if (failed(graph.build(*func)))
+      return failure();
+  }
+  lastClones = lastCloneFlops = 0;
+  if (kind == "none")
+    return success();
+  Decision decision = chooseDecision(graph, kind, slots);
+  lastRecomputedStages = decision.recomputedStages;
+  apply(graph, decision);
+  return success();
+}
+
+FailureOr<int64_t> RematerializePass::planStrategy(StringRef kind,
+                                                   bool minimal) {
+  OwningOpRef<ModuleOp> copy(getOperation().clone());
+  int64_t slots = 0;
+  if (failed(rewriteStep(*copy, kind, minimal, &slots)))
+    return failure();
+  return planArena(*copy, 0);
+}
+
+LogicalResult RematerializePass::runBudgetOn(ModuleOp target, bool minimal) {
+  int64_t slots = 0;
+  if (minimal && failed(rewriteStep(target, "none", /*minimal=*/true, &slots)))
+    return failure();
+  FailureOr<FunctionOpInterface> func = findTrainStep(target, "rematerialize");
+  StepGraph graph;
+  if (failed(func) || failed(graph.build(*func)))
+    return failure();
+  searchRoot = target;
+  return runBudget(*func, graph);
+}
+
 void RematerializePass::runOnOperation() {
   StringRef kind = strategy;
   ModuleOp module = getOperation();
@@ -995,49 +1037,59 @@ void RematerializePass::runOnOperation() {
   StepGraph graph;
   if (failed(graph.build(*func)))
     return signalPassFailure();
-  // none and budget take the minimal saved set only where it plans a
-  // smaller arena: budget searches the least recompute from there.
-  if (cheapRecompute) {
-    if (failed(applyMinimalSaved(
-            *func, graph, /*onlyIfSmaller=*/kind == "none" || kind == "budget")))
-      return signalPassFailure();
-    if (kind == "none") {
-      recomputeFlops = cheapFlops;
-      if (printSummary)
-        llvm::errs() << "remat: strategy=none cheap_recomputed_ops="
-                     << cheapClones
-                     << " recompute_flops=" << cheapFlops << "\n";
-      return;
-    }
-  }
   numStages = graph.getNumStages();
   forwardFlops = graph.forwardFlops;
-  LLVM_DEBUG({
-    llvm::dbgs() << "remat: " << graph.getNumStages() << " stages\n";
-    for (auto [i, boundary] : llvm::enumerate(graph.boundaries))
-      if (boundary)
-        llvm::dbgs() << "  boundary " << i << ": " << boundary << "\n";
-  });
-
   int64_t n = graph.getNumStages();
   int64_t slots = 0;
-  if (kind == "budget") {
-    if (failed(runBudget(*func, graph)))
+  // Account first: with cheap-recompute, the strategy (for budget: none, the
+  // search's starting point) runs on two copies, from the minimal saved set
+  // and from the step as it is, and the one that plans the smaller arena
+  // (the minimal saved set on a tie) is applied. Its recompute shortens
+  // lifetimes, but its transients, or a strategy's recompute of stages
+  // around it, can raise a peak.
+  bool minimal = false;
+  if (cheapRecompute) {
+    StringRef compared = kind == "budget" ? StringRef("none") : kind;
+    FailureOr<int64_t> with = planStrategy(compared, /*minimal=*/true);
+    FailureOr<int64_t> without = planStrategy(compared, /*minimal=*/false);
+    if (failed(with) || failed(without))
       return signalPassFailure();
-  } else {
-    Decision decision;
-    if (kind == "selective") {
-      decision = selective(graph);
-    } else if (kind == "blocks") {
-      decision = fromSchedule(graph, buildBlocksSchedule(n));
-    } else if (kind == "sqrt") {
-      decision = fromSchedule(graph, buildSqrtSchedule(n));
-    } else {
-      slots = snapshots ? snapshots.getValue() : getLogarithmicSnapshots(n);
-      decision = fromSchedule(graph, buildRevolveSchedule(n, slots));
+    LLVM_DEBUG(llvm::dbgs() << "remat " << compared << ": arena " << *without
+                            << ", from the minimal saved set " << *with
+                            << "\n");
+    minimal = *with <= *without;
+  }
+  cheapClones = cheapFlops = 0;
+  if (kind == "budget") {
+    // From the minimal saved set first, on a copy: the search cannot undo
+    // it, and a smaller arena may only be reachable from the step as it is
+    // (a chain strategy's recompute without it). Quietly; on failure the
+    // search runs again from the step as it is, and reports.
+    bool done = false;
+    if (minimal) {
+      OwningOpRef<ModuleOp> copy(module.clone());
+      ScopedDiagnosticHandler quiet(module.getContext(),
+                                    [](Diagnostic &) { return success(); });
+      if (succeeded(runBudgetOn(*copy, /*minimal=*/true))) {
+        module.getBodyRegion().takeBody(copy->getBodyRegion());
+        done = true;
+      }
     }
-    lastRecomputedStages = decision.recomputedStages;
-    apply(graph, decision);
+    if (!done) {
+      cheapClones = cheapFlops = 0;
+      if (failed(runBudgetOn(module, /*minimal=*/false)))
+        return signalPassFailure();
+    }
+  } else if (failed(rewriteStep(module, kind, minimal, &slots))) {
+    return signalPassFailure();
+  }
+  if (kind == "none") {
+    recomputeFlops = cheapFlops;
+    if (printSummary)
+      llvm::errs() << "remat: strategy=none cheap_recomputed_ops="
+                   << cheapClones << " recompute_flops=" << cheapFlops
+                   << "\n";
+    return;
   }
   recomputedStages = lastRecomputedStages;
   numRecomputedOps = lastClones;
