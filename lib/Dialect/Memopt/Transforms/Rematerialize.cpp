@@ -60,6 +60,7 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/Debug.h"
 
 #include <limits>
@@ -81,6 +82,11 @@ using namespace memopt;
 /// the budget when the heuristics fit none: the default time limit of
 /// --memopt-plan-buffers, which plans the final step.
 static constexpr double kExactCheckSeconds = 1.0;
+
+/// a + b for FLOP counts, which saturate (CostModel) rather than overflow.
+static int64_t addFlops(int64_t a, int64_t b) {
+  return llvm::checkedAdd(a, b).value_or(std::numeric_limits<int64_t>::max());
+}
 
 /// Bytes of a statically shaped tensor, rounded up to the planner's 256-byte
 /// alignment; 0 when unknown.
@@ -344,11 +350,11 @@ LogicalResult StepGraph::build(FunctionOpInterface func) {
         saved.insert(operand);
   for (Operation *op : forwardOps) {
     int64_t flops = getOpFlops(op);
-    forwardFlops += flops;
+    forwardFlops = addFlops(forwardFlops, flops);
     auto it = stageOf.find(op);
     if (it == stageOf.end())
       continue;
-    stageFlops[it->second] += flops;
+    stageFlops[it->second] = addFlops(stageFlops[it->second], flops);
     for (Value result : op->getResults())
       if (saved.contains(result))
         savedByStage[it->second].push_back(result);
@@ -471,7 +477,7 @@ private:
       clone->setAttr(MemoptDialect::kRecomputeAttrName,
                      builder.getUnitAttr());
       ++numClones;
-      cloneFlops += getOpFlops(op);
+      cloneFlops = addFlops(cloneFlops, getOpFlops(op));
       for (auto [original, copy] :
            llvm::zip(op->getResults(), clone->getResults()))
         if (!lookup(original, cache))
@@ -1039,6 +1045,12 @@ void RematerializePass::runOnOperation() {
     return signalPassFailure();
   numStages = graph.getNumStages();
   forwardFlops = graph.forwardFlops;
+  LLVM_DEBUG({
+    llvm::dbgs() << "remat: " << graph.getNumStages() << " stages\n";
+    for (auto [i, boundary] : llvm::enumerate(graph.boundaries))
+      if (boundary)
+        llvm::dbgs() << "  boundary " << i << ": " << boundary << "\n";
+  });
   int64_t n = graph.getNumStages();
   int64_t slots = 0;
   // Account first: with cheap-recompute, the strategy (for budget: none, the
@@ -1093,7 +1105,7 @@ void RematerializePass::runOnOperation() {
   }
   recomputedStages = lastRecomputedStages;
   numRecomputedOps = lastClones;
-  recomputeFlops = cheapFlops + lastCloneFlops;
+  recomputeFlops = addFlops(cheapFlops, lastCloneFlops);
   if (printSummary)
     llvm::errs() << "remat: strategy=" << kind << " stages=" << n
                  << " snapshots=" << slots
