@@ -55,7 +55,7 @@ log="$BUILD_DIR/check-sanitized.log"
 status=0
 
 # Unit tests. ctest does not export lit's environment: set the same options.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:allow_user_poisoning=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:abort_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/test/lsan.supp}
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$JOBS") 2>&1 | tee -a "$log" || status=1

@@ -45,7 +45,8 @@ if config.memopt_sanitized:
     config.available_features.add("sanitized")
     config.environment["ASAN_OPTIONS"] = ":".join([
         "detect_leaks=1", "abort_on_error=1", "strict_string_checks=1",
-        "detect_stack_use_after_return=1", "check_initialization_order=1"])
+        "detect_stack_use_after_return=1", "check_initialization_order=1",
+        "allow_user_poisoning=0"])
     config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1:abort_on_error=1"
     config.environment["LSAN_OPTIONS"] = "suppressions=" + os.path.join(
         config.memopt_src_root, "test", "lsan.supp")

@@ -133,6 +133,8 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
     RematerializePassOptions remat;
     remat.strategy = options.remat;
     remat.cheapRecompute = options.cheapRecompute;
+    remat.microBatches = options.microBatches;
+    remat.accumulateAllowBatchNorm = options.accumulateAllowBatchNorm;
     remat.budget = options.memoryBudget;
     remat.snapshots = options.rematSnapshots;
     remat.bufferReuse = options.bufferReuse;

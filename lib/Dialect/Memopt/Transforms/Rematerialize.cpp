@@ -557,6 +557,10 @@ struct RematerializePass
   LogicalResult runBudgetOn(ModuleOp target, bool minimal);
   /// The module whose copies the budget search plans (getPlannedArena).
   ModuleOp searchRoot;
+  /// The plan runBudget applied last.
+  BudgetPlan chosenPlan;
+  /// Applies a budget plan to the step of `graph`.
+  void applyBudgetPlan(const StepGraph &graph, const BudgetPlan &plan);
 
   int64_t lastClones = 0, lastCloneFlops = 0, lastRecomputedStages = 0;
   /// The minimal saved set's clones and their FLOPs.
@@ -718,6 +722,12 @@ RematerializePass::getPlannedArena(const BudgetPlan &plan,
 FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
                                                 double timeLimit) {
   PassManager pm(module.getContext());
+  if (microBatches != 1) {
+    AccumulatePassOptions accumulateOptions;
+    accumulateOptions.microBatches = microBatches;
+    accumulateOptions.allowBatchNorm = accumulateAllowBatchNorm;
+    pm.addPass(createAccumulatePass(accumulateOptions));
+  }
   BufferizePassOptions bufferizeOptions;
   bufferizeOptions.reuse = bufferReuse;
   pm.addPass(createBufferizePass(bufferizeOptions));
@@ -861,10 +871,17 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
     }
     return success();
   };
-  if (failed(tighten(solveChain)))
+  // Keeping everything first: when it fits, nothing needs recomputing (the
+  // model, which sees the whole batch, would recompute under a micro-batch
+  // loop that shrinks every activation K-fold).
+  std::vector<StageChoice> keepAll(chain.size(), StageChoice::Keep);
+  if (failed(consider(toChainPlan(keepAll))))
     return failure();
-  if (searchGraph && failed(tighten(solveGraph)))
+  if (!fitting && failed(tighten(solveChain)))
     return failure();
+  if (!fitting || fittingFlops > 0)
+    if (searchGraph && failed(tighten(solveGraph)))
+      return failure();
   std::vector<StageChoice> blocks(chain.size(), StageChoice::Checkpoint);
   blocks.back() = StageChoice::Keep;
   // Blocks needs a planner check only when it recomputes less than the plan
@@ -924,11 +941,17 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
            << " bytes is below the smallest reachable peak, " << smallest
            << " bytes (planned arena with the least memory remat finds)";
   }
-  Decision decision = fromBudgetPlan(graph, *fitting);
-  lastRecomputedStages = decision.recomputedStages;
-  budgetSearch = fitting->graph ? "graph" : "chain";
-  apply(graph, decision);
+  chosenPlan = *fitting;
+  applyBudgetPlan(graph, *fitting);
   return success();
+}
+
+void RematerializePass::applyBudgetPlan(const StepGraph &graph,
+                                        const BudgetPlan &plan) {
+  Decision decision = fromBudgetPlan(graph, plan);
+  lastRecomputedStages = decision.recomputedStages;
+  budgetSearch = plan.graph ? "graph" : "chain";
+  apply(graph, decision);
 }
 
 bool memopt::isRematStrategy(StringRef strategy) {
@@ -1080,10 +1103,20 @@ void RematerializePass::runOnOperation() {
     bool done = false;
     if (minimal) {
       OwningOpRef<ModuleOp> copy(module.clone());
-      ScopedDiagnosticHandler quiet(module.getContext(),
-                                    [](Diagnostic &) { return success(); });
-      if (succeeded(runBudgetOn(*copy, /*minimal=*/true))) {
-        module.getBodyRegion().takeBody(copy->getBodyRegion());
+      LogicalResult searched = failure();
+      {
+        ScopedDiagnosticHandler quiet(module.getContext(),
+                                      [](Diagnostic &) { return success(); });
+        searched = runBudgetOn(*copy, /*minimal=*/true);
+      }
+      // The same rewrite and plan on the step itself (both deterministic).
+      if (succeeded(searched)) {
+        if (failed(rewriteStep(module, "none", /*minimal=*/true, &slots)))
+          return signalPassFailure();
+        graph = StepGraph();
+        if (failed(graph.build(*func)))
+          return signalPassFailure();
+        applyBudgetPlan(graph, chosenPlan);
         done = true;
       }
     }

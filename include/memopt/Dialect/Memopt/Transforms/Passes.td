@@ -354,6 +354,13 @@ def RematerializePass : Pass<"memopt-remat", "mlir::ModuleOp"> {
     Option<"bufferReuse", "buffer-reuse", "bool", /*default=*/"true",
            "budget: plan the copies as the pipeline will (false: "
            "--memopt-bufferize and --memopt-plan-buffers with reuse=false)">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "The micro-batches --memopt-accumulate will loop over: budget "
+           "and the arena comparisons plan their copies with that loop, as "
+           "the pipeline builds the step">,
+    Option<"accumulateAllowBatchNorm", "accumulate-allow-batch-norm", "bool",
+           /*default=*/"false",
+           "With micro-batches > 1: --memopt-accumulate's allow-batch-norm">,
     Option<"cheapRecompute", "cheap-recompute", "bool", /*default=*/"false",
            "Keep the minimal saved set first: recompute cheap ops (not "
            "matmuls or convolutions) in the backward where that keeps fewer "
