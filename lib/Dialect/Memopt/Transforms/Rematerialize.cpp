@@ -343,11 +343,10 @@ LogicalResult StepGraph::build(FunctionOpInterface func) {
   // What each stage saves for the backward, and its cost.
   savedByStage.resize(getNumStages());
   stageFlops.assign(getNumStages(), 0);
-  DenseSet<Value> &saved = readByBackward;
   for (Operation *op : backwardOps)
     for (Value operand : op->getOperands())
       if (isForwardValue(operand))
-        saved.insert(operand);
+        readByBackward.insert(operand);
   for (Operation *op : forwardOps) {
     int64_t flops = getOpFlops(op);
     forwardFlops = addFlops(forwardFlops, flops);
@@ -356,7 +355,7 @@ LogicalResult StepGraph::build(FunctionOpInterface func) {
       continue;
     stageFlops[it->second] = addFlops(stageFlops[it->second], flops);
     for (Value result : op->getResults())
-      if (saved.contains(result))
+      if (readByBackward.contains(result))
         savedByStage[it->second].push_back(result);
   }
   return success();
