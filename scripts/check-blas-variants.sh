@@ -20,15 +20,14 @@ CORETYPES=${CORETYPES:-"default Haswell SkylakeX Prescott"}
 THREADS=${THREADS:-"1 2"}
 LIT=${LIT:-/usr/lib/llvm-22/bin/lit}
 TESTS=(Integration/train-vs-pytorch.py Integration/accumulate-vs-pytorch.py
-       Integration/mixed-precision-vs-pytorch.py python/oracle.py)
+       Integration/mixed-precision-vs-pytorch.py Integration/bf16-conv-bias.py
+       python/oracle.py)
 
-# The kernel OpenBLAS runs under the current environment.
-corename() {
-  /usr/bin/python3 -c 'import ctypes
+# Prints the kernel OpenBLAS runs under the environment it is given.
+CORENAME='import ctypes
 lib = ctypes.CDLL("libopenblas.so.0")
 lib.openblas_get_corename.restype = ctypes.c_char_p
 print(lib.openblas_get_corename().decode())'
-}
 
 flags=$(grep -m1 '^flags' /proc/cpuinfo)
 passed=0 failed=0 skipped=0
@@ -49,7 +48,7 @@ for coretype in $CORETYPES; do
     if [[ $coretype != default ]]; then
       env+=(OPENBLAS_CORETYPE="$coretype")
     fi
-    kernel=$(env "${env[@]}" bash -c "$(declare -f corename); corename")
+    kernel=$(env "${env[@]}" /usr/bin/python3 -c "$CORENAME")
     name="$coretype ($kernel), $threads thread(s)"
     if [[ $coretype != default && ${kernel,,} != "${coretype,,}" ]]; then
       echo "blas-variants: $name: OpenBLAS did not take the kernel" >&2

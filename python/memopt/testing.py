@@ -205,7 +205,6 @@ class Oracle:
                  precision="f32"):
         if precision not in ("f32", *_AUTOCAST):
             raise ValueError(f"unknown precision {precision!r}")
-        self.precision = precision
         self.initial = state_of(model)
         self.exact = run_pytorch(model, batch, steps, optimizer,
                                  torch.float64, micro_batches)
