@@ -484,6 +484,53 @@ void memopt_avg_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
                             int64_t pad_h, int64_t pad_w);
 
 /*===----------------------------------------------------------------------===*
+ * Fused attention (FlashAttention-style: the scores never exist whole)
+ *===----------------------------------------------------------------------===*/
+
+/// `memopt.attention` over `batch * heads` independent problems, each with
+/// q [sq, d], k [sk, d], v [sk, dv] and out [sq, dv], dense row-major and
+/// consecutive (problem p = b * heads + h starts at p * sq * d in q, and so
+/// on); q, k, v and out have `dtype`. For query row i and key row j:
+///   s[i, j] = masked(i, j) ? mask_value : scale * (q[i] . k[j])
+///   masked(i, j) = (causal && j > i) || (mask && mask[b * mask_strides[0] +
+///                  h * mask_strides[1] + i * mask_strides[2] +
+///                  j * mask_strides[3]] != 0)
+///   p[i, :] = softmax(s[i, :]);  p'[i, j] = keep(e) ? p[i, j] / (1 - dropout_p)
+///                                                   : 0
+///   out[i] = sum_j p'[i, j] v[j];  lse[i] = log(sum_j exp(s[i, j])) (f32)
+/// with e = offset + ((b * heads + h) * sq + i) * sk + j and keep(e) the
+/// mask memopt_dropout draws for element e with the same (dropout_p, seed,
+/// stream) and the context's step: the fused op draws the mask the unfused
+/// softmax -> dropout would. `mask` is I1 (NULL: none), a stride of 0
+/// broadcasts that dimension. Scores, the softmax and the sums are computed
+/// in f32 block by block and never stored; out is rounded once. A row whose
+/// every score is -inf has lse -inf and a NaN output, as softmax.
+void memopt_attention(memopt_context *ctx, memopt_dtype dtype, const void *q,
+                      const void *k, const void *v, const uint8_t *mask,
+                      const int64_t *mask_strides, void *out, float *lse,
+                      int64_t batch, int64_t heads, int64_t sq, int64_t sk,
+                      int64_t d, int64_t dv, double scale, int causal,
+                      double mask_value, double dropout_p, uint64_t seed,
+                      uint64_t stream, uint64_t offset);
+
+/// `memopt.attention_grad`: grad_q [.., sq, d], grad_k [.., sk, d] and
+/// grad_v [.., sk, dv] (`dtype`) from the forward's operands and attributes,
+/// its out and lse, and grad_out [.., sq, dv]. The scores are recomputed
+/// block by block from q, k and lse (FlashAttention-2's backward), with
+/// delta[i] = grad_out[i] . out[i]; every gradient accumulates in f32 and is
+/// rounded once, in a fixed order (deterministic, no atomics).
+void memopt_attention_grad(memopt_context *ctx, memopt_dtype dtype,
+                           const void *q, const void *k, const void *v,
+                           const uint8_t *mask, const int64_t *mask_strides,
+                           const void *out, const float *lse,
+                           const void *grad_out, void *grad_q, void *grad_k,
+                           void *grad_v, int64_t batch, int64_t heads,
+                           int64_t sq, int64_t sk, int64_t d, int64_t dv,
+                           double scale, int causal, double mask_value,
+                           double dropout_p, uint64_t seed, uint64_t stream,
+                           uint64_t offset);
+
+/*===----------------------------------------------------------------------===*
  * Randomness
  *===----------------------------------------------------------------------===*/
 
@@ -539,6 +586,61 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
                                void *out, int64_t rows, int64_t classes,
                                int64_t ignore_index,
                                memopt_loss_reduction reduction);
+
+/// `memopt.linear_cross_entropy`: the cross-entropy (as
+/// memopt_cross_entropy) of logits = x w^T + bias, x [rows, dim], w
+/// [classes, dim], bias [classes] (NULL: none), all `dtype`, without the
+/// logits matrix: `chunk` classes at a time, the chunk's f32 logits (products
+/// accumulated in f32) go to `scratch` and feed an online log-sum-exp.
+/// `lse` (f32 [rows]) receives each row's log-sum-exp, which the gradient
+/// reads. `scratch` holds at least
+/// memopt_linear_cross_entropy_scratch_bytes(dtype, rows, dim, chunk, 0).
+void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
+                                 const void *x, const void *w,
+                                 const void *bias, memopt_dtype label_dtype,
+                                 const void *labels, float *loss, float *lse,
+                                 void *scratch, uint64_t scratch_bytes,
+                                 int64_t rows, int64_t dim, int64_t classes,
+                                 int64_t chunk, int64_t ignore_index,
+                                 memopt_loss_reduction reduction);
+
+/// `memopt.linear_cross_entropy_grad`: with dlogits = grad_loss *
+/// (exp(logits - lse) - onehot(label)) (zero for ignored rows, divided by
+/// the number of the others under MEAN), grad_x = dlogits w, grad_w =
+/// dlogits^T x and grad_bias = the column sums of dlogits (NULL when there is
+/// no bias), computed `chunk` classes at a time: each chunk's rows of grad_w
+/// and grad_bias are complete in one chunk and rounded once; grad_x
+/// accumulates over the chunks in f32 (in `scratch` unless dtype is F32) and
+/// is rounded once at the end.
+void memopt_linear_cross_entropy_grad(
+    memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
+    const void *bias, memopt_dtype label_dtype, const void *labels,
+    const float *lse, const float *grad_loss, void *grad_x, void *grad_w,
+    void *grad_bias, void *scratch, uint64_t scratch_bytes, int64_t rows,
+    int64_t dim, int64_t classes, int64_t chunk, int64_t ignore_index,
+    memopt_loss_reduction reduction);
+
+/// The bytes of scratch memopt_linear_cross_entropy (grad = 0) or its
+/// gradient (grad = 1) needs: the f32 logits of one chunk, rows * chunk * 4;
+/// for the gradient with a 16-bit `dtype` also that chunk rounded to `dtype`
+/// (the GEMMs' operand) and the f32 accumulator of grad_x, rows * dim * 4.
+/// Each part starts at a multiple of 256 bytes. The compiler plans a buffer
+/// of this size next to the call; 0 for an unknown dtype.
+static inline uint64_t memopt_linear_cross_entropy_scratch_bytes(
+    memopt_dtype dtype, int64_t rows, int64_t dim, int64_t chunk, int grad) {
+  uint64_t size = dtype == MEMOPT_F32 ? 4 : (dtype == MEMOPT_F16 ||
+                                             dtype == MEMOPT_BF16) ? 2 : 0;
+  if (size == 0 || rows < 0 || dim < 0 || chunk < 0)
+    return 0;
+  uint64_t r = (uint64_t)rows;
+#define MEMOPT_ROUND256(x) ((((uint64_t)(x)) + 255) / 256 * 256)
+  uint64_t bytes = MEMOPT_ROUND256(r * (uint64_t)chunk * 4);
+  if (grad && size == 2)
+    bytes += MEMOPT_ROUND256(r * (uint64_t)chunk * 2) +
+             MEMOPT_ROUND256(r * (uint64_t)dim * 4);
+#undef MEMOPT_ROUND256
+  return bytes;
+}
 
 /// `memopt.mse_loss`: sum((input - target)^2), / n under MEAN.
 void memopt_mse_loss(memopt_context *ctx, memopt_dtype dtype, const void *input,

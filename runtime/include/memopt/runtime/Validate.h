@@ -313,6 +313,58 @@ inline bool checkCrossEntropy(memopt_context *ctx, const char *entry,
          checkPointers(ctx, entry, rows, perRow);
 }
 
+/// Fused attention and its gradient: everything but the buffers' contents.
+/// `tensors` are the float buffers (q, k, v, out, ...), null only when empty.
+inline bool checkAttention(memopt_context *ctx, const char *entry,
+                           memopt_dtype dtype, const uint8_t *mask,
+                           const int64_t *maskStrides, const float *lse,
+                           int64_t batch, int64_t heads, int64_t sq,
+                           int64_t sk, int64_t d, int64_t dv, double scale,
+                           double dropoutP,
+                           std::initializer_list<const void *> tensors) {
+  if (!checkFloat(ctx, entry, dtype) ||
+      !checkExtents(ctx, entry, {batch, heads, sq, sk, d, dv}) ||
+      !checkProbability(ctx, entry, dropoutP) ||
+      !checkPointers(ctx, entry, batch * heads * sq * sk, tensors) ||
+      !checkPointers(ctx, entry, batch * heads * sq, {lse}))
+    return false;
+  if (!(scale == scale) || scale == 1.0 / 0.0 || scale == -1.0 / 0.0)
+    return invalid(ctx, entry, "scale %g is not finite", scale);
+  if (mask && !maskStrides)
+    return invalid(ctx, entry, "a mask without strides");
+  if (mask)
+    for (int i = 0; i < 4; ++i)
+      if (maskStrides[i] < 0)
+        return invalid(ctx, entry, "negative mask stride %lld",
+                       static_cast<long long>(maskStrides[i]));
+  return true;
+}
+
+/// The fused linear cross-entropy and its gradient. `scratch` must hold
+/// memopt_linear_cross_entropy_scratch_bytes(dtype, rows, dim, chunk, grad).
+inline bool checkLinearCrossEntropy(
+    memopt_context *ctx, const char *entry, memopt_dtype dtype,
+    memopt_dtype labelDtype, memopt_loss_reduction reduction, int64_t rows,
+    int64_t dim, int64_t classes, int64_t chunk, const void *scratch,
+    uint64_t scratchBytes, int grad, const void *scalar,
+    std::initializer_list<const void *> tensors) {
+  if (!checkCrossEntropy(ctx, entry, dtype, labelDtype, reduction, rows,
+                         classes, scalar, tensors) ||
+      !checkExtents(ctx, entry, {dim}))
+    return false;
+  if (chunk < 1 || (classes > 0 && chunk > classes))
+    return invalid(ctx, entry, "chunk %lld outside [1, %lld]",
+                   static_cast<long long>(chunk),
+                   static_cast<long long>(classes));
+  uint64_t needed =
+      memopt_linear_cross_entropy_scratch_bytes(dtype, rows, dim, chunk, grad);
+  if (scratchBytes < needed || (!scratch && needed > 0))
+    return invalid(ctx, entry, "scratch of %llu bytes, %llu needed",
+                   static_cast<unsigned long long>(scratch ? scratchBytes : 0),
+                   static_cast<unsigned long long>(needed));
+  return true;
+}
+
 /// MSE and its gradient, likewise over `n` elements.
 inline bool checkMseLoss(memopt_context *ctx, const char *entry,
                          memopt_dtype dtype, memopt_loss_reduction reduction,
