@@ -141,6 +141,16 @@ inline unsigned gridFor(int64_t n, int block = kBlock) {
 /// too small.
 float *workspaceFloats(memopt_context *ctx, const char *entry, int64_t n);
 
+/// Row-major c[m, n] = op(a) op(b) + beta c through cuBLASLt (Gemm.cpp):
+/// operands `dtype`, result `outDtype` (`dtype` or F32), f32 compute; the
+/// product may use `workspaceBytes` of scratch at `workspace` (a part of the
+/// context's workspace, so that a caller can keep data in the rest across
+/// products). Errors name `entry`. m, n, k > 0.
+void gemm(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+          memopt_dtype outDtype, const void *a, const void *b, void *c,
+          int64_t m, int64_t n, int64_t k, bool transA, bool transB, float beta,
+          void *workspace, uint64_t workspaceBytes);
+
 } // namespace cuda
 } // namespace memopt
 

@@ -8,7 +8,8 @@
 // operand takes one GEMM per batch element. The algorithm comes from
 // cuBLASLt's heuristic, limited to the context's workspace and the operands'
 // alignment, and is cached per shape so that a step makes no heuristic query
-// after the first.
+// after the first. memopt::cuda::gemm exposes one product, with beta and a
+// caller-chosen part of the workspace, to the fused ops (LinearLoss.cu).
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,9 +44,9 @@ bool allowTf32() {
   return allow;
 }
 
-using GemmKey = std::tuple<cublasLtHandle_t, int, int, int64_t, int64_t,
-                           int64_t, int64_t, int, int, uint32_t, uint32_t,
-                           uint32_t>;
+using GemmKey =
+    std::tuple<cublasLtHandle_t, int, int, int64_t, int64_t, int64_t, int64_t,
+               int, int, uint32_t, uint32_t, uint32_t, uint64_t>;
 
 /// The largest power of two (at most 256) that divides `pointer`: cuBLASLt's
 /// heuristic assumes 256-byte aligned operands unless told otherwise, and a
@@ -99,16 +100,14 @@ bool setBatch(memopt_context *ctx, const char *entry,
                  sizeof(stride)));
 }
 
-} // namespace
-
-namespace {
-
-/// c[batch][m, n] = op(a[batch]) op(b[batch]) with every operand batched
-/// (strides m * k, k * n, m * n), through one cuBLASLt call.
-void runGemm(memopt_context *ctx, memopt_dtype dtype, memopt_dtype out_dtype,
-             const void *a, const void *b, void *c, int64_t batch, int64_t m,
-             int64_t n, int64_t k, int trans_a, int trans_b) {
-  const char *entry = "memopt_matmul";
+/// c[batch][m, n] = op(a[batch]) op(b[batch]) + beta c[batch] with every
+/// operand batched (strides m * k, k * n, m * n), through one cuBLASLt call
+/// that may use `workspaceBytes` at `workspace`.
+void runGemm(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+             memopt_dtype out_dtype, const void *a, const void *b, void *c,
+             int64_t batch, int64_t m, int64_t n, int64_t k, int trans_a,
+             int trans_b, float beta, void *workspace,
+             uint64_t workspaceBytes) {
   if (batch > INT32_MAX || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) {
     setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
              "extents beyond 2^31 are not supported");
@@ -154,8 +153,9 @@ void runGemm(memopt_context *ctx, memopt_dtype dtype, memopt_dtype out_dtype,
 
   uint32_t alignFirst = alignmentOf(b), alignSecond = alignmentOf(a),
            alignC = alignmentOf(c);
-  GemmKey key{ctx->lt, dtype,   out_dtype, batch,      m,           n,
-              k,       trans_a, trans_b,   alignFirst, alignSecond, alignC};
+  GemmKey key{ctx->lt,     dtype,  out_dtype,     batch,   m,
+              n,           k,      trans_a,       trans_b, alignFirst,
+              alignSecond, alignC, workspaceBytes};
   CachedAlgo cached;
   {
     std::lock_guard<std::mutex> lock(cacheMutex);
@@ -164,7 +164,7 @@ void runGemm(memopt_context *ctx, memopt_dtype dtype, memopt_dtype out_dtype,
       cached = it->second;
   }
   if (!cached.found) {
-    uint64_t workspaceLimit = ctx->workspaceBytes;
+    uint64_t workspaceLimit = workspaceBytes;
     cublasLtMatmulHeuristicResult_t result;
     int returned = 0;
     if (!MEMOPT_CUBLAS_CHECK(ctx, entry,
@@ -213,18 +213,26 @@ void runGemm(memopt_context *ctx, memopt_dtype dtype, memopt_dtype out_dtype,
     std::lock_guard<std::mutex> lock(cacheMutex);
     algoCache[key] = cached;
   }
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f;
   ctx->currentEntry = entry;
   MEMOPT_CUBLAS_CHECK(ctx, entry,
                       cublasLtMatmul(ctx->lt, d.op, &alpha, b, d.a, a, d.b,
                                      &beta, c, d.c, c, d.c, &cached.algo,
-                                     ctx->workspace, ctx->workspaceBytes,
-                                     ctx->stream));
+                                     workspace, workspaceBytes, ctx->stream));
   if (isLive(ctx))
     checkLaunch(ctx, entry, "cublasLtMatmul");
 }
 
 } // namespace
+
+void memopt::cuda::gemm(memopt_context *ctx, const char *entry,
+                        memopt_dtype dtype, memopt_dtype outDtype,
+                        const void *a, const void *b, void *c, int64_t m,
+                        int64_t n, int64_t k, bool transA, bool transB,
+                        float beta, void *workspace, uint64_t workspaceBytes) {
+  runGemm(ctx, entry, dtype, outDtype, a, b, c, 1, m, n, k, transA, transB,
+          beta, workspace, workspaceBytes);
+}
 
 void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
                    const void *b, void *c, int64_t batch_a, int64_t batch_b,
@@ -252,11 +260,12 @@ void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
   int64_t inSize = static_cast<int64_t>(memopt_dtype_size(dtype));
   int64_t outBytes = static_cast<int64_t>(outSize);
   if (batch_a == batch_b) {
-    runGemm(ctx, dtype, out_dtype, a, b, c, batch, m, n, k, trans_a, trans_b);
+    runGemm(ctx, entry, dtype, out_dtype, a, b, c, batch, m, n, k, trans_a,
+            trans_b, 0.0f, ctx->workspace, ctx->workspaceBytes);
   } else if (batch_b == 1 && !trans_a) {
     // A shared right operand: the batch folds into the rows of one GEMM.
-    runGemm(ctx, dtype, out_dtype, a, b, c, 1, batch * m, n, k, trans_a,
-            trans_b);
+    runGemm(ctx, entry, dtype, out_dtype, a, b, c, 1, batch * m, n, k, trans_a,
+            trans_b, 0.0f, ctx->workspace, ctx->workspaceBytes);
   } else {
     // A shared operand that does not fold: one GEMM per batch element (no
     // zero batch stride, which not every cuBLASLt kernel accepts).
@@ -266,7 +275,8 @@ void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
       const char *bp = static_cast<const char *>(b) +
                        (batch_b == 1 ? 0 : p * k * n * inSize);
       char *cp = static_cast<char *>(c) + p * m * n * outBytes;
-      runGemm(ctx, dtype, out_dtype, ap, bp, cp, 1, m, n, k, trans_a, trans_b);
+      runGemm(ctx, entry, dtype, out_dtype, ap, bp, cp, 1, m, n, k, trans_a,
+              trans_b, 0.0f, ctx->workspace, ctx->workspaceBytes);
     }
   }
 }

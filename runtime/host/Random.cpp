@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Random.h"
 #include "HostRuntime.h"
 
 #include <cmath>
@@ -54,27 +55,23 @@ void memopt_philox4x32_10(const uint32_t counter[4], const uint32_t key[2],
     result[i] = ctr[i];
 }
 
-void memopt_dropout(memopt_context *ctx, memopt_dtype dtype, const void *input,
-                    void *out, int64_t n, double p, uint64_t seed,
-                    uint64_t stream, uint64_t offset) {
-  const char *entry = "memopt_dropout";
-  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) ||
-      !checkProbability(ctx, entry, p))
-    return;
+DropoutMask::DropoutMask(double p, uint64_t seed, uint64_t stream,
+                         uint64_t step)
+    : step(step),
+      // p * 2^24 is exact in double, so this integer test equals
+      // (bits >> 8) * 2^-24 >= p.
+      threshold(static_cast<uint32_t>(std::ceil(p * 16777216.0))),
+      keepScale(static_cast<float>(1.0 / (1.0 - p))) {
   uint64_t mixed = seed ^ (stream * kStreamMultiplier);
-  const uint32_t key[2] = {static_cast<uint32_t>(mixed),
-                           static_cast<uint32_t>(mixed >> 32)};
-  uint64_t step = ctx->step;
-  // p * 2^24 is exact in double, so this integer test equals
-  // (bits >> 8) * 2^-24 >= p.
-  uint32_t threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));
-  float scale = static_cast<float>(1.0 / (1.0 - p));
-  F32Input x(ctx, dtype, input, n);
-  F32Output y(ctx, dtype, out, n);
+  key[0] = static_cast<uint32_t>(mixed);
+  key[1] = static_cast<uint32_t>(mixed >> 32);
+}
+
+void DropoutMask::draw(uint64_t first, int64_t n, uint8_t *keep) const {
   uint32_t bits[4] = {0, 0, 0, 0};
   uint64_t block = ~0ull;
   for (int64_t i = 0; i < n; ++i) {
-    uint64_t j = offset + static_cast<uint64_t>(i);
+    uint64_t j = first + static_cast<uint64_t>(i);
     if (j / 4 != block || i == 0) {
       block = j / 4;
       const uint32_t ctr[4] = {
@@ -82,8 +79,28 @@ void memopt_dropout(memopt_context *ctx, memopt_dtype dtype, const void *input,
           static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)};
       memopt_philox4x32_10(ctr, key, bits);
     }
-    bool keep = (bits[j % 4] >> 8) >= threshold;
-    y[i] = keep ? x[i] * scale : 0.0f;
+    keep[i] = (bits[j % 4] >> 8) >= threshold;
+  }
+}
+
+void memopt_dropout(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                    void *out, int64_t n, double p, uint64_t seed,
+                    uint64_t stream, uint64_t offset) {
+  const char *entry = "memopt_dropout";
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) ||
+      !checkProbability(ctx, entry, p))
+    return;
+  DropoutMask mask(p, seed, stream, ctx->step);
+  float scale = mask.scale();
+  F32Input x(ctx, dtype, input, n);
+  F32Output y(ctx, dtype, out, n);
+  constexpr int64_t kRun = 256;
+  uint8_t keep[kRun];
+  for (int64_t start = 0; start < n; start += kRun) {
+    int64_t count = n - start < kRun ? n - start : kRun;
+    mask.draw(offset + static_cast<uint64_t>(start), count, keep);
+    for (int64_t i = 0; i < count; ++i)
+      y[start + i] = keep[i] ? x[start + i] * scale : 0.0f;
   }
   y.commit();
 }

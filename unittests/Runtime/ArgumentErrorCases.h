@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
   float *f = static_cast<float *>(p);
   int64_t *i64 = static_cast<int64_t *>(p);
   uint8_t *u8 = static_cast<uint8_t *>(p);
+  const double inf = std::numeric_limits<double>::infinity();
   return {
       // Context, memory, casts and selection.
       {"memopt_copy: null buffer",
@@ -211,6 +213,35 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
          const int64_t sizes[] = {2, 1};
          memopt_concat(c, MEMOPT_F32, 2, inputs, sizes, p, 1, 1);
        }},
+      // Fused attention.
+      {"memopt_attention: scale inf is not finite",
+       [=](Ctx c) {
+         memopt_attention(c, MEMOPT_F32, p, p, p, nullptr, nullptr, p, f, 1, 1,
+                          2, 2, 2, 2, inf, 0, -inf, 0.0, 0, 0, 0);
+       }},
+      {"memopt_attention: a mask without strides",
+       [=](Ctx c) {
+         memopt_attention(c, MEMOPT_BF16, p, p, p, u8, nullptr, p, f, 1, 1, 2,
+                          2, 2, 2, 0.5, 1, -inf, 0.0, 0, 0, 0);
+       }},
+      {"memopt_attention: null buffer",
+       [=](Ctx c) {
+         memopt_attention(c, MEMOPT_F32, p, p, p, nullptr, nullptr, p, nullptr,
+                          1, 1, 2, 2, 2, 2, 0.5, 0, -inf, 0.0, 0, 0, 0);
+       }},
+      {"memopt_attention_grad: negative mask stride -1",
+       [=](Ctx c) {
+         const int64_t strides[] = {0, 0, -1, 1};
+         memopt_attention_grad(c, MEMOPT_F32, p, p, p, u8, strides, p, f, p, p,
+                               p, p, 1, 1, 2, 2, 2, 2, 0.5, 1, -inf, 0.0, 0, 0,
+                               0);
+       }},
+      {"memopt_attention_grad: probability 1.5 outside [0, 1]",
+       [=](Ctx c) {
+         memopt_attention_grad(c, MEMOPT_F16, p, p, p, nullptr, nullptr, p, f,
+                               p, p, p, p, 1, 1, 2, 2, 2, 2, 0.5, 0, -inf, 1.5,
+                               0, 0, 0);
+       }},
       // Losses.
       {"memopt_cross_entropy: negative extent -3",
        [=](Ctx c) {
@@ -222,6 +253,25 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
        [=](Ctx c) {
          memopt_cross_entropy_grad(c, MEMOPT_F32, p, MEMOPT_I1, p, f, p, 2, 3,
                                    -100, MEMOPT_REDUCTION_MEAN);
+       }},
+      {"memopt_linear_cross_entropy: chunk 0 outside [1, 4]",
+       [=](Ctx c) {
+         memopt_linear_cross_entropy(c, MEMOPT_F32, p, p, nullptr, MEMOPT_I64,
+                                     p, f, f, p, 1024, 2, 2, 4, 0, -100,
+                                     MEMOPT_REDUCTION_MEAN);
+       }},
+      {"memopt_linear_cross_entropy: expected an index dtype (i32, i64), got "
+       "f16 (1)",
+       [=](Ctx c) {
+         memopt_linear_cross_entropy(c, MEMOPT_F32, p, p, p, MEMOPT_F16, p, f,
+                                     f, p, 1024, 2, 2, 4, 2, -100,
+                                     MEMOPT_REDUCTION_SUM);
+       }},
+      {"memopt_linear_cross_entropy_grad: scratch of 16 bytes, 768 needed",
+       [=](Ctx c) {
+         memopt_linear_cross_entropy_grad(c, MEMOPT_BF16, p, p, p, MEMOPT_I32,
+                                          p, f, f, p, p, p, p, 16, 2, 2, 4, 2,
+                                          -100, MEMOPT_REDUCTION_MEAN);
        }},
       {"memopt_label_count: null buffer",
        [=](Ctx c) { memopt_label_count(c, MEMOPT_I32, p, nullptr, 2, -100); }},

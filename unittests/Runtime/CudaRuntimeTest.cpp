@@ -18,6 +18,8 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -394,6 +396,725 @@ TEST_F(CudaTest, UnscaleInPlaceFindsNonFiniteValues) {
     EXPECT_EQ(download<float>(d2, 1)[0], 2.0f);
     used = 0;
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Fused attention and linear cross-entropy, against f64 references computed
+// here (the host runtime has the same entry names, so it cannot link into
+// this binary): the whole score matrix, or the whole logits matrix, in
+// double from the values the kernels read (16-bit inputs are generated
+// representable). A 16-bit result may differ by its own rounding, half a
+// unit relative (2^-8 bf16, 2^-11 f16); f32 accumulation adds a small
+// multiple of 2^-24 times the sum of the terms' magnitudes. A wrong mask,
+// scale, skipped tile or dropout draw moves results by whole probabilities.
+//===----------------------------------------------------------------------===//
+
+/// Half a unit in the last place of `dtype`, relative (0 for f32).
+double storageUnit(memopt_dtype dtype) {
+  return dtype == MEMOPT_BF16  ? 1.0 / (1 << 8)
+         : dtype == MEMOPT_F16 ? 1.0 / (1 << 11)
+                               : 0.0;
+}
+
+/// Rounds `values` to `dtype` in place; returns them stored in `dtype`.
+std::vector<uint8_t> storeAs(memopt_dtype dtype, std::vector<float> &values) {
+  std::vector<uint8_t> bytes(values.size() * memopt_dtype_size(dtype));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == MEMOPT_F32) {
+      std::memcpy(bytes.data() + 4 * i, &values[i], 4);
+      continue;
+    }
+    uint16_t bits = dtype == MEMOPT_BF16
+                        ? floatToBFloat16Bits(values[i])
+                        : memopt::host::floatToHalfBits(values[i]);
+    values[i] = dtype == MEMOPT_BF16 ? bfloat16BitsToFloat(bits)
+                                     : memopt::host::halfBitsToFloat(bits);
+    std::memcpy(bytes.data() + 2 * i, &bits, 2);
+  }
+  return bytes;
+}
+
+/// `n` elements of `dtype` widened to f32.
+std::vector<float> widen(memopt_dtype dtype, const std::vector<uint8_t> &bytes,
+                         size_t n) {
+  std::vector<float> values(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (dtype == MEMOPT_F32) {
+      std::memcpy(&values[i], bytes.data() + 4 * i, 4);
+      continue;
+    }
+    uint16_t bits;
+    std::memcpy(&bits, bytes.data() + 2 * i, 2);
+    values[i] = dtype == MEMOPT_BF16 ? bfloat16BitsToFloat(bits)
+                                     : memopt::host::halfBitsToFloat(bits);
+  }
+  return values;
+}
+
+/// A reference value, the magnitude of its terms (the sum of |term|, which
+/// bounds the f32 rounding of their sum) and the error its inputs carry
+/// into it (the f32 rounding of the scores or logits it is made of).
+struct Reference {
+  std::vector<double> value, magnitude, error;
+  void resize(size_t n) {
+    value.assign(n, 0.0);
+    magnitude.assign(n, 0.0);
+    error.assign(n, 0.0);
+  }
+  /// A term whose own magnitude is `mag` (its factors' sums of |products|).
+  void add(size_t at, double term, double mag, double relativeError = 0.0) {
+    value[at] += term;
+    magnitude[at] += mag;
+    error[at] += relativeError * mag;
+  }
+};
+
+/// 4 u sqrt(n): the relative f32 rounding, with random-walk growth, of a sum
+/// of n products (relative to the sum of their magnitudes).
+double sumError(int64_t n) {
+  return 4.0 / (1 << 24) * std::sqrt(static_cast<double>(n > 1 ? n : 1));
+}
+
+/// Expects |got - want| <= f32Relative * magnitude + error + (the 16-bit
+/// rounding of `dtype` of the value and, with `roundedTerms`, of every
+/// term).
+void expectNearReference(const std::vector<float> &got, const Reference &want,
+                         memopt_dtype dtype, double f32Relative,
+                         bool roundedTerms, const std::string &what) {
+  ASSERT_EQ(got.size(), want.value.size()) << what;
+  double unit = storageUnit(dtype);
+  int failures = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double mag = want.magnitude[i];
+    double tolerance = f32Relative * mag + want.error[i] + 1e-7 +
+                       unit * std::fabs(want.value[i]) +
+                       (roundedTerms ? unit * mag : 0.0);
+    if (!(std::fabs(got[i] - want.value[i]) <= tolerance) && failures++ < 5)
+      ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", expected "
+                    << want.value[i] << " +- " << tolerance;
+  }
+  EXPECT_EQ(failures, 0) << what;
+}
+
+/// keep(e) of memopt_dropout, from runtime.h's derivation.
+bool dropoutKeeps(double p, uint64_t seed, uint64_t stream, uint64_t step,
+                  uint64_t e) {
+  uint64_t mixed = seed ^ (stream * 0x9E3779B97F4A7C15ull);
+  uint32_t key[2] = {static_cast<uint32_t>(mixed),
+                     static_cast<uint32_t>(mixed >> 32)};
+  uint32_t ctr[4] = {
+      static_cast<uint32_t>(e / 4), static_cast<uint32_t>((e / 4) >> 32),
+      static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32)};
+  uint32_t r[4];
+  memopt_philox4x32_10(ctr, key, r);
+  return (r[e % 4] >> 8) >= static_cast<uint32_t>(std::ceil(p * 16777216.0));
+}
+
+/// One attention call: shape, masks, dropout, dtype.
+struct AttentionCall {
+  std::string name;
+  int64_t batch, heads, sq, sk, d, dv;
+  int causal = 0;
+  double maskValue = -INFINITY;
+  std::vector<uint8_t> mask;
+  std::array<int64_t, 4> strides{0, 0, 0, 0};
+  double dropout = 0.0;
+  uint64_t seed = 0, stream = 0, offset = 0, step = 0;
+  memopt_dtype dtype = MEMOPT_F32;
+
+  int64_t problems() const { return batch * heads; }
+  double scale() const { return 1.0 / std::sqrt(static_cast<double>(d)); }
+  bool masked(int64_t b, int64_t h, int64_t i, int64_t j) const {
+    return (causal && j > i) ||
+           (!mask.empty() && mask[b * strides[0] + h * strides[1] +
+                                  i * strides[2] + j * strides[3]]);
+  }
+  /// The dropout factor of score (problem, i, j): 0 or (float)(1 / (1 - p)).
+  double factor(int64_t problem, int64_t i, int64_t j) const {
+    if (dropout == 0.0)
+      return 1.0;
+    uint64_t e = offset + ((problem * sq + i) * sk + j);
+    return dropoutKeeps(dropout, seed, stream, step, e)
+               ? static_cast<float>(1.0 / (1.0 - dropout))
+               : 0.0;
+  }
+};
+
+/// The values the kernels read and what they returned, widened to f32.
+struct AttentionRun {
+  std::vector<float> q, k, v, gradOut;
+  std::vector<float> out, lse, gradQ, gradK, gradV;
+};
+
+struct AttentionReference {
+  Reference out, lse, gradQ, gradK, gradV;
+};
+
+/// The reference in double. delta = grad_out . out takes the kernel's out,
+/// as the contract defines it; masked scores pass no gradient to q and k,
+/// and rows without a finite score none at all. A score is off by about
+/// sumError(d) times its terms' magnitude in f32, which moves each
+/// probability relatively by twice that (score and lse).
+AttentionReference referenceAttention(const AttentionCall &c,
+                                      const AttentionRun &run) {
+  int64_t sq = c.sq, sk = c.sk, d = c.d, dv = c.dv, np = c.problems();
+  double scale = c.scale();
+  AttentionReference ref;
+  ref.out.resize(np * sq * dv);
+  ref.lse.resize(np * sq);
+  ref.gradQ.resize(np * sq * d);
+  ref.gradK.resize(np * sk * d);
+  ref.gradV.resize(np * sk * dv);
+  std::vector<double> s(sk), p(sk);
+  for (int64_t pi = 0; pi < np; ++pi) {
+    int64_t b = pi / c.heads, h = pi % c.heads;
+    const float *q = run.q.data() + pi * sq * d;
+    const float *k = run.k.data() + pi * sk * d;
+    const float *v = run.v.data() + pi * sk * dv;
+    const float *go = run.gradOut.data() + pi * sq * dv;
+    const float *o = run.out.data() + pi * sq * dv;
+    for (int64_t i = 0; i < sq; ++i) {
+      double mx = -INFINITY, scoreMag = 0.0;
+      for (int64_t j = 0; j < sk; ++j) {
+        double dot = 0.0, mag = 0.0;
+        for (int64_t x = 0; x < d; ++x) {
+          dot += double(q[i * d + x]) * k[j * d + x];
+          mag += std::fabs(double(q[i * d + x]) * k[j * d + x]);
+        }
+        bool masked = c.masked(b, h, i, j);
+        s[j] = masked ? c.maskValue : scale * dot;
+        if (!masked)
+          scoreMag = std::max(scoreMag, scale * mag);
+        mx = std::max(mx, s[j]);
+      }
+      size_t row = pi * sq + i;
+      if (mx == -INFINITY) {
+        ref.lse.value[row] = -INFINITY;
+        for (int64_t x = 0; x < dv; ++x)
+          ref.out.value[row * dv + x] = sk == 0 ? 0.0 : NAN;
+        continue;
+      }
+      double pError = 2 * sumError(d) * scoreMag + sumError(sk);
+      double z = 0.0;
+      for (int64_t j = 0; j < sk; ++j)
+        z += std::exp(s[j] - mx);
+      double lse = mx + std::log(z);
+      ref.lse.add(row, lse, std::fabs(lse), pError);
+      double delta = 0.0, deltaMag = 0.0;
+      for (int64_t x = 0; x < dv; ++x) {
+        delta += double(go[i * dv + x]) * o[i * dv + x];
+        deltaMag += std::fabs(double(go[i * dv + x]) * o[i * dv + x]);
+      }
+      for (int64_t j = 0; j < sk; ++j) {
+        p[j] = std::exp(s[j] - mx) / z;
+        double f = c.factor(pi, i, j);
+        double dp = 0.0, dpMag = 0.0;
+        for (int64_t x = 0; x < dv; ++x) {
+          double pv = p[j] * f * v[j * dv + x], pg = p[j] * f * go[i * dv + x];
+          ref.out.add(row * dv + x, pv, std::fabs(pv), pError);
+          ref.gradV.add((pi * sk + j) * dv + x, pg, std::fabs(pg), pError);
+          dp += double(go[i * dv + x]) * v[j * dv + x];
+          dpMag += std::fabs(double(go[i * dv + x]) * v[j * dv + x]);
+        }
+        if (c.masked(b, h, i, j))
+          continue;
+        double ds = p[j] * (f * dp - delta);
+        double dsMag = p[j] * (f * dpMag + deltaMag);
+        double dsError = pError + sumError(dv);
+        for (int64_t x = 0; x < d; ++x) {
+          ref.gradQ.add(row * d + x, scale * ds * k[j * d + x],
+                        scale * dsMag * std::fabs(k[j * d + x]), dsError);
+          ref.gradK.add((pi * sk + j) * d + x, scale * ds * q[i * d + x],
+                        scale * dsMag * std::fabs(q[i * d + x]), dsError);
+        }
+      }
+    }
+  }
+  return ref;
+}
+
+/// Widens `n` elements of `dtype` at `device`.
+std::vector<float> downloadAs(memopt_context *ctx, memopt_dtype dtype,
+                              const void *device, size_t n) {
+  std::vector<uint8_t> bytes(n * memopt_dtype_size(dtype));
+  memopt_copy_to_host(ctx, bytes.data(), device, bytes.size());
+  return widen(dtype, bytes, n);
+}
+
+class CudaFusedTest : public CudaTest {
+protected:
+  /// Uploads `values` rounded to `dtype` (rounding them in place).
+  void *uploadAs(memopt_dtype dtype, std::vector<float> &values) {
+    return upload(storeAs(dtype, values));
+  }
+
+  /// Random inputs for `c`, the forward and (with `grad`) the backward.
+  AttentionRun runAttention(const AttentionCall &c, bool grad,
+                            std::vector<float> *values = nullptr) {
+    int64_t np = c.problems();
+    AttentionRun run;
+    run.q = random(np * c.sq * c.d, -1.5f, 1.5f);
+    run.k = random(np * c.sk * c.d, -1.5f, 1.5f);
+    run.v = values ? *values : random(np * c.sk * c.dv);
+    run.gradOut = random(np * c.sq * c.dv);
+    void *q = uploadAs(c.dtype, run.q), *k = uploadAs(c.dtype, run.k),
+         *v = uploadAs(c.dtype, run.v), *go = uploadAs(c.dtype, run.gradOut);
+    const uint8_t *mask = c.mask.empty() ? nullptr : upload(c.mask);
+    const int64_t *strides = mask ? c.strides.data() : nullptr;
+    size_t size = memopt_dtype_size(c.dtype);
+    void *out = alloc(np * c.sq * c.dv * size + 1);
+    float *lse = static_cast<float *>(alloc(np * c.sq * 4 + 1));
+    memopt_set_step(ctx, c.step);
+    memopt_attention(ctx, c.dtype, q, k, v, mask, strides, out, lse, c.batch,
+                     c.heads, c.sq, c.sk, c.d, c.dv, c.scale(), c.causal,
+                     c.maskValue, c.dropout, c.seed, c.stream, c.offset);
+    run.out = downloadAs(ctx, c.dtype, out, np * c.sq * c.dv);
+    run.lse = download<float>(lse, np * c.sq);
+    if (!grad)
+      return run;
+    void *gq = alloc(np * c.sq * c.d * size + 1);
+    void *gk = alloc(np * c.sk * c.d * size + 1);
+    void *gv = alloc(np * c.sk * c.dv * size + 1);
+    memopt_attention_grad(ctx, c.dtype, q, k, v, mask, strides, out, lse, go,
+                          gq, gk, gv, c.batch, c.heads, c.sq, c.sk, c.d, c.dv,
+                          c.scale(), c.causal, c.maskValue, c.dropout, c.seed,
+                          c.stream, c.offset);
+    run.gradQ = downloadAs(ctx, c.dtype, gq, np * c.sq * c.d);
+    run.gradK = downloadAs(ctx, c.dtype, gk, np * c.sk * c.d);
+    run.gradV = downloadAs(ctx, c.dtype, gv, np * c.sk * c.dv);
+    return run;
+  }
+
+  /// Runs `c` forward and backward and compares every result with the
+  /// reference.
+  void checkAttention(const AttentionCall &c) {
+    SCOPED_TRACE(c.name);
+    used = 0;
+    AttentionRun run = runAttention(c, /*grad=*/true);
+    ASSERT_EQ(memopt_get_status(ctx), MEMOPT_OK)
+        << memopt_get_error_message(ctx);
+    AttentionReference ref = referenceAttention(c, run);
+    double keys = sumError(c.sk), queries = sumError(c.sq);
+    expectNearReference(run.out, ref.out, c.dtype, keys, false, "out");
+    expectNearReference(run.lse, ref.lse, MEMOPT_F32, keys, false, "lse");
+    expectNearReference(run.gradQ, ref.gradQ, c.dtype, keys, false, "grad_q");
+    expectNearReference(run.gradK, ref.gradK, c.dtype, queries, false,
+                        "grad_k");
+    expectNearReference(run.gradV, ref.gradV, c.dtype, queries, false,
+                        "grad_v");
+  }
+};
+
+TEST_F(CudaFusedTest, AttentionMatchesReference) {
+  checkAttention({"plain, partial tiles", 2, 3, 45, 70, 40, 24});
+  AttentionCall causal{"causal, -inf", 1, 2, 100, 100, 64, 64};
+  causal.causal = 1;
+  checkAttention(causal);
+  AttentionCall wide{"causal, sq < sk", 2, 1, 50, 110, 16, 8};
+  wide.causal = 1;
+  checkAttention(wide);
+  AttentionCall tall{"causal, sq > sk", 1, 2, 110, 40, 16, 24};
+  tall.causal = 1;
+  checkAttention(tall);
+  // Masked keys keep weight: no tile past the diagonal may be skipped, and
+  // they still pass no gradient to q or k.
+  AttentionCall finite{"causal, mask value -2", 1, 2, 90, 90, 16, 16};
+  finite.causal = 1;
+  finite.maskValue = -2.0;
+  checkAttention(finite);
+  // finfo.min as HF writes it: masked keys weigh exactly 0.
+  AttentionCall huge{"causal, mask value -3.4e38", 1, 1, 100, 100, 8, 8};
+  huge.causal = 1;
+  huge.maskValue = -3.4e38;
+  checkAttention(huge);
+}
+
+TEST_F(CudaFusedTest, AttentionBroadcastMasksAndDropout) {
+  // A [batch, 1, 1, sk] key-padding mask: problem b hides its last 3b + 1
+  // keys.
+  AttentionCall padding{"key padding, causal, dropout", 3, 2, 70, 75, 32, 20};
+  padding.causal = 1;
+  padding.mask.assign(padding.batch * padding.sk, 0);
+  for (int64_t b = 0; b < padding.batch; ++b)
+    for (int64_t j = padding.sk - 1 - 3 * b; j < padding.sk; ++j)
+      padding.mask[b * padding.sk + j] = 1;
+  padding.strides = {padding.sk, 0, 0, 1};
+  padding.dropout = 0.25;
+  padding.seed = 0x5eed;
+  padding.stream = 7;
+  padding.offset = 1001;
+  padding.step = 0x100000003ull;
+  checkAttention(padding);
+
+  // [1, heads, sq, sk] shared by the batch, with random holes; d and dv in
+  // the widest register tier.
+  AttentionCall perHead{"per-head mask, d 96, dv 130", 2, 2, 40, 50, 96, 130};
+  perHead.maskValue = -1e4;
+  perHead.mask.assign(perHead.heads * perHead.sq * perHead.sk, 0);
+  std::bernoulli_distribution hole(0.3);
+  for (size_t e = 0; e < perHead.mask.size(); ++e)
+    perHead.mask[e] = hole(rng) && e % perHead.sk != 0;
+  perHead.strides = {0, perHead.sq * perHead.sk, perHead.sk, 1};
+  checkAttention(perHead);
+
+  // The largest head dimension: the kernels' shared memory above 48 KiB.
+  AttentionCall widest{"d = dv = 256, causal, dropout", 1, 2, 33, 65, 256, 256};
+  widest.causal = 1;
+  widest.dropout = 0.1;
+  widest.seed = 5;
+  checkAttention(widest);
+}
+
+TEST_F(CudaFusedTest, AttentionLowPrecisionStorage) {
+  for (memopt_dtype dtype : {MEMOPT_BF16, MEMOPT_F16}) {
+    AttentionCall c{
+        dtype == MEMOPT_BF16 ? "bf16" : "f16", 2, 2, 70, 90, 16, 24};
+    c.causal = 1;
+    c.dropout = 0.1;
+    c.seed = 11;
+    c.dtype = dtype;
+    checkAttention(c);
+  }
+}
+
+TEST_F(CudaFusedTest, AttentionDropsWhatMemoptDropoutDrops) {
+  // With v = identity (dv = sk), out[i, j] is p'[i, j] itself: zero
+  // exactly where memopt_dropout zeroes element e of the score matrix.
+  AttentionCall c{"identity values", 2, 3, 67, 70, 8, 70};
+  c.dropout = 0.5;
+  c.seed = 99;
+  c.stream = 4;
+  c.offset = 12345;
+  c.step = 0x100000001ull;
+  std::vector<float> identity(c.problems() * c.sk * c.dv, 0.0f);
+  for (int64_t p = 0; p < c.problems(); ++p)
+    for (int64_t j = 0; j < c.sk; ++j)
+      identity[(p * c.sk + j) * c.dv + j] = 1.0f;
+  AttentionRun run = runAttention(c, /*grad=*/false, &identity);
+  size_t n = c.problems() * c.sq * c.sk;
+  float *ones = upload(std::vector<float>(n, 1.0f));
+  float *dropped = static_cast<float *>(alloc(n * 4));
+  memopt_dropout(ctx, MEMOPT_F32, ones, dropped, n, c.dropout, c.seed, c.stream,
+                 c.offset);
+  std::vector<float> factors = download<float>(dropped, n);
+  int64_t zeros = 0;
+  for (size_t e = 0; e < n; ++e) {
+    ASSERT_EQ(run.out[e] == 0.0f, factors[e] == 0.0f) << "element " << e;
+    zeros += factors[e] == 0.0f;
+  }
+  EXPECT_GT(zeros, 0);
+  EXPECT_LT(zeros, static_cast<int64_t>(n));
+}
+
+TEST_F(CudaFusedTest, AttentionFullyMaskedRowsAndNoKeys) {
+  // Row 0 sees only key 0 under causality and the mask hides it; row 5 of
+  // the second problem is masked whole: NaN outputs and lse -inf, and they
+  // pass no gradient (no NaN) to anything.
+  AttentionCall c{"fully masked rows", 1, 2, 70, 70, 8, 8};
+  c.causal = 1;
+  c.mask.assign(c.heads * c.sq * c.sk, 0);
+  c.strides = {0, c.sq * c.sk, c.sk, 1};
+  for (int64_t h = 0; h < c.heads; ++h)
+    c.mask[(h * c.sq) * c.sk] = 1;
+  for (int64_t j = 0; j < c.sk; ++j)
+    c.mask[(c.sq + 5) * c.sk + j] = 1;
+  AttentionRun run = runAttention(c, /*grad=*/true);
+  AttentionReference ref = referenceAttention(c, run);
+  for (int64_t p = 0; p < c.problems(); ++p)
+    for (int64_t i = 0; i < c.sq; ++i) {
+      int64_t row = p * c.sq + i;
+      if (i != 0 && !(p == 1 && i == 5))
+        continue;
+      EXPECT_EQ(run.lse[row], -INFINITY) << row;
+      for (int64_t x = 0; x < c.dv; ++x)
+        EXPECT_TRUE(std::isnan(run.out[row * c.dv + x])) << row;
+      for (int64_t x = 0; x < c.d; ++x)
+        EXPECT_EQ(run.gradQ[row * c.d + x], 0.0f) << row;
+    }
+  for (float g : run.gradK)
+    ASSERT_TRUE(std::isfinite(g));
+  expectNearReference(run.gradV, ref.gradV, c.dtype, sumError(c.sq), false,
+                      "grad_v");
+
+  // sk = 0: an empty sum, lse log(0), and zero gradients.
+  AttentionCall none{"no keys", 2, 1, 3, 0, 4, 5};
+  used = 0;
+  run = runAttention(none, /*grad=*/true);
+  EXPECT_EQ(run.out, std::vector<float>(run.out.size(), 0.0f));
+  EXPECT_EQ(run.lse, std::vector<float>(run.lse.size(), -INFINITY));
+  EXPECT_EQ(run.gradQ, std::vector<float>(run.gradQ.size(), 0.0f));
+}
+
+TEST_F(CudaFusedTest, AttentionIsDeterministic) {
+  AttentionCall c{"determinism", 2, 2, 130, 140, 48, 40};
+  c.causal = 1;
+  c.dropout = 0.2;
+  c.dtype = MEMOPT_BF16;
+  std::mt19937 saved = rng;
+  AttentionRun first = runAttention(c, /*grad=*/true);
+  rng = saved;
+  AttentionRun second = runAttention(c, /*grad=*/true);
+  EXPECT_EQ(first.out, second.out);
+  EXPECT_EQ(first.lse, second.lse);
+  EXPECT_EQ(first.gradQ, second.gradQ);
+  EXPECT_EQ(first.gradK, second.gradK);
+  EXPECT_EQ(first.gradV, second.gradV);
+}
+
+TEST(CudaArgumentErrorTest, AttentionHeadDimensionBeyondTheKernelLimit) {
+  memopt_context *ctx = new memopt_context();
+  float x = 0.0f;
+  memopt_attention(ctx, MEMOPT_F32, &x, &x, &x, nullptr, nullptr, &x, &x, 1, 1,
+                   1, 1, 257, 64, 1.0, 0, -INFINITY, 0.0, 0, 0, 0);
+  EXPECT_EQ(memopt_get_status(ctx), MEMOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(memopt_get_error_message(ctx),
+               "memopt_attention: head dimensions d = 257 and dv = 64 exceed "
+               "the CUDA kernels' limit of 256");
+  memopt_context_destroy(ctx);
+}
+
+/// One linear cross-entropy call.
+struct LinearCall {
+  std::string name;
+  int64_t rows, dim, classes, chunk;
+  bool bias = true;
+  memopt_loss_reduction reduction = MEMOPT_REDUCTION_MEAN;
+  memopt_dtype dtype = MEMOPT_F32;
+  memopt_dtype labelDtype = MEMOPT_I64;
+  /// Every label is ignored.
+  bool allIgnored = false;
+};
+
+constexpr int64_t kIgnoreIndex = -100;
+
+struct LinearRun {
+  std::vector<float> x, w, bias;
+  std::vector<int64_t> labels;
+  float loss = 0.0f;
+  std::vector<float> lse, gradX, gradW, gradBias;
+};
+
+struct LinearReference {
+  Reference loss, lse, gradX, gradW, gradBias;
+};
+
+/// The unfused op in double: logits, softmax, dlogits and its products. A
+/// logit is off by about sumError(dim) times its terms' magnitude in f32
+/// (either GEMM), which lse, the loss and each probability (relatively)
+/// inherit.
+LinearReference referenceLinear(const LinearCall &c, const LinearRun &run,
+                                double gradLoss) {
+  int64_t rows = c.rows, dim = c.dim, classes = c.classes;
+  LinearReference ref;
+  ref.loss.resize(1);
+  ref.lse.resize(rows);
+  ref.gradX.resize(rows * dim);
+  ref.gradW.resize(classes * dim);
+  ref.gradBias.resize(c.bias ? classes : 0);
+  int64_t count = 0;
+  for (int64_t label : run.labels)
+    count += label != kIgnoreIndex;
+  bool mean = c.reduction == MEMOPT_REDUCTION_MEAN;
+  double g = mean ? (count ? gradLoss / count : 0.0) : gradLoss;
+  double lossScale = mean ? 1.0 / (count ? count : 1) : 1.0;
+  std::vector<double> logits(classes);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mx = -INFINITY, logitMag = 0.0;
+    for (int64_t j = 0; j < classes; ++j) {
+      double z = c.bias ? run.bias[j] : 0.0, mag = std::fabs(z);
+      for (int64_t x = 0; x < dim; ++x) {
+        z += double(run.x[r * dim + x]) * run.w[j * dim + x];
+        mag += std::fabs(double(run.x[r * dim + x]) * run.w[j * dim + x]);
+      }
+      logits[j] = z;
+      mx = std::max(mx, z);
+      logitMag = std::max(logitMag, mag);
+    }
+    double logitError = sumError(dim) * logitMag + sumError(classes);
+    double sum = 0.0;
+    for (int64_t j = 0; j < classes; ++j)
+      sum += std::exp(logits[j] - mx);
+    double lse = mx + std::log(sum);
+    ref.lse.add(r, lse, std::fabs(lse));
+    ref.lse.error[r] = logitError;
+    int64_t label = run.labels[r];
+    if (label == kIgnoreIndex)
+      continue;
+    double rowLoss = lse - logits[label];
+    ref.loss.add(0, lossScale * rowLoss, lossScale * std::fabs(rowLoss));
+    ref.loss.error[0] += lossScale * 2 * logitError;
+    for (int64_t j = 0; j < classes; ++j) {
+      double p = std::exp(logits[j] - lse), hot = j == label ? 1.0 : 0.0;
+      double dl = g * (p - hot), dlMag = std::fabs(g) * (p + hot);
+      // p is off relatively by twice the logit error.
+      double relative = 2 * logitError * p / (p + hot);
+      if (c.bias)
+        ref.gradBias.add(j, dl, dlMag, relative);
+      for (int64_t x = 0; x < dim; ++x) {
+        double wv = run.w[j * dim + x], xv = run.x[r * dim + x];
+        ref.gradX.add(r * dim + x, dl * wv, dlMag * std::fabs(wv), relative);
+        ref.gradW.add(j * dim + x, dl * xv, dlMag * std::fabs(xv), relative);
+      }
+    }
+  }
+  if (mean && count == 0)
+    ref.loss.value[0] = NAN;
+  return ref;
+}
+
+class CudaLinearLossTest : public CudaFusedTest {
+protected:
+  /// Labels as `dtype` bytes.
+  static std::vector<uint8_t> labelBytes(memopt_dtype dtype,
+                                         const std::vector<int64_t> &labels) {
+    std::vector<uint8_t> bytes(labels.size() * memopt_dtype_size(dtype));
+    for (size_t r = 0; r < labels.size(); ++r) {
+      if (dtype == MEMOPT_I32) {
+        int32_t label = static_cast<int32_t>(labels[r]);
+        std::memcpy(bytes.data() + 4 * r, &label, 4);
+      } else {
+        std::memcpy(bytes.data() + 8 * r, &labels[r], 8);
+      }
+    }
+    return bytes;
+  }
+
+  /// A scratch of exactly memopt_linear_cross_entropy_scratch_bytes, with a
+  /// guard band after it that the kernels must leave alone.
+  void *guardedScratch(const LinearCall &c, uint64_t &bytes) {
+    bytes = memopt_linear_cross_entropy_scratch_bytes(c.dtype, c.rows, c.dim,
+                                                      c.chunk, 1);
+    std::vector<uint8_t> block(bytes + kGuard, 0xA5);
+    scratchBase = upload(block);
+    return scratchBase;
+  }
+  void expectGuardIntact(uint64_t bytes) {
+    std::vector<uint8_t> guard = download<uint8_t>(scratchBase + bytes, kGuard);
+    EXPECT_EQ(guard, std::vector<uint8_t>(kGuard, 0xA5)) << "scratch overrun";
+  }
+
+  /// Random inputs (row 4 of x 30 times larger, so that its logits move the
+  /// online maximum from chunk to chunk; rows 2 and 7 ignored; rows 0 and 1
+  /// pick the first and last class), the forward and the gradient.
+  LinearRun runLinear(const LinearCall &c,
+                      std::vector<int64_t> *labels = nullptr) {
+    LinearRun run;
+    run.x = random(c.rows * c.dim);
+    run.w = random(c.classes * c.dim);
+    run.bias = random(c.bias ? c.classes : 0);
+    for (int64_t x = 0; c.rows > 4 && x < c.dim; ++x)
+      run.x[4 * c.dim + x] *= 30.0f;
+    std::uniform_int_distribution<int64_t> pick(0, c.classes - 1);
+    for (int64_t r = 0; r < c.rows; ++r)
+      run.labels.push_back(c.allIgnored || r == 2 || r == 7 ? kIgnoreIndex
+                           : r == 0                         ? 0
+                           : r == 1                         ? c.classes - 1
+                                                            : pick(rng));
+    if (labels)
+      run.labels = *labels;
+    void *x = uploadAs(c.dtype, run.x), *w = uploadAs(c.dtype, run.w);
+    void *bias = c.bias ? uploadAs(c.dtype, run.bias) : nullptr;
+    void *dl = upload(labelBytes(c.labelDtype, run.labels));
+    float *loss = static_cast<float *>(alloc(4));
+    float *lse = static_cast<float *>(alloc(c.rows * 4 + 1));
+    float *gradLoss = upload(std::vector<float>{0.75f});
+    size_t size = memopt_dtype_size(c.dtype);
+    void *gx = alloc(c.rows * c.dim * size + 1);
+    void *gw = alloc(c.classes * c.dim * size + 1);
+    void *gb = c.bias ? alloc(c.classes * size) : nullptr;
+    uint64_t bytes = 0;
+    void *scratch = guardedScratch(c, bytes);
+    memopt_linear_cross_entropy(ctx, c.dtype, x, w, bias, c.labelDtype, dl,
+                                loss, lse, scratch, bytes, c.rows, c.dim,
+                                c.classes, c.chunk, kIgnoreIndex, c.reduction);
+    memopt_linear_cross_entropy_grad(ctx, c.dtype, x, w, bias, c.labelDtype, dl,
+                                     lse, gradLoss, gx, gw, gb, scratch, bytes,
+                                     c.rows, c.dim, c.classes, c.chunk,
+                                     kIgnoreIndex, c.reduction);
+    run.loss = download<float>(loss, 1)[0];
+    run.lse = download<float>(lse, c.rows);
+    run.gradX = downloadAs(ctx, c.dtype, gx, c.rows * c.dim);
+    run.gradW = downloadAs(ctx, c.dtype, gw, c.classes * c.dim);
+    if (c.bias)
+      run.gradBias = downloadAs(ctx, c.dtype, gb, c.classes);
+    expectGuardIntact(bytes);
+    return run;
+  }
+
+  void checkLinear(const LinearCall &c) {
+    SCOPED_TRACE(c.name);
+    used = 0;
+    LinearRun run = runLinear(c);
+    ASSERT_EQ(memopt_get_status(ctx), MEMOPT_OK)
+        << memopt_get_error_message(ctx);
+    LinearReference ref = referenceLinear(c, run, 0.75);
+    expectNearReference({run.loss}, ref.loss, MEMOPT_F32, sumError(c.rows),
+                        false, "loss");
+    expectNearReference(run.lse, ref.lse, MEMOPT_F32, sumError(c.classes),
+                        false, "lse");
+    // 16-bit gradients come from dlogits rounded to the dtype.
+    expectNearReference(run.gradX, ref.gradX, c.dtype, sumError(c.classes),
+                        true, "grad_x");
+    expectNearReference(run.gradW, ref.gradW, c.dtype, sumError(c.rows), true,
+                        "grad_w");
+    expectNearReference(run.gradBias, ref.gradBias, c.dtype, sumError(c.rows),
+                        true, "grad_bias");
+  }
+
+  static constexpr uint64_t kGuard = 512;
+  uint8_t *scratchBase = nullptr;
+};
+
+TEST_F(CudaLinearLossTest, MatchesReference) {
+  checkLinear({"chunk 64 of 203, bias, mean", 37, 50, 203, 64});
+  LinearCall sum{
+      "one chunk, no bias, sum, i32", 20,         33,        150, 150, false,
+      MEMOPT_REDUCTION_SUM,           MEMOPT_F32, MEMOPT_I32};
+  checkLinear(sum);
+  checkLinear({"chunk 1", 9, 16, 7, 1});
+  checkLinear({"bf16, chunk 50", 37, 64, 203, 50, true, MEMOPT_REDUCTION_MEAN,
+               MEMOPT_BF16});
+  checkLinear({"f16, chunk 64, sum", 33, 40, 130, 64, true,
+               MEMOPT_REDUCTION_SUM, MEMOPT_F16});
+}
+
+TEST_F(CudaLinearLossTest, EveryRowIgnored) {
+  LinearCall c{"all ignored", 10, 16, 40, 16};
+  c.allIgnored = true;
+  c.dtype = MEMOPT_BF16;
+  LinearRun run = runLinear(c);
+  EXPECT_TRUE(std::isnan(run.loss));
+  EXPECT_EQ(run.gradX, std::vector<float>(run.gradX.size(), 0.0f));
+  EXPECT_EQ(run.gradW, std::vector<float>(run.gradW.size(), 0.0f));
+  EXPECT_EQ(run.gradBias, std::vector<float>(run.gradBias.size(), 0.0f));
+}
+
+TEST_F(CudaLinearLossTest, GradientIsDeterministic) {
+  for (memopt_dtype dtype : {MEMOPT_F32, MEMOPT_BF16}) {
+    LinearCall c{"determinism",         64,   96, 1000, 300, true,
+                 MEMOPT_REDUCTION_MEAN, dtype};
+    used = 0;
+    std::mt19937 saved = rng;
+    LinearRun first = runLinear(c);
+    rng = saved;
+    LinearRun second = runLinear(c);
+    EXPECT_EQ(first.loss, second.loss);
+    EXPECT_EQ(first.gradX, second.gradX);
+    EXPECT_EQ(first.gradW, second.gradW);
+    EXPECT_EQ(first.gradBias, second.gradBias);
+  }
+}
+
+TEST_F(CudaLinearLossTest, LabelOutOfRangeIsReported) {
+  LinearCall c{"label out of range", 6, 8, 20, 8};
+  std::vector<int64_t> labels = {1, 2, 3, 250, 4, kIgnoreIndex};
+  runLinear(c, &labels);
+  EXPECT_EQ(memopt_get_status(ctx), MEMOPT_ERROR_INDEX_OUT_OF_RANGE);
+  EXPECT_NE(std::string(memopt_get_error_message(ctx))
+                .find("label 250 of row 3 out of range [0, 20)"),
+            std::string::npos)
+      << memopt_get_error_message(ctx);
+  memopt_clear_error(ctx);
 }
 
 } // namespace

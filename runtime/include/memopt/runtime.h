@@ -517,8 +517,11 @@ void memopt_attention(memopt_context *ctx, memopt_dtype dtype, const void *q,
 /// grad_v [.., sk, dv] (`dtype`) from the forward's operands and attributes,
 /// its out and lse, and grad_out [.., sq, dv]. The scores are recomputed
 /// block by block from q, k and lse (FlashAttention-2's backward), with
-/// delta[i] = grad_out[i] . out[i]; every gradient accumulates in f32 and is
-/// rounded once, in a fixed order (deterministic, no atomics).
+/// delta[i] = grad_out[i] . out[i] from `out` as stored. A masked score is a
+/// constant: it passes no gradient to q and k (as masked_fill's backward);
+/// a row whose every score is -inf passes none at all. Every gradient
+/// accumulates in f32 and is rounded once, in a fixed order (deterministic,
+/// no atomics).
 void memopt_attention_grad(memopt_context *ctx, memopt_dtype dtype,
                            const void *q, const void *k, const void *v,
                            const uint8_t *mask, const int64_t *mask_strides,

@@ -1,0 +1,406 @@
+//===- LinearLoss.cu - fused linear cross-entropy -------------------------===//
+//
+// memopt_linear_cross_entropy and its gradient without the [rows, classes]
+// logits (Liger-Kernel's fused linear cross-entropy; torchtune's chunked
+// output loss): `chunk` classes at a time, a cuBLASLt GEMM writes the chunk's
+// f32 logits x w_c^T into the caller's scratch and kernels consume them.
+//
+//  - forward: a block per row folds the chunk (plus bias) into the row's
+//    log-sum-exp, kept in `lse` itself (lse = logaddexp(lse, chunk's lse),
+//    each chunk's own lse taken after subtracting its maximum), and keeps
+//    the label's logit when the label falls in the chunk. One block then
+//    sums lse - label logit over the rows in a fixed order.
+//  - gradient: per chunk the logits are recomputed; dlogits = g * (exp(logit
+//    - lse) - onehot) / count in f32, in place, and for a 16-bit dtype
+//    rounded into the scratch's second part, the GEMMs' operand (the f32
+//    copy then holds the rounded values too, so that all three gradients
+//    read the same dlogits, as runtime/host does). grad_w's rows of the
+//    chunk = dlogits^T x (one GEMM, written once), grad_bias's = the column
+//    sums of dlogits (32 columns x 16 row-threads a block, fixed order), and
+//    grad_x += dlogits w_c (a beta = 1 GEMM into grad_x itself for f32, into
+//    the scratch's f32 accumulator otherwise, rounded once at the end).
+//
+// Per-row state that must survive the GEMMs (the label logits of the
+// forward, the label count of the gradient) lives in the tail of the
+// context's workspace; the GEMMs get the rest as cuBLASLt workspace.
+// Everything is deterministic: cuBLASLt with a cached algorithm, and kernels
+// whose sums have an order fixed by the launch shape. Labels out of range
+// are reported as memopt_cross_entropy reports them and count as ignored.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.cuh"
+
+#include <cmath>
+
+using namespace memopt::cuda;
+
+namespace {
+
+constexpr int kRowBlock = 256;
+constexpr int kColTile = 32;
+constexpr int kColRows = 16;
+
+unsigned rowGrid(int64_t rows) {
+  return static_cast<unsigned>(rows < 65535 * 16 ? (rows > 0 ? rows : 1)
+                                                 : 65535 * 16);
+}
+
+uint64_t round256(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/// The workspace split into f32 state kept across GEMMs (its tail) and the
+/// GEMMs' cuBLASLt workspace (the rest).
+struct Workspace {
+  float *state = nullptr;
+  void *gemm = nullptr;
+  uint64_t gemmBytes = 0;
+};
+
+bool splitWorkspace(memopt_context *ctx, const char *entry, int64_t floats,
+                    Workspace &w) {
+  uint64_t bytes = round256(static_cast<uint64_t>(floats) * sizeof(float));
+  if (bytes > ctx->workspaceBytes / 2) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "%lld rows need %llu bytes of workspace, more than half of the "
+             "runtime's %llu",
+             static_cast<long long>(floats),
+             static_cast<unsigned long long>(bytes),
+             static_cast<unsigned long long>(ctx->workspaceBytes));
+    return false;
+  }
+  w.gemmBytes = ctx->workspaceBytes - bytes;
+  w.gemm = ctx->workspace;
+  w.state = reinterpret_cast<float *>(static_cast<char *>(ctx->workspace) +
+                                      w.gemmBytes);
+  return true;
+}
+
+/// c[m, n] = op(a) op(b) (+ c when `accumulate`); an empty inner extent
+/// gives zero.
+void product(memopt_context *ctx, const char *entry, const Workspace &w,
+             memopt_dtype dtype, memopt_dtype outDtype, const void *a,
+             const void *b, void *c, int64_t m, int64_t n, int64_t k,
+             bool transA, bool transB, bool accumulate) {
+  if (!isLive(ctx) || m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    if (!accumulate)
+      MEMOPT_CUDA_CHECK(ctx, entry,
+                        cudaMemsetAsync(c, 0,
+                                        m * n * memopt_dtype_size(outDtype),
+                                        ctx->stream));
+    return;
+  }
+  gemm(ctx, entry, dtype, outDtype, a, b, c, m, n, k, transA, transB,
+       accumulate ? 1.0f : 0.0f, w.gemm, w.gemmBytes);
+}
+
+template <typename T>
+__device__ __forceinline__ float biasAt(const T *bias, int64_t c) {
+  return bias ? toF32(bias[c]) : 0.0f;
+}
+
+/// log(exp(a) + exp(b)), NaN if either is.
+__device__ __forceinline__ float logAddExp(float a, float b) {
+  if (isnan(a) || isnan(b))
+    return NAN;
+  float hi = fmaxf(a, b), lo = fminf(a, b);
+  if (lo == -INFINITY || hi == INFINITY)
+    return hi;
+  return hi + log1pf(expf(lo - hi));
+}
+
+/// Folds logits [rows, width] (classes c0 ...) into lse and keeps the
+/// label's logit: a block per row.
+template <typename T>
+__global__ void chunkLseKernel(const float *logits, const T *bias, bool is64,
+                               const void *labels, float *lse,
+                               float *labelLogit, int64_t rows, int64_t width,
+                               int64_t c0, bool first) {
+  __shared__ float shared[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *row = logits + r * width;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
+      m = fmaxf(m, row[j] + biasAt(bias, c0 + j));
+    m = blockMax(m, shared);
+    float sum = 0.0f;
+    if (m != -INFINITY)
+      for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
+        sum += expf(row[j] + biasAt(bias, c0 + j) - m);
+    sum = blockSum(sum, shared);
+    if (threadIdx.x == 0) {
+      float chunk = m + logf(sum);
+      lse[r] = first ? chunk : logAddExp(lse[r], chunk);
+      int64_t label = loadIndex(is64, labels, r);
+      if (label >= c0 && label < c0 + width)
+        labelLogit[r] = row[label - c0] + biasAt(bias, label);
+    }
+  }
+}
+
+__global__ void fillFloatsKernel(float *out, int64_t n, float value) {
+  GRID_STRIDE(i, n) out[i] = value;
+}
+
+/// The loss from the rows' lse and label logits, one block, fixed order;
+/// as memopt_cross_entropy, a label out of range is reported, counted and
+/// contributes nothing.
+__global__ void lossTotalKernel(const float *lse, const float *labelLogit,
+                                bool is64, const void *labels, int64_t rows,
+                                int64_t classes, int64_t ignore, bool mean,
+                                float *loss, memopt_device_error *error) {
+  __shared__ float shared[32];
+  float sum = 0.0f, count = 0.0f;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    int64_t label = loadIndex(is64, labels, r);
+    if (label == ignore)
+      continue;
+    count += 1.0f;
+    if (label < 0 || label >= classes) {
+      raiseDeviceError(error, MEMOPT_ERROR_INDEX_OUT_OF_RANGE, SiteCrossEntropy,
+                       label, r, classes);
+      continue;
+    }
+    sum += lse[r] - labelLogit[r];
+  }
+  sum = blockSum(sum, shared);
+  count = blockSum(count, shared);
+  if (threadIdx.x == 0)
+    *loss = mean ? (count > 0.0f ? sum / count : NAN) : sum;
+}
+
+/// The number of labels that are not `ignore` (one block); reports labels
+/// out of range.
+__global__ void labelCountKernel(bool is64, const void *labels, int64_t rows,
+                                 int64_t classes, int64_t ignore, float *count,
+                                 memopt_device_error *error) {
+  __shared__ float shared[32];
+  float c = 0.0f;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    int64_t label = loadIndex(is64, labels, r);
+    if (label == ignore)
+      continue;
+    c += 1.0f;
+    if (label < 0 || label >= classes)
+      raiseDeviceError(error, MEMOPT_ERROR_INDEX_OUT_OF_RANGE,
+                       SiteCrossEntropyGrad, label, r, classes);
+  }
+  c = blockSum(c, shared);
+  if (threadIdx.x == 0)
+    *count = c;
+}
+
+/// dlogits of a chunk, a block per row, in place over the f32 logits; with
+/// `rounded`, rounded to T there and the f32 copy holds the rounded value.
+template <typename T>
+__global__ void chunkGradKernel(float *logits, T *rounded, const T *bias,
+                                bool is64, const void *labels, const float *lse,
+                                const float *gradLoss, const float *count,
+                                int64_t rows, int64_t width, int64_t c0,
+                                int64_t classes, int64_t ignore, bool mean) {
+  double scale = *gradLoss;
+  if (mean)
+    scale = *count > 0.0f ? scale / static_cast<double>(*count) : 0.0;
+  float sc = static_cast<float>(scale);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    int64_t label = loadIndex(is64, labels, r);
+    bool ignored = label == ignore || label < 0 || label >= classes;
+    float rowLse = lse[r];
+    float *row = logits + r * width;
+    for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
+      float g = 0.0f;
+      if (!ignored) {
+        float p = expf(row[j] + biasAt(bias, c0 + j) - rowLse);
+        g = sc * (p - (c0 + j == label ? 1.0f : 0.0f));
+      }
+      if (rounded) {
+        T stored = fromF32<T>(g);
+        rounded[r * width + j] = stored;
+        g = toF32(stored);
+      }
+      row[j] = g;
+    }
+  }
+}
+
+/// out[j] = sum over rows of x[r, j], rounded once: 32 columns x kColRows
+/// row-threads a block, fixed order.
+template <typename T>
+__global__ void columnSumKernel(const float *x, int64_t rows, int64_t width,
+                                T *out) {
+  __shared__ float partial[kColRows][kColTile + 1];
+  int tx = threadIdx.x, ty = threadIdx.y;
+  int64_t col = blockIdx.x * int64_t(kColTile) + tx;
+  float acc = 0.0f;
+  if (col < width)
+    for (int64_t r = ty; r < rows; r += kColRows)
+      acc += x[r * width + col];
+  partial[ty][tx] = acc;
+  __syncthreads();
+  if (ty == 0 && col < width) {
+    float total = partial[0][tx];
+    for (int r = 1; r < kColRows; ++r)
+      total += partial[r][tx];
+    out[col] = fromF32<T>(total);
+  }
+}
+
+template <typename T>
+__global__ void roundKernel(const float *in, T *out, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = fromF32<T>(in[i]);
+}
+
+/// The scratch's parts (runtime.h's memopt_linear_cross_entropy_scratch_bytes):
+/// the f32 chunk, the 16-bit chunk, the f32 grad_x accumulator.
+struct Scratch {
+  float *logits;
+  void *rounded;
+  float *gradX;
+};
+
+Scratch scratchParts(memopt_dtype dtype, void *scratch, int64_t rows,
+                     int64_t chunk) {
+  uint64_t r = static_cast<uint64_t>(rows), c = static_cast<uint64_t>(chunk);
+  char *base = static_cast<char *>(scratch);
+  Scratch s{static_cast<float *>(scratch), nullptr, nullptr};
+  if (dtype != MEMOPT_F32 && base) {
+    uint64_t logitsBytes = round256(r * c * 4);
+    s.rounded = base + logitsBytes;
+    s.gradX =
+        reinterpret_cast<float *>(base + logitsBytes + round256(r * c * 2));
+  }
+  return s;
+}
+
+} // namespace
+
+void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
+                                 const void *x, const void *w, const void *bias,
+                                 memopt_dtype label_dtype, const void *labels,
+                                 float *loss, float *lse, void *scratch,
+                                 uint64_t scratch_bytes, int64_t rows,
+                                 int64_t dim, int64_t classes, int64_t chunk,
+                                 int64_t ignore_index,
+                                 memopt_loss_reduction reduction) {
+  const char *entry = "memopt_linear_cross_entropy";
+  Workspace ws;
+  if (!checkLinearCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
+                               dim, classes, chunk, scratch, scratch_bytes,
+                               /*grad=*/0, loss, {x, w, labels, lse}) ||
+      !splitWorkspace(ctx, entry, rows > 0 ? rows : 1, ws))
+    return;
+  bool is64 = label_dtype == MEMOPT_I64;
+  float *logits = static_cast<float *>(scratch);
+  float *labelLogit = ws.state;
+  if (rows > 0 && classes == 0) {
+    fillFloatsKernel<<<gridFor(rows), kBlock, 0, ctx->stream>>>(lse, rows,
+                                                                -INFINITY);
+    if (!checkLaunch(ctx, entry, "fillFloatsKernel"))
+      return;
+  }
+  size_t size = memopt_dtype_size(dtype);
+  for (int64_t c0 = 0; rows > 0 && c0 < classes && isLive(ctx); c0 += chunk) {
+    int64_t width = classes - c0 < chunk ? classes - c0 : chunk;
+    product(ctx, entry, ws, dtype, MEMOPT_F32, x,
+            static_cast<const char *>(w) + c0 * dim * size, logits, rows, width,
+            dim, /*transA=*/false, /*transB=*/true,
+            /*accumulate=*/false);
+    if (!isLive(ctx))
+      return;
+    dispatchFloat(dtype, [&](auto tag) {
+      using T = MEMOPT_STORAGE(tag);
+      chunkLseKernel<T><<<rowGrid(rows), kRowBlock, 0, ctx->stream>>>(
+          logits, static_cast<const T *>(bias), is64, labels, lse, labelLogit,
+          rows, width, c0, c0 == 0);
+    });
+    if (!checkLaunch(ctx, entry, "chunkLseKernel"))
+      return;
+  }
+  lossTotalKernel<<<1, 1024, 0, ctx->stream>>>(
+      lse, labelLogit, is64, labels, rows, classes, ignore_index,
+      reduction == MEMOPT_REDUCTION_MEAN, loss, ctx->deviceError);
+  checkLaunch(ctx, entry, "lossTotalKernel");
+}
+
+void memopt_linear_cross_entropy_grad(
+    memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
+    const void *bias, memopt_dtype label_dtype, const void *labels,
+    const float *lse, const float *grad_loss, void *grad_x, void *grad_w,
+    void *grad_bias, void *scratch, uint64_t scratch_bytes, int64_t rows,
+    int64_t dim, int64_t classes, int64_t chunk, int64_t ignore_index,
+    memopt_loss_reduction reduction) {
+  const char *entry = "memopt_linear_cross_entropy_grad";
+  Workspace ws;
+  if (!checkLinearCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
+                               dim, classes, chunk, scratch, scratch_bytes,
+                               /*grad=*/1, grad_loss,
+                               {x, w, labels, lse, grad_x}) ||
+      !splitWorkspace(ctx, entry, 1, ws))
+    return;
+  bool is64 = label_dtype == MEMOPT_I64;
+  bool mean = reduction == MEMOPT_REDUCTION_MEAN;
+  size_t size = memopt_dtype_size(dtype);
+  float *count = ws.state;
+  labelCountKernel<<<1, 1024, 0, ctx->stream>>>(
+      is64, labels, rows, classes, ignore_index, count, ctx->deviceError);
+  if (!checkLaunch(ctx, entry, "labelCountKernel"))
+    return;
+  if (classes == 0) {
+    if (rows * dim > 0)
+      MEMOPT_CUDA_CHECK(
+          ctx, entry,
+          cudaMemsetAsync(grad_x, 0, rows * dim * size, ctx->stream));
+    return;
+  }
+  Scratch parts = scratchParts(dtype, scratch, rows, chunk);
+  // The GEMMs' dlogits operand: the f32 chunk itself, or its 16-bit copy.
+  const void *dlogits = dtype == MEMOPT_F32 ? parts.logits : parts.rounded;
+  void *gradXAcc = dtype == MEMOPT_F32 ? grad_x : parts.gradX;
+  for (int64_t c0 = 0; c0 < classes && isLive(ctx); c0 += chunk) {
+    int64_t width = classes - c0 < chunk ? classes - c0 : chunk;
+    const char *wc = static_cast<const char *>(w) + c0 * dim * size;
+    product(ctx, entry, ws, dtype, MEMOPT_F32, x, wc, parts.logits, rows, width,
+            dim, /*transA=*/false, /*transB=*/true,
+            /*accumulate=*/false);
+    if (!isLive(ctx))
+      return;
+    dispatchFloat(dtype, [&](auto tag) {
+      using T = MEMOPT_STORAGE(tag);
+      if (rows > 0) {
+        chunkGradKernel<T><<<rowGrid(rows), kRowBlock, 0, ctx->stream>>>(
+            parts.logits, static_cast<T *>(parts.rounded),
+            static_cast<const T *>(bias), is64, labels, lse, grad_loss, count,
+            rows, width, c0, classes, ignore_index, mean);
+        if (!checkLaunch(ctx, entry, "chunkGradKernel"))
+          return;
+      }
+      if (grad_bias) {
+        columnSumKernel<T>
+            <<<static_cast<unsigned>((width + kColTile - 1) / kColTile),
+               dim3(kColTile, kColRows), 0, ctx->stream>>>(
+                parts.logits, rows, width, static_cast<T *>(grad_bias) + c0);
+        checkLaunch(ctx, entry, "columnSumKernel");
+      }
+    });
+    if (!isLive(ctx))
+      return;
+    // grad_w's rows of the chunk: [width, rows] x [rows, dim].
+    if (grad_w)
+      product(ctx, entry, ws, dtype, dtype, dlogits, x,
+              static_cast<char *>(grad_w) + c0 * dim * size, width, dim, rows,
+              /*transA=*/true, /*transB=*/false, /*accumulate=*/false);
+    // grad_x (+)= [rows, width] x [width, dim], in f32.
+    product(ctx, entry, ws, dtype, MEMOPT_F32, dlogits, wc, gradXAcc, rows, dim,
+            width, /*transA=*/false, /*transB=*/false,
+            /*accumulate=*/c0 > 0);
+  }
+  if (dtype == MEMOPT_F32 || rows * dim == 0 || !isLive(ctx))
+    return;
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    roundKernel<T><<<gridFor(rows * dim), kBlock, 0, ctx->stream>>>(
+        parts.gradX, static_cast<T *>(grad_x), rows * dim);
+  });
+  checkLaunch(ctx, entry, "roundKernel");
+}
