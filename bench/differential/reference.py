@@ -11,6 +11,11 @@ rounding of that precision alone moves a graph's loss and gradients: what
 `run.py` expects of memopt's mixed precision on a graph that amplifies
 rounding (`rounding_error`).
 
+The rounding emulation (`rounding_error`) evaluates the module as memopt
+compiles it: after `memopt-opt --memopt-fuse-kernels`, so that a fused
+attention rounds only its operands and its output, as the runtime's kernel
+does (docs/Fusion.md).
+
 Dropout draws the runtime's mask (runtime.h: Philox4x32-10 of seed, stream,
 step and element index) for the first step of a run from fresh parameters,
 so the whole batch in one step, as OUT/train's first step computes it.
@@ -19,6 +24,7 @@ so the whole batch in one step, as OUT/train's first step computes it.
 """
 
 import re
+import subprocess
 import sys
 
 import numpy as np
@@ -33,14 +39,16 @@ __all__ = ["evaluate", "rounding_error", "philox4x32_10", "dropout_mask"]
 F32_OPS = {"exp", "log", "pow_scalar", "rsqrt", "softmax", "log_softmax",
            "layer_norm", "rms_norm", "cross_entropy", "mse_loss",
            "reduce_sum", "reduce_mean", "embedding"}
-LOW_OPS = {"matmul", "conv2d"}
+LOW_OPS = {"matmul", "conv2d", "attention"}
 VIEW_OPS = {"broadcast", "reshape", "transpose", "slice"}
 LOW_TYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 _LINE = re.compile(r"^\s*(%[\w, %]+?) = memopt\.(\w+) (.*?)"
                    r"(?: \{memopt\.scope = \"[^\"]*\"\})? : (.*)$")
-_OPERANDS = re.compile(r"(%\w+|-?[\d.]+e[+-]\d+)(, (%\w+|-?[\d.]+e[+-]\d+))*")
-_ARG = re.compile(r"%(\w+): tensor<[^>]*> \{memopt\.role = \"(\w+)\"")
+_SCALAR = r"-?[\d.]+(?:e[+-]\d+)?"
+_OPERANDS = re.compile(rf"(%\w+|{_SCALAR})(, (%\w+|{_SCALAR}))*")
+# An argument: its SSA name and its attributes (memopt.role, memopt.name).
+_ARG = re.compile(r"%(\w+): tensor<[^>]*> \{([^}]*)\}")
 
 
 def _ints(text, key):
@@ -54,9 +62,14 @@ def _shape(type_text):
 
 
 def parse(mlir):
-    """(arguments as [(name, role)], ops as [(results, op, operands, attrs,
-    result type)], returned value)."""
-    args = _ARG.findall(mlir)
+    """(arguments as [(SSA name, memopt.name, role)], ops as [(results, op,
+    operands, attrs, result type)], returned value)."""
+    args = []
+    for ssa, attrs in _ARG.findall(mlir):
+        role = re.search(r'memopt\.role = "(\w+)"', attrs)
+        name = re.search(r'memopt\.name = "([^"]+)"', attrs)
+        if role:
+            args.append((ssa, name.group(1) if name else ssa, role.group(1)))
     ops, returned = [], None
     for line in mlir.splitlines():
         if line.strip().startswith("return "):
@@ -68,6 +81,9 @@ def parse(mlir):
         results, op, rest, types = match.groups()
         operands = _OPERANDS.match(rest).group(0)
         attrs = rest[len(operands):].strip()
+        mask = re.match(r"mask (%\w+)", attrs)
+        if op == "attention" and mask:
+            operands += ", " + mask.group(1)
         result_type = types.split(" to ")[-1].split(" -> ")[-1]
         ops.append(([r.strip() for r in results.split(",")], op,
                     [o.strip() for o in operands.split(",")], attrs,
@@ -142,8 +158,81 @@ def _dropout(x, attrs):
     return torch.where(keep, x / (1 - p), torch.zeros_like(x))
 
 
-def _apply(op, xs, attrs, shape):
-    """The float64 result(s) of one op on its operands."""
+class _Attention(torch.autograd.Function):
+    """memopt.attention's forward and the kernels' backward (runtime.h):
+    masked scores pass no gradient, and delta = grad_out . out reads the
+    output as stored, rounded to the compute type `low` under mixed
+    precision (as the runtime reads it); otherwise this is autograd's."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, masked, keep, scale, fill, low):
+        scores = scale * torch.matmul(q, k.transpose(-1, -2))
+        probs = torch.softmax(torch.where(masked, fill, scores), -1)
+        dropped = probs if keep is None else probs * keep
+        out = torch.matmul(dropped, v)
+        stored = out if low is None else out.to(low).to(out.dtype)
+        ctx.save_for_backward(q, k, v, masked, probs, stored)
+        ctx.keep, ctx.scale = keep, scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, masked, probs, stored = ctx.saved_tensors
+        keep, scale = ctx.keep, ctx.scale
+        dropped = probs if keep is None else probs * keep
+        dprobs = torch.matmul(grad, v.transpose(-1, -2))
+        if keep is not None:
+            dprobs = dprobs * keep
+        delta = (grad * stored).sum(-1, keepdim=True)
+        dscores = torch.where(masked, torch.zeros_like(probs),
+                              probs * (dprobs - delta)) * scale
+        return (torch.matmul(dscores, k),
+                torch.matmul(dscores.transpose(-1, -2), q),
+                torch.matmul(dropped.transpose(-1, -2), grad),
+                None, None, None, None, None)
+
+
+def _attention(xs, attrs, low):
+    """memopt.attention (runtime.h) on q, k, v and the optional mask."""
+    q, k, v = xs[:3]
+    number = r"(-?[\d.]+(?:e[+-]\d+)?|0x[0-9A-F]+)"
+
+    def attr(key, default):
+        match = re.search(key + " " + number, attrs)
+        if not match:
+            return default
+        text = match.group(1)
+        return np.frombuffer(bytes.fromhex(text[2:])[::-1], np.float64)[0] \
+            if text.startswith("0x") else float(text)
+
+    shape = q.shape[:-1] + k.shape[-2:-1]
+    masked = torch.zeros(shape, dtype=torch.bool)
+    if re.search(r"\bcausal\b", attrs):
+        masked |= torch.ones(shape[-2:], dtype=torch.bool).triu(1)
+    if len(xs) > 3:
+        masked |= xs[3].bool()
+    fill = torch.full(shape, attr("mask_value", -np.inf), dtype=q.dtype)
+    p, keep = attr("dropout", 0.0), None
+    if p > 0:
+        drawn = torch.tensor(dropout_mask(
+            masked.numel(), p, int(attr("seed", 0)),
+            int(attr("stream", 0)))).reshape(shape)
+        keep = drawn.to(q.dtype) / (1 - p)
+    return _Attention.apply(q, k, v, masked, keep, attr("scale", 1.0), fill,
+                            low)
+
+
+def fuse_kernels(mlir):
+    """The module after memopt-opt --memopt-fuse-kernels (memopt-opt from
+    PATH, as run.py finds memopt-compile)."""
+    run = subprocess.run(["memopt-opt", "--memopt-fuse-kernels"], input=mlir,
+                         capture_output=True, text=True, check=True)
+    return run.stdout
+
+
+def _apply(op, xs, attrs, shape, low=None):
+    """The float64 result(s) of one op on its operands; `low` is the
+    compute type under mixed precision."""
     x = xs[0]
     unary = {"exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
              "rsqrt": torch.rsqrt, "sigmoid": torch.sigmoid,
@@ -204,11 +293,14 @@ def _apply(op, xs, attrs, shape):
         return getattr(F, op)(x, _ints(attrs, "kernel"),
                               _ints(attrs, "strides"))
     if op == "cross_entropy":
-        ignore = int(re.search(r"ignore_index (-?\d+)", attrs).group(1))
+        match = re.search(r"ignore_index (-?\d+)", attrs)
+        ignore = int(match.group(1)) if match else -100
         return F.cross_entropy(x.reshape(-1, x.shape[-1]), xs[1].reshape(-1),
                                ignore_index=ignore)
     if op == "mse_loss":
         return F.mse_loss(x, xs[1])
+    if op == "attention":
+        return _attention(xs, attrs, low)
     raise ValueError(f"reference.py: no evaluation for memopt.{op}")
 
 
@@ -223,14 +315,14 @@ def evaluate(mlir, params, inputs, precision=None, loss_scale=1.0,
     leaves = {n: torch.tensor(np.asarray(v), dtype=dtype, requires_grad=True)
               for n, v in params.items()}
     env, kind = {}, {}   # value -> tensor; value -> "f32" | "low" | "param"
-    for name, role in args:
+    for ssa, name, role in args:
         if role == "param":
-            env["%" + name], kind["%" + name] = leaves[name], "param"
+            env["%" + ssa], kind["%" + ssa] = leaves[name], "param"
         else:
             data = inputs[name]
-            env["%" + name] = torch.tensor(data) if data.dtype == np.int64 \
+            env["%" + ssa] = torch.tensor(data) if data.dtype == np.int64 \
                 else torch.tensor(data, dtype=dtype)
-            kind["%" + name] = "f32"
+            kind["%" + ssa] = "f32"
     for results, op, operands, attrs, result_type in ops:
         xs = [env.get(o, o) for o in operands]
         floats = [o for o in operands if o in env and
@@ -255,7 +347,7 @@ def evaluate(mlir, params, inputs, precision=None, loss_scale=1.0,
                     xs[i] = _Round.apply(xs[i], low)
                 elif out_kind != "low" and kind[o] == "low":
                     xs[i] = _Widen.apply(xs[i], low)
-        value = _apply(op, xs, attrs, _shape(result_type))
+        value = _apply(op, xs, attrs, _shape(result_type), low)
         if out_kind == "low":
             value = _Round.apply(value, low)
         env[results[0]], kind[results[0]] = value, (
@@ -275,8 +367,8 @@ def rounding_error(graph, precision, loss_scale=1.0, exact=None):
     element (the first SGD step's relative error). `exact` is the graph's
     evaluate() result, if the caller has it already."""
     ref_loss, ref = exact or evaluate(graph.mlir, graph.params, graph.inputs)
-    loss, grads = evaluate(graph.mlir, graph.params, graph.inputs, precision,
-                           loss_scale)
+    loss, grads = evaluate(fuse_kernels(graph.mlir), graph.params,
+                           graph.inputs, precision, loss_scale)
     params = {n: float(np.abs(grads[n] - g).max() /
                        max(float(np.abs(g).max()), 1e-30))
               for n, g in ref.items()}

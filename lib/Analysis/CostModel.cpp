@@ -180,6 +180,57 @@ static OpCost computeCost(llvm::StringRef name, TypeRange ins, TypeRange outs,
     return cost;
   }
 
+  if ((name == "memopt.attention" || name == "memopt.attention_grad") &&
+      ins.size() >= 3) {
+    // Per (query, key) pair not skipped by causality: 2 D for q k^T and
+    // 2 Dv for p v in the forward; the backward recomputes q k^T twice
+    // (once for dq, once for dk and dv) and multiplies four more times
+    // (dp twice, dq, dk, dv): 2 (2 D + ... ) as runtime.h's two passes.
+    auto q = dyn_cast<ShapedType>(ins[0]);
+    auto k = dyn_cast<ShapedType>(ins[1]);
+    auto v = dyn_cast<ShapedType>(ins[2]);
+    if (!q || !k || !v || !q.hasStaticShape() || !k.hasStaticShape() ||
+        !v.hasStaticShape() || q.getRank() < 2)
+      return cost;
+    int64_t rank = q.getRank();
+    int64_t sq = q.getDimSize(rank - 2), d = q.getDimSize(rank - 1);
+    int64_t sk = k.getDimSize(rank - 2), dv = v.getDimSize(rank - 1);
+    int64_t problems = sq > 0 ? getNumElements(q) / (sq * d > 0 ? sq * d : 1)
+                              : 0;
+    int64_t pairs = sq * sk;
+    if (attrs && attrs.get("causal"))
+      for (int64_t i = 0, masked = 0; i < sq; ++i, pairs -= masked)
+        masked = std::max<int64_t>(sk - i - 1, 0);
+    int64_t perPair = name == "memopt.attention" ? 2 * (d + dv)
+                                                 : 2 * (4 * d + 3 * dv);
+    cost.flops = saturatingMul(problems, saturatingMul(pairs, perPair));
+    cost.isGemm = true;
+    cost.lowPrecision = isLowPrecision(q);
+    cost.gemmMinDim = std::min({sq, sk, d});
+    return cost;
+  }
+  if ((name == "memopt.linear_cross_entropy" ||
+       name == "memopt.linear_cross_entropy_grad") &&
+      ins.size() >= 2) {
+    // rows x classes logits of width D: one product in the forward; in the
+    // backward the logits again, then grad_x and grad_w.
+    auto x = dyn_cast<ShapedType>(ins[0]);
+    auto w = dyn_cast<ShapedType>(ins[1]);
+    if (!x || !w || !x.hasStaticShape() || !w.hasStaticShape() ||
+        w.getRank() != 2)
+      return cost;
+    int64_t products = saturatingMul(2, getNumElements(x)); // 2 rows D
+    int64_t classes = w.getDimSize(0);
+    int64_t times = name == "memopt.linear_cross_entropy" ? 1 : 3;
+    cost.flops = saturatingMul(times, saturatingMul(products, classes));
+    cost.isGemm = true;
+    cost.lowPrecision = isLowPrecision(x);
+    int64_t width = x.getRank() ? x.getDimSize(x.getRank() - 1) : 0;
+    cost.gemmMinDim = std::min({width > 0 ? getNumElements(x) / width : 0,
+                                classes, width});
+    return cost;
+  }
+
   bool movesData =
       llvm::StringSwitch<bool>(name)
           .Cases({"memopt.constant", "memopt.reshape", "memopt.transpose",

@@ -110,6 +110,12 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
 
 void memopt::buildMemoptPipeline(OpPassManager &pm,
                                  const MemoptPipelineOptions &options) {
+  if (options.fuseAttention || options.fuseLmLoss) {
+    FuseKernelsPassOptions fuse;
+    fuse.attention = options.fuseAttention;
+    fuse.lmLoss = options.fuseLmLoss;
+    pm.addPass(createFuseKernelsPass(fuse));
+  }
   if (options.mixedPrecision != "none") {
     MixedPrecisionPassOptions mixed;
     mixed.computeType = options.mixedPrecision;
@@ -220,6 +226,14 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       llvm::cl::desc("Recompute cheap ops in the backward where that keeps "
                      "fewer bytes (the minimal saved set)"),
       llvm::cl::init(true)};
+  Option<bool> fusedAttention{
+      *this, "fused-attention",
+      llvm::cl::desc("Form memopt.attention (no score matrices)"),
+      llvm::cl::init(true)};
+  Option<bool> fusedLmLoss{
+      *this, "fused-lm-loss",
+      llvm::cl::desc("Form memopt.linear_cross_entropy (no logits)"),
+      llvm::cl::init(true)};
   Option<bool> bufferReuse{
       *this, "buffer-reuse",
       llvm::cl::desc("Share buffer memory (false: every buffer its own "
@@ -258,6 +272,8 @@ void memopt::registerMemoptPipelines() {
         options.accumulateAllowBatchNorm = cl.accumulateAllowBatchNorm;
         options.bufferReuse = cl.bufferReuse;
         options.cheapRecompute = cl.cheapRecompute;
+        options.fuseAttention = cl.fusedAttention;
+        options.fuseLmLoss = cl.fusedLmLoss;
         llvm::Error error = setMixedPrecision(options, cl.mixedPrecision);
         if (!error)
           error = validateMemoptPipelineOptions(options);

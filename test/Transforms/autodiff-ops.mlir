@@ -946,3 +946,45 @@ func.func @no_gradient(%w: tensor<5x4xf32> {memopt.role = "param", memopt.name =
   %l = memopt.cross_entropy %s, %t : tensor<2x3x4xf32>, tensor<2x3xi64>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Fused attention: the backward reads q, k, v, the output and the
+// log-sum-exp (not a score-sized tensor) and keeps every attribute; the mask
+// gets no gradient.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<2x4x8xf32> {memopt.name = "q", memopt.role = "param"}, %[[K:[^:]*]]: tensor<2x6x8xf32> {memopt.name = "k", memopt.role = "param"}, %[[V:[^:]*]]: tensor<2x6x3xf32> {memopt.name = "v", memopt.role = "param"}, %[[M:[^:]*]]: tensor<2x1x6xi1> {memopt.name = "m", memopt.role = "input"}
+// CHECK: %[[O:.*]], %[[LSE:.*]] = memopt.attention %[[Q]], %[[K]], %[[V]] mask %[[M]] scale 5.000000e-01 dropout 2.500000e-01 seed 7 stream 2 :
+// CHECK: %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = memopt.attention_grad %[[Q]], %[[K]], %[[V]], %[[O]], %[[LSE]], %{{.*}} mask %[[M]] scale 5.000000e-01 dropout 2.500000e-01 seed 7 stream 2 : tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x3xf32>, tensor<2x4x3xf32>, tensor<2x4xf32>, tensor<2x1x6xi1>
+// CHECK: memopt.sgd_update %[[Q]], %[[DQ]],
+// CHECK: memopt.sgd_update %[[K]], %[[DK]],
+// CHECK: memopt.sgd_update %[[V]], %[[DV]],
+func.func @attention(%q: tensor<2x4x8xf32> {memopt.role = "param", memopt.name = "q"},
+                     %k: tensor<2x6x8xf32> {memopt.role = "param", memopt.name = "k"},
+                     %v: tensor<2x6x3xf32> {memopt.role = "param", memopt.name = "v"},
+                     %m: tensor<2x1x6xi1> {memopt.role = "input", memopt.name = "m"}) -> tensor<f32> attributes {memopt.loss} {
+  %o, %lse = memopt.attention %q, %k, %v mask %m scale 0.5 dropout 0.25 seed 7 stream 2 : tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x3xf32>, tensor<2x1x6xi1> -> tensor<2x4x3xf32>, tensor<2x4xf32>
+  %l = memopt.reduce_sum %o dims [0, 1, 2] : tensor<2x4x3xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// The fused linear cross-entropy: the seed feeds its gradient, which reads
+// x, w, the labels, the log-sum-exp and the bias, and keeps chunk,
+// ignore_index and the reduction.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<3x4xf32> {memopt.name = "x", memopt.role = "param"}, %[[W:[^:]*]]: tensor<5x4xf32> {memopt.name = "w", memopt.role = "param"}, %[[B:[^:]*]]: tensor<5xf32> {memopt.name = "b", memopt.role = "param"}, %[[T:[^:]*]]: tensor<3xi64> {memopt.name = "t", memopt.role = "label"}
+// CHECK: %[[L:.*]], %[[LSE:.*]] = memopt.linear_cross_entropy %[[X]], %[[W]], %[[T]] bias %[[B]] chunk 2 ignore_index 1 :
+// CHECK-NEXT: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[DX:.*]], %[[DW:.*]], %[[DB:.*]] = memopt.linear_cross_entropy_grad %[[X]], %[[W]], %[[T]], %[[LSE]], %[[ONE]] bias %[[B]] chunk 2 ignore_index 1 : tensor<3x4xf32>, tensor<5x4xf32>, tensor<3xi64>, tensor<3xf32>, tensor<5xf32> -> tensor<3x4xf32>, tensor<5x4xf32>, tensor<5xf32>
+// CHECK: memopt.sgd_update %[[X]], %[[DX]],
+// CHECK: memopt.sgd_update %[[W]], %[[DW]],
+// CHECK: memopt.sgd_update %[[B]], %[[DB]],
+func.func @linear_cross_entropy(%x: tensor<3x4xf32> {memopt.role = "param", memopt.name = "x"},
+                                %w: tensor<5x4xf32> {memopt.role = "param", memopt.name = "w"},
+                                %b: tensor<5xf32> {memopt.role = "param", memopt.name = "b"},
+                                %t: tensor<3xi64> {memopt.role = "label", memopt.name = "t"}) -> tensor<f32> attributes {memopt.loss} {
+  %l, %lse = memopt.linear_cross_entropy %x, %w, %t bias %b chunk 2 ignore_index 1 : tensor<3x4xf32>, tensor<5x4xf32>, tensor<3xi64>, tensor<5xf32> -> tensor<3xf32>
+  return %l : tensor<f32>
+}

@@ -169,6 +169,20 @@ cl::opt<bool> noCheapRecompute(
              "for comparison)"),
     cl::cat(compileCategory));
 
+cl::opt<bool> noFusedAttention(
+    "no-fused-attention", cl::init(false),
+    cl::desc("Keep attention as matmul, softmax and matmul, materialising "
+             "the score matrices, instead of memopt.attention (for "
+             "comparison; docs/Fusion.md)"),
+    cl::cat(compileCategory));
+
+cl::opt<bool> noFusedLmLoss(
+    "no-fused-lm-loss", cl::init(false),
+    cl::desc("Keep the last linear layer and the cross-entropy apart, "
+             "materialising the logits, instead of "
+             "memopt.linear_cross_entropy (for comparison; docs/Fusion.md)"),
+    cl::cat(compileCategory));
+
 cl::opt<bool> noBufferReuse(
     "no-buffer-reuse", cl::init(false),
     cl::desc("Give every buffer its own memory: no in-place results, no "
@@ -280,6 +294,8 @@ llvm::Error setPipelineOptions(bool budgetSearch,
   // the peak it reports is the one built.
   options.bufferReuse = !noBufferReuse;
   options.cheapRecompute = !noCheapRecompute;
+  options.fuseAttention = !noFusedAttention;
+  options.fuseLmLoss = !noFusedLmLoss;
 
   if (mixedPrecision == "auto") {
     if (!budgetSearch)

@@ -31,6 +31,10 @@ struct MemoptPipelineOptions {
   double momentum = 0.0;
   /// Seconds the buffer placer may search for a smaller arena.
   double planTimeLimit = 1.0;
+  /// --memopt-fuse-kernels (docs/Fusion.md): memopt.attention in place of
+  /// the score matrices, memopt.linear_cross_entropy in place of the logits.
+  bool fuseAttention = true;
+  bool fuseLmLoss = true;
   /// Mixed precision (docs/MixedPrecision.md): "none", "bf16" or "f16".
   std::string mixedPrecision = "none";
   /// "dynamic", "none" or a static scale; "" for the compute type's default.

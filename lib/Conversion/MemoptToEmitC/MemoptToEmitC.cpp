@@ -43,8 +43,9 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Debug.h"
 
-#include <optional>
+#include <cmath>
 #include <map>
+#include <optional>
 
 #define DEBUG_TYPE "convert-memopt-to-emitc"
 
@@ -1059,6 +1060,108 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     ptr(outs[0]);
     call.i64(numel(ins[1]))
         .i64(logits.back())
+        .i64(i64Attr("ignore_index", -100))
+        .verbatim(reduction());
+  } else if (name == "memopt.attention" || name == "memopt.attention_grad") {
+    bool isGrad = name == "memopt.attention_grad";
+    size_t numTensors = isGrad ? 6 : 3;
+    if (failed(expectCounts(numTensors, isGrad ? 3 : 2, numTensors + 1)))
+      return failure();
+    std::optional<Value> mask;
+    if (ins.size() > numTensors)
+      mask = ins.back();
+    ArrayRef<int64_t> q = shapeOf(ins[0]), k = shapeOf(ins[1]),
+                      v = shapeOf(ins[2]);
+    int64_t rank = q.size();
+    if (rank < 2 || rank > 4)
+      return fail("q is not 2-D to 4-D");
+    // (batch, heads) from the leading dimensions; the mask's strides in
+    // (batch, heads, query, key) order, 0 where it broadcasts.
+    int64_t batch = rank >= 3 ? q[0] : 1, heads = rank == 4 ? q[1] : 1;
+    SmallVector<int64_t> maskStrides;
+    if (mask) {
+      ArrayRef<int64_t> m = shapeOf(*mask);
+      SmallVector<int64_t> strides(rank, 0);
+      int64_t stride = 1;
+      for (int64_t i = rank - 1; i >= 0; --i) {
+        strides[i] = m[i] == 1 ? 0 : stride;
+        stride *= m[i];
+      }
+      maskStrides = {rank >= 3 ? strides[0] : 0, rank == 4 ? strides[1] : 0,
+                     strides[rank - 2], strides[rank - 1]};
+    }
+    callee = isGrad ? "memopt_attention_grad" : "memopt_attention";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(ins[2]);
+    optionalPtr(mask);
+    call.verbatim(getI64Array(maskStrides));
+    if (isGrad) {
+      ptr(ins[3]);
+      ptr(ins[4]);
+      ptr(ins[5]);
+    }
+    for (Value out : outs)
+      ptr(out);
+    call.i64(batch).i64(heads).i64(q[rank - 2]).i64(k[rank - 2]);
+    call.i64(q[rank - 1]).i64(v[rank - 1]);
+    call.f64(f64Attr("scale")).i64(attrs.get("causal") ? 1 : 0);
+    auto maskValue = attrs.getAs<FloatAttr>("mask_value");
+    call.f64(maskValue ? maskValue.getValueAsDouble() : -INFINITY);
+    auto dropoutP = attrs.getAs<FloatAttr>("dropout_p");
+    call.f64(dropoutP ? dropoutP.getValueAsDouble() : 0.0)
+        .i64(i64Attr("seed", 0))
+        .i64(i64Attr("stream", 0));
+    if (loopIndex) {
+      // Micro-batch i draws the dropout mask of its score elements in the
+      // full batch's numbering: offset i * (its score count).
+      Value size = emitc::ConstantOp::create(
+          builder, loc, builder.getIndexType(),
+          builder.getIndexAttr(batch * heads * q[rank - 2] * k[rank - 2]));
+      call.value(emitc::MulOp::create(builder, loc, builder.getIndexType(),
+                                      loopIndex, size));
+    } else {
+      call.i64(0);
+    }
+  } else if (name == "memopt.linear_cross_entropy" ||
+             name == "memopt.linear_cross_entropy_grad") {
+    bool isGrad = name == "memopt.linear_cross_entropy_grad";
+    // Forward: x, w, labels[, bias] -> loss, lse, scratch. Gradient: x, w,
+    // labels, lse, grad[, bias] -> grad_x, grad_w[, grad_bias], scratch.
+    size_t numIns = isGrad ? 5 : 3;
+    bool hasBias = ins.size() > numIns;
+    if (failed(expectCounts(numIns, 3 + (isGrad && hasBias),
+                            numIns + 1)))
+      return failure();
+    ArrayRef<int64_t> x = shapeOf(ins[0]);
+    if (x.empty())
+      return fail("x is a scalar");
+    Value scratch = outs.back();
+    callee = isGrad ? "memopt_linear_cross_entropy_grad"
+                    : "memopt_linear_cross_entropy";
+    call.verbatim(dtype(ins[0]));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    optionalPtr(hasBias ? std::optional<Value>(ins.back()) : std::nullopt);
+    call.verbatim(dtype(ins[2]));
+    ptr(ins[2]);
+    if (isGrad) {
+      ptr(ins[3]); // lse
+      ptr(ins[4]); // grad
+      ptr(outs[0]);
+      ptr(outs[1]);
+      optionalPtr(hasBias ? std::optional<Value>(outs[2]) : std::nullopt);
+    } else {
+      ptr(outs[0]); // loss
+      ptr(outs[1]); // lse
+    }
+    ptr(scratch);
+    call.i64(numel(scratch) * 4);
+    call.i64(numel(ins[2]))
+        .i64(x.back())
+        .i64(shapeOf(ins[1])[0])
+        .i64(i64Attr("chunk"))
         .i64(i64Attr("ignore_index", -100))
         .verbatim(reduction());
   } else if (name == "memopt.label_count") {

@@ -926,3 +926,115 @@ func.func @kernel_outs(%a: memref<4xf32>) {
   "memopt.kernel"(%a) {kernel = "memopt.relu", op_attributes = {}, operandSegmentSizes = array<i32: 1, 0>} : (memref<4xf32>) -> ()
   return
 }
+
+// -----
+
+func.func @attention_rank(%q: tensor<1x2x3x4x8xf32>) {
+  // expected-error @+1 {{operand 'q' must have rank 2 to 4}}
+  %o, %l = memopt.attention %q, %q, %q scale 1.0 : tensor<1x2x3x4x8xf32>, tensor<1x2x3x4x8xf32>, tensor<1x2x3x4x8xf32> -> tensor<1x2x3x4x8xf32>, tensor<1x2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_width(%q: tensor<4x8xf32>, %k: tensor<6x7xf32>, %v: tensor<6x3xf32>) {
+  // expected-error @+1 {{operand 'k' 'tensor<6x7xf32>' has a width other than operand 'q''s (8)}}
+  %o, %l = memopt.attention %q, %k, %v scale 1.0 : tensor<4x8xf32>, tensor<6x7xf32>, tensor<6x3xf32> -> tensor<4x3xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_keys(%q: tensor<4x8xf32>, %k: tensor<6x8xf32>, %v: tensor<5x3xf32>) {
+  // expected-error @+1 {{operand 'v' 'tensor<5x3xf32>' has a sequence length other than operand 'k''s (6)}}
+  %o, %l = memopt.attention %q, %k, %v scale 1.0 : tensor<4x8xf32>, tensor<6x8xf32>, tensor<5x3xf32> -> tensor<4x3xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_batch(%q: tensor<2x4x8xf32>, %k: tensor<3x6x8xf32>) {
+  // expected-error @+1 {{operand 'k' has type 'tensor<3x6x8xf32>', expected the element type and batch dimensions of operand 'q' 'tensor<2x4x8xf32>'}}
+  %o, %l = memopt.attention %q, %k, %k scale 1.0 : tensor<2x4x8xf32>, tensor<3x6x8xf32>, tensor<3x6x8xf32> -> tensor<2x4x8xf32>, tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_mask(%q: tensor<4x8xf32>, %m: tensor<3x4xi1>) {
+  // expected-error @+1 {{operand 'mask' 'tensor<3x4xi1>' does not broadcast to the scores' shape 'tensor<4x4xf32>'}}
+  %o, %l = memopt.attention %q, %q, %q mask %m scale 1.0 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<3x4xi1> -> tensor<4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_out(%q: tensor<4x8xf32>, %v: tensor<4x3xf32>) {
+  // expected-error @+1 {{the output has type 'tensor<4x8xf32>', expected 'tensor<4x3xf32>'}}
+  %o, %l = memopt.attention %q, %q, %v scale 1.0 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x3xf32> -> tensor<4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_lse(%q: tensor<4x8xbf16>) {
+  // expected-error @+1 {{'lse' has type 'tensor<3xf32>', expected 'tensor<4xf32>' (one f32 per query row)}}
+  %o, %l = memopt.attention %q, %q, %q scale 1.0 : tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<4x8xbf16> -> tensor<4x8xbf16>, tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @attention_dropout(%q: tensor<4x8xf32>) {
+  // expected-error @+1 {{'dropout' must be in [0, 1), got 1}}
+  %o, %l = memopt.attention %q, %q, %q scale 1.0 dropout 1.0 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @attention_scale(%q: tensor<4x8xf32>) {
+  // expected-error @+1 {{'scale' must be finite, got inf}}
+  %o, %l = memopt.attention %q, %q, %q scale 0x7FF0000000000000 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_ce_weight(%x: tensor<3x4xf32>, %w: tensor<5x3xf32>, %t: tensor<3xi64>) {
+  // expected-error @+1 {{operand 'w' has type 'tensor<5x3xf32>', expected 'tensor<5x4xf32>' ([classes, width of 'x'] of the element type of 'x')}}
+  %l, %s = memopt.linear_cross_entropy %x, %w, %t chunk 1 : tensor<3x4xf32>, tensor<5x3xf32>, tensor<3xi64> -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @linear_ce_labels(%x: tensor<3x4xf32>, %w: tensor<5x4xf32>, %t: tensor<2xi64>) {
+  // expected-error @+1 {{operand 'labels' has type 'tensor<2xi64>', expected 'tensor<3xi64>' (the shape of 'x' without its width)}}
+  %l, %s = memopt.linear_cross_entropy %x, %w, %t chunk 1 : tensor<3x4xf32>, tensor<5x4xf32>, tensor<2xi64> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @linear_ce_bias(%x: tensor<3x4xf32>, %w: tensor<5x4xf32>, %t: tensor<3xi64>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{operand 'bias' has type 'tensor<4xf32>', expected 'tensor<5xf32>' (one per class, as 'w')}}
+  %l, %s = memopt.linear_cross_entropy %x, %w, %t bias %b chunk 1 : tensor<3x4xf32>, tensor<5x4xf32>, tensor<3xi64>, tensor<4xf32> -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @linear_ce_chunk(%x: tensor<3x4xf32>, %w: tensor<5x4xf32>, %t: tensor<3xi64>) {
+  // expected-error @+1 {{'chunk' must be in [1, 5] (the classes), got 6}}
+  %l, %s = memopt.linear_cross_entropy %x, %w, %t chunk 6 : tensor<3x4xf32>, tensor<5x4xf32>, tensor<3xi64> -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @linear_ce_grad_bias(%x: tensor<3x4xf32>, %w: tensor<5x4xf32>, %t: tensor<3xi64>, %s: tensor<3xf32>, %g: tensor<f32>, %b: tensor<5xf32>) {
+  // expected-error @+1 {{has a bias gradient exactly when it has a bias}}
+  %dx, %dw = memopt.linear_cross_entropy_grad %x, %w, %t, %s, %g bias %b chunk 5 : tensor<3x4xf32>, tensor<5x4xf32>, tensor<3xi64>, tensor<3xf32>, tensor<5xf32> -> tensor<3x4xf32>, tensor<5x4xf32>
+  return
+}

@@ -335,3 +335,22 @@ func.func @kernel(%x: memref<4x8xf32>, %w: memref<3x8xf32>, %h: memref<4x3xf32>,
   memopt.kernel "memopt.constant" outs(%c : memref<4xf32>) with {value = dense<1.0> : tensor<4xf32>}
   return
 }
+
+// -----
+
+// CHECK-LABEL: func.func @fused
+func.func @fused(%q: tensor<2x4x8xf32>, %k: tensor<2x6x8xf32>, %v: tensor<2x6x3xf32>,
+                 %m: tensor<1x4x6xi1>, %x: tensor<3x4xbf16>, %w: tensor<5x4xbf16>,
+                 %b: tensor<5xbf16>, %t: tensor<3xi32>, %g: tensor<f32>) {
+  // CHECK: %{{.*}}, %{{.*}} = memopt.attention %{{.*}}, %{{.*}}, %{{.*}} scale 1.250000e-01 causal : tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x3xf32> -> tensor<2x4x3xf32>, tensor<2x4xf32>
+  %o, %lse = memopt.attention %q, %k, %v scale 0.125 causal : tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x3xf32> -> tensor<2x4x3xf32>, tensor<2x4xf32>
+  // CHECK: memopt.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} scale 1.000000e+00 mask_value -1.000000e+09 dropout 1.000000e-01 seed 3 stream 4 : tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x3xf32>, tensor<1x4x6xi1> -> tensor<2x4x3xf32>, tensor<2x4xf32>
+  %o2, %lse2 = memopt.attention %q, %k, %v mask %m scale 1.0 mask_value -1.0e9 dropout 0.1 seed 3 stream 4 : tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x3xf32>, tensor<1x4x6xi1> -> tensor<2x4x3xf32>, tensor<2x4xf32>
+  // CHECK: memopt.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} scale 1.250000e-01 causal : tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x3xf32>, tensor<2x4x3xf32>, tensor<2x4xf32>
+  %dq, %dk, %dv = memopt.attention_grad %q, %k, %v, %o, %lse, %o scale 0.125 causal : tensor<2x4x8xf32>, tensor<2x6x8xf32>, tensor<2x6x3xf32>, tensor<2x4x3xf32>, tensor<2x4xf32>
+  // CHECK: memopt.linear_cross_entropy %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} chunk 2 ignore_index 0 reduction<sum> : tensor<3x4xbf16>, tensor<5x4xbf16>, tensor<3xi32>, tensor<5xbf16> -> tensor<3xf32>
+  %l, %ls = memopt.linear_cross_entropy %x, %w, %t bias %b chunk 2 ignore_index 0 reduction<sum> : tensor<3x4xbf16>, tensor<5x4xbf16>, tensor<3xi32>, tensor<5xbf16> -> tensor<3xf32>
+  // CHECK: memopt.linear_cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} chunk 5 : tensor<3x4xbf16>, tensor<5x4xbf16>, tensor<3xi32>, tensor<3xf32> -> tensor<3x4xbf16>, tensor<5x4xbf16>
+  %dx, %dw = memopt.linear_cross_entropy_grad %x, %w, %t, %ls, %g chunk 5 : tensor<3x4xbf16>, tensor<5x4xbf16>, tensor<3xi32>, tensor<3xf32> -> tensor<3x4xbf16>, tensor<5x4xbf16>
+  return
+}

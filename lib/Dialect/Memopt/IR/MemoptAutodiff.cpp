@@ -551,6 +551,35 @@ LogicalResult DropoutOp::buildVectorJacobianProduct(
 }
 
 //===----------------------------------------------------------------------===//
+// Fused attention
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  if (resultGrads[1])
+    return emitOpError() << "cannot differentiate through its log-sum-exp "
+                            "(result #1): only the output has a gradient";
+  if (!resultGrads[0]) {
+    grads.assign(getNumOperands(), Value());
+    return success();
+  }
+  // The backward recomputes the scores from q, k and the saved lse; the
+  // mask and every attribute are the forward's.
+  SmallVector<Value> operands{getQ(), getK(), getV(), getOut(), getLse(),
+                              resultGrads[0]};
+  if (getMask())
+    operands.push_back(getMask());
+  auto grad = AttentionGradOp::create(
+      builder, getLoc(),
+      TypeRange{getQ().getType(), getK().getType(), getV().getType()},
+      operands, (*this)->getAttrs());
+  grads.assign({grad.getGradQ(), grad.getGradK(), grad.getGradV()});
+  if (getMask())
+    grads.push_back(Value());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
 
@@ -561,6 +590,26 @@ LogicalResult CrossEntropyOp::buildVectorJacobianProduct(
                     getLabels(), singleGrad(resultGrads), getIgnoreIndexAttr(),
                     getReductionAttr()),
                 Value()});
+  return success();
+}
+
+LogicalResult LinearCrossEntropyOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  if (resultGrads[1])
+    return emitOpError() << "cannot differentiate through its log-sum-exp "
+                            "(result #1): only the loss has a gradient";
+  SmallVector<Value> operands{getX(), getW(), getLabels(), getLse(),
+                              singleGrad(resultGrads.take_front())};
+  SmallVector<Type> types{getX().getType(), getW().getType()};
+  if (getBias()) {
+    operands.push_back(getBias());
+    types.push_back(getBias().getType());
+  }
+  auto grad = LinearCrossEntropyGradOp::create(builder, getLoc(), types,
+                                               operands, (*this)->getAttrs());
+  grads.assign({grad.getGradX(), grad.getGradW(), Value()});
+  if (getBias())
+    grads.push_back(grad.getGradBias());
   return success();
 }
 

@@ -16,6 +16,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
+#include <cmath>
 #include <cstdio>
 
 using namespace mlir;
@@ -857,6 +858,98 @@ LogicalResult DropoutOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Fused attention
+//===----------------------------------------------------------------------===//
+
+/// The checks shared by memopt.attention and its gradient: shapes of q, k,
+/// v, the mask, out and lse, and the attributes.
+static LogicalResult verifyAttention(Operation *op, Value q, Value k, Value v,
+                                     Value mask, Type out, Type lse,
+                                     double scale, llvm::APFloat dropoutP,
+                                     int64_t stream) {
+  for (Named named : {Named{"operand 'q'", q}, Named{"operand 'k'", k},
+                      Named{"operand 'v'", v}}) {
+    int64_t rank = tensorType(named.value).getRank();
+    if (rank < 2 || rank > 4)
+      return op->emitOpError()
+             << named.name << " must have rank 2 to 4 ([batch, heads, "
+             << "sequence, width] without any of the first two), got "
+             << named.value.getType();
+  }
+  RankedTensorType qType = tensorType(q), kType = tensorType(k),
+                   vType = tensorType(v);
+  int64_t rank = qType.getRank();
+  Type element = qType.getElementType();
+  for (Named named : {Named{"operand 'k'", k}, Named{"operand 'v'", v}}) {
+    RankedTensorType type = tensorType(named.value);
+    if (type.getRank() != rank || type.getElementType() != element ||
+        type.getShape().drop_back(2) != qType.getShape().drop_back(2))
+      return op->emitOpError()
+             << named.name << " has type " << type
+             << ", expected the element type and batch dimensions of "
+             << "operand 'q' " << qType;
+  }
+  int64_t d = qType.getDimSize(rank - 1);
+  int64_t sk = kType.getDimSize(rank - 2), dv = vType.getDimSize(rank - 1);
+  if (kType.getDimSize(rank - 1) != d)
+    return op->emitOpError() << "operand 'k' " << kType
+                             << " has a width other than operand 'q''s ("
+                             << d << ")";
+  if (vType.getDimSize(rank - 2) != sk)
+    return op->emitOpError() << "operand 'v' " << vType
+                             << " has a sequence length other than operand "
+                             << "'k''s (" << sk << ")";
+  SmallVector<int64_t> scores(qType.getShape().drop_back());
+  scores.push_back(sk);
+  if (mask) {
+    RankedTensorType maskType = tensorType(mask);
+    bool broadcastable = maskType.getRank() == rank;
+    for (int64_t i = 0; broadcastable && i < rank; ++i)
+      broadcastable = maskType.getDimSize(i) == 1 ||
+                      maskType.getDimSize(i) == scores[i];
+    if (!broadcastable)
+      return op->emitOpError()
+             << "operand 'mask' " << maskType << " does not broadcast to the "
+             << "scores' shape " << RankedTensorType::get(scores, element)
+             << " (each dimension equal or 1)";
+  }
+  SmallVector<int64_t> outShape(qType.getShape().drop_back());
+  outShape.push_back(dv);
+  if (out != qType.clone(outShape))
+    return typeMismatch(op, "the output", out, qType.clone(outShape),
+                        "operand 'q''s batch and sequence, operand 'v''s "
+                        "width");
+  Type expectedLse = RankedTensorType::get(
+      qType.getShape().drop_back(), Float32Type::get(op->getContext()));
+  if (lse != expectedLse)
+    return typeMismatch(op, "'lse'", lse, expectedLse,
+                        "one f32 per query row");
+  if (!std::isfinite(scale))
+    return op->emitOpError() << "'scale' must be finite, got "
+                             << formatNumber(scale);
+  if (failed(expectInRange(op, "'dropout'", dropoutP, 0.0, 1.0,
+                           /*closedHigh=*/false)))
+    return failure();
+  if (stream < 0)
+    return op->emitOpError() << "'stream' must be >= 0, got " << stream;
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttention(*this, getQ(), getK(), getV(), getMask(),
+                         getOut().getType(), getLse().getType(),
+                         getScale().convertToDouble(), getDropoutP(),
+                         getStream());
+}
+
+LogicalResult AttentionGradOp::verify() {
+  return verifyAttention(*this, getQ(), getK(), getV(), getMask(),
+                         getOut().getType(), getLse().getType(),
+                         getScale().convertToDouble(), getDropoutP(),
+                         getStream());
+}
+
+//===----------------------------------------------------------------------===//
 // Losses
 //===----------------------------------------------------------------------===//
 
@@ -881,6 +974,61 @@ LogicalResult CrossEntropyGradOp::verify() {
     return failure();
   return expectSameTypes(
       *this, {{"operand 'logits'", getLogits()}, {"result", getResult()}});
+}
+
+/// The checks shared by memopt.linear_cross_entropy and its gradient.
+static LogicalResult verifyLinearCrossEntropy(Operation *op, Value x, Value w,
+                                              Value labels, Value bias,
+                                              Value lse, int64_t chunk) {
+  if (failed(expectMinRank(op, {"operand 'x'", x}, 1)) ||
+      failed(expectRank(op, {"operand 'w'", w}, 2)))
+    return failure();
+  RankedTensorType xType = tensorType(x), wType = tensorType(w);
+  int64_t dim = xType.getShape().back(), classes = wType.getDimSize(0);
+  Type expectedW = xType.clone({classes, dim});
+  if (failed(expectType(op, {"operand 'w'", w}, expectedW,
+                        "[classes, width of 'x'] of the element type of 'x'")))
+    return failure();
+  if (bias && failed(expectType(op, {"operand 'bias'", bias},
+                                xType.clone({classes}),
+                                "one per class, as 'w'")))
+    return failure();
+  RankedTensorType labelsType = tensorType(labels);
+  if (failed(expectType(op, {"operand 'labels'", labels},
+                        labelsType.clone(xType.getShape().drop_back()),
+                        "the shape of 'x' without its width")))
+    return failure();
+  if (failed(expectType(op, {"'lse'", lse},
+                        RankedTensorType::get(
+                            labelsType.getShape(),
+                            Float32Type::get(op->getContext())),
+                        "one f32 per item")))
+    return failure();
+  if (chunk < 1 || chunk > std::max<int64_t>(classes, 1))
+    return op->emitOpError() << "'chunk' must be in [1, " << classes
+                             << "] (the classes), got " << chunk;
+  return success();
+}
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  return verifyLinearCrossEntropy(*this, getX(), getW(), getLabels(),
+                                  getBias(), getLse(), getChunk());
+}
+
+LogicalResult LinearCrossEntropyGradOp::verify() {
+  if (failed(verifyLinearCrossEntropy(*this, getX(), getW(), getLabels(),
+                                      getBias(), getLse(), getChunk())) ||
+      failed(expectType(*this, {"result 'grad_x'", getGradX()},
+                        getX().getType())) ||
+      failed(expectType(*this, {"result 'grad_w'", getGradW()},
+                        getW().getType())))
+    return failure();
+  if (static_cast<bool>(getBias()) != static_cast<bool>(getGradBias()))
+    return emitOpError() << "has a bias gradient exactly when it has a bias";
+  if (getBias())
+    return expectType(*this, {"result 'grad_bias'", getGradBias()},
+                      getBias().getType());
+  return success();
 }
 
 // The operand and result types say all there is to check.

@@ -375,6 +375,46 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
       return fail("expected a batch along dimension 0 of NCHW images");
     return all(BatchKind::partial());
   }
+  if (isa<AttentionOp, AttentionGradOp>(op)) {
+    // q, k, v (and out, lse, grad_out) split along the leading batch
+    // dimension, where the dropout's element numbering puts micro-batch i
+    // at offset i * (its score count); the mask is shared or split with
+    // them.
+    bool maskLast = isa<AttentionGradOp>(op);
+    unsigned numTensors = op->getNumOperands() -
+                          (op->getNumOperands() == (maskLast ? 7u : 4u));
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      bool isMask = i >= numTensors;
+      if (isMask ? !(in[i].isUniform() ||
+                     (in[i].isBatched() && in[i].dim == 0))
+                 : !(in[i].isBatched() && in[i].dim == 0))
+        return fail("expected q, k and v batched along dimension 0 "
+                    "(batch, heads, sequence, width)");
+      // A batch-independent mask with a batch dimension is rebuilt at the
+      // micro-batch's.
+      if (isMask && in[i].isUniform() &&
+          cast<RankedTensorType>(op->getOperand(i).getType()).getDimSize(0) >
+              1)
+        rule.sliceOperand[i] = 0;
+    }
+    return all(BatchKind::batched(0));
+  }
+  if (isa<LinearCrossEntropyOp, LinearCrossEntropyGradOp>(op)) {
+    // x, labels (and lse) per item; w, bias and the incoming gradient
+    // shared.
+    bool isGrad = isa<LinearCrossEntropyGradOp>(op);
+    bool ok = in[0].isBatched() && in[2].isBatched() &&
+              in[2].dim == in[0].dim && in[1].isUniform();
+    for (unsigned i = 3; ok && i < op->getNumOperands(); ++i)
+      ok = (isGrad && i == 3) ? in[i].isBatched() && in[i].dim == in[0].dim
+                              : in[i].isUniform();
+    if (!ok)
+      return fail("expected per-item inputs, labels and log-sum-exps and a "
+                  "batch-independent weight, bias and incoming gradient");
+    rule.results.assign(numResults, BatchKind::partial());
+    rule.results[isGrad ? 0 : 1] = BatchKind::batched(in[0].dim);
+    return rule;
+  }
   if (isa<CrossEntropyOp, CrossEntropyGradOp, MseLossOp, MseLossGradOp>(op)) {
     // logits/input and labels/target are batched along one dimension; the
     // target of an MSE may be batch-independent (rebuilt per micro-batch).
@@ -565,6 +605,12 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
     if (auto ce = dyn_cast<CrossEntropyGradOp>(op);
         ce && ce.getReduction() == LossReduction::Mean)
       getInverseCount(ce.getLabels(), ce.getIgnoreIndex());
+    if (auto ce = dyn_cast<LinearCrossEntropyOp>(op);
+        ce && ce.getReduction() == LossReduction::Mean)
+      getInverseCount(ce.getLabels(), ce.getIgnoreIndex());
+    if (auto ce = dyn_cast<LinearCrossEntropyGradOp>(op);
+        ce && ce.getReduction() == LossReduction::Mean)
+      getInverseCount(ce.getLabels(), ce.getIgnoreIndex());
   }
 
   auto accumulatorType = [&](Value v) {
@@ -696,11 +742,11 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
       map.map(op->getResult(0), scaled->getResult(0));
       b.setInsertionPointToEnd(loopBody);
     };
-    auto scaleGradOperand = [&](auto makeScaled) {
+    auto scaleGradOperand = [&](auto makeScaled, unsigned index = 2) {
       b.setInsertionPoint(clone);
-      Operation *scaled = makeScaled(clone->getOperand(2));
+      Operation *scaled = makeScaled(clone->getOperand(index));
       copyScope(op, scaled);
-      clone->setOperand(2, scaled->getResult(0));
+      clone->setOperand(index, scaled->getResult(0));
       b.setInsertionPointToEnd(loopBody);
     };
     auto sum = LossReductionAttr::get(ctx, LossReduction::Sum);
@@ -712,6 +758,24 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
       scaleAfter(ce.getResult(), [&](Value v) {
         return MulOp::create(b, loc, f32Scalar, v, inverse).getOperation();
       });
+    } else if (auto ce = dyn_cast<LinearCrossEntropyOp>(clone);
+               ce && ce.getReduction() == LossReduction::Mean) {
+      ce.setReductionAttr(sum);
+      Value inverse = getInverseCount(
+          cast<LinearCrossEntropyOp>(op).getLabels(), ce.getIgnoreIndex());
+      scaleAfter(ce.getLoss(), [&](Value v) {
+        return MulOp::create(b, loc, f32Scalar, v, inverse).getOperation();
+      });
+    } else if (auto ce = dyn_cast<LinearCrossEntropyGradOp>(clone);
+               ce && ce.getReduction() == LossReduction::Mean) {
+      ce.setReductionAttr(sum);
+      Value inverse = getInverseCount(
+          cast<LinearCrossEntropyGradOp>(op).getLabels(), ce.getIgnoreIndex());
+      scaleGradOperand(
+          [&](Value g) {
+            return MulOp::create(b, loc, f32Scalar, g, inverse).getOperation();
+          },
+          /*index=*/4);
     } else if (auto ce = dyn_cast<CrossEntropyGradOp>(clone);
                ce && ce.getReduction() == LossReduction::Mean) {
       ce.setReductionAttr(sum);

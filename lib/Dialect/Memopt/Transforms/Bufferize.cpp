@@ -71,6 +71,7 @@
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
+#include "memopt/runtime.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -187,6 +188,31 @@ static DictionaryAttr getInherentAttrs(Operation *op) {
           value && *value)
         attrs.emplace_back(name, *value);
   return DictionaryAttr::get(op->getContext(), attrs);
+}
+
+/// The scratch buffer the runtime entry of `op` needs beyond its results
+/// (runtime.h), or nullopt: the chunked linear cross-entropy's
+/// logits chunk (and, for its gradient, the grad_x accumulator).
+static std::optional<MemRefType> getScratchType(Operation *op) {
+  auto scratch = [&](Value x, int64_t chunk, int grad) {
+    auto type = cast<RankedTensorType>(x.getType());
+    int64_t width = type.getShape().back();
+    int64_t rows = width > 0 ? type.getNumElements() / width : 0;
+    memopt_dtype dtype = type.getElementType().isF32()   ? MEMOPT_F32
+                         : type.getElementType().isF16() ? MEMOPT_F16
+                                                         : MEMOPT_BF16;
+    uint64_t bytes = memopt_linear_cross_entropy_scratch_bytes(
+        dtype, rows, width, chunk, grad);
+    // runtime.h sizes it in multiples of 256 bytes; f32 elements keep it a
+    // buffer of a dtype the runtime knows.
+    return MemRefType::get({static_cast<int64_t>(bytes / 4)},
+                           Float32Type::get(op->getContext()));
+  };
+  if (auto loss = dyn_cast<LinearCrossEntropyOp>(op))
+    return scratch(loss.getX(), loss.getChunk(), /*grad=*/0);
+  if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op))
+    return scratch(grad.getX(), grad.getChunk(), /*grad=*/1);
+  return std::nullopt;
 }
 
 static MemRefType toMemRef(Type type) {
@@ -694,6 +720,10 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
         outs.push_back(out);
         store(result, out);
       }
+      // A kernel's scratch is a planned buffer: one more output, dead right
+      // after the kernel.
+      if (std::optional<MemRefType> scratch = getScratchType(&op))
+        outs.push_back(newAlloc(op.getLoc(), *scratch));
       SmallVector<Value> ins =
           llvm::map_to_vector(op.getOperands(), [&](Value operand) {
             return buffer.lookup(operand);

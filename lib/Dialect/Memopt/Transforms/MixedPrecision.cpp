@@ -61,7 +61,8 @@ namespace {
 
 /// What dtype an op runs in (docs/MixedPrecision.md, the policy table).
 enum class Policy {
-  /// The compute type: matmul and conv2d (products accumulate in f32).
+  /// The compute type: matmul, conv2d and the fused attention and linear
+  /// cross-entropy (products and softmax sums accumulate in f32).
   Low,
   /// f32 inputs and outputs: exp, log, pow, rsqrt, softmax, log_softmax,
   /// the norms, every loss.
@@ -91,7 +92,7 @@ private:
 
 /// The policy of `op` by the table; overrides are handled by the caller.
 static Policy getPolicy(Operation *op) {
-  if (isa<MatmulOp, Conv2DOp>(op))
+  if (isa<MatmulOp, Conv2DOp, AttentionOp, LinearCrossEntropyOp>(op))
     return Policy::Low;
   // Batch norm is not here: as in autocast it runs in its input's dtype,
   // with f32 statistics, affine parameters and running statistics (the op
@@ -121,7 +122,10 @@ static bool isFixedOperand(Operation *op, unsigned index) {
 static bool isFixedResult(Operation *op, unsigned index) {
   if (isa<LayerNormOp, RmsNormOp, BatchNormOp>(op))
     return index >= 1; // the f32 statistics
-  return isa<CrossEntropyOp, MseLossOp>(op); // the f32 loss
+  if (isa<AttentionOp>(op))
+    return index == 1; // the f32 log-sum-exp
+  // The f32 loss (and the linear cross-entropy's log-sum-exp).
+  return isa<CrossEntropyOp, MseLossOp, LinearCrossEntropyOp>(op);
 }
 
 static bool isFloatTensor(Type type) {

@@ -189,7 +189,8 @@ static bool isRecomputable(Operation *op) {
 /// rewrite can clone but the FLOP-heavy ones, whose recompute the user
 /// chooses with a strategy.
 static bool isCheapToRecompute(Operation *op) {
-  return isRecomputable(op) && !isa<MatmulOp, Conv2DOp>(op);
+  return isRecomputable(op) &&
+         !isa<MatmulOp, Conv2DOp, AttentionOp, LinearCrossEntropyOp>(op);
 }
 
 std::vector<GraphValue>

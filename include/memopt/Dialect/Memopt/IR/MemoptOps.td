@@ -730,6 +730,78 @@ def Memopt_AvgPool2DGradOp : Memopt_Op<"avg_pool2d_grad", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Fused attention
+//===----------------------------------------------------------------------===//
+
+def Memopt_AttentionOp : Memopt_Op<"attention",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let summary = "scaled dot-product attention without the score matrix";
+  let description = [{
+    `softmax(mask(scale * q k^T)) v` with optional dropout on the
+    probabilities, computed block by block (FlashAttention-2): the
+    `[..., Sq, Sk]` scores, probabilities and dropout mask never exist. `q`
+    is `[batch..., Sq, D]`, `k` `[batch..., Sk, D]`, `v` `[batch..., Sk,
+    Dv]` with at most two batch dimensions (batch, heads); `out` is `[batch...,
+    Sq, Dv]` and `lse` the f32 log-sum-exp of each query row's scores, which
+    the backward reads to recompute the probabilities.
+
+    A score is masked, i.e. replaced by `mask_value` (-inf by default), where
+    `causal` is set and the key index exceeds the query index, or where the
+    optional i1 `mask` (shape `[batch..., Sq, Sk]`, any dimension 1 to
+    broadcast) is true, as `masked_fill` does. Dropout draws the mask
+    `memopt.dropout` with the same `p`, `seed` and `stream` would draw on the
+    probability tensor, so the fused op and the unfused ops it replaces
+    agree element for element (`--memopt-fuse-kernels` forms it from them).
+
+    ```mlir
+    %o, %lse = memopt.attention %q, %k, %v scale 1.250000e-01 causal : tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32> -> tensor<2x4x16x8xf32>, tensor<2x4x16xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$q, Memopt_FloatTensor:$k,
+      Memopt_FloatTensor:$v, Optional<Memopt_MaskTensor>:$mask,
+      F64Attr:$scale, UnitAttr:$causal,
+      DefaultValuedAttr<F64Attr, "-INFINITY">:$mask_value,
+      DefaultValuedAttr<F64Attr, "0.0">:$dropout_p,
+      DefaultValuedAttr<I64Attr, "0">:$seed,
+      DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Memopt_FloatTensor:$out, Memopt_F32Tensor:$lse);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`mask` $mask^)? `scale` $scale (`causal` $causal^)?
+    (`mask_value` $mask_value^)? (`dropout` $dropout_p^)? (`seed` $seed^)?
+    (`stream` $stream^)? attr-dict `:` type($q) `,` type($k) `,` type($v)
+    (`,` type($mask)^)? `->` type($out) `,` type($lse)
+  }];
+}
+
+def Memopt_AttentionGradOp : Memopt_Op<"attention_grad", [Pure,
+    AllTypesMatch<["q", "grad_q"]>, AllTypesMatch<["k", "grad_k"]>,
+    AllTypesMatch<["v", "grad_v"]>, AllTypesMatch<["out", "grad_out"]>]> {
+  let summary = "gradient of memopt.attention";
+  let description = [{
+    The gradients of `q`, `k` and `v` from the forward's operands and
+    attributes, its `out` and `lse`, and the gradient of `out`. The scores
+    are recomputed block by block from `q`, `k` and `lse`.
+  }];
+  let arguments = (ins Memopt_FloatTensor:$q, Memopt_FloatTensor:$k,
+      Memopt_FloatTensor:$v, Memopt_FloatTensor:$out,
+      Memopt_F32Tensor:$lse, Memopt_FloatTensor:$grad_out,
+      Optional<Memopt_MaskTensor>:$mask, F64Attr:$scale, UnitAttr:$causal,
+      DefaultValuedAttr<F64Attr, "-INFINITY">:$mask_value,
+      DefaultValuedAttr<F64Attr, "0.0">:$dropout_p,
+      DefaultValuedAttr<I64Attr, "0">:$seed,
+      DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Memopt_FloatTensor:$grad_q, Memopt_FloatTensor:$grad_k,
+                      Memopt_FloatTensor:$grad_v);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $out `,` $lse `,` $grad_out (`mask` $mask^)?
+    `scale` $scale (`causal` $causal^)? (`mask_value` $mask_value^)?
+    (`dropout` $dropout_p^)? (`seed` $seed^)? (`stream` $stream^)? attr-dict
+    `:` type($q) `,` type($k) `,` type($v) `,` type($out) `,` type($lse)
+    (`,` type($mask)^)?
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Randomness
 //===----------------------------------------------------------------------===//
 
@@ -805,6 +877,65 @@ def Memopt_CrossEntropyGradOp : Memopt_Op<"cross_entropy_grad", [Pure]> {
     $logits `,` $labels `,` $grad (`ignore_index` $ignore_index^)?
     (`reduction` `` $reduction^)? attr-dict `:`
     custom<SameTypes>(type($logits), type($result)) `,` type($labels)
+  }];
+}
+
+def Memopt_LinearCrossEntropyOp : Memopt_Op<"linear_cross_entropy",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let summary = "cross-entropy of a linear layer without its logits";
+  let description = [{
+    `cross_entropy(x w^T + bias, labels)` for `x` `[..., D]`, `w` `[C, D]`
+    and an optional `bias` `[C]`, computed `chunk` classes at a time: no
+    `[..., C]` logits tensor exists, only an f32 `[rows, chunk]` scratch
+    buffer next to the kernel. `lse` is the f32 log-sum-exp of each item's
+    logits, which the backward reads. `ignore_index` and `reduction` are
+    those of `memopt.cross_entropy`. `--memopt-fuse-kernels` forms it from a
+    matmul (plus bias) feeding a cross-entropy, choosing `chunk` from the
+    memory account.
+
+    ```mlir
+    %l, %lse = memopt.linear_cross_entropy %x, %w, %labels chunk 64 : tensor<16x32xf32>, tensor<100x32xf32>, tensor<16xi64> -> tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$x, Memopt_FloatTensor:$w,
+      Memopt_IndexTensor:$labels, Optional<Memopt_FloatTensor>:$bias,
+      I64Attr:$chunk,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      DefaultValuedAttr<Memopt_LossReductionAttr,
+                        "::memopt::LossReduction::Mean">:$reduction);
+  let results = (outs Memopt_F32Scalar:$loss, Memopt_F32Tensor:$lse);
+  let assemblyFormat = [{
+    $x `,` $w `,` $labels (`bias` $bias^)? `chunk` $chunk
+    (`ignore_index` $ignore_index^)? (`reduction` `` $reduction^)? attr-dict
+    `:` type($x) `,` type($w) `,` type($labels) (`,` type($bias)^)? `->`
+    type($lse)
+  }];
+}
+
+def Memopt_LinearCrossEntropyGradOp
+    : Memopt_Op<"linear_cross_entropy_grad", [Pure]> {
+  let summary = "gradient of memopt.linear_cross_entropy";
+  let description = [{
+    The gradients of `x`, `w` and (when there is one) `bias` from the
+    forward's operands, its `lse` and the loss's incoming gradient `grad`,
+    `chunk` classes at a time: each chunk's rows of the weight gradient are
+    complete within the chunk; the gradient of `x` accumulates in f32.
+  }];
+  let arguments = (ins Memopt_FloatTensor:$x, Memopt_FloatTensor:$w,
+      Memopt_IndexTensor:$labels, Memopt_F32Tensor:$lse,
+      Memopt_F32Scalar:$grad, Optional<Memopt_FloatTensor>:$bias,
+      I64Attr:$chunk,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      DefaultValuedAttr<Memopt_LossReductionAttr,
+                        "::memopt::LossReduction::Mean">:$reduction);
+  let results = (outs Memopt_FloatTensor:$grad_x, Memopt_FloatTensor:$grad_w,
+                      Optional<Memopt_FloatTensor>:$grad_bias);
+  let assemblyFormat = [{
+    $x `,` $w `,` $labels `,` $lse `,` $grad (`bias` $bias^)? `chunk` $chunk
+    (`ignore_index` $ignore_index^)? (`reduction` `` $reduction^)? attr-dict
+    `:` type($x) `,` type($w) `,` type($labels) `,` type($lse)
+    (`,` type($bias)^)? `->` type($grad_x) `,` type($grad_w)
+    (`,` type($grad_bias)^)?
   }];
 }
 

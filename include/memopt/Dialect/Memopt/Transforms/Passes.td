@@ -45,6 +45,52 @@ def AutodiffPass : Pass<"memopt-autodiff", "mlir::ModuleOp"> {
   ];
 }
 
+def FuseKernelsPass : Pass<"memopt-fuse-kernels", "mlir::ModuleOp"> {
+  let summary = "Form fused attention and linear cross-entropy from the ops they replace";
+  let description = [{
+    Rewrites the module's `memopt.loss` function before mixed precision and
+    autodiff, so that the two largest tensors of transformer training never
+    exist (docs/Fusion.md):
+
+    - `attention`: `matmul(q, k^T)` -> `mul_scalar` (any number, or none) ->
+      `masked_fill` (optional) -> `softmax` over the last dimension ->
+      `dropout` (optional) -> `matmul(., v)`, each intermediate used once,
+      becomes one `memopt.attention`. A mask that is a broadcast of a
+      constant lower-triangular pattern becomes `causal`; any other mask is
+      kept as the op's operand, before its broadcast (the op broadcasts).
+    - `lm-loss`: `matmul(x, w^T)` (`w` a `[classes, width]` matrix) plus an
+      optional broadcast bias, through reshapes, into `cross_entropy` becomes
+      one `memopt.linear_cross_entropy`. Its `chunk` (classes per step of
+      the kernel) is `lm-loss-chunk`, or by default the most classes whose
+      f32 logits for every row take no more than one f32 copy of `x` (at
+      least 1 MiB): the kernel's scratch is never larger than an activation.
+      When that chunk covers every class the logits are small: nothing is
+      fused unless `lm-loss-chunk` is given.
+
+    The rewritten ops compute the same function (the attention's dropout
+    draws the same mask); results differ from the unfused ops only by
+    rounding (sums in another order, f32 scores and logits).
+
+    ```
+    memopt-opt --memopt-fuse-kernels="lm-loss=false" model.mlir
+    ```
+  }];
+  let options = [
+    Option<"attention", "attention", "bool", /*default=*/"true",
+           "Form memopt.attention">,
+    Option<"lmLoss", "lm-loss", "bool", /*default=*/"true",
+           "Form memopt.linear_cross_entropy">,
+    Option<"lmLossChunk", "lm-loss-chunk", "int64_t", /*default=*/"0",
+           "Classes per chunk of the linear cross-entropy (0: from the "
+           "memory account)">
+  ];
+  let statistics = [
+    Statistic<"numAttention", "attention", "Number of fused attentions">,
+    Statistic<"numLinearLoss", "linear-cross-entropy",
+              "Number of fused linear cross-entropy losses">
+  ];
+}
+
 def MixedPrecisionPass : Pass<"memopt-mixed-precision", "mlir::ModuleOp"> {
   let summary = "Assign dtypes to the forward pass: low-precision GEMMs, FP32 master weights";
   let description = [{

@@ -1,0 +1,393 @@
+//===- FuseKernels.cpp - fused attention and linear cross-entropy ---------===//
+//
+// Rewrites the `memopt.loss` function, before mixed precision and autodiff,
+// so that the score matrices of attention and the logits of a language
+// model's head never exist (docs/Fusion.md):
+//
+// 1. Attention. For each `memopt.softmax` over the last dimension, walk its
+//    input back through `masked_fill` (at most one) and `mul_scalar`s to a
+//    `matmul(q, k)` with `transpose_rhs` (or of `q` and a transpose of `k`
+//    over its last two dimensions), and its result forward through an
+//    optional `dropout` to a `matmul(p, v)`. When every value in between has
+//    exactly one use (nothing else reads a score-sized tensor), the chain
+//    becomes one `memopt.attention`: the scale is the product of the
+//    scalars, a scalar applied after the fill also scales the fill value,
+//    and the dropout's attributes move over unchanged (the fused kernel
+//    draws the same mask). A mask made by a broadcast becomes the
+//    broadcast's source with unit dimensions where the broadcast added
+//    some (the op broadcasts unit dimensions); a constant mask that is
+//    exactly "key index > query index" in every batch element becomes
+//    `causal`.
+// 2. Linear cross-entropy. For each `memopt.cross_entropy`, walk its logits
+//    back through reshapes that keep the class dimension last, an optional
+//    `add` of a broadcast `[classes]` bias, to `matmul(x, w)` with
+//    `transpose_rhs` and `w` a `[classes, width]` matrix, each value used
+//    once. The chain becomes one `memopt.linear_cross_entropy` of `x`
+//    reshaped to the labels' shape plus the width. The chunk is the option,
+//    or the most classes whose f32 logits for every row fit in one f32 copy
+//    of `x`, at least 1 MiB: the scratch is the size of an activation. When
+//    that chunk holds every class, the fused op would save nothing (its
+//    scratch is the logits) and is not formed unless the option asks.
+//
+// Both rewrites erase the ops they replace and the views, broadcasts and
+// constants left without users. Linear in the number of ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+#include "memopt/Dialect/Memopt/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/SmallPtrSet.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace memopt {
+#define GEN_PASS_DEF_FUSEKERNELSPASS
+#include "memopt/Dialect/Memopt/Transforms/Passes.h.inc"
+} // namespace memopt
+
+using namespace mlir;
+using namespace memopt;
+
+namespace {
+
+struct FuseKernelsPass
+    : public memopt::impl::FuseKernelsPassBase<FuseKernelsPass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+};
+
+} // namespace
+
+static RankedTensorType tensorType(Value value) {
+  return cast<RankedTensorType>(value.getType());
+}
+
+/// The op defining `value` if it is an `OpTy` whose result has no other use.
+template <typename OpTy>
+static OpTy singleUseProducer(Value value) {
+  auto op = value.getDefiningOp<OpTy>();
+  if (!op || !value.hasOneUse())
+    return nullptr;
+  return op;
+}
+
+/// Whether `perm` swaps the last two dimensions and keeps the others.
+static bool swapsLastTwo(ArrayRef<int64_t> perm) {
+  int64_t rank = perm.size();
+  if (rank < 2 || perm[rank - 1] != rank - 2 || perm[rank - 2] != rank - 1)
+    return false;
+  for (int64_t i = 0; i + 2 < rank; ++i)
+    if (perm[i] != i)
+      return false;
+  return true;
+}
+
+/// Whether the i1 constant `value` ([..., sq, sk]) is true exactly where the
+/// key index exceeds the query index, in every leading index.
+static bool isCausalMask(ElementsAttr value) {
+  auto dense = dyn_cast<DenseElementsAttr>(value);
+  auto type = dyn_cast<RankedTensorType>(value.getType());
+  if (!dense || !type || type.getRank() < 2 ||
+      !type.getElementType().isInteger(1))
+    return false;
+  int64_t sq = type.getDimSize(type.getRank() - 2);
+  int64_t sk = type.getDimSize(type.getRank() - 1);
+  int64_t index = 0;
+  for (bool masked : dense.getValues<bool>()) {
+    int64_t j = index % sk, i = (index / sk) % sq;
+    if (masked != (j > i))
+      return false;
+    ++index;
+  }
+  return true;
+}
+
+/// The mask as the fused op takes it: the source of a broadcast, with unit
+/// dimensions where the broadcast added dimensions (the op broadcasts every
+/// unit dimension itself), else the mask. `shape` receives that shape.
+static Value getMaskSource(Value mask, SmallVectorImpl<int64_t> &shape) {
+  RankedTensorType type = tensorType(mask);
+  shape.assign(type.getShape().begin(), type.getShape().end());
+  auto broadcast = mask.getDefiningOp<BroadcastOp>();
+  if (!broadcast)
+    return mask;
+  shape.assign(type.getRank(), 1);
+  ArrayRef<int64_t> source = tensorType(broadcast.getInput()).getShape();
+  for (auto [i, dim] : llvm::enumerate(broadcast.getDims()))
+    shape[dim] = source[i];
+  return broadcast.getInput();
+}
+
+/// Erases `replaced` (users before producers), then the views, broadcasts
+/// and constants that only they read (the mask, a transposed operand).
+static void eraseReplaced(ArrayRef<Operation *> replaced) {
+  llvm::SmallPtrSet<Operation *, 8> erased(replaced.begin(), replaced.end());
+  SmallVector<Operation *> candidates;
+  for (Operation *op : replaced) {
+    for (Value operand : op->getOperands())
+      if (Operation *producer = operand.getDefiningOp();
+          producer && !erased.contains(producer))
+        candidates.push_back(producer);
+    op->erase();
+  }
+  while (!candidates.empty()) {
+    Operation *op = candidates.pop_back_val();
+    if (erased.contains(op) || !op->use_empty() ||
+        !isa<ConstantOp, BroadcastOp, ReshapeOp, TransposeOp>(op))
+      continue;
+    erased.insert(op);
+    for (Value operand : op->getOperands())
+      if (Operation *producer = operand.getDefiningOp())
+        candidates.push_back(producer);
+    op->erase();
+  }
+}
+
+/// Forms one memopt.attention from the chain that ends in `softmax`, or
+/// returns false and changes nothing.
+static bool fuseAttention(SoftmaxOp softmax) {
+  RankedTensorType scoresType = softmax.getType();
+  int64_t rank = scoresType.getRank();
+  if (static_cast<int64_t>(softmax.getDim()) != rank - 1 || rank < 2 ||
+      rank > 4)
+    return false;
+
+  // Forward: softmax -> (dropout) -> matmul(p, v).
+  Value probs = softmax.getResult();
+  if (!probs.hasOneUse())
+    return false;
+  auto dropout = dyn_cast<DropoutOp>(*probs.getUsers().begin());
+  if (dropout) {
+    probs = dropout.getResult();
+    if (!probs.hasOneUse())
+      return false;
+  }
+  auto pv = dyn_cast<MatmulOp>(*probs.getUsers().begin());
+  if (!pv || pv.getLhs() != probs || pv.getTransposeLhs() ||
+      pv.getTransposeRhs() || tensorType(pv.getRhs()).getRank() != rank ||
+      pv.getType().getElementType() != scoresType.getElementType())
+    return false;
+
+  // Backward: softmax <- (masked_fill, mul_scalar in any order) <- q k^T.
+  double scale = 1.0, scaleAfterFill = 1.0;
+  MaskedFillOp fill;
+  SmallVector<Operation *> chain;
+  Value scores = softmax.getInput();
+  while (true) {
+    if (auto mul = singleUseProducer<MulScalarOp>(scores)) {
+      double value = mul.getValue().convertToDouble();
+      scale *= value;
+      if (!fill)
+        scaleAfterFill *= value;
+      chain.push_back(mul);
+      scores = mul.getInput();
+    } else if (auto masked = singleUseProducer<MaskedFillOp>(scores);
+               masked && !fill) {
+      fill = masked;
+      chain.push_back(masked);
+      scores = masked.getInput();
+    } else {
+      break;
+    }
+  }
+  auto qk = singleUseProducer<MatmulOp>(scores);
+  if (!qk || qk.getTransposeLhs() || tensorType(qk.getLhs()).getRank() != rank ||
+      tensorType(qk.getRhs()).getRank() != rank)
+    return false;
+  Value q = qk.getLhs(), k = qk.getRhs(), v = pv.getRhs();
+  if (!qk.getTransposeRhs()) {
+    // q k with k = transpose(k') over the last two dimensions.
+    auto transpose = k.getDefiningOp<TransposeOp>();
+    if (!transpose || !swapsLastTwo(transpose.getPermutation()))
+      return false;
+    k = transpose.getInput();
+  }
+  Type element = tensorType(q).getElementType();
+  if (tensorType(k).getElementType() != element ||
+      tensorType(v).getElementType() != element ||
+      scoresType.getElementType() != element)
+    return false;
+
+  double maskValue = -INFINITY;
+  bool causal = false;
+  Value mask;
+  SmallVector<int64_t> maskShape;
+  if (fill) {
+    maskValue = fill.getValue().convertToDouble() * scaleAfterFill;
+    mask = getMaskSource(fill.getMask(), maskShape);
+    if (auto constant = mask.getDefiningOp<ConstantOp>();
+        constant && isCausalMask(constant.getValue()))
+      causal = true;
+  }
+  if (!std::isfinite(scale))
+    return false;
+
+  OpBuilder builder(pv);
+  if (causal) {
+    mask = Value();
+  } else if (mask && tensorType(mask).getShape() != ArrayRef(maskShape)) {
+    mask = ReshapeOp::create(builder, pv.getLoc(),
+                             tensorType(mask).clone(maskShape), mask);
+  }
+  MLIRContext *ctx = builder.getContext();
+  SmallVector<Type> types{
+      pv.getType(),
+      RankedTensorType::get(scoresType.getShape().drop_back(),
+                            Float32Type::get(ctx))};
+  SmallVector<Value> operands{q, k, v};
+  if (mask)
+    operands.push_back(mask);
+  SmallVector<NamedAttribute> attrs{
+      builder.getNamedAttr("scale", builder.getF64FloatAttr(scale))};
+  if (causal)
+    attrs.push_back(builder.getNamedAttr("causal", builder.getUnitAttr()));
+  if (fill)
+    attrs.push_back(builder.getNamedAttr("mask_value",
+                                         builder.getF64FloatAttr(maskValue)));
+  if (dropout) {
+    attrs.push_back(builder.getNamedAttr("dropout_p", dropout.getPAttr()));
+    attrs.push_back(builder.getNamedAttr("seed", dropout.getSeedAttr()));
+    attrs.push_back(builder.getNamedAttr("stream", dropout.getStreamAttr()));
+  }
+  if (Attribute scope = softmax->getAttr(MemoptDialect::kScopeAttrName))
+    attrs.push_back(
+        builder.getNamedAttr(MemoptDialect::kScopeAttrName, scope));
+  auto attention = AttentionOp::create(builder, pv.getLoc(), types, operands,
+                                       attrs);
+  pv.getResult().replaceAllUsesWith(attention.getOut());
+  SmallVector<Operation *> replaced{pv};
+  if (dropout)
+    replaced.push_back(dropout);
+  replaced.push_back(softmax);
+  replaced.append(chain);
+  replaced.push_back(qk);
+  eraseReplaced(replaced);
+  return true;
+}
+
+/// The default chunk: the most classes whose f32 logits for every row take
+/// no more than one f32 copy of `x` ([rows, width]), at least 1 MiB.
+static int64_t defaultChunk(int64_t rows, int64_t width, int64_t classes) {
+  int64_t budget = std::max<int64_t>(rows * width * 4, int64_t(1) << 20);
+  int64_t chunk = budget / std::max<int64_t>(rows * 4, 1);
+  return std::clamp<int64_t>(chunk, 1, std::max<int64_t>(classes, 1));
+}
+
+/// Forms one memopt.linear_cross_entropy from the chain that ends in `ce`,
+/// or returns false and changes nothing.
+static bool fuseLinearLoss(CrossEntropyOp ce, int64_t chunkOption) {
+  RankedTensorType logitsType = tensorType(ce.getLogits());
+  int64_t classes = logitsType.getShape().back();
+  SmallVector<Operation *> chain;
+  Value logits = ce.getLogits();
+  while (auto reshape = singleUseProducer<ReshapeOp>(logits)) {
+    if (tensorType(reshape.getInput()).getShape().back() != classes)
+      return false;
+    chain.push_back(reshape);
+    logits = reshape.getInput();
+  }
+  Value bias;
+  if (auto add = singleUseProducer<AddOp>(logits)) {
+    for (auto [matmulSide, biasSide] :
+         {std::pair{add.getLhs(), add.getRhs()},
+          std::pair{add.getRhs(), add.getLhs()}}) {
+      auto broadcast = biasSide.getDefiningOp<BroadcastOp>();
+      if (!broadcast || !matmulSide.getDefiningOp<MatmulOp>() ||
+          tensorType(broadcast.getInput()).getRank() != 1 ||
+          broadcast.getDims().back() !=
+              tensorType(biasSide).getRank() - 1)
+        continue;
+      bias = broadcast.getInput();
+      chain.push_back(add);
+      logits = matmulSide;
+      break;
+    }
+    if (!bias)
+      return false;
+  }
+  auto matmul = singleUseProducer<MatmulOp>(logits);
+  if (!matmul || matmul.getTransposeLhs())
+    return false;
+  Value x = matmul.getLhs(), w = matmul.getRhs();
+  if (!matmul.getTransposeRhs()) {
+    auto transpose = w.getDefiningOp<TransposeOp>();
+    if (!transpose || !swapsLastTwo(transpose.getPermutation()))
+      return false;
+    w = transpose.getInput();
+  }
+  RankedTensorType xType = tensorType(x), wType = tensorType(w);
+  if (wType.getRank() != 2 || wType.getDimSize(0) != classes ||
+      matmul.getType().getElementType() != xType.getElementType() ||
+      (bias && tensorType(bias).getElementType() != xType.getElementType()))
+    return false;
+
+  RankedTensorType labelsType = tensorType(ce.getLabels());
+  int64_t width = xType.getShape().back();
+  int64_t rows = labelsType.getNumElements();
+  int64_t chunk = chunkOption > 0 ? std::min(chunkOption, classes)
+                                  : defaultChunk(rows, width, classes);
+  // One chunk of every class holds the whole f32 logits matrix: nothing to
+  // save, and the backward would recompute it.
+  if (chunkOption <= 0 && chunk >= classes)
+    return false;
+
+  OpBuilder builder(ce);
+  SmallVector<int64_t> xShape(labelsType.getShape());
+  xShape.push_back(width);
+  if (xType.getShape() != ArrayRef<int64_t>(xShape)) {
+    auto reshaped = ReshapeOp::create(builder, ce.getLoc(),
+                                      xType.clone(xShape), x);
+    if (Attribute scope = ce->getAttr(MemoptDialect::kScopeAttrName))
+      reshaped->setAttr(MemoptDialect::kScopeAttrName, scope);
+    x = reshaped;
+  }
+  SmallVector<Value> operands{x, w, ce.getLabels()};
+  if (bias)
+    operands.push_back(bias);
+  SmallVector<NamedAttribute> attrs{
+      builder.getNamedAttr("chunk", builder.getI64IntegerAttr(chunk)),
+      builder.getNamedAttr("ignore_index", ce.getIgnoreIndexAttr()),
+      builder.getNamedAttr("reduction", ce.getReductionAttr())};
+  if (Attribute scope = matmul->getAttr(MemoptDialect::kScopeAttrName))
+    attrs.push_back(
+        builder.getNamedAttr(MemoptDialect::kScopeAttrName, scope));
+  SmallVector<Type> types{
+      ce.getType(),
+      RankedTensorType::get(labelsType.getShape(), builder.getF32Type())};
+  auto fused = LinearCrossEntropyOp::create(builder, ce.getLoc(), types,
+                                            operands, attrs);
+  ce.getResult().replaceAllUsesWith(fused.getLoss());
+  SmallVector<Operation *> replaced{ce};
+  replaced.append(chain);
+  replaced.push_back(matmul);
+  eraseReplaced(replaced);
+  return true;
+}
+
+void FuseKernelsPass::runOnOperation() {
+  getOperation().walk([&](func::FuncOp func) {
+    if (!func->hasAttr(MemoptDialect::kLossAttrName))
+      return;
+    SmallVector<SoftmaxOp> softmaxes;
+    SmallVector<CrossEntropyOp> losses;
+    func.walk([&](Operation *op) {
+      if (auto softmax = dyn_cast<SoftmaxOp>(op))
+        softmaxes.push_back(softmax);
+      else if (auto ce = dyn_cast<CrossEntropyOp>(op))
+        losses.push_back(ce);
+    });
+    if (attention)
+      for (SoftmaxOp softmax : softmaxes)
+        numAttention += fuseAttention(softmax);
+    if (lmLoss)
+      for (CrossEntropyOp ce : losses)
+        numLinearLoss += fuseLinearLoss(ce, lmLossChunk);
+  });
+}

@@ -1,0 +1,149 @@
+// RUN: memopt-opt -split-input-file --memopt-fuse-kernels %s | FileCheck %s
+// RUN: memopt-opt -split-input-file --memopt-fuse-kernels="attention=false lm-loss=false" %s | FileCheck %s --check-prefix=OFF
+// RUN: memopt-opt -split-input-file --memopt-fuse-kernels="lm-loss-chunk=3" %s | FileCheck %s --check-prefix=CHUNK
+
+// --memopt-fuse-kernels: attention chains become memopt.attention, a last
+// linear layer into cross_entropy becomes memopt.linear_cross_entropy.
+
+// Causal attention as GPT-2 writes it: q k^T, a scale, masked_fill with a
+// broadcast lower-triangular constant, softmax, dropout, p v. The constant
+// becomes `causal`, the dropout's attributes move over, nothing score-sized
+// is left.
+// CHECK-LABEL: func.func @causal
+// CHECK: %[[O:.*]], %{{.*}} = memopt.attention %arg0, %arg1, %arg2 scale 1.250000e-01 causal dropout 1.000000e-01 stream 3 {memopt.scope = "attn"} : tensor<2x4x4x8xf32>, tensor<2x4x4x8xf32>, tensor<2x4x4x8xf32> -> tensor<2x4x4x8xf32>, tensor<2x4x4xf32>
+// CHECK-NOT: memopt.softmax
+// CHECK-NOT: memopt.constant
+// CHECK-NOT: memopt.broadcast
+// CHECK: memopt.reduce_sum %[[O]]
+// OFF-LABEL: func.func @causal
+// OFF: memopt.softmax
+// OFF-NOT: memopt.attention
+func.func @causal(%q: tensor<2x4x4x8xf32> {memopt.role = "input", memopt.name = "q"}, %k: tensor<2x4x4x8xf32> {memopt.role = "input", memopt.name = "k"},
+                  %v: tensor<2x4x4x8xf32> {memopt.role = "input", memopt.name = "v"}) -> tensor<f32>
+    attributes {memopt.loss} {
+  %s = memopt.matmul %q, %k transpose_rhs : tensor<2x4x4x8xf32>, tensor<2x4x4x8xf32> -> tensor<2x4x4x4xf32>
+  %t = memopt.mul_scalar %s, 0.125 : tensor<2x4x4x4xf32>
+  %c = memopt.constant dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>
+  %m = memopt.broadcast %c dims [2, 3] : tensor<4x4xi1> to tensor<2x4x4x4xi1>
+  %f = memopt.masked_fill %t, %m, 0xFFF0000000000000 : tensor<2x4x4x4xf32>, tensor<2x4x4x4xi1>
+  %p = memopt.softmax %f dim 3 {memopt.scope = "attn"} : tensor<2x4x4x4xf32>
+  %d = memopt.dropout %p p 1.0e-01 seed 0 stream 3 : tensor<2x4x4x4xf32>
+  %o = memopt.matmul %d, %v : tensor<2x4x4x4xf32>, tensor<2x4x4x8xf32> -> tensor<2x4x4x8xf32>
+  %r = memopt.reduce_sum %o dims [0, 1, 2, 3] : tensor<2x4x4x8xf32> to tensor<f32>
+  return %r : tensor<f32>
+}
+
+// -----
+
+// Another mask stays an operand, before its broadcast, reshaped to the
+// scores' rank; a scale after the fill scales the fill value; k given
+// transposed; sq != sk.
+// CHECK-LABEL: func.func @padding_mask
+// CHECK: %[[M:.*]] = memopt.reshape %arg3 : tensor<2x1x6xi1> to tensor<2x1x1x6xi1>
+// CHECK: memopt.attention %arg0, %arg1, %arg2 mask %[[M]] scale 5.000000e-01 mask_value -5.000000e+03 : tensor<2x3x4x8xf32>, tensor<2x3x6x8xf32>, tensor<2x3x6x5xf32>, tensor<2x1x1x6xi1> -> tensor<2x3x4x5xf32>, tensor<2x3x4xf32>
+func.func @padding_mask(%q: tensor<2x3x4x8xf32> {memopt.role = "input", memopt.name = "q"}, %k: tensor<2x3x6x8xf32> {memopt.role = "input", memopt.name = "k"},
+                        %v: tensor<2x3x6x5xf32> {memopt.role = "input", memopt.name = "v"}, %pad: tensor<2x1x6xi1> {memopt.role = "input", memopt.name = "pad"})
+    -> tensor<f32> attributes {memopt.loss} {
+  %kt = memopt.transpose %k perm [0, 1, 3, 2] : tensor<2x3x6x8xf32> to tensor<2x3x8x6xf32>
+  %s = memopt.matmul %q, %kt : tensor<2x3x4x8xf32>, tensor<2x3x8x6xf32> -> tensor<2x3x4x6xf32>
+  %m = memopt.broadcast %pad dims [0, 2, 3] : tensor<2x1x6xi1> to tensor<2x3x4x6xi1>
+  %f = memopt.masked_fill %s, %m, -1.0e4 : tensor<2x3x4x6xf32>, tensor<2x3x4x6xi1>
+  %t = memopt.mul_scalar %f, 0.5 : tensor<2x3x4x6xf32>
+  %p = memopt.softmax %t dim 3 : tensor<2x3x4x6xf32>
+  %o = memopt.matmul %p, %v : tensor<2x3x4x6xf32>, tensor<2x3x6x5xf32> -> tensor<2x3x4x5xf32>
+  %r = memopt.reduce_sum %o dims [0, 1, 2, 3] : tensor<2x3x4x5xf32> to tensor<f32>
+  return %r : tensor<f32>
+}
+
+// -----
+
+// The probabilities are also read elsewhere: they must exist, nothing is
+// fused.
+// CHECK-LABEL: func.func @probs_used
+// CHECK-NOT: memopt.attention
+// CHECK: memopt.softmax
+func.func @probs_used(%q: tensor<4x8xf32> {memopt.role = "input", memopt.name = "q"}, %k: tensor<4x8xf32> {memopt.role = "input", memopt.name = "k"},
+                      %v: tensor<4x8xf32> {memopt.role = "input", memopt.name = "v"}) -> tensor<f32>
+    attributes {memopt.loss} {
+  %s = memopt.matmul %q, %k transpose_rhs : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x4xf32>
+  %p = memopt.softmax %s dim 1 : tensor<4x4xf32>
+  %o = memopt.matmul %p, %v : tensor<4x4xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %r = memopt.reduce_sum %o dims [0, 1] : tensor<4x8xf32> to tensor<f32>
+  %rp = memopt.reduce_sum %p dims [0, 1] : tensor<4x4xf32> to tensor<f32>
+  %l = memopt.add %r, %rp : tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A softmax over another dimension is not attention.
+// CHECK-LABEL: func.func @softmax_dim0
+// CHECK-NOT: memopt.attention
+func.func @softmax_dim0(%q: tensor<4x8xf32> {memopt.role = "input", memopt.name = "q"}, %k: tensor<4x8xf32> {memopt.role = "input", memopt.name = "k"},
+                        %v: tensor<4x8xf32> {memopt.role = "input", memopt.name = "v"}) -> tensor<f32>
+    attributes {memopt.loss} {
+  %s = memopt.matmul %q, %k transpose_rhs : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x4xf32>
+  %p = memopt.softmax %s dim 0 : tensor<4x4xf32>
+  %o = memopt.matmul %p, %v : tensor<4x4xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+  %r = memopt.reduce_sum %o dims [0, 1] : tensor<4x8xf32> to tensor<f32>
+  return %r : tensor<f32>
+}
+
+// -----
+
+// The LM head: [batch, seq, width] x [vocab, width]^T plus a bias, reshaped
+// to [tokens, vocab] for the loss. With a chunk of 3 classes, x is reshaped
+// to the labels' shape and no logits tensor is left. By default the chunk
+// would be the whole vocabulary (the 1 MiB floor), which saves nothing:
+// nothing is fused.
+// CHECK-LABEL: func.func @lm_head
+// CHECK-NOT: memopt.linear_cross_entropy
+// CHECK: memopt.cross_entropy
+// CHUNK-LABEL: func.func @lm_head
+// CHUNK: %[[X:.*]] = memopt.reshape %arg0 {memopt.scope = "loss"} : tensor<2x3x8xf32> to tensor<6x8xf32>
+// CHUNK: %[[L:.*]], %{{.*}} = memopt.linear_cross_entropy %[[X]], %arg1, %arg3 bias %arg2 chunk 3 ignore_index 0 reduction<sum> {memopt.scope = "lm_head"} : tensor<6x8xf32>, tensor<10x8xf32>, tensor<6xi64>, tensor<10xf32> -> tensor<6xf32>
+// CHUNK-NOT: memopt.matmul
+// CHUNK-NOT: memopt.cross_entropy
+// CHUNK: return %[[L]]
+// OFF-LABEL: func.func @lm_head
+// OFF: memopt.cross_entropy
+func.func @lm_head(%x: tensor<2x3x8xf32> {memopt.role = "input", memopt.name = "x"}, %w: tensor<10x8xf32> {memopt.role = "param", memopt.name = "w"},
+                   %b: tensor<10xf32> {memopt.role = "param", memopt.name = "b"}, %y: tensor<6xi64> {memopt.role = "label", memopt.name = "y"}) -> tensor<f32>
+    attributes {memopt.loss} {
+  %h = memopt.matmul %x, %w transpose_rhs {memopt.scope = "lm_head"} : tensor<2x3x8xf32>, tensor<10x8xf32> -> tensor<2x3x10xf32>
+  %bb = memopt.broadcast %b dims [2] : tensor<10xf32> to tensor<2x3x10xf32>
+  %z = memopt.add %h, %bb : tensor<2x3x10xf32>
+  %r = memopt.reshape %z : tensor<2x3x10xf32> to tensor<6x10xf32>
+  %l = memopt.cross_entropy %r, %y ignore_index 0 reduction<sum> {memopt.scope = "loss"} : tensor<6x10xf32>, tensor<6xi64>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// The default chunk: f32 logits for every row in no more than one f32 copy
+// of x or 1 MiB. 512 rows of width 64 (128 KiB) and 4096 classes: 512
+// classes per chunk (1 MiB / (512 rows * 4 B)).
+// CHECK-LABEL: func.func @chunked
+// CHECK: memopt.linear_cross_entropy %arg0, %arg1, %arg2 chunk 512 :
+func.func @chunked(%x: tensor<512x64xf32> {memopt.role = "input", memopt.name = "x"}, %w: tensor<4096x64xf32> {memopt.role = "param", memopt.name = "w"},
+                   %y: tensor<512xi32> {memopt.role = "label", memopt.name = "y"}) -> tensor<f32>
+    attributes {memopt.loss} {
+  %h = memopt.matmul %x, %w transpose_rhs : tensor<512x64xf32>, tensor<4096x64xf32> -> tensor<512x4096xf32>
+  %l = memopt.cross_entropy %h, %y : tensor<512x4096xf32>, tensor<512xi32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// The logits are also read elsewhere: nothing is fused.
+// CHECK-LABEL: func.func @logits_used
+// CHECK-NOT: memopt.linear_cross_entropy
+func.func @logits_used(%x: tensor<4x8xf32> {memopt.role = "input", memopt.name = "x"}, %w: tensor<10x8xf32> {memopt.role = "param", memopt.name = "w"},
+                       %y: tensor<4xi64> {memopt.role = "label", memopt.name = "y"}) -> tensor<f32>
+    attributes {memopt.loss} {
+  %h = memopt.matmul %x, %w transpose_rhs : tensor<4x8xf32>, tensor<10x8xf32> -> tensor<4x10xf32>
+  %l = memopt.cross_entropy %h, %y : tensor<4x10xf32>, tensor<4xi64>
+  %rh = memopt.reduce_sum %h dims [0, 1] : tensor<4x10xf32> to tensor<f32>
+  %t = memopt.add %l, %rh : tensor<f32>
+  return %t : tensor<f32>
+}
