@@ -21,6 +21,7 @@ THREADS=${THREADS:-"1 2"}
 LIT=${LIT:-/usr/lib/llvm-22/bin/lit}
 TESTS=(Integration/train-vs-pytorch.py Integration/accumulate-vs-pytorch.py
        Integration/mixed-precision-vs-pytorch.py Integration/bf16-conv-bias.py
+       Integration/fused-vs-pytorch.py
        python/oracle.py)
 
 # Prints the kernel OpenBLAS runs under the environment it is given.

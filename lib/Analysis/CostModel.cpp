@@ -183,9 +183,10 @@ static OpCost computeCost(llvm::StringRef name, TypeRange ins, TypeRange outs,
   if ((name == "memopt.attention" || name == "memopt.attention_grad") &&
       ins.size() >= 3) {
     // Per (query, key) pair not skipped by causality: 2 D for q k^T and
-    // 2 Dv for p v in the forward; the backward recomputes q k^T twice
-    // (once for dq, once for dk and dv) and multiplies four more times
-    // (dp twice, dq, dk, dv): 2 (2 D + ... ) as runtime.h's two passes.
+    // 2 Dv for p v in the forward. The backward, as the CUDA kernels run
+    // it (one pass for dq, one for dk and dv), computes q k^T twice and
+    // dO v^T twice besides dq, dk and dv: 2 (4 D + 3 Dv), of which
+    // 2 (2 D + Dv) recompute what the unfused ops would have stored.
     auto q = dyn_cast<ShapedType>(ins[0]);
     auto k = dyn_cast<ShapedType>(ins[1]);
     auto v = dyn_cast<ShapedType>(ins[2]);
@@ -201,9 +202,12 @@ static OpCost computeCost(llvm::StringRef name, TypeRange ins, TypeRange outs,
     if (attrs && attrs.get("causal"))
       for (int64_t i = 0, masked = 0; i < sq; ++i, pairs -= masked)
         masked = std::max<int64_t>(sk - i - 1, 0);
-    int64_t perPair = name == "memopt.attention" ? 2 * (d + dv)
-                                                 : 2 * (4 * d + 3 * dv);
-    cost.flops = saturatingMul(problems, saturatingMul(pairs, perPair));
+    bool forward = name == "memopt.attention";
+    int64_t perPair = forward ? 2 * (d + dv) : 2 * (4 * d + 3 * dv);
+    int64_t computed = saturatingMul(problems, pairs);
+    cost.flops = saturatingMul(computed, perPair);
+    if (!forward)
+      cost.recomputeFlops = saturatingMul(computed, 2 * (2 * d + dv));
     cost.isGemm = true;
     cost.lowPrecision = isLowPrecision(q);
     cost.gemmMinDim = std::min({sq, sk, d});
@@ -221,8 +225,11 @@ static OpCost computeCost(llvm::StringRef name, TypeRange ins, TypeRange outs,
       return cost;
     int64_t products = saturatingMul(2, getNumElements(x)); // 2 rows D
     int64_t classes = w.getDimSize(0);
-    int64_t times = name == "memopt.linear_cross_entropy" ? 1 : 3;
-    cost.flops = saturatingMul(times, saturatingMul(products, classes));
+    int64_t logits = saturatingMul(products, classes);
+    bool forward = name == "memopt.linear_cross_entropy";
+    cost.flops = saturatingMul(forward ? 1 : 3, logits);
+    if (!forward)
+      cost.recomputeFlops = logits;
     cost.isGemm = true;
     cost.lowPrecision = isLowPrecision(x);
     int64_t width = x.getRank() ? x.getDimSize(x.getRank() - 1) : 0;

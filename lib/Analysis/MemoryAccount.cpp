@@ -379,7 +379,15 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
 
   // 5. FLOPs.
   for (auto [kernel, index] : kernels) {
-    int64_t flops = getKernelFlops(kernel);
+    OpCost cost = getOpCost(kernel);
+    int64_t flops = cost.flops;
+    fused.recomputeFlops = saturatingAdd(fused.recomputeFlops,
+                                         cost.recomputeFlops);
+    if (!kernel->hasAttr(MemoptDialect::kRecomputeAttrName)) {
+      fused.attention += kernel.getKernel() == "memopt.attention";
+      fused.linearCrossEntropy +=
+          kernel.getKernel() == "memopt.linear_cross_entropy";
+    }
     if (kernel->hasAttr(MemoptDialect::kRecomputeAttrName))
       recomputeFlops = saturatingAdd(recomputeFlops, flops);
     else if (lossIndex < 0 || index <= lossIndex)

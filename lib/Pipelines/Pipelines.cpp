@@ -114,6 +114,7 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
     FuseKernelsPassOptions fuse;
     fuse.attention = options.fuseAttention;
     fuse.lmLoss = options.fuseLmLoss;
+    fuse.lmLossChunk = options.lmLossChunk;
     pm.addPass(createFuseKernelsPass(fuse));
   }
   if (options.mixedPrecision != "none") {
@@ -234,6 +235,11 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       *this, "fused-lm-loss",
       llvm::cl::desc("Form memopt.linear_cross_entropy (no logits)"),
       llvm::cl::init(true)};
+  Option<int64_t> lmLossChunk{
+      *this, "lm-loss-chunk",
+      llvm::cl::desc("Classes per chunk of the fused linear cross-entropy "
+                     "(0: from the memory account)"),
+      llvm::cl::init(0)};
   Option<bool> bufferReuse{
       *this, "buffer-reuse",
       llvm::cl::desc("Share buffer memory (false: every buffer its own "
@@ -274,6 +280,7 @@ void memopt::registerMemoptPipelines() {
         options.cheapRecompute = cl.cheapRecompute;
         options.fuseAttention = cl.fusedAttention;
         options.fuseLmLoss = cl.fusedLmLoss;
+        options.lmLossChunk = cl.lmLossChunk;
         llvm::Error error = setMixedPrecision(options, cl.mixedPrecision);
         if (!error)
           error = validateMemoptPipelineOptions(options);

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Explore.h"
+#include "Report.h"
 
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
@@ -138,6 +139,7 @@ static CombinationResult compileCombination(ModuleOp module,
   for (const auto &entry : account.getSavedByScope())
     row.savedActivationBytes += entry.second;
   row.modelState = account.getModelState();
+  row.fused = account.getFusedKernels();
   row.cost = estimateStepCost(*step, *options.device, options.cost);
   row.flops = row.cost.flops;
   row.fits = row.plannedPeakBytes <= options.budgetBytes;
@@ -564,6 +566,12 @@ void memopt::printExploreTable(llvm::raw_ostream &os,
               llvm::formatv("{0:f0}", itemsPerSecond(result, row)).str(), 14)
        << "\n";
   }
+  // The fused kernels of the first compiled row, which every row shares.
+  auto first = llvm::find_if(result.rows, [](const CombinationResult &row) {
+    return row.compiled();
+  });
+  if (first != result.rows.end())
+    printFusedKernels(os, first->fused, "  ");
   for (const std::string &line : result.explanation)
     os << "  " << line << "\n";
   size_t compiled = llvm::count_if(

@@ -106,6 +106,9 @@ struct CombinationResult {
   int64_t extraFlops = 0;
   /// The cost model's estimate on the device.
   StepCost cost;
+  /// The fused kernels of the step (the same in every row unless a
+  /// combination changes the ops they fuse).
+  MemoryAccount::FusedKernels fused;
   /// plannedPeakBytes <= the budget.
   bool fits = false;
   /// The arena budget given to the budget remat strategy (0: none).

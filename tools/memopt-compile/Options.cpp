@@ -183,6 +183,13 @@ cl::opt<bool> noFusedLmLoss(
              "memopt.linear_cross_entropy (for comparison; docs/Fusion.md)"),
     cl::cat(compileCategory));
 
+cl::opt<std::string> lmLossChunk(
+    "lm-loss-chunk", cl::init("0"),
+    cl::desc("Classes per chunk of the fused linear cross-entropy (0: the "
+             "most whose f32 logits fit in one f32 copy of the hidden "
+             "states; docs/Fusion.md)"),
+    cl::value_desc("n"), cl::cat(compileCategory));
+
 cl::opt<bool> noBufferReuse(
     "no-buffer-reuse", cl::init(false),
     cl::desc("Give every buffer its own memory: no in-place results, no "
@@ -296,6 +303,16 @@ llvm::Error setPipelineOptions(bool budgetSearch,
   options.cheapRecompute = !noCheapRecompute;
   options.fuseAttention = !noFusedAttention;
   options.fuseLmLoss = !noFusedLmLoss;
+  if (lmLossChunk.getNumOccurrences()) {
+    options.lmLossChunk = toInteger(lmLossChunk);
+    if (options.lmLossChunk < 1 || lmLossChunk != std::to_string(
+                                       options.lmLossChunk))
+      return fail("invalid --lm-loss-chunk='" + lmLossChunk +
+                  "': expected a positive integer");
+    if (noFusedLmLoss)
+      return fail("--lm-loss-chunk applies to the fused linear "
+                  "cross-entropy, which --no-fused-lm-loss turns off");
+  }
 
   if (mixedPrecision == "auto") {
     if (!budgetSearch)

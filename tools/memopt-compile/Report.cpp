@@ -66,6 +66,11 @@ Json memopt::buildMemoryReport(const MemoryAccount &account) {
   report["forward_flops"] = account.getForwardFlops();
   report["backward_flops"] = account.getBackwardFlops();
   report["recompute_flops"] = account.getRecomputeFlops();
+  const MemoryAccount::FusedKernels &fused = account.getFusedKernels();
+  report["fused_kernels"] =
+      Json{{"attention", fused.attention},
+           {"linear_cross_entropy", fused.linearCrossEntropy},
+           {"recompute_flops", fused.recomputeFlops}};
 
   Json timeline = Json::array();
   for (auto [index, point] : llvm::enumerate(account.getTimeline()))
@@ -124,6 +129,22 @@ static std::string formatFlops(int64_t flops) {
 }
 
 /// How the text and HTML reports name a scope: "(top level)" for "".
+void memopt::printFusedKernels(llvm::raw_ostream &os,
+                               const MemoryAccount::FusedKernels &fused,
+                               llvm::StringRef indent) {
+  if (fused.attention == 0 && fused.linearCrossEntropy == 0)
+    return;
+  os << indent << "fused kernels:";
+  if (fused.attention)
+    os << " " << fused.attention << " attention (no score matrices)"
+       << (fused.linearCrossEntropy ? "," : "");
+  if (fused.linearCrossEntropy)
+    os << " " << fused.linearCrossEntropy
+       << " linear cross-entropy (no logits)";
+  os << "; their backward recomputes " << formatFlops(fused.recomputeFlops)
+     << " (--no-fused-attention, --no-fused-lm-loss to compare)\n";
+}
+
 static std::string displayScope(llvm::StringRef scope) {
   return scope.empty() ? "(top level)" : scope.str();
 }
@@ -216,6 +237,7 @@ void memopt::printMemoryReportText(llvm::raw_ostream &os,
   os << "compute: forward " << formatFlops(account.getForwardFlops())
      << ", backward " << formatFlops(account.getBackwardFlops())
      << ", recompute " << formatFlops(account.getRecomputeFlops()) << "\n";
+  printFusedKernels(os, account.getFusedKernels());
   if (!context.outputDir.empty())
     os << "timeline and buffers at the peak: " << context.outputDir
        << "/memory_report.html\n";

@@ -11,6 +11,10 @@
 #ifndef MEMOPT_TOOLS_MEMOPT_COMPILE_REPORT_H
 #define MEMOPT_TOOLS_MEMOPT_COMPILE_REPORT_H
 
+#include "memopt/Analysis/MemoryAccount.h"
+
+#include "llvm/ADT/StringRef.h"
+
 #include <nlohmann/json_fwd.hpp>
 
 #include <string>
@@ -20,8 +24,6 @@ class raw_ostream;
 } // namespace llvm
 
 namespace memopt {
-
-class MemoryAccount;
 
 /// What the report says about the step besides its account.
 struct ReportContext {
@@ -40,6 +42,12 @@ nlohmann::ordered_json buildMemoryReport(const MemoryAccount &account);
 /// The report as JSON text (docs/MemoryReport.md, "The JSON"): one line per
 /// timeline point, two-space indentation elsewhere, a final newline.
 std::string renderMemoryReportJson(const MemoryAccount &account);
+
+/// One line naming the step's fused kernels and the FLOPs their backward
+/// spends recomputing scores and logits; nothing when there are none.
+void printFusedKernels(llvm::raw_ostream &os,
+                       const MemoryAccount::FusedKernels &fused,
+                       llvm::StringRef indent = "");
 
 /// Prints the table users read first: each pool's bytes and share at the
 /// peak, the arena against its lower bound, the scopes that save the most

@@ -78,6 +78,10 @@ struct OpCost {
   /// A GEMM's smallest dimension (M with the batch folded in when the
   /// right operand is shared, N or K): what limits its efficiency.
   int64_t gemmMinDim = 0;
+  /// The part of `flops` a fused backward spends recomputing forward values
+  /// it never stored: the attention scores (memopt.attention_grad), the
+  /// logits (memopt.linear_cross_entropy_grad).
+  int64_t recomputeFlops = 0;
 };
 
 /// The cost of `op`: a `memopt.kernel` by the op it computes, a memopt

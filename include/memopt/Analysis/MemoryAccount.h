@@ -209,6 +209,17 @@ public:
   /// `memopt.recompute` by --memopt-remat).
   int64_t getRecomputeFlops() const { return recomputeFlops; }
 
+  /// Fused kernels of the step (docs/Fusion.md): how many attentions and
+  /// linear cross-entropies run without storing their scores or logits,
+  /// and the FLOPs their backward spends recomputing them (part of the
+  /// backward FLOPs).
+  struct FusedKernels {
+    int64_t attention = 0;
+    int64_t linearCrossEntropy = 0;
+    int64_t recomputeFlops = 0;
+  };
+  const FusedKernels &getFusedKernels() const { return fused; }
+
   /// Elements and tensors of the "param" arguments.
   int64_t getNumParameters() const { return numParameters; }
   int64_t getNumParameterTensors() const { return numParameterTensors; }
@@ -234,6 +245,7 @@ private:
   int64_t forwardFlops = 0;
   int64_t backwardFlops = 0;
   int64_t recomputeFlops = 0;
+  FusedKernels fused;
   int64_t numParameters = 0;
   int64_t numParameterTensors = 0;
   int64_t numUnsizedBuffers = 0;

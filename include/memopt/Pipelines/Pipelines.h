@@ -35,6 +35,9 @@ struct MemoptPipelineOptions {
   /// the score matrices, memopt.linear_cross_entropy in place of the logits.
   bool fuseAttention = true;
   bool fuseLmLoss = true;
+  /// Classes per chunk of the fused linear cross-entropy (0: from the
+  /// memory account).
+  int64_t lmLossChunk = 0;
   /// Mixed precision (docs/MixedPrecision.md): "none", "bf16" or "f16".
   std::string mixedPrecision = "none";
   /// "dynamic", "none" or a static scale; "" for the compute type's default.
