@@ -147,3 +147,40 @@ func.func @logits_used(%x: tensor<4x8xf32> {memopt.role = "input", memopt.name =
   %t = memopt.add %l, %rh : tensor<f32>
   return %t : tensor<f32>
 }
+
+// -----
+
+// A causal mask built from a small constant through views (as
+// bench/gpu/gen_gpt.py builds it: row i of [T, 2T-1] starts i elements into
+// a repeated [F, T...T, F...F] pattern) is recognised element by element:
+// `causal`, and nothing of the mask is left. Off by one (the diagonal
+// masked too), it is kept as the op's mask.
+// CHECK-LABEL: func.func @viewed_causal
+// CHECK-NOT: starts [0, 3]
+// CHECK: memopt.attention %arg0, %arg0, %arg0 scale 1.000000e+00 causal :
+// CHECK: %[[WRONG:.*]] = memopt.slice %{{.*}} starts [0, 2]
+// CHECK: %[[M:.*]] = memopt.reshape %[[WRONG]] : tensor<4x4xi1> to tensor<1x1x4x4xi1>
+// CHECK: memopt.attention %arg0, %arg0, %arg0 mask %[[M]] scale 1.000000e+00 :
+func.func @viewed_causal(%q: tensor<1x1x4x2xf32> {memopt.role = "input", memopt.name = "q"}) -> tensor<f32>
+    attributes {memopt.loss} {
+  %w = memopt.constant dense<[false, false, false, false, true, true, true, true]> : tensor<8xi1>
+  %b = memopt.broadcast %w dims [1] : tensor<8xi1> to tensor<4x8xi1>
+  %f = memopt.reshape %b : tensor<4x8xi1> to tensor<32xi1>
+  %c = memopt.slice %f starts [0] limits [28] strides [1] : tensor<32xi1> to tensor<28xi1>
+  %r = memopt.reshape %c : tensor<28xi1> to tensor<4x7xi1>
+  %causal = memopt.slice %r starts [0, 3] limits [4, 7] strides [1, 1] : tensor<4x7xi1> to tensor<4x4xi1>
+  %m = memopt.broadcast %causal dims [2, 3] : tensor<4x4xi1> to tensor<1x1x4x4xi1>
+  %s = memopt.matmul %q, %q transpose_rhs : tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32> -> tensor<1x1x4x4xf32>
+  %fl = memopt.masked_fill %s, %m, 0xFFF0000000000000 : tensor<1x1x4x4xf32>, tensor<1x1x4x4xi1>
+  %p = memopt.softmax %fl dim 3 : tensor<1x1x4x4xf32>
+  %o = memopt.matmul %p, %q : tensor<1x1x4x4xf32>, tensor<1x1x4x2xf32> -> tensor<1x1x4x2xf32>
+  %wrong = memopt.slice %r starts [0, 2] limits [4, 6] strides [1, 1] : tensor<4x7xi1> to tensor<4x4xi1>
+  %m2 = memopt.broadcast %wrong dims [2, 3] : tensor<4x4xi1> to tensor<1x1x4x4xi1>
+  %s2 = memopt.matmul %q, %q transpose_rhs : tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32> -> tensor<1x1x4x4xf32>
+  %fl2 = memopt.masked_fill %s2, %m2, 0xFFF0000000000000 : tensor<1x1x4x4xf32>, tensor<1x1x4x4xi1>
+  %p2 = memopt.softmax %fl2 dim 3 : tensor<1x1x4x4xf32>
+  %o2 = memopt.matmul %p2, %q : tensor<1x1x4x4xf32>, tensor<1x1x4x2xf32> -> tensor<1x1x4x2xf32>
+  %sum = memopt.add %o, %o2 : tensor<1x1x4x2xf32>
+  %l = memopt.reduce_sum %sum dims [0, 1, 2, 3] : tensor<1x1x4x2xf32> to tensor<f32>
+  return %l : tensor<f32>
+}

@@ -15,8 +15,9 @@
 //    and the dropout's attributes move over unchanged (the fused kernel
 //    draws the same mask). A mask made by a broadcast becomes the
 //    broadcast's source with unit dimensions where the broadcast added
-//    some (the op broadcasts unit dimensions); a constant mask that is
-//    exactly "key index > query index" in every batch element becomes
+//    some (the op broadcasts unit dimensions); a mask that is a constant,
+//    possibly seen through reshapes, broadcasts, slices and transposes, and
+//    is exactly "key index > query index" in every batch element becomes
 //    `causal`.
 // 2. Linear cross-entropy. For each `memopt.cross_entropy`, walk its logits
 //    back through reshapes that keep the class dimension last, an optional
@@ -89,22 +90,75 @@ static bool swapsLastTwo(ArrayRef<int64_t> perm) {
   return true;
 }
 
-/// Whether the i1 constant `value` ([..., sq, sk]) is true exactly where the
-/// key index exceeds the query index, in every leading index.
-static bool isCausalMask(ElementsAttr value) {
-  auto dense = dyn_cast<DenseElementsAttr>(value);
-  auto type = dyn_cast<RankedTensorType>(value.getType());
-  if (!dense || !type || type.getRank() < 2 ||
-      !type.getElementType().isInteger(1))
+/// Element `index` of `value` when it is a constant seen through views
+/// (reshape, broadcast, slice, transpose), as a bool; nullopt otherwise.
+static std::optional<bool> getViewedConstant(Value value,
+                                             SmallVector<int64_t> index) {
+  while (true) {
+    Operation *op = value.getDefiningOp();
+    if (auto constant = dyn_cast_or_null<ConstantOp>(op)) {
+      auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+      if (!dense || !dense.getElementType().isInteger(1))
+        return std::nullopt;
+      if (dense.isSplat())
+        return dense.getSplatValue<bool>();
+      int64_t flat = 0;
+      for (auto [i, size] : llvm::enumerate(dense.getType().getShape()))
+        flat = flat * size + index[i];
+      return *(dense.getValues<bool>().begin() + flat);
+    }
+    if (auto reshape = dyn_cast_or_null<ReshapeOp>(op)) {
+      int64_t flat = 0;
+      for (auto [i, size] : llvm::enumerate(tensorType(value).getShape()))
+        flat = flat * size + index[i];
+      ArrayRef<int64_t> shape = tensorType(reshape.getInput()).getShape();
+      index.assign(shape.size(), 0);
+      for (int64_t i = shape.size() - 1; i >= 0; --i) {
+        index[i] = flat % shape[i];
+        flat /= shape[i];
+      }
+      value = reshape.getInput();
+    } else if (auto broadcast = dyn_cast_or_null<BroadcastOp>(op)) {
+      ArrayRef<int64_t> shape = tensorType(broadcast.getInput()).getShape();
+      SmallVector<int64_t> inner;
+      for (auto [i, dim] : llvm::enumerate(broadcast.getDims()))
+        inner.push_back(shape[i] == 1 ? 0 : index[dim]);
+      index = std::move(inner);
+      value = broadcast.getInput();
+    } else if (auto slice = dyn_cast_or_null<SliceOp>(op)) {
+      for (auto [i, start] : llvm::enumerate(slice.getStarts()))
+        index[i] = start + index[i] * slice.getStrides()[i];
+      value = slice.getInput();
+    } else if (auto transpose = dyn_cast_or_null<TransposeOp>(op)) {
+      SmallVector<int64_t> inner(index.size());
+      for (auto [i, dim] : llvm::enumerate(transpose.getPermutation()))
+        inner[dim] = index[i];
+      index = std::move(inner);
+      value = transpose.getInput();
+    } else {
+      return std::nullopt;
+    }
+  }
+}
+
+/// Whether the i1 `mask` ([..., sq, sk]) is a constant, possibly seen
+/// through views, that is true exactly where the key index exceeds the
+/// query index, in every leading index.
+static bool isCausalMask(Value mask) {
+  RankedTensorType type = tensorType(mask);
+  if (type.getRank() < 2 || !type.getElementType().isInteger(1))
     return false;
-  int64_t sq = type.getDimSize(type.getRank() - 2);
-  int64_t sk = type.getDimSize(type.getRank() - 1);
-  int64_t index = 0;
-  for (bool masked : dense.getValues<bool>()) {
-    int64_t j = index % sk, i = (index / sk) % sq;
-    if (masked != (j > i))
+  ArrayRef<int64_t> shape = type.getShape();
+  SmallVector<int64_t> index(shape.size(), 0);
+  for (int64_t n = 0, e = type.getNumElements(); n < e; ++n) {
+    for (int64_t i = shape.size() - 1, rest = n; i >= 0; --i) {
+      index[i] = rest % shape[i];
+      rest /= shape[i];
+    }
+    int64_t i = index[shape.size() - 2], j = index.back();
+    std::optional<bool> masked = getViewedConstant(mask, index);
+    if (!masked || *masked != (j > i))
       return false;
-    ++index;
   }
   return true;
 }
@@ -126,7 +180,8 @@ static Value getMaskSource(Value mask, SmallVectorImpl<int64_t> &shape) {
 }
 
 /// Erases `replaced` (users before producers), then the views, broadcasts
-/// and constants that only they read (the mask, a transposed operand).
+/// and constants that only they read (the mask and what builds it, a
+/// transposed operand).
 static void eraseReplaced(ArrayRef<Operation *> replaced) {
   llvm::SmallPtrSet<Operation *, 8> erased(replaced.begin(), replaced.end());
   SmallVector<Operation *> candidates;
@@ -140,7 +195,7 @@ static void eraseReplaced(ArrayRef<Operation *> replaced) {
   while (!candidates.empty()) {
     Operation *op = candidates.pop_back_val();
     if (erased.contains(op) || !op->use_empty() ||
-        !isa<ConstantOp, BroadcastOp, ReshapeOp, TransposeOp>(op))
+        !isa<ConstantOp, BroadcastOp, ReshapeOp, SliceOp, TransposeOp>(op))
       continue;
     erased.insert(op);
     for (Value operand : op->getOperands())
@@ -152,7 +207,8 @@ static void eraseReplaced(ArrayRef<Operation *> replaced) {
 
 /// Forms one memopt.attention from the chain that ends in `softmax`, or
 /// returns false and changes nothing.
-static bool fuseAttention(SoftmaxOp softmax) {
+static bool fuseAttention(SoftmaxOp softmax,
+                          DenseMap<Value, bool> &causalMasks) {
   RankedTensorType scoresType = softmax.getType();
   int64_t rank = scoresType.getRank();
   if (static_cast<int64_t>(softmax.getDim()) != rank - 1 || rank < 2 ||
@@ -222,9 +278,10 @@ static bool fuseAttention(SoftmaxOp softmax) {
   if (fill) {
     maskValue = fill.getValue().convertToDouble() * scaleAfterFill;
     mask = getMaskSource(fill.getMask(), maskShape);
-    if (auto constant = mask.getDefiningOp<ConstantOp>();
-        constant && isCausalMask(constant.getValue()))
-      causal = true;
+    auto [it, inserted] = causalMasks.try_emplace(mask, false);
+    if (inserted)
+      it->second = isCausalMask(mask);
+    causal = it->second;
   }
   if (!std::isfinite(scale))
     return false;
@@ -383,9 +440,11 @@ void FuseKernelsPass::runOnOperation() {
       else if (auto ce = dyn_cast<CrossEntropyOp>(op))
         losses.push_back(ce);
     });
+    // One answer per mask value: layers share their mask.
+    DenseMap<Value, bool> causalMasks;
     if (attention)
       for (SoftmaxOp softmax : softmaxes)
-        numAttention += fuseAttention(softmax);
+        numAttention += fuseAttention(softmax, causalMasks);
     if (lmLoss)
       for (CrossEntropyOp ce : losses)
         numLinearLoss += fuseLinearLoss(ce, lmLossChunk);
