@@ -19,6 +19,9 @@ than as wrong IR.
 
 import ast
 import builtins
+import contextlib
+import dis
+import inspect
 import math
 import operator
 import os
@@ -96,6 +99,22 @@ def export(model, example_args, path):
 _SCOPE = "memopt_scope"
 
 
+class _Proxy(torch.fx.Proxy):
+    """fx's Proxy, whose unpacking (``out, _ = self.attn(x, x, x)``) works
+    on Python 3.11: torch 1.13 looks for the UNPACK_SEQUENCE instruction at
+    index ``f_lasti // 2`` of the instruction list, which inline caches have
+    made wrong."""
+
+    def __iter__(self):
+        frame = inspect.currentframe().f_back
+        for inst in dis.get_instructions(frame.f_code):
+            if inst.offset == frame.f_lasti:
+                if inst.opname == "UNPACK_SEQUENCE":
+                    return (self[i] for i in range(inst.argval))
+                break
+        return self.tracer.iter(self)
+
+
 class _Tracer(torch.fx.Tracer):
     """``symbolic_trace``'s tracer, plus: buffers become ``get_attr`` nodes
     (so ``self.mask[:, :, :T, :T]`` traces), and every node records in
@@ -118,6 +137,9 @@ class _Tracer(torch.fx.Tracer):
             return super().call_module(m, forward, args, kwargs)
         finally:
             self._scopes.pop()
+
+    def proxy(self, node):
+        return _Proxy(node, self)
 
     def create_node(self, *args, **kwargs):
         node = super().create_node(*args, **kwargs)
@@ -544,6 +566,16 @@ class _Exporter:
         self.env[node] = out
         if not symbolic or _is_query(node):
             return
+        if node.target is operator.getitem and \
+                isinstance(self.values.get(node.args[0]), tuple):
+            # An element of a module's tuple result (nn.MultiheadAttention's
+            # output and weights); an element memopt does not compute is
+            # None, and its handler made sure that nothing reads it.
+            item = self.values[node.args[0]][self.const(node.args[1],
+                                                         "index")]
+            if item is not None:
+                self.values[node] = item
+            return
 
         if node.op == "call_module":
             entry = _MODULES.get(type(module))
@@ -560,7 +592,8 @@ class _Exporter:
         spec, handler = entry
         bound = _bind(spec, node.args, node.kwargs,
                       _target_name(node, module))
-        if not isinstance(out, torch.Tensor):
+        if not isinstance(out, torch.Tensor) and \
+                not isinstance(module, _TUPLE_RESULTS):
             hint = "; use torch.amax for the maximum along a dimension" \
                 if node.target in ("max", torch.max) else ""
             kind = "tuple" if isinstance(out, tuple) else type(out).__name__
@@ -568,13 +601,22 @@ class _Exporter:
                       "are supported%s" % (kind, hint))
         value = handler(self, _Call(node, bound, module, out))
 
-        expected = (tuple(out.shape),
-                    _dtype_name(out.dtype, "the result of '%s'" % node.name))
-        if (value.shape, value.dtype) != expected:
-            raise ExportError(
-                "internal error: %s exported as %s, but PyTorch computes "
-                "shape %s and dtype %s" % (node.format_node(), value.type,
-                                           list(expected[0]), expected[1]))
+        # A tuple result (nn.MultiheadAttention's) has None where memopt
+        # does not compute an element.
+        pairs = zip(out, value) if isinstance(out, tuple) else [(out, value)]
+        for torch_value, exported in pairs:
+            if exported is None:
+                continue
+            expected = (tuple(torch_value.shape),
+                        _dtype_name(torch_value.dtype,
+                                    "the result of '%s'" % node.name))
+            if (exported.shape, exported.dtype) != expected:
+                raise ExportError(
+                    "internal error: %s exported as %s, but PyTorch computes "
+                    "shape %s and dtype %s" % (node.format_node(),
+                                               exported.type,
+                                               list(expected[0]),
+                                               expected[1]))
         self.values[node] = value
 
 
@@ -967,19 +1009,26 @@ def _softmax(kind):
 def _layer_norm(ex, call):
     x = _float_input(ex, call.args["input"])
     if call.module is not None:
-        m = call.module
-        shape, eps = tuple(m.normalized_shape), m.eps
-        weight = ex.param(m.weight, "weight") if m.weight is not None \
-            else None
-        bias = ex.param(m.bias, "bias") if m.bias is not None else None
-    else:
-        shape = ex.const(call.args["normalized_shape"])
-        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-        eps = ex.const(call.args["eps"])
-        weight = ex.val(call.args["weight"], "f32") \
-            if call.args["weight"] is not None else None
-        bias = ex.val(call.args["bias"], "f32") \
-            if call.args["bias"] is not None else None
+        return _layer_norm_module(ex, call.module, x)
+    shape = ex.const(call.args["normalized_shape"])
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    eps = ex.const(call.args["eps"])
+    weight = ex.val(call.args["weight"], "f32") \
+        if call.args["weight"] is not None else None
+    bias = ex.val(call.args["bias"], "f32") \
+        if call.args["bias"] is not None else None
+    return _layer_norm_values(ex, x, shape, weight, bias, eps)
+
+
+def _layer_norm_module(ex, m, x):
+    """``nn.LayerNorm`` ``m`` applied to the Value ``x``."""
+    weight = ex.param(m.weight, "weight") if m.weight is not None else None
+    bias = ex.param(m.bias, "bias") if m.bias is not None else None
+    return _layer_norm_values(ex, x, tuple(m.normalized_shape), weight, bias,
+                              m.eps)
+
+
+def _layer_norm_values(ex, x, shape, weight, bias, eps):
     if weight is None:
         weight = ex.emit.constant(np.ones(shape, np.float32), "f32")
     if bias is None:
@@ -1081,16 +1130,20 @@ def _linear_values(ex, x, weight, bias):
     return y
 
 
+def _linear_module(ex, m, x):
+    """``nn.Linear`` ``m`` applied to the Value ``x``."""
+    weight = ex.param(m.weight, "weight")
+    bias = ex.param(m.bias, "bias") if m.bias is not None else None
+    return _linear_values(ex, x, weight, bias)
+
+
 def _linear(ex, call):
     x = _float_input(ex, call.args["input"])
     if call.module is not None:
-        m = call.module
-        weight = ex.param(m.weight, "weight")
-        bias = ex.param(m.bias, "bias") if m.bias is not None else None
-    else:
-        weight = _float_input(ex, call.args["weight"])
-        bias = _float_input(ex, call.args["bias"]) \
-            if call.args["bias"] is not None else None
+        return _linear_module(ex, call.module, x)
+    weight = _float_input(ex, call.args["weight"])
+    bias = _float_input(ex, call.args["bias"]) \
+        if call.args["bias"] is not None else None
     return _linear_values(ex, x, weight, bias)
 
 
@@ -1197,6 +1250,327 @@ def _adaptive_avg_pool(ex, call):
     return ex.emit.pool("avg_pool2d", x, shape, kernel, kernel, (0, 0))
 
 
+# -- Attention and transformer layers -------------------------------------
+#
+# nn.MultiheadAttention, nn.TransformerEncoderLayer and nn.TransformerEncoder
+# are decomposed into the ops above as PyTorch 1.13 computes them in training
+# mode (F.multi_head_attention_forward, TransformerEncoderLayer.forward), each
+# op in the scope of the submodule that computes it. The attention itself is
+# the chain that --memopt-fuse-kernels turns into memopt.attention
+# (FuseKernels.cpp): matmul(q, k) transpose_rhs, mul_scalar 1/sqrt(head_dim),
+# masked_fill, softmax over the last dimension, dropout, matmul(p, v), on
+# [batch, heads, length, head_dim] operands, each value used once. PyTorch
+# scales q before the product and adds a 0/-inf float mask; both are the
+# same function.
+
+_TUPLE_RESULTS = (nn.MultiheadAttention,)
+
+
+@contextlib.contextmanager
+def _scope(ex, path):
+    """Emit the ops of the block in the scope of the module at ``path``."""
+    saved = ex.emit.scope
+    ex.emit.scope = path
+    try:
+        yield
+    finally:
+        ex.emit.scope = saved
+
+
+def _child(path, name):
+    return "%s.%s" % (path, name) if path else name
+
+
+def _attention_mask(ex, arg, what):
+    """The mask ``arg`` (named ``what`` in errors) as an i1 Value, as a bool
+    tensor when it is known at export time, or None; True masks a score. A
+    float mask is one PyTorch adds to the scores: only a constant of 0 and
+    -inf, which is a bool mask, is supported."""
+    if arg is None:
+        return None
+    if ex.is_symbolic(arg):
+        mask = ex.val(arg)
+        if mask.dtype != "i1":
+            ex.fail("the %s is an %s tensor computed from the inputs: "
+                    "memopt takes a float mask only as a constant of 0 and "
+                    "-inf; pass a bool mask (True = masked)"
+                    % (what, mask.dtype))
+        return mask
+    mask = ex.concrete(arg)
+    if not isinstance(mask, torch.Tensor):
+        ex.fail("the %s must be a tensor, got %s" % (what,
+                                                     type(mask).__name__))
+    if mask.is_meta:
+        ex.fail("the %s is computed from tensors on the meta device and has "
+                "no value: keep the model's buffers on the CPU" % what)
+    mask = mask.detach().cpu()
+    if mask.dtype == torch.uint8:  # PyTorch's deprecated byte masks
+        return mask.bool()
+    if mask.is_floating_point():
+        masked = mask == float("-inf")
+        if not bool((masked | (mask == 0)).all()):
+            ex.fail("the float %s holds values other than 0 and -inf: memopt "
+                    "supports a float mask only as a constant of 0 (attend) "
+                    "and -inf (masked), which it turns into a bool mask; an "
+                    "additive bias is not supported" % what)
+        return masked
+    if mask.dtype != torch.bool:
+        ex.fail("the %s has dtype %s: only bool and float masks are "
+                "supported" % (what, mask.dtype))
+    return mask
+
+
+def _score_masks(ex, attn_mask, key_padding_mask, shape):
+    """The i1 masks of the scores ``shape`` = [N, H, L, S], each broadcast
+    from the mask with unit dimensions where it has none: ``attn_mask`` is
+    [L, S] or [N * H, L, S], ``key_padding_mask`` [N, S]. Masks known at
+    export time are one constant, their union; a mask computed from the
+    inputs is a mask of its own (and the chain then has two masked_fills,
+    which the fusion does not take)."""
+    n, h, l, s = shape
+    masks = []
+    if attn_mask is not None:
+        masks.append((attn_mask, (1, 1, l, s) if len(attn_mask.shape) == 2
+                      else shape))
+    if key_padding_mask is not None:
+        masks.append((key_padding_mask, (n, 1, 1, s)))
+    known = [m.reshape(unit) for m, unit in masks
+             if isinstance(m, torch.Tensor)]
+    masks = [(m, unit) for m, unit in masks if not isinstance(m, torch.Tensor)]
+    if known:
+        union = known[0]
+        for mask in known[1:]:
+            union = union | mask
+        if bool(union.any()):
+            masks.insert(0, (union, tuple(union.shape)))
+    values = []
+    for mask, unit in masks:
+        if isinstance(mask, torch.Tensor):
+            mask = ex.emit.constant(mask.numpy(), "i1")
+        else:
+            mask = ex.emit.reshape(mask, unit)
+        values.append(ex.emit.broadcast_to(mask, shape))
+    return values
+
+
+def _attention(ex, m, q, k, v, attn_mask, key_padding_mask):
+    """The attention of nn.MultiheadAttention ``m`` on q [N, H, L, D],
+    k [N, H, S, D] and v [N, H, S, D]."""
+    scores = ex.emit.matmul(q, k, transpose_rhs=True)
+    scores = ex.emit.scalar("mul_scalar", scores, 1.0 / math.sqrt(q.shape[-1]))
+    for mask in _score_masks(ex, attn_mask, key_padding_mask, scores.shape):
+        scores = ex.emit.masked_fill(scores, mask, float("-inf"))
+    probs = ex.emit.softmax("softmax", scores, scores.rank - 1)
+    probs = _dropout_value(ex, probs, m.dropout, m.training)
+    return ex.emit.matmul(probs, v)
+
+
+def _rows(ex, x, start, stop):
+    """Rows [start, stop) of the parameter ``x`` (dimension 0)."""
+    if x is None or (start, stop) == (0, x.shape[0]):
+        return x
+    return ex.emit.slice(x, [start] + [0] * (x.rank - 1),
+                         [stop] + list(x.shape[1:]), [1] * x.rank)
+
+
+def _in_projection(ex, m, query, key, value, same_qk, same_kv):
+    """q, k and v of nn.MultiheadAttention ``m``, each [..., E]. Inputs that
+    are one tensor share one product with the packed weight, as in
+    PyTorch's _in_projection_packed."""
+    e = m.embed_dim
+    bias = ex.param(m.in_proj_bias, "in_proj_bias") \
+        if m.in_proj_bias is not None else None
+    if not m._qkv_same_embed_dim:
+        weights = [ex.param(getattr(m, name), name) for name in (
+            "q_proj_weight", "k_proj_weight", "v_proj_weight")]
+        return [_linear_values(ex, x, w, _rows(ex, bias, i * e, (i + 1) * e))
+                for i, (x, w) in enumerate(zip((query, key, value), weights))]
+    weight = ex.param(m.in_proj_weight, "in_proj_weight")
+    if same_qk and same_kv:
+        groups = [(query, 0, 3)]
+    elif same_kv:
+        groups = [(query, 0, 1), (key, 1, 3)]
+    else:
+        groups = [(query, 0, 1), (key, 1, 2), (value, 2, 3)]
+    projected = []
+    for x, first, last in groups:
+        y = _linear_values(ex, x, _rows(ex, weight, first * e, last * e),
+                           _rows(ex, bias, first * e, last * e))
+        for i in range(last - first):
+            if last - first > 1:
+                lead = list(y.shape[:-1])
+                projected.append(ex.emit.slice(
+                    y, [0] * len(lead) + [i * e], lead + [(i + 1) * e],
+                    [1] * y.rank))
+            else:
+                projected.append(y)
+    return projected
+
+
+def _multihead_attention_values(ex, m, path, query, key, value, same_qk,
+                                same_kv, attn_mask, key_padding_mask):
+    """nn.MultiheadAttention ``m`` at ``path`` on Values in its layout
+    ([L, N, E], [N, L, E] with batch_first, or unbatched [L, E]); returns
+    the attention output."""
+    if m.bias_k is not None:
+        ex.fail("add_bias_kv=True is not supported")
+    if m.add_zero_attn:
+        ex.fail("add_zero_attn=True is not supported")
+    seq_first = not m.batch_first
+    unbatched = query.rank == 2
+    with _scope(ex, path):
+        if unbatched:
+            query, key, value = (
+                ex.emit.reshape(x, (x.shape[0], 1, x.shape[1]) if seq_first
+                                else (1,) + x.shape)
+                for x in (query, key, value))
+            if isinstance(key_padding_mask, torch.Tensor):
+                key_padding_mask = key_padding_mask.reshape(1, -1)
+            elif key_padding_mask is not None:
+                key_padding_mask = ex.emit.reshape(
+                    key_padding_mask, (1,) + key_padding_mask.shape)
+        heads, head_dim = m.num_heads, m.head_dim
+        to_heads = [1, 2, 0, 3] if seq_first else [0, 2, 1, 3]
+        q, k, v = (ex.emit.transpose(ex.emit.reshape(
+            x, x.shape[:2] + (heads, head_dim)), to_heads)
+            for x in _in_projection(ex, m, query, key, value, same_qk,
+                                    same_kv))
+        out = _attention(ex, m, q, k, v, attn_mask, key_padding_mask)
+        out = ex.emit.transpose(out, [2, 0, 1, 3] if seq_first
+                                else [0, 2, 1, 3])
+        out = ex.emit.reshape(out, out.shape[:2] + (m.embed_dim,))
+    with _scope(ex, _child(path, "out_proj")):
+        out = _linear_module(ex, m.out_proj, out)
+    if unbatched:
+        with _scope(ex, path):
+            out = ex.emit.reshape(out, (out.shape[0] * out.shape[1],
+                                        out.shape[2]))
+    return out
+
+
+def _attention_weights_unused(node):
+    """Whether nothing reads the attention weights, the second result of
+    the nn.MultiheadAttention call ``node``."""
+    for user in node.users:
+        if user.op != "call_function" or user.target is not operator.getitem:
+            return False
+        index = user.args[1]
+        if index in (0, -2):
+            continue
+        if index in (1, -1) and not user.users:
+            continue
+        return False
+    return True
+
+
+def _multihead_attention(ex, call):
+    args = call.args
+    if ex.const(args["need_weights"]) and \
+            not _attention_weights_unused(call.node):
+        ex.fail("need_weights=True and the attention weights (the second "
+                "result) are used: memopt fuses attention and never forms "
+                "the weights; pass need_weights=False, or leave them unused")
+    query, key, value = (_float_input(ex, args[name])
+                         for name in ("query", "key", "value"))
+    attn_mask = _attention_mask(ex, args["attn_mask"], "attn_mask")
+    padding = _attention_mask(ex, args["key_padding_mask"],
+                              "key_padding_mask")
+    out = _multihead_attention_values(
+        ex, call.module, call.node.target, query, key, value,
+        args["query"] is args["key"], args["key"] is args["value"],
+        attn_mask, padding)
+    return out, None
+
+
+def _dropout_module(ex, m, path, x):
+    with _scope(ex, path):
+        return _dropout_value(ex, x, m.p, m.training)
+
+
+def _activation(ex, layer, path, x):
+    """The activation of nn.TransformerEncoderLayer ``layer``: relu or gelu,
+    as a string, a function or a module."""
+    act = layer.activation
+    if isinstance(act, str):
+        act = {"relu": F.relu, "gelu": F.gelu}.get(act, act)
+    if act is F.relu or act is torch.relu:
+        return ex.emit.unary("relu", x)
+    if act is F.gelu:
+        return ex.emit.gelu(x, "none")
+    with _scope(ex, _child(path, "activation")):
+        if type(act) is nn.ReLU:
+            return ex.emit.unary("relu", x)
+        if type(act) is nn.GELU and act.approximate in ("none", "tanh"):
+            return ex.emit.gelu(x, act.approximate)
+    ex.fail("the activation '%s' is not supported: use relu or gelu"
+            % getattr(act, "__name__", type(act).__name__))
+
+
+def _encoder_layer_values(ex, layer, path, x, attn_mask, key_padding_mask):
+    """nn.TransformerEncoderLayer ``layer`` at ``path`` on the Value ``x``."""
+    def child(name):
+        return _child(path, name)
+
+    def self_attention(h):
+        h = _multihead_attention_values(
+            ex, layer.self_attn, child("self_attn"), h, h, h, True, True,
+            attn_mask, key_padding_mask)
+        return _dropout_module(ex, layer.dropout1, child("dropout1"), h)
+
+    def feed_forward(h):
+        with _scope(ex, child("linear1")):
+            h = _linear_module(ex, layer.linear1, h)
+        with _scope(ex, path):
+            h = _activation(ex, layer, path, h)
+        h = _dropout_module(ex, layer.dropout, child("dropout"), h)
+        with _scope(ex, child("linear2")):
+            h = _linear_module(ex, layer.linear2, h)
+        return _dropout_module(ex, layer.dropout2, child("dropout2"), h)
+
+    def norm(name, h):
+        with _scope(ex, child(name)):
+            return _layer_norm_module(ex, getattr(layer, name), h)
+
+    def add(a, b):
+        with _scope(ex, path):
+            return ex.emit.binary("add", a, b)
+
+    if layer.norm_first:
+        x = add(x, self_attention(norm("norm1", x)))
+        return add(x, feed_forward(norm("norm2", x)))
+    x = norm("norm1", add(x, self_attention(x)))
+    return norm("norm2", add(x, feed_forward(x)))
+
+
+def _transformer_encoder_layer(ex, call):
+    return _encoder_layer_values(
+        ex, call.module, call.node.target, _float_input(ex, call.args["src"]),
+        _attention_mask(ex, call.args["src_mask"], "src_mask"),
+        _attention_mask(ex, call.args["src_key_padding_mask"],
+                        "src_key_padding_mask"))
+
+
+def _transformer_encoder(ex, call):
+    m, path = call.module, call.node.target
+    x = _float_input(ex, call.args["src"])
+    attn_mask = _attention_mask(ex, call.args["mask"], "mask")
+    padding = _attention_mask(ex, call.args["src_key_padding_mask"],
+                              "src_key_padding_mask")
+    for i, layer in enumerate(m.layers):
+        if type(layer) is not nn.TransformerEncoderLayer:
+            ex.fail("layer %d is a %s: only nn.TransformerEncoderLayer "
+                    "layers are supported" % (i, type(layer).__name__))
+        x = _encoder_layer_values(ex, layer, _child(path, "layers.%d" % i),
+                                  x, attn_mask, padding)
+    if m.norm is not None:
+        if type(m.norm) is not nn.LayerNorm:
+            ex.fail("a final norm of type %s is not supported: use "
+                    "nn.LayerNorm" % type(m.norm).__name__)
+        with _scope(ex, _child(path, "norm")):
+            x = _layer_norm_module(ex, m.norm, x)
+    return x
+
+
 # -- Randomness and losses ------------------------------------------------
 
 def _dropout(ex, call):
@@ -1205,6 +1579,12 @@ def _dropout(ex, call):
         p, training = call.module.p, call.module.training
     else:
         p, training = ex.const(call.args["p"]), ex.const(call.args["training"])
+    return _dropout_value(ex, x, p, training)
+
+
+def _dropout_value(ex, x, p, training):
+    """Dropout of the Value ``x``, with the next Philox stream; ``x``
+    itself when there is nothing to drop."""
     if not training or p == 0:
         return x
     if not 0 < p < 1:
@@ -1408,6 +1788,18 @@ def _build_tables():
     _register(fn, [F.adaptive_avg_pool2d], "input, output_size",
               _adaptive_avg_pool)
     _register(module, [nn.AdaptiveAvgPool2d], "input", _adaptive_avg_pool)
+
+    # Attention and transformer layers.
+    _register(module, [nn.MultiheadAttention],
+              "query, key, value, key_padding_mask=None, need_weights=True, "
+              "attn_mask=None, average_attn_weights=True",
+              _multihead_attention)
+    _register(module, [nn.TransformerEncoderLayer],
+              "src, src_mask=None, src_key_padding_mask=None",
+              _transformer_encoder_layer)
+    _register(module, [nn.TransformerEncoder],
+              "src, mask=None, src_key_padding_mask=None",
+              _transformer_encoder)
 
     # Randomness and losses.
     _register(fn, [F.dropout], "input, p=0.5, training=True, inplace=False",
