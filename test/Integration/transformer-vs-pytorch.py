@@ -19,8 +19,8 @@
 #   k_proj_weight, v_proj_weight), no biases, and a padding mask.
 # causal-padded: the language model, post-norm with gelu, given both the
 #   causal mask and a src_key_padding_mask input. Each attention then has
-#   two masked_fills, which --memopt-fuse-kernels does not fuse
-#   (docs/Exporter.md): this checks the unfused step.
+#   two masked_fills of -inf, one causal, which fuse into `causal` plus the
+#   padding mask (docs/Fusion.md).
 #
 # REQUIRES: torch
 # RUN: rm -rf %t && mkdir -p %t
@@ -44,6 +44,7 @@
 # CROSS: cross: 1 attention
 # BOTH: causal-padded: trajectory: 5 losses and 27 tensors within the oracle
 # BOTH: causal-padded: gradients: 27 tensors within the oracle
+# BOTH: causal-padded: 2 attention
 
 import json
 import os

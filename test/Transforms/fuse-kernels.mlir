@@ -184,3 +184,43 @@ func.func @viewed_causal(%q: tensor<1x1x4x2xf32> {memopt.role = "input", memopt.
   %l = memopt.reduce_sum %sum dims [0, 1, 2, 3] : tensor<1x1x4x2xf32> to tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A causal fill and a padding fill of the same value: `causal` plus the
+// padding mask. With different values, or two non-causal masks, nothing is
+// fused.
+// CHECK-LABEL: func.func @causal_and_padding
+// CHECK: %[[M:.*]] = memopt.reshape %arg1 : tensor<2x4xi1> to tensor<2x1x1x4xi1>
+// CHECK: memopt.attention %arg0, %arg0, %arg0 mask %[[M]] scale 5.000000e-01 causal :
+// CHECK: memopt.softmax
+// CHECK: memopt.softmax
+func.func @causal_and_padding(%q: tensor<2x3x4x8xf32> {memopt.role = "input", memopt.name = "q"},
+                              %pad: tensor<2x4xi1> {memopt.role = "input", memopt.name = "pad"}) -> tensor<f32>
+    attributes {memopt.loss} {
+  %c = memopt.constant dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>
+  %cm = memopt.broadcast %c dims [2, 3] : tensor<4x4xi1> to tensor<2x3x4x4xi1>
+  %pm = memopt.broadcast %pad dims [0, 3] : tensor<2x4xi1> to tensor<2x3x4x4xi1>
+  %s = memopt.matmul %q, %q transpose_rhs : tensor<2x3x4x8xf32>, tensor<2x3x4x8xf32> -> tensor<2x3x4x4xf32>
+  %t = memopt.mul_scalar %s, 0.5 : tensor<2x3x4x4xf32>
+  %f1 = memopt.masked_fill %t, %cm, 0xFFF0000000000000 : tensor<2x3x4x4xf32>, tensor<2x3x4x4xi1>
+  %f2 = memopt.masked_fill %f1, %pm, 0xFFF0000000000000 : tensor<2x3x4x4xf32>, tensor<2x3x4x4xi1>
+  %p = memopt.softmax %f2 dim 3 : tensor<2x3x4x4xf32>
+  %o = memopt.matmul %p, %q : tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32> -> tensor<2x3x4x8xf32>
+  // Different fill values.
+  %s2 = memopt.matmul %q, %q transpose_rhs : tensor<2x3x4x8xf32>, tensor<2x3x4x8xf32> -> tensor<2x3x4x4xf32>
+  %g1 = memopt.masked_fill %s2, %cm, 0xFFF0000000000000 : tensor<2x3x4x4xf32>, tensor<2x3x4x4xi1>
+  %g2 = memopt.masked_fill %g1, %pm, -1.0e4 : tensor<2x3x4x4xf32>, tensor<2x3x4x4xi1>
+  %p2 = memopt.softmax %g2 dim 3 : tensor<2x3x4x4xf32>
+  %o2 = memopt.matmul %p2, %q : tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32> -> tensor<2x3x4x8xf32>
+  // Two padding masks.
+  %s3 = memopt.matmul %q, %q transpose_rhs : tensor<2x3x4x8xf32>, tensor<2x3x4x8xf32> -> tensor<2x3x4x4xf32>
+  %h1 = memopt.masked_fill %s3, %pm, 0xFFF0000000000000 : tensor<2x3x4x4xf32>, tensor<2x3x4x4xi1>
+  %h2 = memopt.masked_fill %h1, %pm, 0xFFF0000000000000 : tensor<2x3x4x4xf32>, tensor<2x3x4x4xi1>
+  %p3 = memopt.softmax %h2 dim 3 : tensor<2x3x4x4xf32>
+  %o3 = memopt.matmul %p3, %q : tensor<2x3x4x4xf32>, tensor<2x3x4x8xf32> -> tensor<2x3x4x8xf32>
+  %a = memopt.add %o, %o2 : tensor<2x3x4x8xf32>
+  %b = memopt.add %a, %o3 : tensor<2x3x4x8xf32>
+  %l = memopt.reduce_sum %b dims [0, 1, 2, 3] : tensor<2x3x4x8xf32> to tensor<f32>
+  return %l : tensor<f32>
+}

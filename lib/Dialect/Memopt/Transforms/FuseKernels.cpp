@@ -5,7 +5,7 @@
 // model's head never exist (docs/Fusion.md):
 //
 // 1. Attention. For each `memopt.softmax` over the last dimension, walk its
-//    input back through `masked_fill` (at most one) and `mul_scalar`s to a
+//    input back through `mul_scalar`s and up to two `masked_fill`s to a
 //    `matmul(q, k)` with `transpose_rhs` (or of `q` and a transpose of `k`
 //    over its last two dimensions), and its result forward through an
 //    optional `dropout` to a `matmul(p, v)`. When every value in between has
@@ -18,7 +18,9 @@
 //    some (the op broadcasts unit dimensions); a mask that is a constant,
 //    possibly seen through reshapes, broadcasts, slices and transposes, and
 //    is exactly "key index > query index" in every batch element becomes
-//    `causal`.
+//    `causal`. Two fills fuse when they fill the same value and one of them
+//    is causal (a causal mask and a padding mask): the op masks a score
+//    that either masks.
 // 2. Linear cross-entropy. For each `memopt.cross_entropy`, walk its logits
 //    back through reshapes that keep the class dimension last, an optional
 //    `add` of a broadcast `[classes]` bias, to `matmul(x, w)` with
@@ -232,21 +234,19 @@ static bool fuseAttention(SoftmaxOp softmax,
     return false;
 
   // Backward: softmax <- (masked_fill, mul_scalar in any order) <- q k^T.
-  double scale = 1.0, scaleAfterFill = 1.0;
-  MaskedFillOp fill;
+  // Each fill's value times the scalars applied after it.
+  double scale = 1.0;
+  SmallVector<std::pair<MaskedFillOp, double>, 2> fills;
   SmallVector<Operation *> chain;
   Value scores = softmax.getInput();
   while (true) {
     if (auto mul = singleUseProducer<MulScalarOp>(scores)) {
-      double value = mul.getValue().convertToDouble();
-      scale *= value;
-      if (!fill)
-        scaleAfterFill *= value;
+      scale *= mul.getValue().convertToDouble();
       chain.push_back(mul);
       scores = mul.getInput();
     } else if (auto masked = singleUseProducer<MaskedFillOp>(scores);
-               masked && !fill) {
-      fill = masked;
+               masked && fills.size() < 2) {
+      fills.push_back({masked, masked.getValue().convertToDouble() * scale});
       chain.push_back(masked);
       scores = masked.getInput();
     } else {
@@ -271,25 +271,35 @@ static bool fuseAttention(SoftmaxOp softmax,
       scoresType.getElementType() != element)
     return false;
 
+  // One fill, or two with one value of which one is causal: (causal or
+  // mask) ? value : score.
   double maskValue = -INFINITY;
   bool causal = false;
   Value mask;
   SmallVector<int64_t> maskShape;
-  if (fill) {
-    maskValue = fill.getValue().convertToDouble() * scaleAfterFill;
-    mask = getMaskSource(fill.getMask(), maskShape);
-    auto [it, inserted] = causalMasks.try_emplace(mask, false);
+  for (auto [fill, value] : fills) {
+    SmallVector<int64_t> shape;
+    Value source = getMaskSource(fill.getMask(), shape);
+    auto [it, inserted] = causalMasks.try_emplace(source, false);
     if (inserted)
-      it->second = isCausalMask(mask);
-    causal = it->second;
+      it->second = isCausalMask(source);
+    if (it->second && !causal) {
+      causal = true;
+    } else if (!mask) {
+      mask = source;
+      maskShape = shape;
+    } else {
+      return false; // Two masks that are not causal: no op merges them.
+    }
+    if (value != fills.front().second)
+      return false;
+    maskValue = value;
   }
   if (!std::isfinite(scale))
     return false;
 
   OpBuilder builder(pv);
-  if (causal) {
-    mask = Value();
-  } else if (mask && tensorType(mask).getShape() != ArrayRef(maskShape)) {
+  if (mask && tensorType(mask).getShape() != ArrayRef(maskShape)) {
     mask = ReshapeOp::create(builder, pv.getLoc(),
                              tensorType(mask).clone(maskShape), mask);
   }
@@ -305,7 +315,7 @@ static bool fuseAttention(SoftmaxOp softmax,
       builder.getNamedAttr("scale", builder.getF64FloatAttr(scale))};
   if (causal)
     attrs.push_back(builder.getNamedAttr("causal", builder.getUnitAttr()));
-  if (fill)
+  if (!fills.empty())
     attrs.push_back(builder.getNamedAttr("mask_value",
                                          builder.getF64FloatAttr(maskValue)));
   if (dropout) {

@@ -53,7 +53,8 @@ def FuseKernelsPass : Pass<"memopt-fuse-kernels", "mlir::ModuleOp"> {
     exist (docs/Fusion.md):
 
     - `attention`: `matmul(q, k^T)` -> `mul_scalar` (any number, or none) ->
-      `masked_fill` (optional) -> `softmax` over the last dimension ->
+      `masked_fill` (none, one, or two of one value when one of them is
+      causal) -> `softmax` over the last dimension ->
       `dropout` (optional) -> `matmul(., v)`, each intermediate used once,
       becomes one `memopt.attention`. A mask that is a broadcast of a
       constant lower-triangular pattern becomes `causal`; any other mask is
