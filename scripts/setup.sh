@@ -19,6 +19,8 @@ PACKAGES=(
   libopenblas-dev nlohmann-json3-dev
   # Exporter and its tests (torch 1.13 for /usr/bin/python3).
   python3-torch python3-numpy
+  # The torchvision model zoo (bench/zoo, its CI subset).
+  python3-torchvision
   # Headless browser for the lit test of OUT/memory_report.html (report-html.test).
   chromium
   # clang and its sanitizer/libFuzzer runtimes: the sanitized build and the
