@@ -145,8 +145,11 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
     remat.budget = options.memoryBudget;
     remat.snapshots = options.rematSnapshots;
     remat.bufferReuse = options.bufferReuse;
+    remat.releaseGradients = options.releaseGradients;
     pm.addPass(createRematerializePass(remat));
   }
+  if (options.releaseGradients && options.microBatches == 1)
+    pm.addPass(createReleaseGradientsPass());
   if (options.microBatches != 1) {
     AccumulatePassOptions accumulate;
     accumulate.microBatches = options.microBatches;
@@ -235,6 +238,11 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       *this, "fused-lm-loss",
       llvm::cl::desc("Form memopt.linear_cross_entropy (no logits)"),
       llvm::cl::init(true)};
+  Option<bool> releaseGradients{
+      *this, "release-gradients",
+      llvm::cl::desc("Run each optimizer update as soon as its gradient is "
+                     "complete (one micro-batch, no loss scaling)"),
+      llvm::cl::init(true)};
   Option<int64_t> lmLossChunk{
       *this, "lm-loss-chunk",
       llvm::cl::desc("Classes per chunk of the fused linear cross-entropy "
@@ -281,6 +289,7 @@ void memopt::registerMemoptPipelines() {
         options.fuseAttention = cl.fusedAttention;
         options.fuseLmLoss = cl.fusedLmLoss;
         options.lmLossChunk = cl.lmLossChunk;
+        options.releaseGradients = cl.releaseGradients;
         llvm::Error error = setMixedPrecision(options, cl.mixedPrecision);
         if (!error)
           error = validateMemoptPipelineOptions(options);

@@ -183,6 +183,13 @@ cl::opt<bool> noFusedLmLoss(
              "memopt.linear_cross_entropy (for comparison; docs/Fusion.md)"),
     cl::cat(compileCategory));
 
+cl::opt<bool> noReleaseGradients(
+    "no-release-gradients", cl::init(false),
+    cl::desc("Keep every gradient until the optimizer step instead of "
+             "updating each parameter as soon as its gradient is complete "
+             "(for comparison; docs/Remat.md)"),
+    cl::cat(compileCategory));
+
 cl::opt<std::string> lmLossChunk(
     "lm-loss-chunk", cl::init("0"),
     cl::desc("Classes per chunk of the fused linear cross-entropy (0: the "
@@ -303,6 +310,7 @@ llvm::Error setPipelineOptions(bool budgetSearch,
   options.cheapRecompute = !noCheapRecompute;
   options.fuseAttention = !noFusedAttention;
   options.fuseLmLoss = !noFusedLmLoss;
+  options.releaseGradients = !noReleaseGradients;
   if (lmLossChunk.getNumOccurrences()) {
     options.lmLossChunk = toInteger(lmLossChunk);
     if (options.lmLossChunk < 1 || lmLossChunk != std::to_string(

@@ -54,6 +54,10 @@ struct MemoptPipelineOptions {
   /// backward where that keeps fewer bytes (false: keep every value the
   /// backward reads, as remat=none did before).
   bool cheapRecompute = true;
+  /// --memopt-release-gradients: each optimizer update right after its
+  /// gradient is complete (only with microBatches == 1; the pass itself
+  /// leaves a loss-scaled step alone).
+  bool releaseGradients = true;
   /// Bytes the planned arena may take (remat=budget or auto); 0: none.
   int64_t memoryBudget = 0;
   /// revolve: snapshot slots (0: logarithmic).

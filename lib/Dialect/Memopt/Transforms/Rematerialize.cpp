@@ -540,7 +540,11 @@ struct RematerializePass
   /// The planned arena of `module` after --memopt-bufferize and
   /// --memopt-plan-buffers as the pipeline runs them (placement search of
   /// `timeLimit` seconds after the heuristics).
-  FailureOr<int64_t> planArena(ModuleOp module, double timeLimit);
+  /// The arena --memopt-bufferize and --memopt-plan-buffers give `module`
+  /// (after --memopt-accumulate with micro-batches, and, when `release`,
+  /// after --memopt-release-gradients as the pipeline runs it).
+  FailureOr<int64_t> planArena(ModuleOp module, double timeLimit,
+                               bool release = false);
   /// The decision of a strategy other than budget on `graph` (`slots`:
   /// revolve's snapshots).
   Decision chooseDecision(const StepGraph &graph, StringRef kind,
@@ -565,6 +569,9 @@ struct RematerializePass
   int64_t lastClones = 0, lastCloneFlops = 0, lastRecomputedStages = 0;
   /// The minimal saved set's clones and their FLOPs.
   int64_t cheapClones = 0, cheapFlops = 0;
+  /// Whether the minimal saved set casts parameters again in the backward
+  /// instead of keeping their low-precision copies from the forward.
+  bool recastParams = false;
   /// budget: candidates of the general-graph model, and which model's plan
   /// won ("chain" or "graph").
   int64_t graphCandidates = 0;
@@ -647,19 +654,34 @@ RematerializePass::selective(const StepGraph &graph) {
   return decision;
 }
 
+/// Whether the step casts a parameter argument (mixed precision's
+/// low-precision copies).
+static bool hasParamCasts(FunctionOpInterface func) {
+  bool found = false;
+  func.walk([&](CastOp cast) {
+    auto arg = dyn_cast<BlockArgument>(cast.getInput());
+    auto role = arg ? func.getArgAttrOfType<StringAttr>(
+                          arg.getArgNumber(), MemoptDialect::kRoleAttrName)
+                    : StringAttr();
+    found |= role && role.getValue() == "param";
+  });
+  return found;
+}
+
 RematerializePass::Decision
 RematerializePass::minimalSaved(const StepGraph &graph) {
   // One node per result of a forward op. A parameter's low-precision cast
-  // (a free cast) is made once per step and read as it is; other free values
-  // (masks, bias broadcasts, constants) are nodes like the rest, which
-  // cost nothing to recompute from the arguments.
+  // (a free cast) is made once per step and read as it is, unless
+  // `recastParams`; other free values (masks, bias broadcasts, constants)
+  // are nodes like the rest, which cost nothing to recompute from the
+  // arguments.
   Decision decision;
   decision.keepIntermediates = false;
   DenseMap<Value, int64_t> index;
   SmallVector<Value> results;
   for (Operation *op : graph.forwardOps)
     for (Value result : op->getResults()) {
-      if (graph.freeOps.contains(op) && isa<CastOp>(op)) {
+      if (graph.freeOps.contains(op) && isa<CastOp>(op) && !recastParams) {
         decision.kept.insert(result);
         continue;
       }
@@ -720,8 +742,11 @@ RematerializePass::getPlannedArena(const BudgetPlan &plan,
 }
 
 FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
-                                                double timeLimit) {
+                                                double timeLimit,
+                                                bool release) {
   PassManager pm(module.getContext());
+  if (release && microBatches == 1 && releaseGradients)
+    pm.addPass(createReleaseGradientsPass());
   if (microBatches != 1) {
     AccumulatePassOptions accumulateOptions;
     accumulateOptions.microBatches = microBatches;
@@ -1016,7 +1041,11 @@ FailureOr<int64_t> RematerializePass::planStrategy(StringRef kind,
   int64_t slots = 0;
   if (failed(rewriteStep(*copy, kind, minimal, &slots)))
     return failure();
-  return planArena(*copy, 0);
+  // The comparisons of the minimal saved set see gradient release (it
+  // decides whether the parameters' low-precision copies are kept); the
+  // budget search plans without it, as its chain model has no gradients,
+  // and release only shortens their lives afterwards.
+  return planArena(*copy, 0, /*release=*/true);
 }
 
 LogicalResult RematerializePass::runBudgetOn(ModuleOp target, bool minimal) {
@@ -1082,17 +1111,28 @@ void RematerializePass::runOnOperation() {
   // (the minimal saved set on a tie) is applied. Its recompute shortens
   // lifetimes, but its transients, or a strategy's recompute of stages
   // around it, can raise a peak.
+  // Under mixed precision the minimal saved set has two forms: keeping each
+  // parameter's low-precision copy from the forward, or casting it again in
+  // the backward; the smaller plan decides (keeping on a tie).
   bool minimal = false;
   if (cheapRecompute) {
     StringRef compared = kind == "budget" ? StringRef("none") : kind;
+    recastParams = false;
     FailureOr<int64_t> with = planStrategy(compared, /*minimal=*/true);
+    FailureOr<int64_t> recast = with;
+    if (hasParamCasts(*func)) {
+      recastParams = true;
+      recast = planStrategy(compared, /*minimal=*/true);
+    }
     FailureOr<int64_t> without = planStrategy(compared, /*minimal=*/false);
-    if (failed(with) || failed(without))
+    if (failed(with) || failed(recast) || failed(without))
       return signalPassFailure();
     LLVM_DEBUG(llvm::dbgs() << "remat " << compared << ": arena " << *without
                             << ", from the minimal saved set " << *with
+                            << ", casting parameters again " << *recast
                             << "\n");
-    minimal = *with <= *without;
+    recastParams = *recast < *with;
+    minimal = std::min(*with, *recast) <= *without;
   }
   cheapClones = cheapFlops = 0;
   if (kind == "budget") {

@@ -264,6 +264,33 @@ def AccumulatePass : Pass<"memopt-accumulate", "mlir::ModuleOp"> {
   ];
 }
 
+def ReleaseGradientsPass
+    : Pass<"memopt-release-gradients", "mlir::ModuleOp"> {
+  let summary = "Run each optimizer update as soon as its gradient is complete";
+  let description = [{
+    Moves every `memopt.adamw_update` and `memopt.sgd_update` of
+    `@train_step` to right after the later of its gradient's last producer
+    and the last other reader of its parameter (or of a reshape of it), and
+    the step counter's increment right before the earliest. Each gradient
+    then dies at its update instead of living until the optimizer step, so
+    the gradient pool at the peak falls from every parameter's gradient to
+    the few in flight; the parameters are bit-identical to the ordinary
+    step's (docs/Remat.md, "Gradients released in the backward").
+
+    The step is left as it is under loss scaling (`memopt.unscale` or
+    `skip_if`): the skip decision needs every gradient first. Run it before
+    `--memopt-accumulate`, only on a step without the micro-batch loop.
+
+    ```
+    memopt-opt --memopt-autodiff --memopt-release-gradients model.mlir
+    ```
+  }];
+  let statistics = [
+    Statistic<"numReleased", "released-updates",
+              "Number of optimizer updates moved into the backward">
+  ];
+}
+
 def BufferizePass : Pass<"memopt-bufferize", "mlir::ModuleOp"> {
   let summary = "Rewrite @train_step from tensors to buffers, one kernel per op";
   let description = [{
@@ -411,7 +438,11 @@ def RematerializePass : Pass<"memopt-remat", "mlir::ModuleOp"> {
     Option<"cheapRecompute", "cheap-recompute", "bool", /*default=*/"false",
            "Keep the minimal saved set first: recompute cheap ops (not "
            "matmuls or convolutions) in the backward where that keeps fewer "
-           "bytes">
+           "bytes">,
+    Option<"releaseGradients", "release-gradients", "bool",
+           /*default=*/"false",
+           "--memopt-release-gradients will run: the arena comparisons plan "
+           "their copies with it (micro-batches 1 only)">
   ];
   let statistics = [
     Statistic<"numStages", "stages", "Number of stages of the forward chain">,
