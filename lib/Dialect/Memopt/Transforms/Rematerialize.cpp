@@ -541,10 +541,9 @@ struct RematerializePass
   /// --memopt-plan-buffers as the pipeline runs them (placement search of
   /// `timeLimit` seconds after the heuristics).
   /// The arena --memopt-bufferize and --memopt-plan-buffers give `module`
-  /// (after --memopt-accumulate with micro-batches, and, when `release`,
-  /// after --memopt-release-gradients as the pipeline runs it).
-  FailureOr<int64_t> planArena(ModuleOp module, double timeLimit,
-                               bool release = false);
+  /// after the passes the pipeline runs between them and remat
+  /// (--memopt-release-gradients, --memopt-accumulate).
+  FailureOr<int64_t> planArena(ModuleOp module, double timeLimit);
   /// The decision of a strategy other than budget on `graph` (`slots`:
   /// revolve's snapshots).
   Decision chooseDecision(const StepGraph &graph, StringRef kind,
@@ -742,10 +741,9 @@ RematerializePass::getPlannedArena(const BudgetPlan &plan,
 }
 
 FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
-                                                double timeLimit,
-                                                bool release) {
+                                                double timeLimit) {
   PassManager pm(module.getContext());
-  if (release && microBatches == 1 && releaseGradients)
+  if (microBatches == 1 && releaseGradients)
     pm.addPass(createReleaseGradientsPass());
   if (microBatches != 1) {
     AccumulatePassOptions accumulateOptions;
@@ -851,13 +849,18 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
     return success();
   };
   // Every parameter's gradient is a scratch buffer live until the optimizer
-  // update: start the model's bound below the budget by all of them.
+  // update: start the model's bound below the budget by all of them, or,
+  // when the updates are released into the backward, by the largest.
+  bool released = microBatches == 1 && releaseGradients;
   int64_t gradientBytes = 0;
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
     auto role =
         func.getArgAttrOfType<StringAttr>(i, MemoptDialect::kRoleAttrName);
-    if (role && role.getValue() == "param")
-      gradientBytes += getAlignedBytes(func.getArgument(i));
+    if (!role || role.getValue() != "param")
+      continue;
+    int64_t bytes = getAlignedBytes(func.getArgument(i));
+    gradientBytes =
+        released ? std::max(gradientBytes, bytes) : gradientBytes + bytes;
   }
   auto tighten =
       [&](function_ref<std::optional<BudgetPlan>(int64_t)> solve)
@@ -1041,11 +1044,7 @@ FailureOr<int64_t> RematerializePass::planStrategy(StringRef kind,
   int64_t slots = 0;
   if (failed(rewriteStep(*copy, kind, minimal, &slots)))
     return failure();
-  // The comparisons of the minimal saved set see gradient release (it
-  // decides whether the parameters' low-precision copies are kept); the
-  // budget search plans without it, as its chain model has no gradients,
-  // and release only shortens their lives afterwards.
-  return planArena(*copy, 0, /*release=*/true);
+  return planArena(*copy, 0);
 }
 
 LogicalResult RematerializePass::runBudgetOn(ModuleOp target, bool minimal) {
