@@ -1,9 +1,11 @@
 """Export a PyTorch model's forward pass and loss to the memopt dialect.
 
-The model is traced with ``torch.fx.symbolic_trace`` semantics (a tracer
-that also records, for every node, the path of the module whose
-``forward()`` created it). The graph is then walked once, node by node, and
-each node is both
+The model is traced with ``torch.fx.symbolic_trace`` semantics, by a
+tracer that also records, for every node, the path of the module whose
+``forward()`` created it, and runs every op on meta tensors as it records
+it, so that shapes are numbers while tracing (``n, c, h, w = x.shape``,
+``a, b = x.chunk(2)``; see "Tracing" below). The graph is then walked once,
+node by node, and each node is both
 
 * evaluated on concrete example values, which gives every shape statically
   (and the value of everything that depends only on constants, buffers and
@@ -20,8 +22,10 @@ than as wrong IR.
 import ast
 import builtins
 import contextlib
+import copy
 import dis
 import inspect
+import itertools
 import math
 import operator
 import os
@@ -95,17 +99,63 @@ def export(model, example_args, path):
 #===----------------------------------------------------------------------===#
 # Tracing
 #===----------------------------------------------------------------------===#
+#
+# torch.fx's symbolic tracer, with an example value on every proxy: the
+# result of the node's op on meta tensors of the example arguments' shapes,
+# computed as the node is recorded. Shapes are static in memopt (one graph
+# per batch size), so a shape read while tracing is the shape, not an
+# approximation, and the trace can answer what symbolic tracing cannot:
+# `n, c, h, w = x.shape`, `x.size(1) // 2`, `len(x)`, iterating over a
+# tensor or a tuple result (`a, b = x.chunk(2)`). What depends on a
+# tensor's data (`if x.sum() > 0`, `.item()`) stays symbolic, so a branch on
+# it still fails rather than baking in one side. Meta tensors cost no memory
+# or arithmetic (a LLaMA-7B exported from the meta device traces in
+# seconds) and draw no random numbers.
 
 _SCOPE = "memopt_scope"
 
+# A proxy whose example could not be computed (an op without a meta kernel,
+# an error that the export reports later with the real arguments): it
+# behaves as torch.fx's plain proxy.
+_UNKNOWN = object()
+
+# What a tensor's shape and dtype alone answer: attributes, and methods
+# whose result is read from the example.
+_STATIC_ATTRS = {"shape", "ndim", "dtype"}
+_STATIC_METHODS = {"size", "dim", "ndimension", "numel", "nelement",
+                   "is_floating_point", "is_complex", "element_size"}
+
 
 class _Proxy(torch.fx.Proxy):
-    """fx's Proxy, whose unpacking (``out, _ = self.attn(x, x, x)``) works
-    on Python 3.11: torch 1.13 looks for the UNPACK_SEQUENCE instruction at
-    index ``f_lasti // 2`` of the instruction list, which inline caches have
-    made wrong."""
+    """fx's Proxy, answering shape queries and iterating from its example
+    (see above); without one, iteration still works where the caller
+    unpacks a fixed number of items (`out, _ = self.attn(x, x, x)`: torch
+    1.13 looks for the UNPACK_SEQUENCE instruction at index
+    ``f_lasti // 2``, which Python 3.11's inline caches made wrong)."""
+
+    def __getattr__(self, name):
+        if name in _STATIC_ATTRS or name in _STATIC_METHODS:
+            example = self.tracer.example_of(self)
+            if isinstance(example, torch.Tensor):
+                return getattr(example, name)
+        return _Attribute(self, name)
+
+    def __len__(self):
+        example = self.tracer.example_of(self)
+        if isinstance(example, (torch.Tensor, tuple, list)):
+            return len(example)
+        return super().__len__()
+
+    def __setitem__(self, key, value):
+        # `mask[:h, :w] = 1` on a tensor built from shapes (a constant); the
+        # export refuses it on a value computed from the inputs.
+        self.tracer.create_proxy("call_function", operator.setitem,
+                                 (self, key, value), {})
 
     def __iter__(self):
+        example = self.tracer.example_of(self)
+        if isinstance(example, (torch.Tensor, tuple, list)):
+            return iter([self[i] for i in range(len(example))])
         frame = inspect.currentframe().f_back
         for inst in dis.get_instructions(frame.f_code):
             if inst.offset == frame.f_lasti:
@@ -115,16 +165,36 @@ class _Proxy(torch.fx.Proxy):
         return self.tracer.iter(self)
 
 
+class _Attribute(torch.fx.proxy.Attribute, _Proxy):
+    """An attribute of a proxy (`x.T`, or `x.view` before the call), whose
+    example is the attribute of its root's."""
+
+
+def _to_meta(value):
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("meta")
+    return value
+
+
 class _Tracer(torch.fx.Tracer):
-    """``symbolic_trace``'s tracer, plus: buffers become ``get_attr`` nodes
-    (so ``self.mask[:, :, :T, :T]`` traces), and every node records in
-    ``meta`` the path of the module whose ``forward()`` created it."""
+    """``symbolic_trace``'s tracer, plus: every proxy carries an example
+    (above); buffers become ``get_attr`` nodes (so ``self.mask[:, :, :T,
+    :T]`` traces); and every node records in ``meta`` the path of the
+    module whose ``forward()`` created it."""
 
     proxy_buffer_attributes = True
 
-    def __init__(self):
+    def __init__(self, example_args):
         super().__init__()
         self._scopes = [""]
+        self._placeholders = [_to_meta(a) for a in example_args]
+        self._examples = {}       # fx Node -> example, or _UNKNOWN
+        self._meta_modules = {}   # leaf module path -> its meta copy
+        self._evaluating = False  # computing an example, not tracing
+        # The first node whose example PyTorch could not compute, and why.
+        self.failure = None
+
+    # -- Scopes -------------------------------------------------------------
 
     def call_module(self, m, forward, args, kwargs):
         # fx creates the node of an attribute access (`x.T`) lazily, at its
@@ -145,6 +215,154 @@ class _Tracer(torch.fx.Tracer):
         node = super().create_node(*args, **kwargs)
         node.meta[_SCOPE] = self._scopes[-1]
         return node
+
+    def trace(self, root, concrete_args=None):
+        # torch's random functions, called by the model, become nodes (the
+        # export refuses them) rather than a draw frozen into a constant.
+        originals = {name: getattr(torch, name) for name in _RANDOM_FACTORIES}
+        for name, original in originals.items():
+            setattr(torch, name, self._recorded(original))
+        # Functions declared leaves of torch.fx only because symbolic
+        # tracing cannot read shapes are traced through.
+        wrapped = list(_FX_WRAPPED)
+        _FX_WRAPPED[:] = [
+            (scope, name) for scope, name in wrapped
+            if (scope.get("__name__"), name) not in _TRACED_THROUGH]
+        try:
+            return super().trace(root, concrete_args)
+        finally:
+            _FX_WRAPPED[:] = wrapped
+            for name, original in originals.items():
+                setattr(torch, name, original)
+
+    def _recorded(self, original):
+        def call(*args, **kwargs):
+            if self._evaluating:
+                return original(*args, **kwargs)
+            return self.create_proxy("call_function", original, args, kwargs)
+        return call
+
+    # -- Examples -----------------------------------------------------------
+
+    def create_proxy(self, kind, target, args, kwargs, name=None,
+                     type_expr=None, proxy_factory_fn=None):
+        proxy = super().create_proxy(kind, target, args, kwargs, name,
+                                     type_expr, proxy_factory_fn)
+        self._examples[proxy.node] = self._example(proxy.node, kind, target,
+                                                   args, kwargs)
+        return proxy
+
+    def example_of(self, proxy):
+        """The example of ``proxy``, or _UNKNOWN."""
+        if isinstance(proxy, torch.fx.proxy.Attribute):
+            root = self.example_of(proxy.root)
+            if isinstance(root, torch.Tensor):
+                try:
+                    return _to_meta(getattr(root, proxy.attr))
+                except Exception:
+                    pass
+            return _UNKNOWN
+        return self._examples.get(proxy.node, _UNKNOWN)
+
+    def to_bool(self, obj):
+        raise torch.fx.proxy.TraceError(
+            "symbolically traced variables cannot be used as inputs to "
+            "control flow: a branch on a tensor's value cannot be exported "
+            "(memopt compiles one graph for every batch; compute both sides "
+            "and select with torch.where)")
+
+    def _example(self, node, kind, target, args, kwargs):
+        if kind == "placeholder":
+            index = sum(1 for n in self._examples if n.op == "placeholder")
+            return self._placeholders[index] \
+                if index < len(self._placeholders) else _UNKNOWN
+        if kind == "get_attr":
+            obj = self.root
+            with _untraced_modules():
+                for part in target.split("."):
+                    obj = getattr(obj, part, None)
+            return _to_meta(obj) if isinstance(obj, torch.Tensor) \
+                else _UNKNOWN
+        if kind not in ("call_function", "call_method", "call_module"):
+            return _UNKNOWN
+
+        unknown = []
+
+        def example(a):
+            if isinstance(a, torch.fx.Proxy):
+                a = self.example_of(a)
+                if a is _UNKNOWN:
+                    unknown.append(node)
+            return _to_meta(a)
+
+        args = torch.fx.node.map_aggregate(args, example)
+        kwargs = torch.fx.node.map_aggregate(kwargs, example)
+        if unknown:
+            return _UNKNOWN
+        self._evaluating = True
+        try:
+            # Examples draw no random numbers from the model's generator.
+            with _untraced_modules(), torch.no_grad(), \
+                    torch.random.fork_rng(devices=[]):
+                if kind == "call_function":
+                    return target(*args, **kwargs)
+                if kind == "call_method":
+                    return getattr(args[0], target)(*args[1:], **kwargs)
+                return self._meta_module(target)(*args, **kwargs)
+        except Exception as e:
+            if self.failure is None:
+                self.failure = (node, e)
+            return _UNKNOWN
+        finally:
+            self._evaluating = False
+
+    def _meta_module(self, path):
+        """A copy of the leaf module at ``path`` whose parameters and
+        buffers are on meta (copied without their data), so that running
+        it on meta examples costs nothing and leaves the model's own
+        state (batch norm's running statistics) alone."""
+        if path not in self._meta_modules:
+            module = self.root.get_submodule(path)
+            memo = {}
+            for t in itertools.chain(module.parameters(), module.buffers()):
+                meta = _to_meta(t)
+                if isinstance(t, nn.Parameter):
+                    meta = nn.Parameter(meta, t.requires_grad)
+                memo[id(t)] = meta
+            self._meta_modules[path] = copy.deepcopy(module, memo)
+        return self._meta_modules[path]
+
+
+# The functions torch.fx.wrap made leaves of every trace, as (globals, name),
+# and those of them that are plain tensor code which torchvision made leaves
+# only because torch.fx's symbolic tracing cannot read shapes (Swin's
+# padding, relative position bias and shifted-window attention): memopt's
+# tracer goes through them, to the ops they call. The others stay leaves
+# (torchvision.ops.stochastic_depth draws random numbers: an op of its own).
+_FX_WRAPPED = torch.fx._symbolic_trace._wrapped_fns_to_patch
+_TRACED_THROUGH = {
+    ("torchvision.models.swin_transformer", "_patch_merging_pad"),
+    ("torchvision.models.swin_transformer", "_get_relative_position_bias"),
+    ("torchvision.models.swin_transformer", "shifted_window_attention"),
+}
+
+
+# nn.Module's own __call__ and __getattr__, which torch.fx replaces while it
+# traces (a module call becomes a node, a parameter access a get_attr).
+_MODULE_CALL = nn.Module.__call__
+_MODULE_GETATTR = nn.Module.__getattr__
+
+
+@contextlib.contextmanager
+def _untraced_modules():
+    """Modules called inside the block run as in eager PyTorch: computing
+    an example records nothing in the graph."""
+    traced = nn.Module.__call__, nn.Module.__getattr__
+    nn.Module.__call__, nn.Module.__getattr__ = _MODULE_CALL, _MODULE_GETATTR
+    try:
+        yield
+    finally:
+        nn.Module.__call__, nn.Module.__getattr__ = traced
 
 
 #===----------------------------------------------------------------------===#
@@ -220,18 +438,24 @@ _DTYPES = {
 _NUMPY = {"f32": np.float32, "i64": np.int64, "i32": np.int32, "i1": np.bool_}
 
 # Calls that create a tensor from nothing but draw random numbers: folding
-# them into a constant would freeze one draw.
-_RANDOM = {torch.rand, torch.randn, torch.randint, torch.rand_like,
-           torch.randn_like, torch.randint_like, torch.bernoulli,
-           torch.normal, torch.multinomial, torch.randperm, F.dropout}
+# them into a constant would freeze one draw. The tracer records a call of
+# the torch functions as a node even when no argument is traced
+# (`torch.randn(x.shape)`), so that the export refuses it.
+_RANDOM_FACTORIES = ("rand", "randn", "randint", "rand_like", "randn_like",
+                     "randint_like", "bernoulli", "normal", "multinomial",
+                     "randperm")
+_RANDOM = {getattr(torch, name) for name in _RANDOM_FACTORIES} | {F.dropout}
 _RANDOM_METHODS = {"uniform_", "normal_", "bernoulli_", "random_",
                    "exponential_", "bernoulli"}
 
-# Calls whose result is a shape, a rank, a size, a dtype or a device: known
-# at export time even when their operand is not.
+# Calls whose result is a shape, a rank, a size, a dtype or a device, or a
+# tensor made from nothing but those (`x.new_zeros(h, w)`, a mask the model
+# then fills in): known at export time even when their operand is not.
 _QUERY_METHODS = {"size", "dim", "ndimension", "numel", "nelement",
-                  "get_device"}
+                  "get_device", "new_zeros", "new_ones", "new_full"}
 _QUERY_ATTRS = {"shape", "ndim", "dtype", "device", "is_cuda"}
+_QUERY_FUNCTIONS = {builtins.len, torch.zeros_like, torch.ones_like,
+                    torch.full_like}
 
 
 def _is_query(node):
@@ -240,7 +464,7 @@ def _is_query(node):
     if node.op == "call_function":
         if node.target is builtins.getattr:
             return node.args[1] in _QUERY_ATTRS
-        return node.target is builtins.len
+        return node.target in _QUERY_FUNCTIONS
     return False
 
 
@@ -270,7 +494,7 @@ def _target_name(node, module=None):
         return "operator." + name
     if mod.startswith("torch.nn.functional") or mod == "torch._C._nn":
         return "torch.nn.functional." + name
-    if mod.startswith("torch") or mod == "":
+    if mod == "torch" or mod.startswith("torch.") or mod == "":
         return "torch." + name
     return "%s.%s" % (mod, name)
 
@@ -378,6 +602,24 @@ class _Exporter:
             self.constants[key] = value
         return value
 
+    def vals(self, arg, dtype=None):
+        """The Values of a sequence of tensors: a list or tuple (``[a, b]``)
+        or a node whose result is a tuple (``x.chunk(2)``)."""
+        if isinstance(arg, torch.fx.Node) and arg in self.values:
+            values = self.values[arg]
+            if not isinstance(values, tuple) or None in values:
+                self.fail("expected a sequence of tensors")
+            for value in values:
+                if dtype is not None and value.dtype != dtype:
+                    self.fail("an operand has element type %s where %s is "
+                              "needed" % (value.dtype, dtype))
+            return list(values)
+        if isinstance(arg, torch.fx.Node):
+            arg = self.concrete(arg)
+        if not isinstance(arg, (list, tuple)) or not arg:
+            self.fail("expected a non-empty sequence of tensors")
+        return [self.val(a, dtype) for a in arg]
+
     def param(self, tensor, what):
         """The argument Value of a parameter of the model."""
         if id(tensor) not in self.params:
@@ -400,12 +642,25 @@ class _Exporter:
                 delattr(self.model, name)
 
     def _run(self):
+        tracer = _Tracer(self.example_args)
         try:
-            graph = _Tracer().trace(self.model)
+            graph = tracer.trace(self.model)
         except Exception as e:
-            raise ExportError("torch.fx could not trace %s.forward(): %s: %s"
-                              % (type(self.model).__name__,
-                                 type(e).__name__, e))
+            message = "torch.fx could not trace %s.forward(): %s: %s" % (
+                type(self.model).__name__, type(e).__name__, e)
+            if tracer.failure is not None:
+                # The likely cause: a shape the trace needed was unknown.
+                node, error = tracer.failure
+                module = self.modules.get(node.target) \
+                    if node.op == "call_module" else None
+                message += (" (PyTorch could not evaluate %s %s on tensors "
+                            "of the example arguments' shapes, so the shape "
+                            "of its result was unknown: %s: %s)" % (
+                                _target_name(node, module),
+                                _where(node.meta.get(_SCOPE, "")),
+                                type(error).__name__,
+                                (str(error).splitlines() or [""])[0]))
+            raise ExportError(message)
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(self.example_args):
             raise ExportError(
@@ -541,8 +796,9 @@ class _Exporter:
         module = self.modules.get(node.target) \
             if node.op == "call_module" else None
         symbolic = self.is_symbolic((node.args, node.kwargs))
-        if symbolic and node.op == "call_method" and \
-                node.target.endswith("_"):
+        if symbolic and ((node.op == "call_method" and
+                          node.target.endswith("_")) or
+                         node.target is operator.setitem):
             self.fail("in-place ops are not supported: use the out-of-place "
                       "form")
         if not symbolic:
@@ -568,9 +824,10 @@ class _Exporter:
             return
         if node.target is operator.getitem and \
                 isinstance(self.values.get(node.args[0]), tuple):
-            # An element of a module's tuple result (nn.MultiheadAttention's
-            # output and weights); an element memopt does not compute is
-            # None, and its handler made sure that nothing reads it.
+            # An element (or a slice) of a tuple result: x.chunk(2)[0],
+            # nn.MultiheadAttention's output and weights. An element memopt
+            # does not compute is None, and its handler made sure that
+            # nothing reads it.
             item = self.values[node.args[0]][self.const(node.args[1],
                                                          "index")]
             if item is not None:
@@ -593,7 +850,7 @@ class _Exporter:
         bound = _bind(spec, node.args, node.kwargs,
                       _target_name(node, module))
         if not isinstance(out, torch.Tensor) and \
-                not isinstance(module, _TUPLE_RESULTS):
+                not (isinstance(out, tuple) and handler in _TUPLE_HANDLERS):
             hint = "; use torch.amax for the maximum along a dimension" \
                 if node.target in ("max", torch.max) else ""
             kind = "tuple" if isinstance(out, tuple) else type(out).__name__
@@ -601,8 +858,8 @@ class _Exporter:
                       "are supported%s" % (kind, hint))
         value = handler(self, _Call(node, bound, module, out))
 
-        # A tuple result (nn.MultiheadAttention's) has None where memopt
-        # does not compute an element.
+        # A tuple result (chunk's, nn.MultiheadAttention's) has None where
+        # memopt does not compute an element.
         pairs = zip(out, value) if isinstance(out, tuple) else [(out, value)]
         for torch_value, exported in pairs:
             if exported is None:
@@ -954,13 +1211,46 @@ def _getitem(ex, call):
 
 
 def _cat(ex, call):
-    tensors = call.args["tensors"]
     dtype = _dtype_name(call.out.dtype, "the result")
-    values = [ex.val(t, dtype) for t in tensors]
+    values = ex.vals(call.args["tensors"], dtype)
     dim = _norm_dim(ex, ex.const(call.args["dim"]), values[0].rank)
     if len(values) == 1:
         return values[0]
     return ex.emit.concat(values, dim)
+
+
+def _stack(ex, call):
+    """torch.stack: each operand with a unit dimension at ``dim``, then one
+    concat."""
+    dtype = _dtype_name(call.out.dtype, "the result")
+    values = ex.vals(call.args["tensors"], dtype)
+    rank = values[0].rank + 1
+    dim = _norm_dim(ex, ex.const(call.args["dim"]), rank)
+    values = [ex.emit.reshape(v, v.shape[:dim] + (1,) + v.shape[dim:])
+              for v in values]
+    if len(values) == 1:
+        return values[0]
+    return ex.emit.concat(values, dim)
+
+
+def _split(ex, call):
+    """chunk, split and unbind: a tuple of slices along ``dim``, their sizes
+    those of PyTorch's pieces (an unbind's without the dimension)."""
+    x = ex.val(call.args["input"])
+    dim = _norm_dim(ex, ex.const(call.args["dim"]), x.rank)
+    unbind = call.node.target in ("unbind", torch.unbind)
+    pieces, start = [], 0
+    for piece in call.out:
+        size = 1 if unbind else piece.shape[dim]
+        starts = [0] * x.rank
+        limits = list(x.shape)
+        starts[dim], limits[dim] = start, start + size
+        y = x
+        if size != x.shape[dim]:
+            y = ex.emit.slice(x, starts, limits, [1] * x.rank)
+        pieces.append(ex.emit.reshape(y, tuple(piece.shape)))
+        start += size
+    return tuple(pieces)
 
 
 # -- Reductions and normalisation -----------------------------------------
@@ -1262,9 +1552,6 @@ def _adaptive_avg_pool(ex, call):
 # [batch, heads, length, head_dim] operands, each value used once. PyTorch
 # scales q before the product and adds a 0/-inf float mask; both are the
 # same function.
-
-_TUPLE_RESULTS = (nn.MultiheadAttention,)
-
 
 @contextlib.contextmanager
 def _scope(ex, path):
@@ -1662,6 +1949,9 @@ _FUNCTIONS = {}
 _METHODS = {}
 _MODULES = {}
 
+# Handlers whose result is a tuple of Values, one per element of PyTorch's.
+_TUPLE_HANDLERS = {_split, _multihead_attention}
+
 
 def _register(table, targets, signature, handler):
     params = _signature(signature)
@@ -1733,6 +2023,14 @@ def _build_tables():
     _register(fn, [builtins.getattr], "input, name", _getattr)
     _register(fn, [operator.getitem], "input, index", _getitem)
     _register(fn, [torch.cat, torch.concat], "tensors, dim=0", _cat)
+    _register(fn, [torch.stack], "tensors, dim=0", _stack)
+    _register(method, ["chunk"], "input, chunks, dim=0", _split)
+    _register(fn, [torch.chunk], "input, chunks, dim=0", _split)
+    _register(method, ["split"], "input, split_size=None, dim=0", _split)
+    _register(fn, [torch.split],
+              "input, split_size_or_sections=None, dim=0", _split)
+    _register(method, ["unbind"], "input, dim=0", _split)
+    _register(fn, [torch.unbind], "input, dim=0", _split)
 
     # Reductions and normalisation.
     for name, kind in (("sum", "reduce_sum"), ("mean", "reduce_mean")):

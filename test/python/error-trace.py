@@ -1,4 +1,6 @@
-# torch.fx failures are reported as export errors.
+# What torch.fx still cannot trace is reported as an export error: a Python
+# branch on a tensor's value (shapes are known while tracing, values are
+# not; test/python/trace-shapes.py covers what traces).
 #
 # REQUIRES: torch
 # RUN: not %python %s %t 2>&1 | FileCheck %s
@@ -19,9 +21,12 @@ class Model(nn.Module):
         self.fc = nn.Linear(4, 4)
 
     def forward(self, x):
-        batch, features = x.shape
-        return self.fc(x).sum() * features
+        batch, features = x.shape  # fine: shapes are static
+        h = self.fc(x)
+        if h.sum() > 0:            # not: the branch depends on the data
+            h = F.relu(h)
+        return h.sum() * features
 
 
 memopt.export(Model(), (torch.randn(2, 4),), sys.argv[1] + ".mlir")
-# CHECK: memopt.exporter.ExportError: torch.fx could not trace Model.forward(): TraceError: Proxy object cannot be iterated
+# CHECK: memopt.exporter.ExportError: torch.fx could not trace Model.forward(): TraceError: symbolically traced variables cannot be used as inputs to control flow: a branch on a tensor's value cannot be exported (memopt compiles one graph for every batch; compute both sides and select with torch.where)
