@@ -118,12 +118,15 @@ func.func @batch_norm_state(%x: tensor<2x3x4x4xf32> {memopt.role = "input", memo
 
 // -----
 
-// A parameter the loss does not depend on gets a zero gradient.
+// A parameter the loss does not depend on has no gradient: as torch.optim
+// with a None gradient, it and its momentum buffer are returned unchanged
+// (no update, so no weight decay either).
 
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %[[UNUSED:[^:]*]]: tensor<2xf32> {memopt.name = "unused", memopt.role = "param"}
-// CHECK: %[[ZERO:.*]] = memopt.constant dense<0.000000e+00> : tensor<2xf32>
-// CHECK: memopt.sgd_update %[[UNUSED]], %[[ZERO]]
+// CHECK-SAME: %[[BUF:[^:]*]]: tensor<2xf32> {memopt.name = "optimizer.unused.momentum_buffer", memopt.role = "optim"}
+// CHECK-NOT: memopt.sgd_update %[[UNUSED]]
+// CHECK: return %{{.*}}, %{{.*}}, %[[UNUSED]], %{{.*}}, %[[BUF]], %{{.*}} :
 func.func @unused(%x: tensor<4xf32> {memopt.role = "input", memopt.name = "x", memopt.batch_dim = 0 : i64},
                   %w: tensor<4xf32> {memopt.role = "param", memopt.name = "w"},
                   %u: tensor<2xf32> {memopt.role = "param", memopt.name = "unused"}) -> tensor<f32> attributes {memopt.loss} {

@@ -317,11 +317,16 @@ void AutodiffPass::runOnOperation() {
     Value param = entry->getArgument(p);
     auto type = cast<RankedTensorType>(param.getType());
     Value grad = grads.lookup(param);
-    if (!grad)
-      grad = ConstantOp::create(
-          b, loc,
-          DenseElementsAttr::get(type,
-                                 b.getFloatAttr(type.getElementType(), 0.0)));
+    if (!grad) {
+      // No gradient reaches it: as torch.optim with a None gradient, the
+      // parameter and its optimizer state stay as they are (no weight
+      // decay either).
+      updated[p] = param;
+      for (unsigned i = 0; i < slotNames.size(); ++i)
+        updated[slot + i] = entry->getArgument(slot + i);
+      slot += slotNames.size();
+      continue;
+    }
     Attribute scope;
     if (Operation *use = param.use_empty() ? nullptr : *param.user_begin())
       scope = use->getAttr(MemoptDialect::kScopeAttrName);
