@@ -518,7 +518,7 @@ __global__ void castKernel(const In *in, Out *out, int64_t n) {
 void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
                  memopt_dtype out_dtype, void *output, int64_t n) {
   const char *entry = "memopt_cast";
-  if (!checkFloat(ctx, entry, in_dtype) || !checkFloat(ctx, entry, out_dtype) ||
+  if (!checkDTypes(ctx, entry, {in_dtype, out_dtype}) ||
       !checkExtents(ctx, entry, {n}) ||
       !checkPointers(ctx, entry, n, {input, output}) || n == 0)
     return;

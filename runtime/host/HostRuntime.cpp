@@ -262,7 +262,7 @@ void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
 void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
                  memopt_dtype out_dtype, void *output, int64_t n) {
   const char *entry = "memopt_cast";
-  if (!checkFloat(ctx, entry, in_dtype) || !checkFloat(ctx, entry, out_dtype) ||
+  if (!checkDTypes(ctx, entry, {in_dtype, out_dtype}) ||
       !checkExtents(ctx, entry, {n}) ||
       !checkPointers(ctx, entry, n, {input, output}))
     return;

@@ -1,8 +1,10 @@
-//===- CudaRuntimeTest.cpp - CUDA runtime tests ----------------------------===//
+//===- CudaRuntimeTest.cpp - CUDA runtime tests
+//----------------------------===//
 //
 // Without a GPU: the Philox block (a host function) against Random123's
 // known-answer vectors, "no CUDA device", and every entry's argument errors
-// (ArgumentErrorCases.h) on a context built without a device. With one
+// (ArgumentErrorCases.h) and every dtype combination the dtype table rejects
+// (DTypeRuleCalls.h) on a context built without a device. With one
 // (scripts/gpu-check.sh runs them there): kernels against f64 references
 // computed here, dropout against the documented derivation, RNE
 // casts against bit-level rounding, and device-side errors (an index out of
@@ -11,8 +13,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ArgumentErrorCases.h"
 #include "CudaRuntime.h"
+#include "ArgumentErrorCases.h"
+#include "DTypeRuleCalls.h"
 #include "Float16.h"
 #include "PhiloxKnownAnswers.h"
 
@@ -52,6 +55,24 @@ TEST(CudaContextTest, NameAndNoDeviceError) {
 /// argument error, with the host runtime's messages.
 TEST(CudaArgumentErrorTest, EveryEntryReportsTheSharedMessages) {
   memopt::test::expectArgumentErrors([] { return new memopt_context(); });
+}
+
+/// Likewise every dtype combination the runtime's dtype table rejects, with
+/// the table's message; the accepted ones need a device (CudaTest below).
+TEST(CudaArgumentErrorTest, RejectsWhatTheDTypeTableRejects) {
+  using memopt::test::DTypeCallBuffers;
+  alignas(256) static unsigned char dummy[DTypeCallBuffers::kBytes];
+  DTypeCallBuffers buffers;
+  for (void *&data : buffers.data)
+    data = dummy;
+  buffers.step = reinterpret_cast<int64_t *>(dummy);
+  buffers.scale = reinterpret_cast<float *>(dummy);
+  memopt_context *ctx = new memopt_context();
+  EXPECT_GT(memopt::test::walkDTypeRules(
+                ctx, buffers, [] {},
+                /*onlyRejected=*/true),
+            0);
+  memopt_context_destroy(ctx);
 }
 
 TEST(CudaArgumentErrorTest, RankBeyondTheKernelLimit) {
@@ -115,6 +136,29 @@ protected:
   bool expectError = false;
   std::mt19937 rng{99};
 };
+
+/// Every row of the runtime's dtype table over every combination of dtypes:
+/// the CUDA runtime accepts exactly what the table accepts, as the host
+/// runtime does (DTypeRuleCalls.h).
+TEST_F(CudaTest, AcceptsExactlyTheDTypeTable) {
+  using memopt::test::DTypeCallBuffers;
+  DTypeCallBuffers buffers;
+  for (void *&data : buffers.data)
+    data = alloc(DTypeCallBuffers::kBytes);
+  char *scalars = static_cast<char *>(alloc(16));
+  buffers.step = reinterpret_cast<int64_t *>(scalars);
+  buffers.scale = reinterpret_cast<float *>(scalars + 8);
+  std::vector<unsigned char> zeros(DTypeCallBuffers::kBytes, 0);
+  auto reset = [&] {
+    for (void *data : buffers.data)
+      memopt_copy_from_host(ctx, data, zeros.data(), zeros.size());
+    const int64_t step = 1;
+    const float scale = 1.0f;
+    memopt_copy_from_host(ctx, buffers.step, &step, sizeof(step));
+    memopt_copy_from_host(ctx, buffers.scale, &scale, sizeof(scale));
+  };
+  EXPECT_GT(memopt::test::walkDTypeRules(ctx, buffers, reset), 0);
+}
 
 TEST_F(CudaTest, MatmulMatchesReference) {
   const int64_t batch = 3, m = 37, n = 29, k = 53;

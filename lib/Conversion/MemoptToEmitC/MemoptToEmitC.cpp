@@ -32,6 +32,7 @@
 #include "memopt/Conversion/Passes.h"
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+#include "memopt/Dialect/Memopt/IR/RuntimeDTypes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
@@ -64,21 +65,11 @@ static constexpr llvm::StringLiteral kEntryName = "memopt_train_step";
 // Types and sizes
 //===----------------------------------------------------------------------===//
 
-/// The `memopt_dtype` enumerator of an element type, or "" if none.
+/// The `memopt_dtype` enumerator of an element type, or "" if none: the
+/// verifiers' mapping (RuntimeDTypes.h), spelled as runtime.h does.
 static StringRef getDTypeName(Type type) {
-  if (type.isF32())
-    return "MEMOPT_F32";
-  if (type.isF16())
-    return "MEMOPT_F16";
-  if (type.isBF16())
-    return "MEMOPT_BF16";
-  if (type.isInteger(32))
-    return "MEMOPT_I32";
-  if (type.isInteger(64))
-    return "MEMOPT_I64";
-  if (type.isInteger(1))
-    return "MEMOPT_I1";
-  return "";
+  std::optional<memopt_dtype> dtype = getRuntimeDType(type);
+  return dtype ? runtime::dtypeEnumName(*dtype) : "";
 }
 
 /// The C element type a buffer of `type` is addressed through.
@@ -546,6 +537,22 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
   auto dtype = [&](Value v) {
     return getDTypeName(typeOf(v).getElementType());
   };
+  // Dtype argument `slot` of the runtime entry: the dtype of the operand or
+  // result that the op's binding names (RuntimeDTypes.h), the value whose
+  // element type memopt.kernel's verifier checked against the entry's rule.
+  const RuntimeDTypeBinding *binding = lookupRuntimeDTypeBinding(name);
+  bool usesBinding = false, unbound = false;
+  auto dtypeArg = [&](unsigned slot) -> StringRef {
+    usesBinding = true;
+    SmallVector<Value> values;
+    if (binding)
+      values = binding->getValues(slot, ins, outs);
+    if (values.empty()) {
+      unbound = true;
+      return "";
+    }
+    return dtype(values.front());
+  };
 
   // Attributes. A missing required one is an error; defaults are the ODS
   // defaults of the tensor op, which the kernel omits like the op does.
@@ -676,7 +683,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     if (failed(expectCounts(numIns, 1)))
       return failure();
     callee = entry;
-    call.verbatim(kind).verbatim(dtype(ins[0]));
+    call.verbatim(kind).verbatim(dtypeArg(0));
     for (unsigned i = 0; i < numIns; ++i)
       ptr(ins[i]);
     if (withValue)
@@ -721,9 +728,9 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
                  product(shape.drop_front(hi + 1))};
     }
     callee = "memopt_reduce";
-    call.verbatim(reduceKind).verbatim(dtype(ins[0]));
+    call.verbatim(reduceKind).verbatim(dtypeArg(0));
     ptr(ins[0]);
-    call.verbatim(dtype(outs[0]));
+    call.verbatim(dtypeArg(1));
     ptr(outs[0]);
     call.i64(extents[0]).i64(extents[1]).i64(extents[2]);
   } else if (name == "memopt.constant") {
@@ -745,7 +752,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
       else
         fill = value.getSplatValue<APFloat>().convertToDouble();
       callee = "memopt_fill";
-      call.verbatim(dtype(outs[0]));
+      call.verbatim(dtypeArg(0));
       ptr(outs[0]);
       call.i64(numel(outs[0])).f64(fill);
     } else {
@@ -767,16 +774,16 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     if (failed(expectCounts(1, 1)))
       return failure();
     callee = "memopt_cast";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
-    call.verbatim(dtype(outs[0]));
+    call.verbatim(dtypeArg(1));
     ptr(outs[0]);
     call.i64(numel(outs[0]));
   } else if (name == "memopt.where") {
     if (failed(expectCounts(3, 1)))
       return failure();
     callee = "memopt_where";
-    call.verbatim(dtype(outs[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
     ptr(ins[2]);
@@ -786,7 +793,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     if (failed(expectCounts(2, 1)))
       return failure();
     callee = "memopt_masked_fill";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
     call.f64(f64Attr("value"));
@@ -796,7 +803,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     if (failed(expectCounts(1, 1)))
       return failure();
     callee = "memopt_broadcast";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     call.i64(shapeOf(ins[0]).size())
         .verbatim(getI64Array(shapeOf(ins[0])))
@@ -807,7 +814,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     if (failed(expectCounts(1, 1)))
       return failure();
     callee = "memopt_transpose";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     call.i64(shapeOf(ins[0]).size())
         .verbatim(getI64Array(shapeOf(ins[0])))
@@ -822,7 +829,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     // result of its gradient.
     ArrayRef<int64_t> fullShape = shapeOf(isGrad ? outs[0] : ins[0]);
     callee = isGrad ? "memopt_slice_grad" : "memopt_slice";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     call.i64(fullShape.size())
         .verbatim(getI64Array(fullShape))
@@ -850,7 +857,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
         builder, loc, builder.getStringAttr(format),
         llvm::map_to_vector(ins, [&](Value v) { return getPointer(v); }));
     callee = "memopt_concat";
-    call.verbatim(dtype(outs[0])).i64(ins.size()).verbatim(inputs);
+    call.verbatim(dtypeArg(0)).i64(ins.size()).verbatim(inputs);
     call.verbatim(getI64Array(sizes));
     ptr(outs[0]);
     call.i64(product(outShape.take_front(dim)))
@@ -864,7 +871,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
       return fail("'dim' is out of range");
     auto extents = collapseAround(shape, dim);
     callee = name == "memopt.softmax" ? "memopt_softmax" : "memopt_log_softmax";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(outs[0]);
     call.i64(extents[0]).i64(extents[1]).i64(extents[2]);
@@ -879,7 +886,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     auto extents = collapseAround(shape, dim);
     callee = name == "memopt.softmax_grad" ? "memopt_softmax_grad"
                                            : "memopt_log_softmax_grad";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
     ptr(outs[0]);
@@ -890,9 +897,9 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
       return failure();
     int64_t cols = numel(ins[1]);
     callee = isLayer ? "memopt_layer_norm" : "memopt_rms_norm";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
-    call.verbatim(dtype(ins[1]));
+    call.verbatim(dtypeArg(1));
     ptr(ins[1]);
     if (isLayer)
       ptr(ins[2]);
@@ -906,10 +913,10 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
       return failure();
     int64_t cols = numel(ins[2]);
     callee = isLayer ? "memopt_layer_norm_grad" : "memopt_rms_norm_grad";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
-    call.verbatim(dtype(ins[2]));
+    call.verbatim(dtypeArg(1));
     for (Value in : ArrayRef<Value>(ins).drop_front(2))
       ptr(in);
     for (Value out : outs)
@@ -924,7 +931,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     if (shape.size() < 2)
       return fail("the input has rank below 2");
     callee = isGrad ? "memopt_batch_norm_grad" : "memopt_batch_norm";
-    call.verbatim(dtype(input));
+    call.verbatim(dtypeArg(0));
     for (Value v : llvm::concat<Value>(ins, outs))
       ptr(v);
     call.i64(shape[0]).i64(shape[1]).i64(product(shape.drop_front(2)));
@@ -940,7 +947,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     bool transA = attrs.contains("transpose_lhs");
     bool transB = attrs.contains("transpose_rhs");
     callee = "memopt_matmul";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
     ptr(outs[0]);
@@ -951,7 +958,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
         .i64(transA ? a[a.size() - 2] : a.back())
         .i32(transA)
         .i32(transB)
-        .verbatim(dtype(outs[0]));
+        .verbatim(dtypeArg(1));
   } else if (name == "memopt.embedding" || name == "memopt.embedding_grad") {
     if (failed(expectCounts(2, 1)))
       return failure();
@@ -960,9 +967,9 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     if (table.size() != 2)
       return fail("the table is not a matrix");
     callee = isGrad ? "memopt_embedding_grad" : "memopt_embedding";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
-    call.verbatim(dtype(ins[1]));
+    call.verbatim(dtypeArg(1));
     ptr(ins[1]);
     ptr(outs[0]);
     call.i64(numel(ins[1])).i64(table[0]).i64(table[1]);
@@ -984,7 +991,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     callee = name == "memopt.conv2d"              ? "memopt_conv2d"
              : name == "memopt.conv2d_grad_input" ? "memopt_conv2d_grad_input"
                                                   : "memopt_conv2d_grad_filter";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
     ptr(outs[0]);
@@ -1012,7 +1019,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
                  .Case("memopt.avg_pool2d", "memopt_avg_pool2d")
                  .Case("memopt.max_pool2d_grad", "memopt_max_pool2d_grad")
                  .Default("memopt_avg_pool2d_grad");
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     for (Value v : llvm::concat<Value>(ins, outs))
       ptr(v);
     call.i64(x[0]).i64(x[1]).i64(x[2]).i64(x[3]);
@@ -1024,7 +1031,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
       return failure();
     // `offset` is 0: one call covers the whole tensor (runtime.h).
     callee = "memopt_dropout";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(outs[0]);
     call.i64(numel(outs[0]))
@@ -1051,9 +1058,9 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     if (logits.empty())
       return fail("the logits are a scalar");
     callee = isGrad ? "memopt_cross_entropy_grad" : "memopt_cross_entropy";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
-    call.verbatim(dtype(ins[1]));
+    call.verbatim(dtypeArg(1));
     ptr(ins[1]);
     if (isGrad)
       ptr(ins[2]);
@@ -1091,7 +1098,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
                      strides[rank - 2], strides[rank - 1]};
     }
     callee = isGrad ? "memopt_attention_grad" : "memopt_attention";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
     ptr(ins[2]);
@@ -1140,11 +1147,11 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     Value scratch = outs.back();
     callee = isGrad ? "memopt_linear_cross_entropy_grad"
                     : "memopt_linear_cross_entropy";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
     optionalPtr(hasBias ? std::optional<Value>(ins.back()) : std::nullopt);
-    call.verbatim(dtype(ins[2]));
+    call.verbatim(dtypeArg(1));
     ptr(ins[2]);
     if (isGrad) {
       ptr(ins[3]); // lse
@@ -1168,7 +1175,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     if (failed(expectCounts(1, 1)))
       return failure();
     callee = "memopt_label_count";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(outs[0]);
     call.i64(numel(ins[0])).i64(i64Attr("ignore_index", -100));
@@ -1177,7 +1184,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     if (failed(expectCounts(isGrad ? 3 : 2, 1)))
       return failure();
     callee = isGrad ? "memopt_mse_loss_grad" : "memopt_mse_loss";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     for (Value v : llvm::concat<Value>(ins, outs))
       ptr(v);
     call.i64(numel(ins[0])).verbatim(reduction());
@@ -1185,7 +1192,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     if (failed(expectCounts(3, 2, 4)))
       return failure();
     callee = "memopt_sgd_update";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
     ptr(ins[2]);
@@ -1200,7 +1207,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     if (failed(expectCounts(5, 3, 6)))
       return failure();
     callee = "memopt_adamw_update";
-    call.verbatim(dtype(ins[0]));
+    call.verbatim(dtypeArg(0));
     for (Value v : ArrayRef<Value>(ins).take_front(5))
       ptr(v);
     optionalPtr(ins.size() == 6 ? std::optional<Value>(ins[5]) : std::nullopt);
@@ -1238,7 +1245,12 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     std::string gradArray = getGlobalName("grads");
     std::string resultArray = getGlobalName("results");
     std::string dtypeList;
-    for (Value g : grads)
+    SmallVector<Value> dtypeValues;
+    if (binding)
+      dtypeValues = binding->getValues(0, ins, outs);
+    usesBinding = true;
+    unbound |= dtypeValues.size() != grads.size();
+    for (Value g : dtypeValues)
       dtypeList += (dtypeList.empty() ? "" : ", ") + dtype(g).str();
     std::string placeholders;
     for (size_t j = 0; j < n; ++j)
@@ -1278,6 +1290,9 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
 
   if (missing)
     return fail("it has no valid '" + missingName + "' attribute");
+  if (usesBinding && (unbound || !binding || binding->entry != callee))
+    return fail("its dtype arguments are not bound to " + callee +
+                "'s (lib/Dialect/Memopt/IR/RuntimeDTypes.cpp)");
   for (Value v : llvm::concat<Value>(ins, outs))
     if (dtype(v).empty())
       return fail("the runtime has no dtype for its operand types");

@@ -312,7 +312,8 @@ void memopt_concat(memopt_context *ctx, memopt_dtype dtype, int64_t num_inputs,
 /// `memopt.reduce_*` over the middle extent of [outer, reduced, inner] into
 /// [outer, inner] (the caller collapses contiguous reduced dimensions; a
 /// non-contiguous set takes one call per run). Accumulates in at least f32,
-/// sequentially; MAX propagates NaN. `out_dtype` is `in_dtype` or F32.
+/// sequentially; MAX propagates NaN. `out_dtype` is `in_dtype` or F32, or
+/// any float dtype when `in_dtype` is F32 (memopt/runtime/DTypeRules.h).
 void memopt_reduce(memopt_context *ctx, memopt_reduce_op op,
                    memopt_dtype in_dtype, const void *input,
                    memopt_dtype out_dtype, void *out, int64_t outer,

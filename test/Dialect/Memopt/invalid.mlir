@@ -228,8 +228,16 @@ func.func @reduce_dims(%a: tensor<4x8xf32>) {
 // -----
 
 func.func @reduce_result(%a: tensor<4x8xf32>) {
-  // expected-error @+1 {{result has type 'tensor<8xf32>', expected 'tensor<4xf32>' (the input without the reduced dimensions, with its element type or f32)}}
+  // expected-error @+1 {{result has type 'tensor<8xf32>', expected 'tensor<4xf32>' (the input without the reduced dimensions)}}
   %0 = memopt.reduce_mean %a dims [1] : tensor<4x8xf32> to tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_dtype(%a: tensor<4x8xbf16>) {
+  // expected-error @+1 {{element types bf16 (operand #0 as in_dtype) and f16 (result #0 as out_dtype) are rejected by the runtime's memopt_reduce: result dtype f16 is neither the input's (bf16) nor f32, and the input is not f32 (it accepts in_dtype in {f32, f16, bf16}, out_dtype in {f32, f16, bf16}; out_dtype is in_dtype or f32, or any when in_dtype is f32)}}
+  %0 = memopt.reduce_sum %a dims [1] : tensor<4x8xbf16> to tensor<4xf16>
   return
 }
 
@@ -404,7 +412,7 @@ func.func @matmul_dtype(%a: tensor<2x8xbf16>, %b: tensor<8x4xf32>) {
 // -----
 
 func.func @matmul_result(%a: tensor<2x8xbf16>, %b: tensor<8x4xbf16>) {
-  // expected-error @+1 {{result has type 'tensor<2x4xf16>', expected 'tensor<2x4xbf16>'}}
+  // expected-error @+1 {{element types bf16 (operand #0 as dtype) and f16 (result #0 as out_dtype) are rejected by the runtime's memopt_matmul: result dtype f16 is neither the operands' (bf16) nor f32 (it accepts dtype in {f32, f16, bf16}, out_dtype in {f32, f16, bf16}; out_dtype is dtype or f32)}}
   %0 = memopt.matmul %a, %b : tensor<2x8xbf16>, tensor<8x4xbf16> -> tensor<2x4xf16>
   return
 }
@@ -924,6 +932,25 @@ func.func @kernel_name(%a: memref<4xf32>) {
 func.func @kernel_outs(%a: memref<4xf32>) {
   // expected-error @+1 {{needs at least one output buffer}}
   "memopt.kernel"(%a) {kernel = "memopt.relu", op_attributes = {}, operandSegmentSizes = array<i32: 1, 0>} : (memref<4xf32>) -> ()
+  return
+}
+
+// -----
+
+// Kernels that bufferization writes are checked against the runtime's dtype
+// table too (an f32 pass into a bf16 result is fine, a bf16 one into f16 is
+// not).
+func.func @kernel_dtype(%a: memref<4x8xbf16>, %b: memref<4xf16>) {
+  // expected-error @+1 {{element types bf16 (input #0 as in_dtype) and f16 (output #0 as out_dtype) are rejected by the runtime's memopt_reduce}}
+  memopt.kernel "memopt.reduce_sum" ins(%a : memref<4x8xbf16>) outs(%b : memref<4xf16>) with {dims = array<i64: 1>}
+  return
+}
+
+// -----
+
+func.func @kernel_no_dtype(%a: memref<4xf64>, %b: memref<4xf64>) {
+  // expected-error @+1 {{has element type 'f64' on input #0 as dtype of memopt_unary, which the runtime has no dtype for}}
+  memopt.kernel "memopt.relu" ins(%a : memref<4xf64>) outs(%b : memref<4xf64>) with {}
   return
 }
 

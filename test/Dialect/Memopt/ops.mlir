@@ -126,6 +126,7 @@ func.func @shapes(%x: tensor<2x8x64xf32>, %b: tensor<64xf32>, %m: tensor<8x8xi1>
 // CHECK:         %{{.*}} = memopt.reduce_sum %[[X]] dims [2] : tensor<2x8x64xf32> to tensor<2x8xf32>
 // CHECK:         %{{.*}} = memopt.reduce_mean %[[H]] dims [0, 1] : tensor<2x8x64xbf16> to tensor<64xf32>
 // CHECK:         %{{.*}} = memopt.reduce_max %[[X]] dims [0, 1, 2] : tensor<2x8x64xf32> to tensor<f32>
+// CHECK:         %{{.*}} = memopt.reduce_sum %[[X]] dims [0, 1] : tensor<2x8x64xf32> to tensor<64xbf16>
 // CHECK:         %[[SM:.*]] = memopt.softmax %[[X]] dim 2 : tensor<2x8x64xf32>
 // CHECK:         %[[LSM:.*]] = memopt.log_softmax %[[H]] dim 1 : tensor<2x8x64xbf16>
 // CHECK:         %{{.*}} = memopt.softmax_grad %[[SM]], %[[X]] dim 2 : tensor<2x8x64xf32>
@@ -135,6 +136,7 @@ func.func @reductions(%x: tensor<2x8x64xf32>, %h: tensor<2x8x64xbf16>) {
   %sum = memopt.reduce_sum %x dims [2] : tensor<2x8x64xf32> to tensor<2x8xf32>
   %mean = memopt.reduce_mean %h dims [0, 1] : tensor<2x8x64xbf16> to tensor<64xf32>
   %max = memopt.reduce_max %x dims [0, 1, 2] : tensor<2x8x64xf32> to tensor<f32>
+  %narrow = memopt.reduce_sum %x dims [0, 1] : tensor<2x8x64xf32> to tensor<64xbf16>
   %sm = memopt.softmax %x dim 2 : tensor<2x8x64xf32>
   %lsm = memopt.log_softmax %h dim 1 : tensor<2x8x64xbf16>
   %smg = memopt.softmax_grad %sm, %x dim 2 : tensor<2x8x64xf32>

@@ -3,7 +3,10 @@
 // Verifiers, type inference, folders and custom assembly directives of the
 // memopt ops. Each verifier computes the type an operand or result must have
 // and reports a mismatch as "<what> has type 'A', expected 'B'", so that a
-// user sees both the fault and the fix.
+// user sees both the fault and the fix. Which element types may meet in one
+// op (a matmul's f32 result of bf16 operands, a reduction's) is not decided
+// here but by the runtime's dtype table, which every op checks through
+// RuntimeDTypesTrait (RuntimeDTypes.cpp) before its verifier runs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -416,13 +419,9 @@ static LogicalResult verifyReduce(Operation *op, RankedTensorType input,
   for (int64_t d = 0; d < input.getRank(); ++d)
     if (!llvm::is_contained(dims, d))
       shape.push_back(input.getDimSize(d));
-  Type elementType = tensorType(result).getElementType();
-  if (!elementType.isF32())
-    elementType = input.getElementType();
-  return expectType(op, {"result", result},
-                    RankedTensorType::get(shape, elementType),
-                    "the input without the reduced dimensions, with its "
-                    "element type or f32");
+  // The element types are the dtype table's (memopt_reduce's row).
+  return expectType(op, {"result", result}, tensorType(result).clone(shape),
+                    "the input without the reduced dimensions");
 }
 
 LogicalResult ReduceSumOp::verify() {
@@ -642,10 +641,8 @@ LogicalResult MatmulOp::verify() {
   SmallVector<int64_t> shape(lhsBatch.empty() ? rhsBatch : lhsBatch);
   shape.append({m, n});
 
-  Type elementType = result.getElementType().isF32() ? result.getElementType()
-                                                     : lhs.getElementType();
-  return expectType(*this, {"result", getResult()},
-                    RankedTensorType::get(shape, elementType));
+  // The result's element type is the dtype table's (memopt_matmul's row).
+  return expectType(*this, {"result", getResult()}, result.clone(shape));
 }
 
 //===----------------------------------------------------------------------===//
@@ -1132,7 +1129,9 @@ LogicalResult KernelOp::verify() {
                          << "' is not a memopt tensor op";
   if (getOuts().empty())
     return emitOpError() << "needs at least one output buffer";
-  return success();
+  // Bufferization may write kernels no tensor op had (the f32 passes of a
+  // split reduction): check them against the runtime's dtype table too.
+  return verifyRuntimeDTypes(*this, kernel, getIns(), getOuts());
 }
 
 void KernelOp::getEffects(

@@ -70,6 +70,7 @@
 
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+#include "memopt/Dialect/Memopt/IR/RuntimeDTypes.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 #include "memopt/runtime.h"
 
@@ -198,9 +199,7 @@ static std::optional<MemRefType> getScratchType(Operation *op) {
     auto type = cast<RankedTensorType>(x.getType());
     int64_t width = type.getShape().back();
     int64_t rows = width > 0 ? type.getNumElements() / width : 0;
-    memopt_dtype dtype = type.getElementType().isF32()   ? MEMOPT_F32
-                         : type.getElementType().isF16() ? MEMOPT_F16
-                                                         : MEMOPT_BF16;
+    memopt_dtype dtype = getRuntimeDType(type).value_or(MEMOPT_F32);
     uint64_t bytes = memopt_linear_cross_entropy_scratch_bytes(
         dtype, rows, width, chunk, grad);
     // runtime.h sizes it in multiples of 256 bytes; f32 elements keep it a

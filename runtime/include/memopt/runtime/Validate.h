@@ -6,6 +6,9 @@
 // ArgumentErrorCases.h runs one list of argument errors against both).
 // Header-only C++17 for g++ and for nvcc's host code; no device code.
 //
+// Every dtype decision goes through checkDTypes, which reads the entry's row
+// of the dtype table (DTypeRules.h) that the compiler's verifiers read too.
+//
 // A check returns true when its arguments are valid; otherwise it records the
 // first error through the runtime's recordError and returns false. Every
 // check also returns false, recording nothing, on a context that holds an
@@ -19,6 +22,7 @@
 #define MEMOPT_RUNTIME_VALIDATE_H
 
 #include "memopt/runtime.h"
+#include "memopt/runtime/DTypeRules.h"
 
 #include <cstdarg>
 #include <cstddef>
@@ -80,56 +84,42 @@ inline std::string formatError(const char *entry, const char *format,
 // Dtypes
 //===----------------------------------------------------------------------===//
 
-/// The name of a dtype for messages ("f32", ...).
-inline const char *dtypeName(memopt_dtype dtype) {
-  static const char *const names[] = {"f32", "f16", "bf16", "i32", "i64", "i1"};
-  return static_cast<unsigned>(dtype) <= unsigned(MEMOPT_I1) ? names[dtype]
-                                                             : "unknown dtype";
-}
-
 /// memopt_dtype_size: bytes of one element, 0 for an unknown dtype.
 inline size_t dtypeSize(memopt_dtype dtype) {
   static const size_t sizes[] = {4, 2, 2, 4, 8, 1};
-  return static_cast<unsigned>(dtype) <= unsigned(MEMOPT_I1) ? sizes[dtype] : 0;
+  return isKnownDType(dtype) ? sizes[dtype] : 0;
 }
 
 /// True for F32, F16 and BF16.
 inline bool isFloatType(memopt_dtype dtype) {
-  return dtype == MEMOPT_F32 || dtype == MEMOPT_F16 || dtype == MEMOPT_BF16;
+  return inDTypeSet(kFloatDTypes, dtype);
 }
 
 //===----------------------------------------------------------------------===//
 // Basic checks
 //===----------------------------------------------------------------------===//
 
-/// Checks that `dtype` is a float dtype.
-inline bool checkFloat(memopt_context *ctx, const char *entry,
-                       memopt_dtype dtype) {
-  return enterEntry(ctx, entry) &&
-         (isFloatType(dtype) ||
-          invalid(ctx, entry,
-                  "expected a float dtype (f32, f16, bf16), got %s (%d)",
-                  dtypeName(dtype), static_cast<int>(dtype)));
+/// Checks `entry`'s dtype arguments, in its argument order, against its row
+/// of the dtype table (DTypeRules.h), which the compiler's verifiers read
+/// too: every dtype decision of the runtimes is made here.
+inline bool checkDTypes(memopt_context *ctx, const char *entry,
+                        std::initializer_list<memopt_dtype> dtypes) {
+  if (!enterEntry(ctx, entry))
+    return false;
+  const DTypeRule *rule = findDTypeRule(entry);
+  if (!rule || rule->numSlots != static_cast<int>(dtypes.size()))
+    return invalid(ctx, entry, "no dtype rule with %d dtype arguments",
+                   static_cast<int>(dtypes.size()));
+  return acceptsDTypes(*rule, dtypes.begin()) ||
+         invalid(ctx, entry, "%s",
+                 describeDTypeRejection(*rule, dtypes.begin()).c_str());
 }
 
-/// Checks that `dtype` is I32 or I64.
-inline bool checkIndexType(memopt_context *ctx, const char *entry,
-                           memopt_dtype dtype) {
-  return enterEntry(ctx, entry) &&
-         (dtype == MEMOPT_I32 || dtype == MEMOPT_I64 ||
-          invalid(ctx, entry, "expected an index dtype (i32, i64), got %s (%d)",
-                  dtypeName(dtype), static_cast<int>(dtype)));
-}
-
-/// The element size of any known `dtype`, or 0 after a failed check.
+/// The element size of `dtype` after checking it against `entry`'s row (an
+/// entry that moves elements of any dtype), or 0 after a failed check.
 inline size_t checkElementSize(memopt_context *ctx, const char *entry,
                                memopt_dtype dtype) {
-  if (!enterEntry(ctx, entry))
-    return 0;
-  size_t size = dtypeSize(dtype);
-  if (!size)
-    invalid(ctx, entry, "unknown dtype %d", static_cast<int>(dtype));
-  return size;
+  return checkDTypes(ctx, entry, {dtype}) ? dtypeSize(dtype) : 0;
 }
 
 /// Checks that every extent is >= 0.
@@ -164,13 +154,13 @@ inline bool checkOp(memopt_context *ctx, const char *entry, int op, int last) {
          ((op >= 0 && op <= last) || invalid(ctx, entry, "unknown op %d", op));
 }
 
-/// Float tensors of `extents` elements (their product) at `pointers`: the
-/// checks of every elementwise entry.
+/// Tensors of one dtype argument and `extents` elements (their product) at
+/// `pointers`: the checks of every elementwise entry.
 inline bool checkFloatTensors(memopt_context *ctx, const char *entry,
                               memopt_dtype dtype,
                               std::initializer_list<int64_t> extents,
                               std::initializer_list<const void *> pointers) {
-  if (!checkFloat(ctx, entry, dtype) || !checkExtents(ctx, entry, extents))
+  if (!checkDTypes(ctx, entry, {dtype}) || !checkExtents(ctx, entry, extents))
     return false;
   int64_t n = 1;
   for (int64_t extent : extents)
@@ -202,18 +192,9 @@ inline bool checkReduce(memopt_context *ctx, const char *entry,
                         memopt_reduce_op op, memopt_dtype inDtype,
                         const void *input, memopt_dtype outDtype, void *out,
                         int64_t outer, int64_t reduced, int64_t inner) {
-  if (!checkFloat(ctx, entry, inDtype) || !checkFloat(ctx, entry, outDtype) ||
+  if (!checkDTypes(ctx, entry, {inDtype, outDtype}) ||
       !checkExtents(ctx, entry, {outer, reduced, inner}))
     return false;
-  // Sums accumulate in f32 and round once on the store, so an f32 input may
-  // go to any result dtype: the last pass of a reduction that bufferization
-  // splits over runs of dimensions reads an f32 intermediate and writes the
-  // op's bf16/f16 result.
-  if (outDtype != inDtype && outDtype != MEMOPT_F32 && inDtype != MEMOPT_F32)
-    return invalid(ctx, entry,
-                   "result dtype %s is neither the input's (%s) nor f32, "
-                   "and the input is not f32",
-                   dtypeName(outDtype), dtypeName(inDtype));
   if (!checkOp(ctx, entry, op, MEMOPT_REDUCE_MAX))
     return false;
   if (op == MEMOPT_REDUCE_MAX && reduced == 0)
@@ -228,7 +209,7 @@ inline bool checkNorm(memopt_context *ctx, const char *entry,
                       int64_t cols, std::initializer_list<const void *> tensors,
                       std::initializer_list<const void *> stats,
                       std::initializer_list<const void *> params) {
-  if (!checkFloat(ctx, entry, dtype) || !checkFloat(ctx, entry, wDtype) ||
+  if (!checkDTypes(ctx, entry, {dtype, wDtype}) ||
       !checkExtents(ctx, entry, {rows, cols}))
     return false;
   // A row of no values has no mean or scale.
@@ -247,7 +228,7 @@ inline bool checkBatchNorm(memopt_context *ctx, const char *entry,
                            int64_t spatial, bool training,
                            std::initializer_list<const void *> tensors,
                            std::initializer_list<const void *> perChannel) {
-  if (!checkFloat(ctx, entry, dtype) ||
+  if (!checkDTypes(ctx, entry, {dtype}) ||
       !checkExtents(ctx, entry, {batch, channels, spatial}))
     return false;
   int64_t count = batch * spatial;
@@ -265,13 +246,9 @@ inline bool checkMatmul(memopt_context *ctx, const char *entry,
                         memopt_dtype dtype, memopt_dtype outDtype,
                         int64_t batchA, int64_t batchB, int64_t m, int64_t n,
                         int64_t k, int64_t &batch) {
-  if (!checkFloat(ctx, entry, dtype) || !checkFloat(ctx, entry, outDtype) ||
+  if (!checkDTypes(ctx, entry, {dtype, outDtype}) ||
       !checkExtents(ctx, entry, {batchA, batchB, m, n, k}))
     return false;
-  if (outDtype != dtype && outDtype != MEMOPT_F32)
-    return invalid(ctx, entry,
-                   "result dtype %s is neither the operands' (%s) nor f32",
-                   dtypeName(outDtype), dtypeName(dtype));
   if (batchA != batchB && batchA != 1 && batchB != 1)
     return invalid(
         ctx, entry, "batch sizes %lld and %lld differ and neither is 1",
@@ -284,8 +261,7 @@ inline bool checkMatmul(memopt_context *ctx, const char *entry,
 inline bool checkEmbedding(memopt_context *ctx, const char *entry,
                            memopt_dtype dtype, memopt_dtype indexDtype,
                            int64_t numIndices, int64_t numRows, int64_t dim) {
-  return checkFloat(ctx, entry, dtype) &&
-         checkIndexType(ctx, entry, indexDtype) &&
+  return checkDTypes(ctx, entry, {dtype, indexDtype}) &&
          checkExtents(ctx, entry, {numIndices, numRows, dim});
 }
 
@@ -305,8 +281,7 @@ inline bool checkCrossEntropy(memopt_context *ctx, const char *entry,
                               memopt_loss_reduction reduction, int64_t rows,
                               int64_t classes, const void *scalar,
                               std::initializer_list<const void *> perRow) {
-  return checkFloat(ctx, entry, dtype) &&
-         checkIndexType(ctx, entry, labelDtype) &&
+  return checkDTypes(ctx, entry, {dtype, labelDtype}) &&
          checkReduction(ctx, entry, reduction) &&
          checkExtents(ctx, entry, {rows, classes}) &&
          checkPointers(ctx, entry, 1, {scalar}) &&
@@ -322,7 +297,7 @@ inline bool checkAttention(memopt_context *ctx, const char *entry,
                            int64_t sk, int64_t d, int64_t dv, double scale,
                            double dropoutP,
                            std::initializer_list<const void *> tensors) {
-  if (!checkFloat(ctx, entry, dtype) ||
+  if (!checkDTypes(ctx, entry, {dtype}) ||
       !checkExtents(ctx, entry, {batch, heads, sq, sk, d, dv}) ||
       !checkProbability(ctx, entry, dropoutP) ||
       !checkPointers(ctx, entry, batch * heads * sq * sk, tensors) ||
@@ -370,7 +345,7 @@ inline bool checkMseLoss(memopt_context *ctx, const char *entry,
                          memopt_dtype dtype, memopt_loss_reduction reduction,
                          int64_t n, const void *scalar,
                          std::initializer_list<const void *> tensors) {
-  return checkFloat(ctx, entry, dtype) &&
+  return checkDTypes(ctx, entry, {dtype}) &&
          checkReduction(ctx, entry, reduction) &&
          checkExtents(ctx, entry, {n}) &&
          checkPointers(ctx, entry, 1, {scalar}) &&
@@ -381,13 +356,13 @@ inline bool checkMseLoss(memopt_context *ctx, const char *entry,
 inline bool checkLabelCount(memopt_context *ctx, const char *entry,
                             memopt_dtype labelDtype, const void *labels,
                             const float *count, int64_t n) {
-  return checkIndexType(ctx, entry, labelDtype) &&
+  return checkDTypes(ctx, entry, {labelDtype}) &&
          checkExtents(ctx, entry, {n}) &&
          checkPointers(ctx, entry, 1, {count}) &&
          checkPointers(ctx, entry, n, {labels});
 }
 
-/// memopt_unscale: every gradient is a float tensor.
+/// memopt_unscale: every gradient's dtype passes the entry's rule.
 inline bool checkUnscale(memopt_context *ctx, const char *entry,
                          const float *scale, int64_t numTensors,
                          const memopt_dtype *dtypes, const void *const *grads,
@@ -437,7 +412,7 @@ struct ConvShape {
 /// Validates `s` and computes its output extents.
 inline bool checkConv(memopt_context *ctx, const char *entry,
                       memopt_dtype dtype, ConvShape &s) {
-  if (!checkFloat(ctx, entry, dtype) ||
+  if (!checkDTypes(ctx, entry, {dtype}) ||
       !checkExtents(ctx, entry,
                     {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.ph, s.pw}))
     return false;
@@ -476,7 +451,7 @@ struct PoolShape {
 /// window holds an input element) and computes its output extents.
 inline bool checkPool(memopt_context *ctx, const char *entry,
                       memopt_dtype dtype, PoolShape &s) {
-  if (!checkFloat(ctx, entry, dtype) ||
+  if (!checkDTypes(ctx, entry, {dtype}) ||
       !checkExtents(ctx, entry, {s.n, s.c, s.h, s.w, s.ph, s.pw}))
     return false;
   if (s.kh <= 0 || s.kw <= 0 || s.sh <= 0 || s.sw <= 0 || 2 * s.ph > s.kh ||

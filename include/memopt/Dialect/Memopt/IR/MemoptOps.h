@@ -9,6 +9,7 @@
 
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/IR/MemoptInterfaces.h"
+#include "memopt/Dialect/Memopt/IR/RuntimeDTypes.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinTypes.h"

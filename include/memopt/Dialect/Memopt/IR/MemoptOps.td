@@ -7,7 +7,10 @@
 //
 // Types are checked by ODS constraints; shapes, ranks and attributes by the
 // C++ verifiers in MemoptOps.cpp, whose messages name the operand and give the
-// expected and the actual type. Where several operands and results must share
+// expected and the actual type. Which element types an op may pass to its
+// runtime entry is the runtime's dtype table's to say (DTypeRules.h): every op
+// checks them against it through Memopt_RuntimeDTypes, so the ODS constraints
+// are only a first filter. Where several operands and results must share
 // one type, the custom assembly prints it once (`custom<SameTypes>`) and the
 // verifier reports any mismatch written in the generic form.
 //
@@ -47,8 +50,15 @@ def Memopt_Pair : ConfinedAttr<DenseI64ArrayAttr, [DenseArrayCount<2>]>;
 // Base classes
 //===----------------------------------------------------------------------===//
 
+// The element types that the op passes to its runtime entry satisfy that
+// entry's row of the runtime's dtype table (RuntimeDTypes.h).
+def Memopt_RuntimeDTypes : NativeOpTrait<"RuntimeDTypesTrait"> {
+  let cppNamespace = "::memopt";
+}
+
 class Memopt_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Memopt_Dialect, mnemonic, traits> {
+    : Op<Memopt_Dialect, mnemonic,
+         !listconcat(traits, [Memopt_RuntimeDTypes])> {
   let hasVerifier = 1;
 }
 
@@ -115,7 +125,7 @@ class Memopt_ActivationGradOp<string mnemonic, string operandName,
 //===----------------------------------------------------------------------===//
 
 def Memopt_ConstantOp : Op<Memopt_Dialect, "constant",
-    [ConstantLike, Pure,
+    [ConstantLike, Pure, Memopt_RuntimeDTypes,
      DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "a tensor known at compile time";
   let description = [{
@@ -372,8 +382,9 @@ class Memopt_ReduceOp<string mnemonic, string what,
     : Memopt_Op<mnemonic, !listconcat([Pure], traits)> {
   let summary = what # " over dimensions";
   let description = "Computes the " # what # " over `dims` (sorted, "
-      "unique), which the result drops. Accumulates in f32; the result has "
-      "the input's element type or f32.";
+      "unique), which the result drops. Accumulates in f32 and rounds once: "
+      "the result has the input's element type or f32, or any float type "
+      "when the input is f32.";
   let arguments = (ins Memopt_FloatTensor:$input, DenseI64ArrayAttr:$dims);
   let results = (outs Memopt_FloatTensor:$result);
   let assemblyFormat = [{
