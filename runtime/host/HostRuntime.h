@@ -127,6 +127,13 @@ inline int64_t loadIndex(memopt_dtype dtype, const void *src, int64_t i) {
   return static_cast<const int64_t *>(src)[i];
 }
 
+/// Checks the `rows` labels (I32 or I64) of a cross-entropy against
+/// [0, classes) and returns how many differ from `ignoreIndex`, or -1 after
+/// recording the error that names `entry`, the label and its row.
+int64_t countLabels(memopt_context *ctx, const char *entry,
+                    memopt_dtype labelDtype, const void *labels, int64_t rows,
+                    int64_t classes, int64_t ignoreIndex);
+
 } // namespace host
 } // namespace memopt
 

@@ -39,29 +39,6 @@ using namespace memopt::host;
 
 namespace {
 
-/// Checks the labels and returns the number of rows that are not ignored, or
-/// -1 after recording an error (the message of memopt_cross_entropy's check
-/// in Loss.cpp).
-int64_t countLabels(memopt_context *ctx, const char *entry,
-                    memopt_dtype labelDtype, const void *labels, int64_t rows,
-                    int64_t classes, int64_t ignoreIndex) {
-  int64_t count = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t label = loadIndex(labelDtype, labels, r);
-    if (label == ignoreIndex)
-      continue;
-    if (label < 0 || label >= classes) {
-      setError(ctx, MEMOPT_ERROR_INDEX_OUT_OF_RANGE, entry,
-               "label %lld of row %lld out of range [0, %lld)",
-               static_cast<long long>(label), static_cast<long long>(r),
-               static_cast<long long>(classes));
-      return -1;
-    }
-    ++count;
-  }
-  return count;
-}
-
 /// The host-only limit of sgemm's int extents.
 bool checkBlasRange(memopt_context *ctx, const char *entry, int64_t rows,
                     int64_t dim, int64_t chunk) {

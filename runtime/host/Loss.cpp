@@ -15,16 +15,13 @@
 
 using namespace memopt::host;
 
-namespace {
-
-/// Checks the labels and returns the number of rows that are not ignored, or
-/// -1 after recording an error.
-int64_t countLabels(memopt_context *ctx, const char *entry,
-                    memopt_dtype label_dtype, const void *labels, int64_t rows,
-                    int64_t classes, int64_t ignoreIndex) {
+int64_t memopt::host::countLabels(memopt_context *ctx, const char *entry,
+                                  memopt_dtype labelDtype, const void *labels,
+                                  int64_t rows, int64_t classes,
+                                  int64_t ignoreIndex) {
   int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    int64_t label = loadIndex(label_dtype, labels, r);
+    int64_t label = loadIndex(labelDtype, labels, r);
     if (label == ignoreIndex)
       continue;
     if (label < 0 || label >= classes) {
@@ -38,6 +35,8 @@ int64_t countLabels(memopt_context *ctx, const char *entry,
   }
   return count;
 }
+
+namespace {
 
 /// log(sum(exp(row))) with the maximum subtracted first, in double.
 double logSumExp(const float *row, int64_t classes) {
