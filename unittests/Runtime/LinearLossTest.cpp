@@ -67,32 +67,6 @@ struct LinearResults {
   std::vector<float> lse, gradX, gradW, gradBias;
 };
 
-std::vector<float> representable(memopt_context *ctx, memopt_dtype dtype,
-                                 std::vector<float> x) {
-  if (dtype == MEMOPT_F32 || x.empty())
-    return x;
-  std::vector<uint16_t> bits(x.size());
-  memopt_cast(ctx, MEMOPT_F32, x.data(), dtype, bits.data(), x.size());
-  memopt_cast(ctx, dtype, bits.data(), MEMOPT_F32, x.data(), x.size());
-  return x;
-}
-
-std::vector<uint8_t> toStorage(memopt_context *ctx, memopt_dtype dtype,
-                               const std::vector<float> &x) {
-  std::vector<uint8_t> bytes(x.size() * memopt_dtype_size(dtype));
-  if (!x.empty())
-    memopt_cast(ctx, MEMOPT_F32, x.data(), dtype, bytes.data(), x.size());
-  return bytes;
-}
-
-std::vector<float> fromStorage(memopt_context *ctx, memopt_dtype dtype,
-                               const std::vector<uint8_t> &bytes) {
-  std::vector<float> x(bytes.size() / memopt_dtype_size(dtype));
-  if (!x.empty())
-    memopt_cast(ctx, dtype, bytes.data(), MEMOPT_F32, x.data(), x.size());
-  return x;
-}
-
 /// Random inputs; row 4 of x is 30 times larger, so that its logits span
 /// about +-60 and each chunk moves the online maximum. Rows 2, 7 and 11 are
 /// ignored; rows 0 and 1 pick the first and the last class.

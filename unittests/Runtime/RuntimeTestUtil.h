@@ -89,6 +89,35 @@ expectGradient(const std::function<double(std::vector<float> &)> &loss,
   }
 }
 
+/// Rounds `x` to values representable in `dtype`.
+inline std::vector<float> representable(memopt_context *ctx, memopt_dtype dtype,
+                                 std::vector<float> x) {
+  if (dtype == MEMOPT_F32 || x.empty())
+    return x;
+  std::vector<uint16_t> bits(x.size());
+  memopt_cast(ctx, MEMOPT_F32, x.data(), dtype, bits.data(), x.size());
+  memopt_cast(ctx, dtype, bits.data(), MEMOPT_F32, x.data(), x.size());
+  return x;
+}
+
+/// A tensor of `dtype` holding `x` (representable), as raw bytes.
+inline std::vector<uint8_t> toStorage(memopt_context *ctx, memopt_dtype dtype,
+                               const std::vector<float> &x) {
+  std::vector<uint8_t> bytes(x.size() * memopt_dtype_size(dtype));
+  if (!x.empty())
+    memopt_cast(ctx, MEMOPT_F32, x.data(), dtype, bytes.data(), x.size());
+  return bytes;
+}
+
+/// The floats a `dtype` tensor of raw bytes holds.
+inline std::vector<float> fromStorage(memopt_context *ctx, memopt_dtype dtype,
+                               const std::vector<uint8_t> &bytes) {
+  std::vector<float> x(bytes.size() / memopt_dtype_size(dtype));
+  if (!x.empty())
+    memopt_cast(ctx, dtype, bytes.data(), MEMOPT_F32, x.data(), x.size());
+  return x;
+}
+
 } // namespace test
 } // namespace memopt
 
