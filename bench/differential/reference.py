@@ -43,12 +43,13 @@ LOW_OPS = {"matmul", "conv2d", "attention"}
 VIEW_OPS = {"broadcast", "reshape", "transpose", "slice"}
 LOW_TYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
-_LINE = re.compile(r"^\s*(%[\w, %]+?) = memopt\.(\w+) (.*?)"
+_LINE = re.compile(r"^\s*(%[\w.$\-, %]+?) = memopt\.(\w+) (.*?)"
                    r"(?: \{memopt\.scope = \"[^\"]*\"\})? : (.*)$")
 _SCALAR = r"-?[\d.]+(?:e[+-]\d+)?"
-_OPERANDS = re.compile(rf"(%\w+|{_SCALAR})(, (%\w+|{_SCALAR}))*")
+_SSA = r"%[\w.$\-]+"  # MLIR's value names (exported ones hold dots)
+_OPERANDS = re.compile(rf"({_SSA}|{_SCALAR})(, ({_SSA}|{_SCALAR}))*")
 # An argument: its SSA name and its attributes (memopt.role, memopt.name).
-_ARG = re.compile(r"%(\w+): tensor<[^>]*> \{([^}]*)\}")
+_ARG = re.compile(r"%([\w.$\-]+): tensor<[^>]*> \{([^}]*)\}")
 
 
 def _ints(text, key):
@@ -150,11 +151,16 @@ def dropout_mask(n, p, seed, stream, step=0):
 
 
 def _dropout(x, attrs):
+    """memopt.dropout; with `shared k` one mask bit per index of the
+    leading rank - k dimensions."""
     match = re.search(r"p (\S+) seed (\d+) stream (\d+)", attrs)
     p, seed, stream = float(match.group(1)), int(match.group(2)), \
         int(match.group(3))
-    keep = torch.tensor(dropout_mask(x.numel(), p, seed, stream)).reshape(
-        x.shape)
+    shared = re.search(r"shared (\d+)", attrs)
+    lead = x.shape[:x.dim() - int(shared.group(1))] if shared else x.shape
+    bits = int(np.prod(lead, dtype=np.int64))
+    keep = torch.tensor(dropout_mask(bits, p, seed, stream)).reshape(
+        tuple(lead) + (1,) * (x.dim() - len(lead))).expand(x.shape)
     return torch.where(keep, x / (1 - p), torch.zeros_like(x))
 
 

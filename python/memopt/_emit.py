@@ -235,7 +235,8 @@ class Emitter:
 
     def unary(self, kind, x):
         """``neg``, ``exp``, ``log``, ``sqrt``, ``rsqrt``, ``tanh``,
-        ``sigmoid``, ``relu`` or ``silu``."""
+        ``sigmoid``, ``relu``, ``silu``, ``hardswish``, ``hardsigmoid`` or
+        ``mish``."""
         return self._one(kind, [x], x.shape, x.dtype, self._refs(x), x.type)
 
     def gelu(self, x, approximate):
@@ -243,6 +244,18 @@ class Emitter:
         if approximate != "none":
             head += " approximate<%s>" % approximate
         return self._one("gelu", [x], x.shape, x.dtype, head, x.type)
+
+    def clamp(self, x, min=None, max=None, inclusive=True):
+        """``memopt.clamp`` to ``[min, max]`` (either may be None, not
+        both); ``inclusive=False`` for hardtanh's gradient at the bounds."""
+        head = self._refs(x)
+        if min is not None:
+            head += " min " + format_float(min)
+        if max is not None:
+            head += " max " + format_float(max)
+        if not inclusive:
+            head += " inclusive = false"
+        return self._one("clamp", [x], x.shape, x.dtype, head, x.type)
 
     def binary(self, kind, a, b):
         """``add``, ``sub``, ``mul``, ``div`` or ``maximum`` of two values
@@ -320,6 +333,17 @@ class Emitter:
                          "%s starts %s limits %s strides %s" % (
                              self._refs(x), format_array(starts),
                              format_array(limits), format_array(strides)),
+                         "%s to %s" % (x.type, tensor_type(shape, x.dtype)))
+
+    def pad(self, x, low, shape):
+        """Zero padding: ``x`` at offsets ``low`` in zeros of ``shape``
+        (``memopt.slice_grad`` with unit strides)."""
+        limits = [lo + d for lo, d in zip(low, x.shape)]
+        return self._one("slice_grad", [x], tuple(shape), x.dtype,
+                         "%s starts %s limits %s strides %s" % (
+                             self._refs(x), format_array(low),
+                             format_array(limits),
+                             format_array([1] * x.rank)),
                          "%s to %s" % (x.type, tensor_type(shape, x.dtype)))
 
     def concat(self, xs, dim):
@@ -414,11 +438,14 @@ class Emitter:
 
     # -- Randomness and losses ----------------------------------------------
 
-    def dropout(self, x, p, seed, stream):
-        return self._one("dropout", [x], x.shape, x.dtype,
-                         "%s p %s seed %d stream %d" % (
-                             self._refs(x), format_float(p), seed, stream),
-                         x.type)
+    def dropout(self, x, p, seed, stream, shared=0):
+        """Dropout whose mask bit is shared along the last ``shared``
+        dimensions."""
+        head = "%s p %s seed %d stream %d" % (self._refs(x), format_float(p),
+                                              seed, stream)
+        if shared:
+            head += " shared %d" % shared
+        return self._one("dropout", [x], x.shape, x.dtype, head, x.type)
 
     def cross_entropy(self, logits, labels, ignore_index, reduction):
         head = self._refs(logits, labels)

@@ -444,7 +444,8 @@ _NUMPY = {"f32": np.float32, "i64": np.int64, "i32": np.int32, "i1": np.bool_}
 _RANDOM_FACTORIES = ("rand", "randn", "randint", "rand_like", "randn_like",
                      "randint_like", "bernoulli", "normal", "multinomial",
                      "randperm")
-_RANDOM = {getattr(torch, name) for name in _RANDOM_FACTORIES} | {F.dropout}
+_RANDOM = {getattr(torch, name) for name in _RANDOM_FACTORIES} | {
+    F.dropout, F.dropout2d}
 _RANDOM_METHODS = {"uniform_", "normal_", "bernoulli_", "random_",
                    "exponential_", "bernoulli"}
 
@@ -796,6 +797,11 @@ class _Exporter:
         module = self.modules.get(node.target) \
             if node.op == "call_module" else None
         symbolic = self.is_symbolic((node.args, node.kwargs))
+        if symbolic and node.op == "call_method" and \
+                node.target in ("zero_", "fill_"):
+            self.env[node] = self._evaluate(node, *self.concrete(
+                (node.args, node.kwargs)))
+            return _inplace_fill(self, node)
         if symbolic and ((node.op == "call_method" and
                           node.target.endswith("_")) or
                          node.target is operator.setitem):
@@ -807,7 +813,8 @@ class _Exporter:
                 self.fail("random numbers outside nn.Dropout/F.dropout are "
                           "not supported")
             if module is not None and (
-                    isinstance(module, (nn.Dropout, _BATCH_NORMS)) or
+                    isinstance(module, (nn.Dropout, nn.Dropout2d,
+                                        _BATCH_NORMS)) or
                     any(True for _ in module.parameters())):
                 symbolic = True
 
@@ -1166,6 +1173,8 @@ def _getitem(ex, call):
     Ellipsis, as one memopt.slice and a reshape."""
     x = ex.val(call.args["input"])
     index = ex.const(call.args["index"], "index")
+    if isinstance(index, torch.Tensor):
+        return _gather_rows(ex, call, x, index)
     if not isinstance(index, tuple):
         index = (index,)
     consumed = sum(1 for i in index if i is not None and i is not Ellipsis)
@@ -1210,6 +1219,24 @@ def _getitem(ex, call):
     return ex.emit.reshape(y, ex.out_shape(call))
 
 
+def _gather_rows(ex, call, x, index):
+    """x[index] with a constant integer tensor: rows of ``x`` (dimension 0)
+    gathered by memopt.embedding, whose backward scatter-adds."""
+    if index.dtype not in (torch.int64, torch.int32) or index.dim() == 0:
+        ex.fail("indexing with a %s tensor of shape %s is not supported (only "
+                "an integer tensor of rank 1 or more, which gathers rows)"
+                % (index.dtype, list(index.shape)))
+    if x.dtype not in FLOAT_TYPES or x.rank == 0:
+        ex.fail("only rows of a floating-point tensor can be gathered")
+    rows = x.shape[0]
+    if index.numel() and not bool(((index >= -rows) & (index < rows)).all()):
+        ex.fail("an index is out of range for a dimension of size %d" % rows)
+    flat = (index.reshape(-1) % rows).to(torch.int64).numpy()
+    table = ex.emit.reshape(x, (rows, int(np.prod(x.shape[1:]))))
+    gathered = ex.emit.embedding(table, ex.emit.constant(flat, "i64"))
+    return ex.emit.reshape(gathered, ex.out_shape(call))
+
+
 def _cat(ex, call):
     dtype = _dtype_name(call.out.dtype, "the result")
     values = ex.vals(call.args["tensors"], dtype)
@@ -1251,6 +1278,173 @@ def _split(ex, call):
         pieces.append(ex.emit.reshape(y, tuple(piece.shape)))
         start += size
     return tuple(pieces)
+
+
+def _pad(ex, call):
+    """F.pad in constant mode with value 0: negative amounts crop (a slice),
+    positive ones pad (memopt.slice_grad, whose backward is the slice)."""
+    x = _float_input(ex, call.args["input"])
+    amounts = list(ex.const(call.args["pad"], "padding"))
+    mode, value = ex.const(call.args["mode"]), ex.const(call.args["value"])
+    if mode != "constant":
+        ex.fail("mode='%s' is not supported (only 'constant')" % mode)
+    if value not in (None, 0, 0.0):
+        ex.fail("padding with value=%r is not supported (only 0)" % value)
+    if len(amounts) % 2 or len(amounts) // 2 > x.rank:
+        ex.fail("the padding %s does not pair up with the dimensions of %s"
+                % (amounts, x.type))
+    low, high = [0] * x.rank, [0] * x.rank
+    for i in range(len(amounts) // 2):
+        low[x.rank - 1 - i] = amounts[2 * i]
+        high[x.rank - 1 - i] = amounts[2 * i + 1]
+    if any(lo < 0 or hi < 0 for lo, hi in zip(low, high)):
+        starts = [max(-lo, 0) for lo in low]
+        limits = [d - max(-hi, 0) for d, hi in zip(x.shape, high)]
+        x = ex.emit.slice(x, starts, limits, [1] * x.rank)
+        low, high = [max(lo, 0) for lo in low], [max(hi, 0) for hi in high]
+    if not any(low) and not any(high):
+        return x
+    shape = [lo + d + hi for lo, d, hi in zip(low, x.shape, high)]
+    return ex.emit.pad(x, low, shape)
+
+
+def _roll(ex, call):
+    """torch.roll along given dimensions: two slices and a concat each."""
+    x = ex.val(call.args["input"])
+    shifts, dims = ex.const(call.args["shifts"]), ex.const(call.args["dims"])
+    if dims is None or dims == ():
+        ex.fail("torch.roll without dims (of the flattened tensor) is not "
+                "supported")
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if len(shifts) != len(dims):
+        ex.fail("shifts and dims differ in length")
+    for shift, dim in zip(shifts, dims):
+        dim = _norm_dim(ex, dim, x.rank)
+        size = x.shape[dim]
+        shift %= size
+        if shift == 0:
+            continue
+        def part(start, stop):
+            starts, limits = [0] * x.rank, list(x.shape)
+            starts[dim], limits[dim] = start, stop
+            return ex.emit.slice(x, starts, limits, [1] * x.rank)
+        x = ex.emit.concat([part(size - shift, size), part(0, size - shift)],
+                           dim)
+    return x
+
+
+def _einsum(ex, call):
+    """torch.einsum of one or two operands without '...': sums over the
+    indices only one operand has, then one (batched) memopt.matmul with the
+    indices both have and the output keeps as its batch, those it drops as
+    the contraction."""
+    equation = ex.const(call.args["equation"], "equation").replace(" ", "")
+    operands = call.args["operands"]
+    if len(operands) == 1 and not isinstance(operands[0], torch.fx.Node):
+        operands = operands[0]
+    values = [_float_input(ex, v) for v in operands]
+    inputs, arrow, output = equation.partition("->")
+    inputs = inputs.split(",")
+    if "." in equation or len(inputs) != len(values) or len(values) > 2:
+        ex.fail("only einsum equations of one or two operands without '...'"
+                " are supported")
+    if not arrow:
+        letters = "".join(inputs)
+        output = "".join(sorted(c for c in set(letters)
+                                if letters.count(c) == 1))
+    sizes = {}
+    for spec, v in zip(inputs, values):
+        if len(spec) != v.rank or len(set(spec)) != len(spec):
+            ex.fail("the operand subscripts '%s' do not name the %d "
+                    "dimensions of %s once each" % (spec, v.rank, v.type))
+        sizes.update(zip(spec, v.shape))
+
+    def keep_only(spec, v, wanted):
+        dims = [i for i, c in enumerate(spec) if c not in wanted]
+        if not dims:
+            return spec, v
+        return ("".join(c for c in spec if c in wanted),
+                ex.emit.reduce("reduce_sum", v, dims))
+
+    def arrange(spec, v, order):
+        return ex.emit.transpose(v, [spec.index(c) for c in order])
+
+    if len(values) == 1:
+        spec, v = keep_only(inputs[0], values[0], output)
+        return arrange(spec, v, output)
+    (sa, a), (sb, b) = (keep_only(inputs[i], values[i],
+                                  output + inputs[1 - i]) for i in (0, 1))
+    batch = [c for c in output if c in sa and c in sb]
+    left = [c for c in sa if c in output and c not in sb]
+    right = [c for c in sb if c in output and c not in sa]
+    inner = [c for c in sa if c in sb and c not in output]
+    batch_shape = tuple(sizes[c] for c in batch)
+
+    def matrix(spec, v, rows, cols):
+        v = arrange(spec, v, batch + rows + cols)
+        return ex.emit.reshape(v, batch_shape + (
+            int(np.prod([sizes[c] for c in rows])),
+            int(np.prod([sizes[c] for c in cols]))))
+    lhs = matrix(sa, a, left, inner)
+    rhs = ex.emit.transpose(matrix(sb, b, right, inner),
+                            list(range(len(batch))) +
+                            [len(batch) + 1, len(batch)])
+    y = _matmul_values(ex, lhs, rhs)
+    y = ex.emit.reshape(y, batch_shape + tuple(sizes[c]
+                                               for c in left + right))
+    return arrange("".join(batch + left + right), y, output)
+
+
+def _normalize(ex, call):
+    """F.normalize with p=2: x / max(||x||, eps) along ``dim``, the norm
+    computed as sqrt(max(sum x^2, eps^2)), the same function whose
+    gradient is PyTorch's also at x = 0 (a zero row, which Swin V2's
+    padding makes): the clamp stops the gradient before sqrt's infinite
+    slope at 0."""
+    x = _float_input(ex, call.args["input"])
+    p, eps = ex.const(call.args["p"]), ex.const(call.args["eps"])
+    if p != 2:
+        ex.fail("p=%r is not supported (only the Euclidean norm)" % p)
+    dim = _norm_dim(ex, ex.const(call.args["dim"]), x.rank)
+    keep = x.shape[:dim] + (1,) + x.shape[dim + 1:]
+    squares = ex.emit.reduce("reduce_sum", ex.emit.binary("mul", x, x), [dim])
+    norm = ex.emit.unary("sqrt", ex.emit.clamp(squares, min=eps * eps))
+    norm = ex.emit.reshape(norm, keep)
+    return ex.emit.binary("div", x, ex.emit.broadcast_to(norm, x.shape))
+
+
+def _inplace_fill(ex, node):
+    """``t.zero_()`` / ``t.fill_(v)`` where ``t`` is a tensor the model
+    computed (a clone of a parameter, say) or a static view ``t = base[i]``
+    of one: every later use of ``base`` reads a masked_fill of its old
+    value, the positions of the view taken from PyTorch itself."""
+    target = node.args[0]
+    value = 0.0 if node.target == "zero_" else _scalar(ex, node.args[1])
+    if value is None:
+        ex.fail("filling with a tensor is not supported")
+    base, index = target, None
+    if target.op == "call_function" and target.target is operator.getitem:
+        base, index = target.args[0], ex.const(target.args[1], "index")
+    later = [u for u in list(node.users) + list(target.users)
+             if u is not node and u is not target]
+    if base is not target and later:
+        ex.fail("the view it fills is read afterwards: fill the tensor the "
+                "view is taken from, or use masked_fill")
+    old = ex.val(base)
+    if old.dtype not in FLOAT_TYPES or base.op in ("get_attr",
+                                                   "placeholder"):
+        ex.fail("only a floating-point tensor computed by the model can be "
+                "filled in place (clone a parameter first)")
+    mask = torch.zeros(old.shape, dtype=torch.bool)
+    if index is None:
+        mask[...] = True
+    else:
+        mask[index] = True
+    ex.values[base] = ex.emit.masked_fill(
+        old, ex.emit.constant(mask.numpy(), "i1"), value)
+    if base is target:
+        ex.values[node] = ex.values[base]
 
 
 # -- Reductions and normalisation -----------------------------------------
@@ -1513,7 +1707,10 @@ def _pool(kind):
             else _pair(stride)
         padding = _pair(options.get("padding", 0))
         if options.get("ceil_mode"):
-            ex.fail("ceil_mode=True is not supported")
+            if kind != "max_pool2d":
+                ex.fail("ceil_mode=True is supported for max pooling only")
+            x = _ceil_mode_rows(ex, x, ex.out_shape(call), kernel, stride,
+                                padding)
         if options.get("return_indices"):
             ex.fail("return_indices=True is not supported")
         if _pair(options.get("dilation", 1)) != (1, 1):
@@ -1527,25 +1724,59 @@ def _pool(kind):
     return handler
 
 
+def _ceil_mode_rows(ex, x, shape, kernel, stride, padding):
+    """Max pooling in ceil mode as max pooling in floor mode of ``x`` with
+    its last row (column) repeated to the length the last window needs.
+    PyTorch starts every window inside the input or its left padding, so a
+    window that reaches past the input holds its last row, and the copies
+    change no maximum; they come after the row they copy, so the first
+    maximum of every window, which the backward routes to, is the
+    original's."""
+    for dim in (2, 3):
+        i = dim - 2
+        extra = (shape[dim] - 1) * stride[i] + kernel[i] - \
+            (x.shape[dim] + 2 * padding[i])
+        if extra <= 0:
+            continue
+        starts = [0] * x.rank
+        starts[dim] = x.shape[dim] - 1
+        last = ex.emit.slice(x, starts, list(x.shape), [1] * x.rank)
+        x = ex.emit.concat([x] + [last] * extra, dim)
+    return x
+
+
 def _adaptive_avg_pool(ex, call):
     x = _float_input(ex, call.args["input"])
     if x.rank != 4:
         ex.fail("expected a 4-D [N, C, H, W] input, got %s" % x.type)
     shape = ex.out_shape(call)
     (h, w), (oh, ow) = x.shape[2:], shape[2:]
-    if h % oh or w % ow:
-        ex.fail("an output size %dx%d that does not divide the input %dx%d "
-                "is not supported" % (oh, ow, h, w))
-    kernel = (h // oh, w // ow)
-    return ex.emit.pool("avg_pool2d", x, shape, kernel, kernel, (0, 0))
+    if h % oh == 0 and w % ow == 0:
+        kernel = (h // oh, w // ow)
+        return ex.emit.pool("avg_pool2d", x, shape, kernel, kernel, (0, 0))
+    # Windows of unequal size or overlapping: out = A_h x A_w^T, with
+    # A[i, j] = 1 / |window i| for j in window i = [floor(i n / m),
+    # ceil((i + 1) n / m)), as PyTorch's adaptive pooling.
+    def averaging(n, m):
+        a = np.zeros((m, n), dtype=np.float32)
+        for i in range(m):
+            lo, hi = (i * n) // m, -(-((i + 1) * n) // m)
+            a[i, lo:hi] = 1.0 / (hi - lo)
+        return ex.emit.constant(a, "f32")
+    y = ex.emit.matmul(x, averaging(w, ow), transpose_rhs=True)  # N C H ow
+    y = ex.emit.transpose(y, [0, 1, 3, 2])                       # N C ow H
+    y = ex.emit.matmul(y, averaging(h, oh), transpose_rhs=True)  # N C ow oh
+    return ex.emit.transpose(y, [0, 1, 3, 2])
 
 
 # -- Attention and transformer layers -------------------------------------
 #
-# nn.MultiheadAttention, nn.TransformerEncoderLayer and nn.TransformerEncoder
-# are decomposed into the ops above as PyTorch 1.13 computes them in training
-# mode (F.multi_head_attention_forward, TransformerEncoderLayer.forward), each
-# op in the scope of the submodule that computes it. The attention itself is
+# nn.MultiheadAttention, nn.TransformerEncoder(Layer),
+# nn.TransformerDecoder(Layer) and nn.Transformer are decomposed into the ops
+# above as PyTorch 1.13 computes them in training mode
+# (F.multi_head_attention_forward, TransformerEncoderLayer.forward,
+# TransformerDecoderLayer.forward), each op in the scope of the submodule
+# that computes it. The attention itself is
 # the chain that --memopt-fuse-kernels turns into memopt.attention
 # (FuseKernels.cpp): matmul(q, k) transpose_rhs, mul_scalar 1/sqrt(head_dim),
 # masked_fill, softmax over the last dimension, dropout, matmul(p, v), on
@@ -1775,8 +2006,8 @@ def _dropout_module(ex, m, path, x):
 
 
 def _activation(ex, layer, path, x):
-    """The activation of nn.TransformerEncoderLayer ``layer``: relu or gelu,
-    as a string, a function or a module."""
+    """The activation of the transformer layer ``layer``: relu or gelu, as a
+    string, a function or a module."""
     act = layer.activation
     if isinstance(act, str):
         act = {"relu": F.relu, "gelu": F.gelu}.get(act, act)
@@ -1793,40 +2024,119 @@ def _activation(ex, layer, path, x):
             % getattr(act, "__name__", type(act).__name__))
 
 
-def _encoder_layer_values(ex, layer, path, x, attn_mask, key_padding_mask):
-    """nn.TransformerEncoderLayer ``layer`` at ``path`` on the Value ``x``."""
-    def child(name):
-        return _child(path, name)
+def _attention_block(ex, layer, path, names, x, memory, attn_mask,
+                     key_padding_mask):
+    """_sa_block (``memory`` None) or _mha_block of the transformer layer
+    ``layer`` at ``path``: its attention ``names[0]`` of ``x`` to itself or
+    to ``memory``, then its dropout ``names[1]``."""
+    attn, dropout = names
+    kv = x if memory is None else memory
+    h = _multihead_attention_values(
+        ex, getattr(layer, attn), _child(path, attn), x, kv, kv, kv is x,
+        True, attn_mask, key_padding_mask)
+    return _dropout_module(ex, getattr(layer, dropout), _child(path, dropout),
+                           h)
 
-    def self_attention(h):
-        h = _multihead_attention_values(
-            ex, layer.self_attn, child("self_attn"), h, h, h, True, True,
-            attn_mask, key_padding_mask)
-        return _dropout_module(ex, layer.dropout1, child("dropout1"), h)
 
-    def feed_forward(h):
-        with _scope(ex, child("linear1")):
-            h = _linear_module(ex, layer.linear1, h)
-        with _scope(ex, path):
-            h = _activation(ex, layer, path, h)
-        h = _dropout_module(ex, layer.dropout, child("dropout"), h)
-        with _scope(ex, child("linear2")):
-            h = _linear_module(ex, layer.linear2, h)
-        return _dropout_module(ex, layer.dropout2, child("dropout2"), h)
+def _feed_forward_block(ex, layer, path, x, dropout):
+    """_ff_block of the transformer layer ``layer`` at ``path``:
+    linear2(dropout(activation(linear1(x)))), then its dropout ``dropout``
+    (dropout2 of an encoder layer, dropout3 of a decoder layer)."""
+    with _scope(ex, _child(path, "linear1")):
+        x = _linear_module(ex, layer.linear1, x)
+    with _scope(ex, path):
+        x = _activation(ex, layer, path, x)
+    x = _dropout_module(ex, layer.dropout, _child(path, "dropout"), x)
+    with _scope(ex, _child(path, "linear2")):
+        x = _linear_module(ex, layer.linear2, x)
+    return _dropout_module(ex, getattr(layer, dropout), _child(path, dropout),
+                           x)
 
+
+def _residual_blocks(ex, layer, path, x, blocks):
+    """The transformer layer ``layer`` at ``path`` on ``x``: each (norm,
+    block) of ``blocks`` in turn is x + block(norm(x)) with norm_first,
+    else norm(x + block(x)); the adds in the layer's scope."""
     def norm(name, h):
-        with _scope(ex, child(name)):
+        with _scope(ex, _child(path, name)):
             return _layer_norm_module(ex, getattr(layer, name), h)
 
     def add(a, b):
         with _scope(ex, path):
             return ex.emit.binary("add", a, b)
 
-    if layer.norm_first:
-        x = add(x, self_attention(norm("norm1", x)))
-        return add(x, feed_forward(norm("norm2", x)))
-    x = norm("norm1", add(x, self_attention(x)))
-    return norm("norm2", add(x, feed_forward(x)))
+    for name, block in blocks:
+        if layer.norm_first:
+            x = add(x, block(norm(name, x)))
+        else:
+            x = norm(name, add(x, block(x)))
+    return x
+
+
+def _encoder_layer_values(ex, layer, path, x, attn_mask, key_padding_mask):
+    """nn.TransformerEncoderLayer ``layer`` at ``path`` on the Value ``x``."""
+    return _residual_blocks(ex, layer, path, x, [
+        ("norm1", lambda h: _attention_block(
+            ex, layer, path, ("self_attn", "dropout1"), h, None, attn_mask,
+            key_padding_mask)),
+        ("norm2", lambda h: _feed_forward_block(ex, layer, path, h,
+                                                "dropout2"))])
+
+
+def _decoder_layer_values(ex, layer, path, x, memory, masks):
+    """nn.TransformerDecoderLayer ``layer`` at ``path`` on the Values ``x``
+    and ``memory``; ``masks`` are those of _decoder_masks."""
+    tgt_mask, memory_mask, tgt_padding, memory_padding = masks
+    return _residual_blocks(ex, layer, path, x, [
+        ("norm1", lambda h: _attention_block(
+            ex, layer, path, ("self_attn", "dropout1"), h, None, tgt_mask,
+            tgt_padding)),
+        ("norm2", lambda h: _attention_block(
+            ex, layer, path, ("multihead_attn", "dropout2"), h, memory,
+            memory_mask, memory_padding)),
+        ("norm3", lambda h: _feed_forward_block(ex, layer, path, h,
+                                                "dropout3"))])
+
+
+def _decoder_masks(ex, args):
+    """tgt_mask, memory_mask, tgt_key_padding_mask and
+    memory_key_padding_mask of a decoder call, as _attention_mask gives
+    them."""
+    return tuple(_attention_mask(ex, args[name], name) for name in (
+        "tgt_mask", "memory_mask", "tgt_key_padding_mask",
+        "memory_key_padding_mask"))
+
+
+def _stack_values(ex, m, path, kind, x, layer_values):
+    """The nn.TransformerEncoder or nn.TransformerDecoder ``m`` at ``path``
+    on ``x``: layer_values(layer, its path, x) for each of its layers, each
+    a ``kind``, then its final norm if it has one."""
+    for i, layer in enumerate(m.layers):
+        if type(layer) is not kind:
+            ex.fail("layer %d is a %s: only nn.%s layers are supported"
+                    % (i, type(layer).__name__, kind.__name__))
+        x = layer_values(layer, _child(path, "layers.%d" % i), x)
+    if m.norm is not None:
+        if type(m.norm) is not nn.LayerNorm:
+            ex.fail("a final norm of type %s is not supported: use "
+                    "nn.LayerNorm" % type(m.norm).__name__)
+        with _scope(ex, _child(path, "norm")):
+            x = _layer_norm_module(ex, m.norm, x)
+    return x
+
+
+def _encoder_values(ex, m, path, x, attn_mask, padding):
+    return _stack_values(
+        ex, m, path, nn.TransformerEncoderLayer, x,
+        lambda layer, at, h: _encoder_layer_values(ex, layer, at, h,
+                                                   attn_mask, padding))
+
+
+def _decoder_values(ex, m, path, x, memory, masks):
+    return _stack_values(
+        ex, m, path, nn.TransformerDecoderLayer, x,
+        lambda layer, at, h: _decoder_layer_values(ex, layer, at, h, memory,
+                                                   masks))
 
 
 def _transformer_encoder_layer(ex, call):
@@ -1838,24 +2148,43 @@ def _transformer_encoder_layer(ex, call):
 
 
 def _transformer_encoder(ex, call):
-    m, path = call.module, call.node.target
-    x = _float_input(ex, call.args["src"])
-    attn_mask = _attention_mask(ex, call.args["mask"], "mask")
-    padding = _attention_mask(ex, call.args["src_key_padding_mask"],
-                              "src_key_padding_mask")
-    for i, layer in enumerate(m.layers):
-        if type(layer) is not nn.TransformerEncoderLayer:
-            ex.fail("layer %d is a %s: only nn.TransformerEncoderLayer "
-                    "layers are supported" % (i, type(layer).__name__))
-        x = _encoder_layer_values(ex, layer, _child(path, "layers.%d" % i),
-                                  x, attn_mask, padding)
-    if m.norm is not None:
-        if type(m.norm) is not nn.LayerNorm:
-            ex.fail("a final norm of type %s is not supported: use "
-                    "nn.LayerNorm" % type(m.norm).__name__)
-        with _scope(ex, _child(path, "norm")):
-            x = _layer_norm_module(ex, m.norm, x)
-    return x
+    return _encoder_values(
+        ex, call.module, call.node.target, _float_input(ex, call.args["src"]),
+        _attention_mask(ex, call.args["mask"], "mask"),
+        _attention_mask(ex, call.args["src_key_padding_mask"],
+                        "src_key_padding_mask"))
+
+
+def _transformer_decoder_layer(ex, call):
+    return _decoder_layer_values(
+        ex, call.module, call.node.target, _float_input(ex, call.args["tgt"]),
+        _float_input(ex, call.args["memory"]), _decoder_masks(ex, call.args))
+
+
+def _transformer_decoder(ex, call):
+    return _decoder_values(
+        ex, call.module, call.node.target, _float_input(ex, call.args["tgt"]),
+        _float_input(ex, call.args["memory"]), _decoder_masks(ex, call.args))
+
+
+def _transformer(ex, call):
+    """nn.Transformer: its encoder (src, src_mask, src_key_padding_mask),
+    then its decoder on tgt and the encoder's output."""
+    m, path, args = call.module, call.node.target, call.args
+    for name, kind in (("encoder", nn.TransformerEncoder),
+                       ("decoder", nn.TransformerDecoder)):
+        if type(getattr(m, name)) is not kind:
+            ex.fail("a custom_%s of type %s is not supported: only nn.%s"
+                    % (name, type(getattr(m, name)).__name__, kind.__name__))
+    memory = _encoder_values(
+        ex, m.encoder, _child(path, "encoder"),
+        _float_input(ex, args["src"]),
+        _attention_mask(ex, args["src_mask"], "src_mask"),
+        _attention_mask(ex, args["src_key_padding_mask"],
+                        "src_key_padding_mask"))
+    return _decoder_values(ex, m.decoder, _child(path, "decoder"),
+                           _float_input(ex, args["tgt"]), memory,
+                           _decoder_masks(ex, args))
 
 
 # -- Randomness and losses ------------------------------------------------
@@ -1869,16 +2198,43 @@ def _dropout(ex, call):
     return _dropout_value(ex, x, p, training)
 
 
-def _dropout_value(ex, x, p, training):
-    """Dropout of the Value ``x``, with the next Philox stream; ``x``
-    itself when there is nothing to drop."""
+def _dropout_value(ex, x, p, training, shared=0):
+    """Dropout of the Value ``x``, with the next Philox stream, one mask bit
+    shared along the last ``shared`` dimensions; ``x`` itself when there is
+    nothing to drop, zeros (x * 0, as PyTorch) when everything is."""
     if not training or p == 0:
         return x
+    if p == 1:
+        return ex.emit.scalar("mul_scalar", x, 0.0)
     if not 0 < p < 1:
         ex.fail("p=%r is not supported" % p)
     stream = ex.dropout_stream
     ex.dropout_stream += 1
-    return ex.emit.dropout(x, p, 0, stream)
+    return ex.emit.dropout(x, p, 0, stream, shared)
+
+
+def _dropout2d(ex, call):
+    """nn.Dropout2d / F.dropout2d on [N, C, H, W]: one bit per channel."""
+    x = _float_input(ex, call.args["input"])
+    if call.module is not None:
+        p, training = call.module.p, call.module.training
+    else:
+        p, training = ex.const(call.args["p"]), ex.const(call.args["training"])
+    if x.rank != 4:
+        ex.fail("expected a 4-D [N, C, H, W] input, got %s" % x.type)
+    return _dropout_value(ex, x, p, training, shared=2)
+
+
+def _stochastic_depth(ex, call):
+    """torchvision.ops.stochastic_depth: row mode shares one bit per example
+    (dimension 0), batch mode one for the whole batch."""
+    x = _float_input(ex, call.args["input"])
+    p, mode = ex.const(call.args["p"]), ex.const(call.args["mode"])
+    training = ex.const(call.args["training"])
+    if mode not in ("row", "batch"):
+        ex.fail("unknown mode '%s'" % mode)
+    shared = x.rank - 1 if mode == "row" else x.rank
+    return _dropout_value(ex, x, p, training, shared)
 
 
 def _loss_options(ex, call, names):
@@ -1936,6 +2292,51 @@ def _mse_loss(ex, call):
                             options["reduction"])
 
 
+# -- Clamps ---------------------------------------------------------------
+
+def _clamp_bound(ex, arg, name):
+    """The bound ``arg`` of a clamp as a float, None if absent: a Python
+    number (a tensor bound, even a constant one, is refused)."""
+    if arg is None:
+        return None
+    value = None if ex.is_symbolic(arg) else ex.concrete(arg)
+    if not isinstance(value, (bool, int, float)):
+        ex.fail("the bound '%s' must be a Python number; tensor bounds are "
+                "not supported" % name)
+    if math.isnan(value):
+        ex.fail("the bound '%s' is NaN" % name)
+    return float(value)
+
+
+def _emit_clamp(ex, call, low, high, inclusive):
+    if low is not None and high is not None and low > high:
+        ex.fail("min %r is above max %r" % (low, high))
+    return ex.emit.clamp(_float_input(ex, call.args["input"]), low, high,
+                         inclusive)
+
+
+def _clamp(ex, call):
+    """torch.clamp, torch.clip, clamp_min, clamp_max (function and method
+    forms): the gradient passes at the bounds."""
+    low = _clamp_bound(ex, call.args.get("min"), "min")
+    high = _clamp_bound(ex, call.args.get("max"), "max")
+    if low is None and high is None:
+        ex.fail("at least one of 'min' and 'max' must be given")
+    return _emit_clamp(ex, call, low, high, inclusive=True)
+
+
+def _hardtanh(ex, call):
+    """nn.Hardtanh, F.hardtanh, nn.ReLU6 and F.relu6: a clamp whose
+    gradient stops at the bounds themselves (PyTorch's hardtanh_backward)."""
+    if call.module is not None:
+        low, high = call.module.min_val, call.module.max_val
+    else:
+        low = call.args.get("min_val", 0.0)
+        high = call.args.get("max_val", 6.0)
+    return _emit_clamp(ex, call, _clamp_bound(ex, low, "min_val"),
+                       _clamp_bound(ex, high, "max_val"), inclusive=False)
+
+
 #===----------------------------------------------------------------------===#
 # Tables: fx targets -> (signature, handler)
 #===----------------------------------------------------------------------===#
@@ -1976,6 +2377,22 @@ def _build_tables():
     _register(module, [nn.Tanh], "input", _unary("tanh"))
     _register(module, [nn.Sigmoid], "input", _unary("sigmoid"))
     _register(module, [nn.GELU], "input", _gelu)
+    for kind, function, module_class in (
+            ("hardswish", F.hardswish, nn.Hardswish),
+            ("hardsigmoid", F.hardsigmoid, nn.Hardsigmoid),
+            ("mish", F.mish, nn.Mish)):
+        _register(fn, [function], "input, inplace=False", _unary(kind))
+        _register(module, [module_class], "input", _unary(kind))
+    _register(fn, [F.hardtanh],
+              "input, min_val=-1.0, max_val=1.0, inplace=False", _hardtanh)
+    _register(fn, [F.relu6], "input, inplace=False", _hardtanh)
+    _register(module, [nn.Hardtanh, nn.ReLU6], "input", _hardtanh)
+    for name, spec in (("clamp", "input, min=None, max=None"),
+                       ("clip", "input, min=None, max=None"),
+                       ("clamp_min", "input, min"),
+                       ("clamp_max", "input, max")):
+        _register(fn, [getattr(torch, name)], spec, _clamp)
+        _register(method, [name], spec, _clamp)
 
     for kind, ops, torch_fn in (
             ("add", [operator.add, operator.iadd], torch.add),
@@ -2022,6 +2439,18 @@ def _build_tables():
     _register(fn, [torch.permute], "input, dims", _permute)
     _register(fn, [builtins.getattr], "input, name", _getattr)
     _register(fn, [operator.getitem], "input, index", _getitem)
+    _register(method, ["swapaxes", "swapdims"], "input, dim0, dim1",
+              _transpose)
+    _register(fn, [torch.swapaxes, torch.swapdims], "input, dim0, dim1",
+              _transpose)
+    _register(method, ["clone"], "input, memory_format=None", _identity)
+    _register(fn, [torch.clone], "input, memory_format=None", _identity)
+    _register(fn, [F.pad], "input, pad, mode='constant', value=None", _pad)
+    _register(fn, [torch.roll], "input, shifts, dims=None", _roll)
+    _register(method, ["roll"], "input, shifts, dims=None", _roll)
+    _register(fn, [torch.einsum], "equation, *operands", _einsum)
+    _register(fn, [F.normalize], "input, p=2.0, dim=1, eps=1e-12, out=None",
+              _normalize)
     _register(fn, [torch.cat, torch.concat], "tensors, dim=0", _cat)
     _register(fn, [torch.stack], "tensors, dim=0", _stack)
     _register(method, ["chunk"], "input, chunks, dim=0", _split)
@@ -2098,11 +2527,31 @@ def _build_tables():
     _register(module, [nn.TransformerEncoder],
               "src, mask=None, src_key_padding_mask=None",
               _transformer_encoder)
+    decoder_masks = ("tgt_mask=None, memory_mask=None, "
+                     "tgt_key_padding_mask=None, "
+                     "memory_key_padding_mask=None")
+    _register(module, [nn.TransformerDecoderLayer],
+              "tgt, memory, " + decoder_masks, _transformer_decoder_layer)
+    _register(module, [nn.TransformerDecoder],
+              "tgt, memory, " + decoder_masks, _transformer_decoder)
+    _register(module, [nn.Transformer],
+              "src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, "
+              "src_key_padding_mask=None, tgt_key_padding_mask=None, "
+              "memory_key_padding_mask=None", _transformer)
 
     # Randomness and losses.
     _register(fn, [F.dropout], "input, p=0.5, training=True, inplace=False",
               _dropout)
     _register(module, [nn.Dropout], "input", _dropout)
+    _register(fn, [F.dropout2d], "input, p=0.5, training=True, inplace=False",
+              _dropout2d)
+    _register(module, [nn.Dropout2d], "input", _dropout2d)
+    try:
+        from torchvision.ops import stochastic_depth
+        _register(fn, [stochastic_depth], "input, p, mode, training=True",
+                  _stochastic_depth)
+    except ImportError:  # torchvision is optional
+        pass
     _register(fn, [F.cross_entropy],
               "input, target, weight=None, size_average=None, "
               "ignore_index=-100, reduce=None, reduction='mean', "

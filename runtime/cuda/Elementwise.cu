@@ -1,7 +1,7 @@
 //===- Elementwise.cu - elementwise kernels, dropout, optimizers -----------===//
 //
 // One grid-stride kernel template per family (unary, binary, scalar,
-// activation gradient), instantiated per storage type with the op as a
+// activation gradient, clamp), instantiated per storage type with the op as a
 // runtime switch, so that the number of instantiations (and nvcc's compile
 // time) stays small. Math is f32 as in runtime/host/Elementwise.cpp; results
 // are rounded once to the storage type.
@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.cuh"
+#include "memopt/runtime/ActivationMath.h"
 #include "memopt/runtime/OptimizerMath.h"
 
 #include <cmath>
@@ -54,6 +55,12 @@ __device__ float applyUnary(int op, float x) {
     return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
   case MEMOPT_UNARY_GELU_TANH:
     return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kGeluCoeff * x * x * x)));
+  case MEMOPT_UNARY_HARDSWISH:
+    return hardswish(x);
+  case MEMOPT_UNARY_HARDSIGMOID:
+    return hardsigmoid(x);
+  case MEMOPT_UNARY_MISH:
+    return mish(x);
   }
   return x;
 }
@@ -99,6 +106,12 @@ __device__ float applyActivationGrad(int op, float v, float g) {
     float dInner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
     return g * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dInner);
   }
+  case MEMOPT_GRAD_HARDSWISH:
+    return hardswishGrad(v, g);
+  case MEMOPT_GRAD_HARDSIGMOID:
+    return hardsigmoidGrad(v, g);
+  case MEMOPT_GRAD_MISH:
+    return mishGrad(v, g);
   }
   return g;
 }
@@ -131,12 +144,24 @@ __global__ void activationGradKernel(int op, const T *v, const T *g, T *y,
   y[i] = fromF32<T>(applyActivationGrad(op, toF32(v[i]), toF32(g[i])));
 }
 
+template <typename T>
+__global__ void clampKernel(const T *x, float lo, float hi, T *y, int64_t n) {
+  GRID_STRIDE(i, n) y[i] = fromF32<T>(clampValue(toF32(x[i]), lo, hi));
+}
+
+template <typename T>
+__global__ void clampGradKernel(const T *x, const T *g, float lo, float hi,
+                                bool inclusive, T *y, int64_t n) {
+  GRID_STRIDE(i, n)
+  y[i] = clampPasses(toF32(x[i]), lo, hi, inclusive) ? g[i] : fromF32<T>(0.0f);
+}
+
 } // namespace
 
 void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
                   const void *input, void *out, int64_t n) {
   const char *entry = "memopt_unary";
-  if (!checkElementwise(ctx, entry, op, MEMOPT_UNARY_GELU_TANH, dtype, n,
+  if (!checkElementwise(ctx, entry, op, MEMOPT_UNARY_MISH, dtype, n,
                         {input, out}) ||
       n == 0)
     return;
@@ -184,7 +209,7 @@ void memopt_activation_grad(memopt_context *ctx, memopt_activation_grad_op op,
                             memopt_dtype dtype, const void *x_or_y,
                             const void *grad, void *out, int64_t n) {
   const char *entry = "memopt_activation_grad";
-  if (!checkElementwise(ctx, entry, op, MEMOPT_GRAD_GELU_TANH, dtype, n,
+  if (!checkElementwise(ctx, entry, op, MEMOPT_GRAD_MISH, dtype, n,
                         {x_or_y, grad, out}) ||
       n == 0)
     return;
@@ -195,6 +220,38 @@ void memopt_activation_grad(memopt_context *ctx, memopt_activation_grad_op op,
         static_cast<T *>(out), n);
   });
   checkLaunch(ctx, entry, "activationGradKernel");
+}
+
+void memopt_clamp(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                  double lo, double hi, void *out, int64_t n) {
+  const char *entry = "memopt_clamp";
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) ||
+      !checkClampBounds(ctx, entry, lo, hi) || n == 0)
+    return;
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    clampKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+        static_cast<const T *>(input), static_cast<float>(lo),
+        static_cast<float>(hi), static_cast<T *>(out), n);
+  });
+  checkLaunch(ctx, entry, "clampKernel");
+}
+
+void memopt_clamp_grad(memopt_context *ctx, memopt_dtype dtype,
+                       const void *input, const void *grad, double lo,
+                       double hi, int inclusive, void *out, int64_t n) {
+  const char *entry = "memopt_clamp_grad";
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, grad, out}) ||
+      !checkClampBounds(ctx, entry, lo, hi) || n == 0)
+    return;
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    clampGradKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+        static_cast<const T *>(input), static_cast<const T *>(grad),
+        static_cast<float>(lo), static_cast<float>(hi), inclusive != 0,
+        static_cast<T *>(out), n);
+  });
+  checkLaunch(ctx, entry, "clampGradKernel");
 }
 
 //===----------------------------------------------------------------------===//
@@ -236,26 +293,54 @@ __global__ void dropoutKernel(const T *x, T *y, int64_t n, uint32_t threshold,
   }
 }
 
+/// Elements sharing a mask bit (stochastic depth, dropout2d): one thread
+/// per element draws its group's Philox block.
+template <typename T>
+__global__ void groupDropoutKernel(const T *x, T *y, int64_t n, int64_t group,
+                                   uint32_t threshold, float scale,
+                                   uint32_t k0, uint32_t k1, uint64_t step,
+                                   uint64_t offset) {
+  GRID_STRIDE(i, n) {
+    uint64_t j = offset + static_cast<uint64_t>(i / group);
+    uint64_t block = j / 4;
+    uint32_t bits[4];
+    philox4x32_10(static_cast<uint32_t>(block),
+                  static_cast<uint32_t>(block >> 32),
+                  static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32),
+                  k0, k1, bits);
+    bool keep = (bits[j % 4] >> 8) >= threshold;
+    y[i] = fromF32<T>(keep ? toF32(x[i]) * scale : 0.0f);
+  }
+}
+
 } // namespace
 
 void memopt_dropout(memopt_context *ctx, memopt_dtype dtype, const void *input,
-                    void *out, int64_t n, double p, uint64_t seed,
-                    uint64_t stream, uint64_t offset) {
+                    void *out, int64_t n, int64_t group, double p,
+                    uint64_t seed, uint64_t stream, uint64_t offset) {
   const char *entry = "memopt_dropout";
   if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) ||
-      !checkProbability(ctx, entry, p) || n == 0)
+      !checkProbability(ctx, entry, p) || !checkGroup(ctx, entry, n, group) ||
+      n == 0)
     return;
   uint64_t mixed = seed ^ (stream * 0x9E3779B97F4A7C15ull);
   uint32_t threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));
   float scale = static_cast<float>(1.0 / (1.0 - p));
-  uint64_t numBlocks = (offset + n - 1) / 4 - offset / 4 + 1;
+  uint32_t k0 = static_cast<uint32_t>(mixed),
+           k1 = static_cast<uint32_t>(mixed >> 32);
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
-    dropoutKernel<T><<<gridFor(static_cast<int64_t>(numBlocks)), kBlock, 0,
-                       ctx->stream>>>(
-        static_cast<const T *>(input), static_cast<T *>(out), n, threshold,
-        scale, static_cast<uint32_t>(mixed), static_cast<uint32_t>(mixed >> 32),
-        ctx->step, offset);
+    if (group == 1) {
+      uint64_t numBlocks = (offset + n - 1) / 4 - offset / 4 + 1;
+      dropoutKernel<T><<<gridFor(static_cast<int64_t>(numBlocks)), kBlock, 0,
+                         ctx->stream>>>(
+          static_cast<const T *>(input), static_cast<T *>(out), n, threshold,
+          scale, k0, k1, ctx->step, offset);
+    } else {
+      groupDropoutKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+          static_cast<const T *>(input), static_cast<T *>(out), n, group,
+          threshold, scale, k0, k1, ctx->step, offset);
+    }
   });
   checkLaunch(ctx, entry, "dropoutKernel");
 }

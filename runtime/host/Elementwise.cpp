@@ -1,6 +1,7 @@
 //===- Elementwise.cpp - host elementwise kernels and reductions ----------===//
 //
-// Unary, binary and scalar arithmetic, activation gradients and reductions.
+// Unary, binary and scalar arithmetic, activation gradients, clamp and
+// reductions.
 // Every kernel stages f16/bf16 operands in f32, computes in f32 (reductions
 // accumulate in double, sequentially, so results do not depend on
 // threading), and rounds once into the output dtype.
@@ -8,11 +9,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostRuntime.h"
+#include "memopt/runtime/ActivationMath.h"
 
 #include <cmath>
 #include <limits>
 
 using namespace memopt::host;
+using namespace memopt::runtime;
 
 namespace {
 
@@ -49,6 +52,12 @@ float applyUnary(memopt_unary_op op, float x) {
   case MEMOPT_UNARY_GELU_TANH:
     return 0.5f * x *
            (1.0f + std::tanh(kSqrt2OverPi * (x + kGeluCoeff * x * x * x)));
+  case MEMOPT_UNARY_HARDSWISH:
+    return hardswish(x);
+  case MEMOPT_UNARY_HARDSIGMOID:
+    return hardsigmoid(x);
+  case MEMOPT_UNARY_MISH:
+    return mish(x);
   }
   return x;
 }
@@ -94,6 +103,12 @@ float applyActivationGrad(memopt_activation_grad_op op, float v, float g) {
     float dInner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
     return g * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dInner);
   }
+  case MEMOPT_GRAD_HARDSWISH:
+    return hardswishGrad(v, g);
+  case MEMOPT_GRAD_HARDSIGMOID:
+    return hardsigmoidGrad(v, g);
+  case MEMOPT_GRAD_MISH:
+    return mishGrad(v, g);
   }
   return g;
 }
@@ -103,7 +118,7 @@ float applyActivationGrad(memopt_activation_grad_op op, float v, float g) {
 void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
                   const void *input, void *out, int64_t n) {
   const char *entry = "memopt_unary";
-  if (!checkElementwise(ctx, entry, op, MEMOPT_UNARY_GELU_TANH, dtype, n,
+  if (!checkElementwise(ctx, entry, op, MEMOPT_UNARY_MISH, dtype, n,
                         {input, out}))
     return;
   F32Input x(ctx, dtype, input, n);
@@ -156,7 +171,7 @@ void memopt_activation_grad(memopt_context *ctx, memopt_activation_grad_op op,
                             memopt_dtype dtype, const void *x_or_y,
                             const void *grad, void *out, int64_t n) {
   const char *entry = "memopt_activation_grad";
-  if (!checkElementwise(ctx, entry, op, MEMOPT_GRAD_GELU_TANH, dtype, n,
+  if (!checkElementwise(ctx, entry, op, MEMOPT_GRAD_MISH, dtype, n,
                         {x_or_y, grad, out}))
     return;
   F32Input v(ctx, dtype, x_or_y, n);
@@ -164,6 +179,36 @@ void memopt_activation_grad(memopt_context *ctx, memopt_activation_grad_op op,
   F32Output y(ctx, dtype, out, n);
   for (int64_t i = 0; i < n; ++i)
     y[i] = applyActivationGrad(op, v[i], g[i]);
+  y.commit();
+}
+
+void memopt_clamp(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                  double lo, double hi, void *out, int64_t n) {
+  const char *entry = "memopt_clamp";
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) ||
+      !checkClampBounds(ctx, entry, lo, hi))
+    return;
+  float l = static_cast<float>(lo), h = static_cast<float>(hi);
+  F32Input x(ctx, dtype, input, n);
+  F32Output y(ctx, dtype, out, n);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = clampValue(x[i], l, h);
+  y.commit();
+}
+
+void memopt_clamp_grad(memopt_context *ctx, memopt_dtype dtype,
+                       const void *input, const void *grad, double lo,
+                       double hi, int inclusive, void *out, int64_t n) {
+  const char *entry = "memopt_clamp_grad";
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, grad, out}) ||
+      !checkClampBounds(ctx, entry, lo, hi))
+    return;
+  float l = static_cast<float>(lo), h = static_cast<float>(hi);
+  F32Input x(ctx, dtype, input, n);
+  F32Input g(ctx, dtype, grad, n);
+  F32Output y(ctx, dtype, out, n);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = clampPasses(x[i], l, h, inclusive != 0) ? g[i] : 0.0f;
   y.commit();
 }
 

@@ -84,11 +84,12 @@ void DropoutMask::draw(uint64_t first, int64_t n, uint8_t *keep) const {
 }
 
 void memopt_dropout(memopt_context *ctx, memopt_dtype dtype, const void *input,
-                    void *out, int64_t n, double p, uint64_t seed,
-                    uint64_t stream, uint64_t offset) {
+                    void *out, int64_t n, int64_t group, double p,
+                    uint64_t seed, uint64_t stream, uint64_t offset) {
   const char *entry = "memopt_dropout";
   if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) ||
-      !checkProbability(ctx, entry, p))
+      !checkProbability(ctx, entry, p) ||
+      !checkGroup(ctx, entry, n, group))
     return;
   DropoutMask mask(p, seed, stream, ctx->step);
   float scale = mask.scale();
@@ -96,11 +97,13 @@ void memopt_dropout(memopt_context *ctx, memopt_dtype dtype, const void *input,
   F32Output y(ctx, dtype, out, n);
   constexpr int64_t kRun = 256;
   uint8_t keep[kRun];
-  for (int64_t start = 0; start < n; start += kRun) {
-    int64_t count = n - start < kRun ? n - start : kRun;
+  int64_t bits = n / group;
+  for (int64_t start = 0; start < bits; start += kRun) {
+    int64_t count = bits - start < kRun ? bits - start : kRun;
     mask.draw(offset + static_cast<uint64_t>(start), count, keep);
-    for (int64_t i = 0; i < count; ++i)
-      y[start + i] = keep[i] ? x[start + i] * scale : 0.0f;
+    for (int64_t b = 0; b < count; ++b)
+      for (int64_t i = (start + b) * group, e = i + group; i < e; ++i)
+        y[i] = keep[b] ? x[i] * scale : 0.0f;
   }
   y.commit();
 }

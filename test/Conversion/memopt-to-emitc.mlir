@@ -146,3 +146,42 @@ func.func @train_step(%x: memref<2x3xf32> {memopt.role = "input", memopt.name = 
   memref.dealloc %a : memref<6xf32>
   return
 }
+
+// -----
+
+// hardswish, hardsigmoid and mish are kinds of memopt_unary and
+// memopt_activation_grad. A clamp passes its bounds as doubles, a missing one
+// infinite (INFINITY in C++), and its gradient `inclusive` as an int, 1 when
+// the attribute is absent.
+
+// CHECK-LABEL: emitc.func @memopt_train_step
+// CHECK-SAME: (%[[CTX:[^:]*]]:
+// CHECK: %[[X:.*]] = cast %{{.*}} : !emitc.opaque<"void *const"> to !emitc.ptr<f32>
+// CHECK: %[[A:.*]] = cast %{{.*}} : !emitc.ptr<ui8> to !emitc.ptr<f32>
+// CHECK-NEXT: call_opaque "memopt_unary"(%[[CTX]], %[[X]], %[[A]]) {args = [0 : index, #emitc.opaque<"MEMOPT_UNARY_HARDSWISH">, #emitc.opaque<"MEMOPT_F32">, 1 : index, 2 : index, 8]}
+// CHECK-NEXT: call_opaque "memopt_unary"(%[[CTX]], %[[X]], %[[A]]) {args = [0 : index, #emitc.opaque<"MEMOPT_UNARY_HARDSIGMOID">, #emitc.opaque<"MEMOPT_F32">, 1 : index, 2 : index, 8]}
+// CHECK-NEXT: call_opaque "memopt_unary"(%[[CTX]], %[[X]], %[[A]]) {args = [0 : index, #emitc.opaque<"MEMOPT_UNARY_MISH">, #emitc.opaque<"MEMOPT_F32">, 1 : index, 2 : index, 8]}
+// CHECK-NEXT: call_opaque "memopt_activation_grad"(%[[CTX]], %[[X]], %[[A]], %[[A]]) {args = [0 : index, #emitc.opaque<"MEMOPT_GRAD_HARDSWISH">, #emitc.opaque<"MEMOPT_F32">, 1 : index, 2 : index, 3 : index, 8]}
+// CHECK-NEXT: call_opaque "memopt_activation_grad"(%[[CTX]], %[[X]], %[[A]], %[[A]]) {args = [0 : index, #emitc.opaque<"MEMOPT_GRAD_HARDSIGMOID">, #emitc.opaque<"MEMOPT_F32">, 1 : index, 2 : index, 3 : index, 8]}
+// CHECK-NEXT: call_opaque "memopt_activation_grad"(%[[CTX]], %[[X]], %[[A]], %[[A]]) {args = [0 : index, #emitc.opaque<"MEMOPT_GRAD_MISH">, #emitc.opaque<"MEMOPT_F32">, 1 : index, 2 : index, 3 : index, 8]}
+// CHECK-NEXT: call_opaque "memopt_clamp"(%[[CTX]], %[[X]], %[[A]]) {args = [0 : index, #emitc.opaque<"MEMOPT_F32">, 1 : index, 0.000000e+00, 6.000000e+00, 2 : index, 8]}
+// CHECK-NEXT: call_opaque "memopt_clamp"(%[[CTX]], %[[X]], %[[A]]) {args = [0 : index, #emitc.opaque<"MEMOPT_F32">, 1 : index, -1.000000e+00, 0x7FF0000000000000 : f64, 2 : index, 8]}
+// CHECK-NEXT: call_opaque "memopt_clamp_grad"(%[[CTX]], %[[X]], %[[A]], %[[A]]) {args = [0 : index, #emitc.opaque<"MEMOPT_F32">, 1 : index, 2 : index, 0xFFF0000000000000 : f64, 2.500000e+00, 1 : i32, 3 : index, 8]}
+// CHECK-NEXT: call_opaque "memopt_clamp_grad"(%[[CTX]], %[[X]], %[[A]], %[[A]]) {args = [0 : index, #emitc.opaque<"MEMOPT_F32">, 1 : index, 2 : index, 0.000000e+00, 6.000000e+00, 0 : i32, 3 : index, 8]}
+// CHECK-NEXT: return
+func.func @train_step(%x: memref<2x4xf32> {memopt.role = "param", memopt.name = "x"},
+                      %loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
+    attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
+  %a = memref.alloc() {memopt.offset = 0 : i64} : memref<2x4xf32>
+  memopt.kernel "memopt.hardswish" ins(%x : memref<2x4xf32>) outs(%a : memref<2x4xf32>) with {}
+  memopt.kernel "memopt.hardsigmoid" ins(%x : memref<2x4xf32>) outs(%a : memref<2x4xf32>) with {}
+  memopt.kernel "memopt.mish" ins(%x : memref<2x4xf32>) outs(%a : memref<2x4xf32>) with {}
+  memopt.kernel "memopt.hardswish_grad" ins(%x, %a : memref<2x4xf32>, memref<2x4xf32>) outs(%a : memref<2x4xf32>) with {}
+  memopt.kernel "memopt.hardsigmoid_grad" ins(%x, %a : memref<2x4xf32>, memref<2x4xf32>) outs(%a : memref<2x4xf32>) with {}
+  memopt.kernel "memopt.mish_grad" ins(%x, %a : memref<2x4xf32>, memref<2x4xf32>) outs(%a : memref<2x4xf32>) with {}
+  memopt.kernel "memopt.clamp" ins(%x : memref<2x4xf32>) outs(%a : memref<2x4xf32>) with {inclusive = false, max = 6.0 : f64, min = 0.0 : f64}
+  memopt.kernel "memopt.clamp" ins(%x : memref<2x4xf32>) outs(%a : memref<2x4xf32>) with {min = -1.0 : f64}
+  memopt.kernel "memopt.clamp_grad" ins(%x, %a : memref<2x4xf32>, memref<2x4xf32>) outs(%a : memref<2x4xf32>) with {max = 2.5 : f64}
+  memopt.kernel "memopt.clamp_grad" ins(%x, %a : memref<2x4xf32>, memref<2x4xf32>) outs(%a : memref<2x4xf32>) with {inclusive = false, max = 6.0 : f64, min = 0.0 : f64}
+  return
+}

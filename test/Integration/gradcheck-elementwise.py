@@ -30,6 +30,16 @@ def away_from_zero():
     return np.where(np.abs(x) < 0.2, 0.5, x).astype(np.float32)
 
 
+def away_from(*kinks):
+    """Normal values at least 0.1 from each kink (STEP is 1e-2)."""
+    def init():
+        x = rng.uniform(-4.0, 4.0, S).astype(np.float32)
+        for kink in kinks:
+            x = np.where(np.abs(x - kink) < 0.1, kink + 0.5, x)
+        return x.astype(np.float32)
+    return init
+
+
 def unary(op, init=normal, attrs=""):
     return Case(op + attrs.replace(" ", "_").replace("<", "_").replace(">", ""),
                 f"  %y = memopt.{op} %a{attrs} : {T}", {"a": init()}, out=S)
@@ -40,6 +50,11 @@ CASES = [
     unary("sqrt", positive), unary("rsqrt", positive), unary("tanh"),
     unary("sigmoid"), unary("relu", away_from_zero), unary("silu"),
     unary("gelu"), unary("gelu", attrs=" approximate<tanh>"),
+    unary("hardswish", away_from(-3.0, 3.0)),
+    unary("hardsigmoid", away_from(-3.0, 3.0)), unary("mish"),
+    unary("clamp", away_from(-0.5, 1.0), " min -0.5 max 1.0"),
+    unary("clamp", away_from(0.0, 6.0), " min 0.0 max 6.0 inclusive = false"),
+    unary("clamp", away_from(0.25), " max 0.25"),
     Case("add", f"  %y = memopt.add %a, %b : {T}",
          {"a": normal(), "b": normal()}, out=S),
     Case("sub", f"  %y = memopt.sub %a, %b : {T}",

@@ -21,7 +21,7 @@
 // CHECK: memopt_max_pool2d([[CTX]], MEMOPT_F32, {{.*}}, 2, 5, 4, 4, 2, 2, 2, 2, 0, 0);
 // CHECK: const void *[[INPUTS:memopt_inputs_[0-9]+]][] = {[[X]], [[X]]};
 // CHECK-NEXT: memopt_concat([[CTX]], MEMOPT_F32, 2, [[INPUTS]], memopt_i64_{{[0-9]+}}, {{v[0-9]+}}, 2, 16);
-// CHECK: memopt_dropout([[CTX]], MEMOPT_F32, [[X]], {{v[0-9]+}}, 96, 1.00000000000000010e-01, 7, 3, 0);
+// CHECK: memopt_dropout([[CTX]], MEMOPT_F32, [[X]], {{v[0-9]+}}, 96, 1, 1.00000000000000010e-01, 7, 3, 0);
 // CHECK: memopt_rms_norm([[CTX]], MEMOPT_F32, [[X]], MEMOPT_F32, {{v[0-9]+}}, {{v[0-9]+}}, {{v[0-9]+}}, 24, 4, 9.99999999999999950e-07);
 // CHECK: memopt_broadcast([[CTX]], MEMOPT_F32, {{v[0-9]+}}, 0, nullptr, nullptr, {{v[0-9]+}}, 4, [[SHAPE]]);
 // CHECK: const memopt_dtype [[DTYPES:memopt_dtypes_[0-9]+]][] = {MEMOPT_F32};

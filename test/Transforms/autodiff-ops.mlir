@@ -160,6 +160,76 @@ func.func @silu(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) ->
 
 // -----
 
+// hardswish, hardsigmoid and mish differentiate from their input too.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.hardswish %[[X]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.hardswish_grad %[[X]], %[[G]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @hardswish(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.hardswish %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.hardsigmoid %[[X]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.hardsigmoid_grad %[[X]], %[[G]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @hardsigmoid(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.hardsigmoid %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.mish %[[X]] : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.mish_grad %[[X]], %[[G]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @mish(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.mish %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// clamp_grad reads the input and carries the bounds and `inclusive`: a
+// relu6 (exclusive) and a clamp_min (inclusive, the default, elided).
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: %[[R6:.*]] = memopt.clamp %[[X]] min 0.000000e+00 max 6.000000e+00 inclusive = false : tensor<4xf32>
+// CHECK: memopt.clamp %[[R6]] min 1.000000e+00 : tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DR6:.*]] = memopt.clamp_grad %[[R6]], %[[G]] min 1.000000e+00 : tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.clamp_grad %[[X]], %[[DR6]] min 0.000000e+00 max 6.000000e+00 inclusive = false : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @clamp(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %r6 = memopt.clamp %x min 0.0 max 6.0 inclusive = false : tensor<4xf32>
+  %y = memopt.clamp %r6 min 1.0 : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // The exact (erf) GELU: gelu_grad carries no approximation.
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}

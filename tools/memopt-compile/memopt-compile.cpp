@@ -50,6 +50,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -591,7 +593,7 @@ int main(int argc, char **argv) {
   registry.insert<memopt::MemoptDialect, arith::ArithDialect,
                   bufferization::BufferizationDialect, emitc::EmitCDialect,
                   func::FuncDialect, memref::MemRefDialect, scf::SCFDialect,
-                  tensor::TensorDialect>();
+                  shard::ShardDialect, tensor::TensorDialect>();
   MLIRContext context(registry);
   // One message per problem: no dump of the failing operation after each
   // error unless --mlir-print-op-on-diagnostic asks for it.

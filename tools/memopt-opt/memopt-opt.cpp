@@ -17,6 +17,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -51,7 +53,7 @@ int main(int argc, char **argv) {
                   mlir::bufferization::BufferizationDialect,
                   mlir::emitc::EmitCDialect, mlir::func::FuncDialect,
                   mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
-                  mlir::tensor::TensorDialect>();
+                  mlir::shard::ShardDialect, mlir::tensor::TensorDialect>();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "memopt optimizer driver\n", registry));
 }

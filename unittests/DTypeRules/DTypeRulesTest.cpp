@@ -116,13 +116,15 @@ std::vector<OpCase> opCases() {
   // The bodies of the families; the strings live as long as the cases.
   static const std::map<std::string, std::string> family = [] {
     std::map<std::string, std::string> bodies;
-    for (StringRef op : {"neg", "exp", "log", "sqrt", "rsqrt", "tanh",
-                         "sigmoid", "relu", "silu", "gelu"})
+    for (StringRef op :
+         {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu",
+          "silu", "gelu", "hardswish", "hardsigmoid", "mish"})
       bodies[op.str()] = "%r = memopt." + op.str() + " %x : tensor<4x$0>";
     for (StringRef op : {"add_scalar", "mul_scalar", "pow_scalar"})
       bodies[op.str()] = "%r = memopt." + op.str() + " %x, 2.0 : tensor<4x$0>";
     for (StringRef op : {"add", "sub", "mul", "div", "maximum", "relu_grad",
-                         "silu_grad", "tanh_grad", "sigmoid_grad", "gelu_grad"})
+                         "silu_grad", "tanh_grad", "sigmoid_grad", "gelu_grad",
+                         "hardswish_grad", "hardsigmoid_grad", "mish_grad"})
       bodies[op.str()] = "%r = memopt." + op.str() + " %x, %x : tensor<4x$0>";
     for (StringRef op : {"reduce_sum", "reduce_mean", "reduce_max"})
       bodies[op.str()] = "%r = memopt." + op.str() +
@@ -166,6 +168,9 @@ std::vector<OpCase> opCases() {
       opCase<ReluOp>(vec, body("relu")),
       opCase<SiluOp>(vec, body("silu")),
       opCase<GeluOp>(vec, body("gelu")),
+      opCase<HardswishOp>(vec, body("hardswish")),
+      opCase<HardsigmoidOp>(vec, body("hardsigmoid")),
+      opCase<MishOp>(vec, body("mish")),
       opCase<AddScalarOp>(vec, body("add_scalar")),
       opCase<MulScalarOp>(vec, body("mul_scalar")),
       opCase<PowScalarOp>(vec, body("pow_scalar")),
@@ -179,6 +184,12 @@ std::vector<OpCase> opCases() {
       opCase<TanhGradOp>(vec, body("tanh_grad")),
       opCase<SigmoidGradOp>(vec, body("sigmoid_grad")),
       opCase<GeluGradOp>(vec, body("gelu_grad")),
+      opCase<HardswishGradOp>(vec, body("hardswish_grad")),
+      opCase<HardsigmoidGradOp>(vec, body("hardsigmoid_grad")),
+      opCase<MishGradOp>(vec, body("mish_grad")),
+      opCase<ClampOp>(vec, "%r = memopt.clamp %x min -1.0 : tensor<4x$0>"),
+      opCase<ClampGradOp>(vec, "%r = memopt.clamp_grad %x, %x min 0.0 max "
+                               "6.0 inclusive = false : tensor<4x$0>"),
       // Shapes.
       opCase<BroadcastOp>("%x: tensor<3x$0>",
                           "%r = memopt.broadcast %x dims [1] : tensor<3x$0> "

@@ -55,9 +55,9 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
       // Elementwise.
       {"memopt_unary: expected a float dtype (f32, f16, bf16), got i32 (3)",
        [=](Ctx c) { memopt_unary(c, MEMOPT_UNARY_NEG, MEMOPT_I32, p, p, 4); }},
-      {"memopt_unary: unknown op 11",
+      {"memopt_unary: unknown op 14",
        [=](Ctx c) {
-         memopt_unary(c, static_cast<memopt_unary_op>(11), MEMOPT_F32, p, p, 4);
+         memopt_unary(c, static_cast<memopt_unary_op>(14), MEMOPT_F32, p, p, 4);
        }},
       {"memopt_binary: unknown op 7",
        [=](Ctx c) {
@@ -69,13 +69,29 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
          memopt_scalar(c, static_cast<memopt_scalar_op>(3), MEMOPT_F32, p, 1.0,
                        p, 4);
        }},
-      {"memopt_activation_grad: unknown op 6",
+      {"memopt_activation_grad: unknown op 9",
        [=](Ctx c) {
-         memopt_activation_grad(c, static_cast<memopt_activation_grad_op>(6),
+         memopt_activation_grad(c, static_cast<memopt_activation_grad_op>(9),
                                 MEMOPT_F32, p, p, p, 4);
        }},
+      {"memopt_clamp: bounds [2, 1] are not lo <= hi",
+       [=](Ctx c) { memopt_clamp(c, MEMOPT_F32, p, 2.0, 1.0, p, 4); }},
+      {"memopt_clamp: expected a float dtype (f32, f16, bf16), got i64 (4)",
+       [=](Ctx c) { memopt_clamp(c, MEMOPT_I64, p, -inf, inf, p, 4); }},
+      {"memopt_clamp_grad: bounds [nan, 6] are not lo <= hi",
+       [=](Ctx c) {
+         memopt_clamp_grad(c, MEMOPT_BF16, p, p,
+                           std::numeric_limits<double>::quiet_NaN(), 6.0, 0, p,
+                           4);
+       }},
+      {"memopt_clamp_grad: null buffer",
+       [=](Ctx c) {
+         memopt_clamp_grad(c, MEMOPT_F32, p, nullptr, 0.0, 6.0, 1, p, 4);
+       }},
       {"memopt_dropout: probability 1.5 outside [0, 1]",
-       [=](Ctx c) { memopt_dropout(c, MEMOPT_F32, p, p, 4, 1.5, 0, 0, 0); }},
+       [=](Ctx c) { memopt_dropout(c, MEMOPT_F32, p, p, 4, 1, 1.5, 0, 0, 0); }},
+      {"memopt_dropout: a mask group of 3 that does not divide 4 elements",
+       [=](Ctx c) { memopt_dropout(c, MEMOPT_F32, p, p, 4, 3, 0.5, 0, 0, 0); }},
       // Reductions, softmax, normalisation.
       {"memopt_reduce: result dtype f16 is neither the input's (bf16) nor "
        "f32, and the input is not f32",

@@ -115,7 +115,8 @@ std::vector<float> dropoutFactors(memopt_context *ctx, const AttentionCase &c) {
   std::vector<float> ones(n, 1.0f), factors(n, 1.0f);
   if (c.dropoutP > 0.0) {
     memopt_set_step(ctx, c.step);
-    memopt_dropout(ctx, MEMOPT_F32, ones.data(), factors.data(), n, c.dropoutP,
+    memopt_dropout(ctx, MEMOPT_F32, ones.data(), factors.data(), n, 1,
+                   c.dropoutP,
                    c.seed, c.stream, c.offset);
   }
   return factors;

@@ -228,7 +228,7 @@ TEST_F(CudaTest, DropoutFollowsTheDocumentedDerivation) {
   float *dx = upload(x);
   float *dy = static_cast<float *>(alloc(x.size() * 4));
   memopt_set_step(ctx, step);
-  memopt_dropout(ctx, MEMOPT_F32, dx, dy, x.size(), p, seed, stream, 5);
+  memopt_dropout(ctx, MEMOPT_F32, dx, dy, x.size(), 1, p, seed, stream, 5);
   std::vector<float> y = download<float>(dy, x.size());
   uint64_t mixed = seed ^ (stream * 0x9E3779B97F4A7C15ull);
   uint32_t key[2] = {static_cast<uint32_t>(mixed),
@@ -838,7 +838,8 @@ TEST_F(CudaFusedTest, AttentionDropsWhatMemoptDropoutDrops) {
   size_t n = c.problems() * c.sq * c.sk;
   float *ones = upload(std::vector<float>(n, 1.0f));
   float *dropped = static_cast<float *>(alloc(n * 4));
-  memopt_dropout(ctx, MEMOPT_F32, ones, dropped, n, c.dropout, c.seed, c.stream,
+  memopt_dropout(ctx, MEMOPT_F32, ones, dropped, n, 1, c.dropout, c.seed,
+                 c.stream,
                  c.offset);
   std::vector<float> factors = download<float>(dropped, n);
   int64_t zeros = 0;

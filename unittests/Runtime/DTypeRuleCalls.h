@@ -119,6 +119,14 @@ inline std::vector<DTypeCall> dtypeCalls() {
          memopt_activation_grad(c, MEMOPT_GRAD_RELU, d[0], b.t(0), b.t(1),
                                 b.t(2), 4);
        }},
+      {"memopt_clamp",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_clamp(c, d[0], b.t(0), -1.0, kDTypeCallInf, b.t(1), 4);
+       }},
+      {"memopt_clamp_grad",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_clamp_grad(c, d[0], b.t(0), b.t(1), 0.0, 6.0, 0, b.t(2), 4);
+       }},
       // Shapes.
       {"memopt_broadcast",
        [](Ctx c, DTypes d, B &b) {
@@ -262,7 +270,7 @@ inline std::vector<DTypeCall> dtypeCalls() {
       // Randomness.
       {"memopt_dropout",
        [](Ctx c, DTypes d, B &b) {
-         memopt_dropout(c, d[0], b.t(0), b.t(1), 4, 0.5, 1, 2, 0);
+         memopt_dropout(c, d[0], b.t(0), b.t(1), 4, 1, 0.5, 1, 2, 0);
        }},
       // Losses.
       {"memopt_cross_entropy",

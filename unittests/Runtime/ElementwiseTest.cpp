@@ -1,7 +1,9 @@
 //===- ElementwiseTest.cpp - elementwise, reduction and shape kernels -----===//
 //
 // Forward kernels against double-precision formulas, activation gradients
-// against central differences of the forward kernels, f16/bf16 storage,
+// against central differences of the forward kernels, the hard activations,
+// mish and clamp against closed forms at their kinks, bounds and NaN (as
+// PyTorch 1.13 computes them), f16/bf16 storage,
 // reductions, data movement (broadcast, transpose, slice, concat) against
 // naive index loops, and embedding with repeated indices.
 //
@@ -43,8 +45,36 @@ double unaryReference(memopt_unary_op op, double x) {
     return 0.5 * x *
            (1.0 +
             std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  case MEMOPT_UNARY_HARDSWISH:
+    return x * std::min(std::max(x + 3.0, 0.0), 6.0) / 6.0;
+  case MEMOPT_UNARY_HARDSIGMOID:
+    return std::min(std::max(x + 3.0, 0.0), 6.0) / 6.0;
+  case MEMOPT_UNARY_MISH:
+    return x * std::tanh(std::log1p(std::exp(x)));
   }
   return 0;
+}
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+const float kInf = std::numeric_limits<float>::infinity();
+
+/// Expects `actual[i]` to be `expected[i]` (NaN where that is NaN): the
+/// nearest float, or within `tolerance` relative to |expected|.
+void expectValues(const std::vector<float> &actual,
+                  const std::vector<double> &expected, const char *what,
+                  double tolerance = 0.0) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    if (std::isnan(expected[i])) {
+      EXPECT_TRUE(std::isnan(actual[i])) << what << " [" << i << "]";
+    } else if (tolerance == 0.0) {
+      EXPECT_FLOAT_EQ(actual[i], static_cast<float>(expected[i]))
+          << what << " [" << i << "]";
+    } else {
+      EXPECT_NEAR(actual[i], expected[i], tolerance * std::fabs(expected[i]))
+          << what << " [" << i << "]";
+    }
+  }
 }
 
 TEST_F(RuntimeTest, UnaryMatchesReference) {
@@ -52,7 +82,7 @@ TEST_F(RuntimeTest, UnaryMatchesReference) {
   for (size_t i = 0; i < x.size(); i += 2)
     if (i % 4 == 0)
       x[i] = -x[i];
-  for (int op = MEMOPT_UNARY_NEG; op <= MEMOPT_UNARY_GELU_TANH; ++op) {
+  for (int op = MEMOPT_UNARY_NEG; op <= MEMOPT_UNARY_MISH; ++op) {
     auto kind = static_cast<memopt_unary_op>(op);
     bool positiveOnly = kind == MEMOPT_UNARY_LOG || kind == MEMOPT_UNARY_SQRT ||
                         kind == MEMOPT_UNARY_RSQRT;
@@ -141,7 +171,10 @@ TEST_F(RuntimeTest, ActivationGradientsMatchFiniteDifferences) {
                {MEMOPT_UNARY_TANH, MEMOPT_GRAD_TANH, true},
                {MEMOPT_UNARY_SIGMOID, MEMOPT_GRAD_SIGMOID, true},
                {MEMOPT_UNARY_GELU, MEMOPT_GRAD_GELU, false},
-               {MEMOPT_UNARY_GELU_TANH, MEMOPT_GRAD_GELU_TANH, false}};
+               {MEMOPT_UNARY_GELU_TANH, MEMOPT_GRAD_GELU_TANH, false},
+               {MEMOPT_UNARY_HARDSWISH, MEMOPT_GRAD_HARDSWISH, false},
+               {MEMOPT_UNARY_HARDSIGMOID, MEMOPT_GRAD_HARDSIGMOID, false},
+               {MEMOPT_UNARY_MISH, MEMOPT_GRAD_MISH, false}};
   std::vector<float> x = randomVector(rng, 24, 0.1f, 2.5f);
   for (size_t i = 0; i < x.size(); i += 2)
     x[i] = -x[i]; // keep away from relu's kink at 0
@@ -160,6 +193,121 @@ TEST_F(RuntimeTest, ActivationGradientsMatchFiniteDifferences) {
     };
     expectGradient(loss, x, dx, "activation", 1e-2f, 5e-3);
   }
+}
+
+TEST_F(RuntimeTest, HardActivationsAtTheirKinksAndNaN) {
+  // The kinks -3 and 3 belong to the middle piece of hardswish's gradient
+  // and to neither side of hardsigmoid's (hardswish_backward,
+  // hardsigmoid_backward); a NaN input gets the gradient in the first and 0
+  // in the second.
+  std::vector<float> x = {-4, -3, -1.5f, 0, 1.5f, 3, 4, 6, kNaN};
+  std::vector<float> g(x.size(), 2.0f), y(x.size()), dx(x.size());
+  memopt_unary(ctx, MEMOPT_UNARY_HARDSWISH, MEMOPT_F32, x.data(), y.data(),
+               x.size());
+  expectValues(y, {0, 0, -0.375, 0, 1.125, 3, 4, 6, NAN}, "hardswish");
+  memopt_activation_grad(ctx, MEMOPT_GRAD_HARDSWISH, MEMOPT_F32, x.data(),
+                         g.data(), dx.data(), x.size());
+  expectValues(dx, {0, -1, 0, 1, 2, 3, 2, 2, 2}, "hardswish_grad");
+  memopt_unary(ctx, MEMOPT_UNARY_HARDSIGMOID, MEMOPT_F32, x.data(), y.data(),
+               x.size());
+  expectValues(y, {0, 0, 0.25, 0.5, 0.75, 1, 1, 1, NAN}, "hardsigmoid");
+  memopt_activation_grad(ctx, MEMOPT_GRAD_HARDSIGMOID, MEMOPT_F32, x.data(),
+                         g.data(), dx.data(), x.size());
+  double third = 2.0 / 6.0;
+  expectValues(dx, {0, 0, third, third, third, 0, 0, 0, 0}, "hardsigmoid_grad");
+}
+
+TEST_F(RuntimeTest, MishMatchesItsClosedFormAndStaysFinite) {
+  // mish(0) = 0 with slope tanh(ln 2) = 3/5; far out mish is x (slope 1)
+  // or tiny (x e^x, which log1p keeps and log(1 + e^x) would round to 0),
+  // and e^x must not overflow into NaN.
+  std::vector<float> x = {-30, -3, -1, 0, 1, 3, 6, 30, 100, kNaN};
+  std::vector<float> g(x.size(), 1.0f), y(x.size()), dx(x.size());
+  std::vector<double> mish, slope;
+  for (float v : x) {
+    double t = std::tanh(std::log1p(std::exp(static_cast<double>(v))));
+    double s = 1.0 / (1.0 + std::exp(-static_cast<double>(v)));
+    mish.push_back(v * t);
+    slope.push_back(t + v * s * (1.0 - t * t));
+  }
+  EXPECT_EQ(slope[3], 0.6);
+  EXPECT_EQ(mish[8], 100.0);
+  memopt_unary(ctx, MEMOPT_UNARY_MISH, MEMOPT_F32, x.data(), y.data(),
+               x.size());
+  expectValues(y, mish, "mish", 1e-5);
+  memopt_activation_grad(ctx, MEMOPT_GRAD_MISH, MEMOPT_F32, x.data(), g.data(),
+                         dx.data(), x.size());
+  expectValues(dx, slope, "mish_grad", 1e-5);
+}
+
+TEST_F(RuntimeTest, ClampAndItsGradientAtTheBounds) {
+  std::vector<float> x = {-2, -1, -0.5f, 0, 0.5f, 1, 2, kInf, kNaN};
+  std::vector<float> g = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<float> y(x.size()), dx(x.size());
+  struct Case {
+    double lo, hi;
+    std::vector<double> forward, inclusive, exclusive;
+  } cases[] = {
+      // Both bounds: a bound itself passes the gradient only when
+      // inclusive; NaN stays NaN and gets 0 (clamp) or the gradient
+      // (hardtanh).
+      {-1,
+       1,
+       {-1, -1, -0.5, 0, 0.5, 1, 1, 1, NAN},
+       {0, 2, 3, 4, 5, 6, 0, 0, 0},
+       {0, 0, 3, 4, 5, 0, 0, 0, 9}},
+      // A missing max (INFINITY) excludes nothing, not even +inf.
+      {-1,
+       INFINITY,
+       {-1, -1, -0.5, 0, 0.5, 1, 2, INFINITY, NAN},
+       {0, 2, 3, 4, 5, 6, 7, 8, 0},
+       {0, 0, 3, 4, 5, 6, 7, 8, 9}},
+      // A missing min.
+      {-INFINITY,
+       0,
+       {-2, -1, -0.5, 0, 0, 0, 0, 0, NAN},
+       {1, 2, 3, 4, 0, 0, 0, 0, 0},
+       {1, 2, 3, 0, 0, 0, 0, 0, 9}},
+      // relu6 (F.relu6, exclusive): 0 and 6 pass nothing.
+      {0,
+       6,
+       {0, 0, 0, 0, 0.5, 1, 2, 6, NAN},
+       {0, 0, 0, 4, 5, 6, 7, 0, 0},
+       {0, 0, 0, 0, 5, 6, 7, 0, 9}},
+      // A point range.
+      {0.5,
+       0.5,
+       {0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, NAN},
+       {0, 0, 0, 0, 5, 0, 0, 0, 0},
+       {0, 0, 0, 0, 0, 0, 0, 0, 9}},
+  };
+  for (const Case &c : cases) {
+    std::string what =
+        "clamp [" + std::to_string(c.lo) + ", " + std::to_string(c.hi) + "]";
+    memopt_clamp(ctx, MEMOPT_F32, x.data(), c.lo, c.hi, y.data(), x.size());
+    expectValues(y, c.forward, what.c_str());
+    memopt_clamp_grad(ctx, MEMOPT_F32, x.data(), g.data(), c.lo, c.hi, 1,
+                      dx.data(), x.size());
+    expectValues(dx, c.inclusive, (what + " inclusive").c_str());
+    memopt_clamp_grad(ctx, MEMOPT_F32, x.data(), g.data(), c.lo, c.hi, 0,
+                      dx.data(), x.size());
+    expectValues(dx, c.exclusive, (what + " exclusive").c_str());
+  }
+  // The bounds are rounded to f32, as PyTorch rounds a Python number for an
+  // f32 tensor: 0.1f lies above the double 0.1 but is its f32 rounding.
+  std::vector<float> tenth = {0.1f, 0.2f}, one = {1, 1}, out(2);
+  memopt_clamp(ctx, MEMOPT_F32, tenth.data(), -1.0, 0.1, out.data(), 2);
+  EXPECT_EQ(out, (std::vector<float>{0.1f, 0.1f}));
+  memopt_clamp_grad(ctx, MEMOPT_F32, tenth.data(), one.data(), -1.0, 0.1, 1,
+                    out.data(), 2);
+  EXPECT_EQ(out, (std::vector<float>{1, 0}));
+  // In place, on bf16 storage.
+  std::vector<uint16_t> h(x.size());
+  memopt_cast(ctx, MEMOPT_F32, x.data(), MEMOPT_BF16, h.data(), x.size());
+  memopt_clamp(ctx, MEMOPT_BF16, h.data(), -1.0, 1.0, h.data(), h.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    y[i] = bfloat16BitsToFloat(h[i]);
+  expectValues(y, cases[0].forward, "bf16 clamp in place");
 }
 
 TEST_F(RuntimeTest, ReduceOverMiddleExtent) {

@@ -11,6 +11,8 @@
 #include "RuntimeTestUtil.h"
 #include "PhiloxKnownAnswers.h"
 
+#include <algorithm>
+
 using namespace memopt::test;
 
 namespace {
@@ -24,8 +26,8 @@ std::vector<float> runDropout(memopt_context *ctx, const std::vector<float> &x,
                               uint64_t step, uint64_t offset = 0) {
   std::vector<float> y(x.size());
   memopt_set_step(ctx, step);
-  memopt_dropout(ctx, MEMOPT_F32, x.data(), y.data(), x.size(), p, seed, stream,
-                 offset);
+  memopt_dropout(ctx, MEMOPT_F32, x.data(), y.data(), x.size(), 1, p, seed,
+                 stream, offset);
   return y;
 }
 
@@ -86,6 +88,26 @@ TEST_F(RuntimeTest, DropoutOffsetContinuesTheSameStream) {
   std::vector<float> part = runDropout(ctx, tail, 0.5, 1, 2, 3, 3);
   for (size_t i = 0; i < part.size(); ++i)
     EXPECT_EQ(part[i], whole[i + 3]);
+}
+
+TEST_F(RuntimeTest, GroupedDropoutSharesOneBitPerGroup) {
+  // Sixteen rows of 6: row r keeps or drops all its elements together, with
+  // the bit an elementwise dropout draws for element `offset + r`.
+  const int64_t rows = 16, group = 6;
+  std::vector<float> x = randomVector(rng, rows * group, 0.5f, 1.5f);
+  std::vector<float> y(x.size());
+  memopt_set_step(ctx, 11);
+  memopt_dropout(ctx, MEMOPT_F32, x.data(), y.data(), rows * group, group, 0.5,
+                 7, 2, 9);
+  std::vector<float> bits =
+      runDropout(ctx, std::vector<float>(rows, 1.0f), 0.5, 7, 2, 11, 9);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < group; ++i)
+      EXPECT_EQ(y[r * group + i], x[r * group + i] * bits[r])
+          << r << " " << i;
+  // The test needs both outcomes among the rows to mean anything.
+  EXPECT_NE(std::count(bits.begin(), bits.end(), 0.0f), 0);
+  EXPECT_NE(std::count(bits.begin(), bits.end(), 0.0f), rows);
 }
 
 TEST_F(RuntimeTest, DropoutEdgeProbabilitiesAndStepCounter) {

@@ -646,6 +646,9 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
           .Case("memopt.sigmoid", "MEMOPT_UNARY_SIGMOID")
           .Case("memopt.relu", "MEMOPT_UNARY_RELU")
           .Case("memopt.silu", "MEMOPT_UNARY_SILU")
+          .Case("memopt.hardswish", "MEMOPT_UNARY_HARDSWISH")
+          .Case("memopt.hardsigmoid", "MEMOPT_UNARY_HARDSIGMOID")
+          .Case("memopt.mish", "MEMOPT_UNARY_MISH")
           .Case("memopt.gelu",
                 geluTanh() ? "MEMOPT_UNARY_GELU_TANH" : "MEMOPT_UNARY_GELU")
           .Default("");
@@ -665,6 +668,9 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
       llvm::StringSwitch<StringRef>(name)
           .Case("memopt.relu_grad", "MEMOPT_GRAD_RELU")
           .Case("memopt.silu_grad", "MEMOPT_GRAD_SILU")
+          .Case("memopt.hardswish_grad", "MEMOPT_GRAD_HARDSWISH")
+          .Case("memopt.hardsigmoid_grad", "MEMOPT_GRAD_HARDSIGMOID")
+          .Case("memopt.mish_grad", "MEMOPT_GRAD_MISH")
           .Case("memopt.tanh_grad", "MEMOPT_GRAD_TANH")
           .Case("memopt.sigmoid_grad", "MEMOPT_GRAD_SIGMOID")
           .Case("memopt.gelu_grad",
@@ -797,6 +803,26 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     ptr(ins[0]);
     ptr(ins[1]);
     call.f64(f64Attr("value"));
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else if (name == "memopt.clamp" || name == "memopt.clamp_grad") {
+    // A missing bound is an infinite one; `inclusive` defaults to true.
+    bool isGrad = name == "memopt.clamp_grad";
+    if (failed(expectCounts(isGrad ? 2 : 1, 1)))
+      return failure();
+    auto bound = [&](StringRef attrName, double missingValue) {
+      auto attr = attrs.getAs<FloatAttr>(attrName);
+      return attr ? attr.getValueAsDouble() : missingValue;
+    };
+    callee = isGrad ? "memopt_clamp_grad" : "memopt_clamp";
+    call.verbatim(dtypeArg(0));
+    for (Value in : ins)
+      ptr(in);
+    call.f64(bound("min", -INFINITY)).f64(bound("max", INFINITY));
+    if (isGrad) {
+      auto inclusive = attrs.getAs<BoolAttr>("inclusive");
+      call.i32(!inclusive || inclusive.getValue() ? 1 : 0);
+    }
     ptr(outs[0]);
     call.i64(numel(outs[0]));
   } else if (name == "memopt.broadcast") {
@@ -1031,19 +1057,29 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
       return failure();
     // `offset` is 0: one call covers the whole tensor (runtime.h).
     callee = "memopt_dropout";
+    ArrayRef<int64_t> shape = shapeOf(outs[0]);
+    int64_t shared = i64Attr("shared", 0);
+    if (shared < 0 || shared > static_cast<int64_t>(shape.size()))
+      return fail("'shared' is outside the rank");
+    int64_t group = 1;
+    for (int64_t size : shape.take_back(shared))
+      group *= size;
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(outs[0]);
     call.i64(numel(outs[0]))
+        .i64(group)
         .f64(f64Attr("p"))
         .i64(i64Attr("seed"))
         .i64(i64Attr("stream"));
-    if (loopIndex) {
-      // Inside the micro-batch loop: micro-batch i covers elements
-      // [i * numel, (i + 1) * numel) of the full batch's numbering.
+    if (loopIndex && static_cast<size_t>(shared) < shape.size()) {
+      // Inside the micro-batch loop: micro-batch i covers mask bits
+      // [i * numel / group, (i + 1) * numel / group) of the full batch's
+      // numbering. (With every dimension shared, one bit serves all
+      // micro-batches, as it serves the full batch: offset 0.)
       Value size = emitc::ConstantOp::create(
           builder, loc, builder.getIndexType(),
-          builder.getIndexAttr(numel(outs[0])));
+          builder.getIndexAttr(numel(outs[0]) / group));
       call.value(emitc::MulOp::create(builder, loc, builder.getIndexType(),
                                       loopIndex, size));
     } else {

@@ -64,7 +64,7 @@ typedef enum memopt_status {
   MEMOPT_ERROR_DEVICE = 4
 } memopt_status;
 
-/// Elementwise unary ops (`memopt.neg` ... `memopt.gelu`).
+/// Elementwise unary ops (`memopt.neg` ... `memopt.mish`).
 typedef enum memopt_unary_op {
   MEMOPT_UNARY_NEG = 0,
   MEMOPT_UNARY_EXP = 1,
@@ -78,7 +78,13 @@ typedef enum memopt_unary_op {
   /// x * Phi(x) with the exact (erf) Gaussian CDF.
   MEMOPT_UNARY_GELU = 9,
   /// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-  MEMOPT_UNARY_GELU_TANH = 10
+  MEMOPT_UNARY_GELU_TANH = 10,
+  /// x * min(max(x + 3, 0), 6) / 6, as F.hardswish.
+  MEMOPT_UNARY_HARDSWISH = 11,
+  /// min(max(x + 3, 0), 6) / 6, as F.hardsigmoid.
+  MEMOPT_UNARY_HARDSIGMOID = 12,
+  /// x * tanh(softplus(x)), softplus(x) = log(1 + e^x), as F.mish.
+  MEMOPT_UNARY_MISH = 13
 } memopt_unary_op;
 
 /// Elementwise binary ops on two tensors of one shape and dtype.
@@ -100,14 +106,22 @@ typedef enum memopt_scalar_op {
 } memopt_scalar_op;
 
 /// Activation gradients: `memopt.*_grad`. The first operand is the forward
-/// input (RELU, SILU, GELU, GELU_TANH) or the forward output (TANH, SIGMOID).
+/// input (RELU, SILU, GELU, GELU_TANH, HARDSWISH, HARDSIGMOID, MISH) or the
+/// forward output (TANH, SIGMOID).
 typedef enum memopt_activation_grad_op {
   MEMOPT_GRAD_RELU = 0,
   MEMOPT_GRAD_SILU = 1,
   MEMOPT_GRAD_TANH = 2,
   MEMOPT_GRAD_SIGMOID = 3,
   MEMOPT_GRAD_GELU = 4,
-  MEMOPT_GRAD_GELU_TANH = 5
+  MEMOPT_GRAD_GELU_TANH = 5,
+  /// x < -3: 0; x <= 3: grad * (x / 3 + 1/2); otherwise (and NaN) grad, as
+  /// PyTorch's hardswish_backward.
+  MEMOPT_GRAD_HARDSWISH = 6,
+  /// -3 < x < 3: grad / 6; otherwise (and NaN) 0.
+  MEMOPT_GRAD_HARDSIGMOID = 7,
+  /// grad * (t + x * sigmoid(x) * (1 - t^2)), t = tanh(softplus(x)).
+  MEMOPT_GRAD_MISH = 8
 } memopt_activation_grad_op;
 
 /// Reductions of `memopt.reduce_*`.
@@ -269,6 +283,22 @@ void memopt_scalar(memopt_context *ctx, memopt_scalar_op op, memopt_dtype dtype,
 void memopt_activation_grad(memopt_context *ctx, memopt_activation_grad_op op,
                             memopt_dtype dtype, const void *x_or_y,
                             const void *grad, void *out, int64_t n);
+
+/// `memopt.clamp`: out[i] = min(max(in[i], lo), hi) over `n` elements of
+/// float `dtype`, NaN propagating (torch.clamp). A missing bound is
+/// -INFINITY (`lo`) or INFINITY (`hi`); neither is NaN and lo <= hi. The
+/// bounds are rounded to f32 first.
+void memopt_clamp(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                  double lo, double hi, void *out, int64_t n);
+
+/// `memopt.clamp_grad`: out[i] = grad[i] where input[i] is inside the bounds,
+/// else 0. `inclusive` != 0: lo <= x <= hi, a NaN input gets 0 (torch.clamp);
+/// `inclusive` == 0: lo < x < hi, a NaN input gets grad (F.hardtanh,
+/// F.relu6). An infinite bound stands for a missing one and excludes
+/// nothing. Bounds as memopt_clamp's.
+void memopt_clamp_grad(memopt_context *ctx, memopt_dtype dtype,
+                       const void *input, const void *grad, double lo,
+                       double hi, int inclusive, void *out, int64_t n);
 
 /*===----------------------------------------------------------------------===*
  * Shapes (any dtype; they move elements of memopt_dtype_size bytes)
@@ -539,9 +569,10 @@ void memopt_attention_grad(memopt_context *ctx, memopt_dtype dtype,
  *===----------------------------------------------------------------------===*/
 
 /// `memopt.dropout` (and its backward, which is the same call on the
-/// gradient): out[i] = keep(i) ? in[i] * (1 / (1 - p)) : 0 over `n`
-/// elements. keep(i) is a pure function of (seed, stream, the context's
-/// step, offset + i):
+/// gradient): out[i] = keep(i / group) ? in[i] * (1 / (1 - p)) : 0 over `n`
+/// elements, each `group` consecutive ones sharing a mask bit (1:
+/// elementwise; n must be a multiple of it). keep(i) is a pure function of
+/// (seed, stream, the context's step, offset + i):
 ///   K = seed ^ (stream * 0x9E3779B97F4A7C15)          (mod 2^64)
 ///   key = {lo32(K), hi32(K)}
 ///   j = offset + i
@@ -549,11 +580,11 @@ void memopt_attention_grad(memopt_context *ctx, memopt_dtype dtype,
 ///   r = Philox4x32-10(ctr, key); bits = r[j % 4]
 ///   keep = (bits >> 8) >= ceil(p * 2^24)   (i.e. (bits >> 8) * 2^-24 >= p)
 /// The scale 1 / (1 - p) is computed in double and rounded to f32; the
-/// product is rounded once. `offset` lets separate calls (micro-batches)
-/// draw disjoint masks from one stream. 0 <= p <= 1.
+/// product is rounded once. `offset` (in mask bits) lets separate calls
+/// (micro-batches) draw disjoint masks from one stream. 0 <= p <= 1.
 void memopt_dropout(memopt_context *ctx, memopt_dtype dtype, const void *input,
-                    void *out, int64_t n, double p, uint64_t seed,
-                    uint64_t stream, uint64_t offset);
+                    void *out, int64_t n, int64_t group, double p,
+                    uint64_t seed, uint64_t stream, uint64_t offset);
 
 /// The raw Philox4x32-10 block for (counter, key): a pure function exposed
 /// so that other runtimes and tests can check their generator against it.

@@ -51,6 +51,86 @@ func.func @activation_grad(%a: tensor<4xf32>, %g: tensor<8xf32>) {
 
 // -----
 
+func.func @hardswish_result(%a: tensor<4xf32>) {
+  // expected-error @+1 {{result has type 'tensor<4xbf16>', expected 'tensor<4xf32>' (the type of operand 'input')}}
+  %0 = "memopt.hardswish"(%a) : (tensor<4xf32>) -> tensor<4xbf16>
+  return
+}
+
+// -----
+
+func.func @mish_grad(%a: tensor<4xf32>, %g: tensor<4xf16>) {
+  // expected-error @+1 {{operand 'grad' has type 'tensor<4xf16>', expected 'tensor<4xf32>' (the type of operand 'input')}}
+  %0 = "memopt.mish_grad"(%a, %g) : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @clamp_no_bound(%a: tensor<4xf32>) {
+  // expected-error @+1 {{expected a 'min' or a 'max' bound}}
+  %0 = memopt.clamp %a inclusive = false : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @clamp_empty_range(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'min' (2) must be <= 'max' (1)}}
+  %0 = memopt.clamp %a min 2.0 max 1.0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @clamp_nan(%a: tensor<4xf32>) {
+  // expected-error @+1 {{'max' must be a number, got nan}}
+  %0 = memopt.clamp %a min 0.0 max 0x7FF8000000000000 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @clamp_result(%a: tensor<4xf32>) {
+  // expected-error @+1 {{result has type 'tensor<2x2xf32>', expected 'tensor<4xf32>' (the type of operand 'input')}}
+  %0 = "memopt.clamp"(%a) <{min = 0.0 : f64}> : (tensor<4xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @clamp_grad_type(%a: tensor<4xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{operand 'grad' has type 'tensor<8xf32>', expected 'tensor<4xf32>' (the type of operand 'input')}}
+  %0 = "memopt.clamp_grad"(%a, %g) <{max = 6.0 : f64}> : (tensor<4xf32>, tensor<8xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @clamp_grad_no_bound(%a: tensor<4xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{expected a 'min' or a 'max' bound}}
+  %0 = memopt.clamp_grad %a, %g : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @clamp_grad_empty_range(%a: tensor<4xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'min' (0.5) must be <= 'max' (-0.5)}}
+  %0 = memopt.clamp_grad %a, %g min 0.5 max -0.5 inclusive = false : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @clamp_grad_nan(%a: tensor<4xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'min' must be a number, got nan}}
+  %0 = memopt.clamp_grad %a, %g min 0x7FF8000000000000 : tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @cast_shape(%a: tensor<4xf32>) {
   // expected-error @+1 {{result has type 'tensor<8xbf16>', expected 'tensor<4xbf16>' (a cast keeps the shape)}}
   %0 = memopt.cast %a : tensor<4xf32> to tensor<8xbf16>
@@ -874,7 +954,7 @@ func.func @scope_type(%x: tensor<4xf32>) {
 // -----
 
 func.func @unknown_op_attr(%x: tensor<4xf32>) {
-  // expected-error @+1 {{has unknown memopt attribute 'memopt.color' (expected memopt.scope, memopt.loss, memopt.train_step, memopt.offset, memopt.arena_bytes, memopt.precision, memopt.loss_scale, memopt.recompute or memopt.micro_batches)}}
+  // expected-error @+1 {{has unknown memopt attribute 'memopt.color' (expected memopt.scope, memopt.loss, memopt.train_step, memopt.offset, memopt.arena_bytes, memopt.precision, memopt.loss_scale, memopt.recompute, memopt.micro_batches or memopt.data_parallel)}}
   %0 = memopt.relu %x {memopt.color = "red"} : tensor<4xf32>
   return
 }

@@ -47,6 +47,9 @@ func.func @constants_casts_selection(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %
 // CHECK:         %{{.*}} = memopt.sigmoid %[[A]] : tensor<4x8xf32>
 // CHECK:         %{{.*}} = memopt.relu %[[H]] : tensor<2x4xbf16>
 // CHECK:         %{{.*}} = memopt.silu %[[A]] : tensor<4x8xf32>
+// CHECK:         %{{.*}} = memopt.hardswish %[[A]] : tensor<4x8xf32>
+// CHECK:         %{{.*}} = memopt.hardsigmoid %[[H]] : tensor<2x4xbf16>
+// CHECK:         %{{.*}} = memopt.mish %[[A]] : tensor<4x8xf32>
 // CHECK:         %{{.*}} = memopt.gelu %[[A]] : tensor<4x8xf32>
 // CHECK:         %{{.*}} = memopt.gelu %[[A]] approximate<tanh> : tensor<4x8xf32>
 // CHECK:         %{{.*}} = memopt.gelu %[[A]] : tensor<4x8xf32>
@@ -69,6 +72,9 @@ func.func @elementwise(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %h: tensor<2x4x
   %sig = memopt.sigmoid %a : tensor<4x8xf32>
   %relu = memopt.relu %h : tensor<2x4xbf16>
   %silu = memopt.silu %a : tensor<4x8xf32>
+  %hswish = memopt.hardswish %a : tensor<4x8xf32>
+  %hsig = memopt.hardsigmoid %h : tensor<2x4xbf16>
+  %mish = memopt.mish %a : tensor<4x8xf32>
   %gelu = memopt.gelu %a : tensor<4x8xf32>
   %gelut = memopt.gelu %a approximate<tanh> : tensor<4x8xf32>
   %gelun = memopt.gelu %a approximate<none> : tensor<4x8xf32>
@@ -83,6 +89,9 @@ func.func @elementwise(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %h: tensor<2x4x
 // CHECK:         %{{.*}} = memopt.sigmoid_grad %[[X]], %[[G]] : tensor<4x8xf32>
 // CHECK:         %{{.*}} = memopt.gelu_grad %[[X]], %[[G]] : tensor<4x8xf32>
 // CHECK:         %{{.*}} = memopt.gelu_grad %[[X]], %[[G]] approximate<tanh> : tensor<4x8xf32>
+// CHECK:         %{{.*}} = memopt.hardswish_grad %[[X]], %[[G]] : tensor<4x8xf32>
+// CHECK:         %{{.*}} = memopt.hardsigmoid_grad %[[X]], %[[G]] : tensor<4x8xf32>
+// CHECK:         %{{.*}} = memopt.mish_grad %[[X]], %[[G]] : tensor<4x8xf32>
 // CHECK:         return{{$}}
 func.func @activation_grads(%x: tensor<4x8xf32>, %g: tensor<4x8xf32>) {
   %relu = memopt.relu_grad %x, %g : tensor<4x8xf32>
@@ -91,6 +100,33 @@ func.func @activation_grads(%x: tensor<4x8xf32>, %g: tensor<4x8xf32>) {
   %sig = memopt.sigmoid_grad %x, %g : tensor<4x8xf32>
   %gelu = memopt.gelu_grad %x, %g : tensor<4x8xf32>
   %gelut = memopt.gelu_grad %x, %g approximate<tanh> : tensor<4x8xf32>
+  %hswish = memopt.hardswish_grad %x, %g : tensor<4x8xf32>
+  %hsig = memopt.hardsigmoid_grad %x, %g : tensor<4x8xf32>
+  %mish = memopt.mish_grad %x, %g : tensor<4x8xf32>
+  return
+}
+
+// One bound or two; `inclusive` prints only when false (its default is true).
+// CHECK-LABEL: func.func @clamp(
+// CHECK-SAME:    %[[X:.*]]: tensor<4x8xf32>, %[[G:.*]]: tensor<4x8xf32>, %[[H:.*]]: tensor<2x4xf16>)
+// CHECK:         %{{.*}} = memopt.clamp %[[X]] min -1.000000e+00 max 1.000000e+00 : tensor<4x8xf32>
+// CHECK:         %{{.*}} = memopt.clamp %[[X]] min 0.000000e+00 max 6.000000e+00 inclusive = false : tensor<4x8xf32>
+// CHECK:         %{{.*}} = memopt.clamp %[[H]] min 5.000000e-01 : tensor<2x4xf16>
+// CHECK:         %{{.*}} = memopt.clamp %[[X]] max 2.000000e+00 : tensor<4x8xf32>
+// CHECK:         %{{.*}} = memopt.clamp %[[X]] min 1.000000e+00 max 1.000000e+00 : tensor<4x8xf32>
+// CHECK:         %{{.*}} = memopt.clamp_grad %[[X]], %[[G]] min -1.000000e+00 max 1.000000e+00 : tensor<4x8xf32>
+// CHECK:         %{{.*}} = memopt.clamp_grad %[[X]], %[[G]] min 0.000000e+00 max 6.000000e+00 inclusive = false : tensor<4x8xf32>
+// CHECK:         %{{.*}} = memopt.clamp_grad %[[X]], %[[G]] max 0xFFF0000000000000 : tensor<4x8xf32>
+// CHECK:         return{{$}}
+func.func @clamp(%x: tensor<4x8xf32>, %g: tensor<4x8xf32>, %h: tensor<2x4xf16>) {
+  %c = memopt.clamp %x min -1.000000e+00 max 1.000000e+00 : tensor<4x8xf32>
+  %relu6 = memopt.clamp %x min 0.000000e+00 max 6.000000e+00 inclusive = false : tensor<4x8xf32>
+  %lo = memopt.clamp %h min 5.000000e-01 : tensor<2x4xf16>
+  %hi = memopt.clamp %x max 2.000000e+00 inclusive = true : tensor<4x8xf32>
+  %point = memopt.clamp %x min 1.000000e+00 max 1.000000e+00 : tensor<4x8xf32>
+  %dc = memopt.clamp_grad %x, %g min -1.000000e+00 max 1.000000e+00 : tensor<4x8xf32>
+  %drelu6 = memopt.clamp_grad %x, %g min 0.000000e+00 max 6.000000e+00 inclusive = false : tensor<4x8xf32>
+  %dinf = memopt.clamp_grad %x, %g max 0xFFF0000000000000 : tensor<4x8xf32>
   return
 }
 

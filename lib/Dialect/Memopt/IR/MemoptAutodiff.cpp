@@ -210,6 +210,35 @@ LogicalResult SiluOp::buildVectorJacobianProduct(
   return success();
 }
 
+LogicalResult HardswishOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({HardswishGradOp::create(builder, getLoc(), getType(),
+                                        getInput(), singleGrad(resultGrads))});
+  return success();
+}
+
+LogicalResult HardsigmoidOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({HardsigmoidGradOp::create(
+      builder, getLoc(), getType(), getInput(), singleGrad(resultGrads))});
+  return success();
+}
+
+LogicalResult MishOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({MishGradOp::create(builder, getLoc(), getType(), getInput(),
+                                   singleGrad(resultGrads))});
+  return success();
+}
+
+LogicalResult ClampOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({ClampGradOp::create(builder, getLoc(), getType(), getInput(),
+                                    singleGrad(resultGrads), getMinAttr(),
+                                    getMaxAttr(), getInclusiveAttr())});
+  return success();
+}
+
 LogicalResult GeluOp::buildVectorJacobianProduct(
     OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
   grads.assign({GeluGradOp::create(builder, getLoc(), getType(), getInput(),
@@ -298,6 +327,14 @@ LogicalResult SliceOp::buildVectorJacobianProduct(
   grads.assign({SliceGradOp::create(builder, getLoc(), getInput().getType(),
                                     singleGrad(resultGrads), getStarts(),
                                     getLimits(), getStrides())});
+  return success();
+}
+
+LogicalResult SliceGradOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  grads.assign({SliceOp::create(builder, getLoc(), getGrad().getType(),
+                                singleGrad(resultGrads), getStarts(),
+                                getLimits(), getStrides())});
   return success();
 }
 
@@ -546,7 +583,8 @@ LogicalResult DropoutOp::buildVectorJacobianProduct(
   // The same counter-based mask and scale: no mask is saved.
   grads.assign({DropoutOp::create(builder, getLoc(), getType(),
                                   singleGrad(resultGrads), getPAttr(),
-                                  getSeedAttr(), getStreamAttr())});
+                                  getSeedAttr(), getStreamAttr(),
+                                  getSharedAttr())});
   return success();
 }
 

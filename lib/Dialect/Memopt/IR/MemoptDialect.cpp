@@ -386,8 +386,9 @@ LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
              << "attribute '" << name << "' must be a unit attribute";
     return success();
   }
-  // The micro-batch loop of --memopt-accumulate (docs/Accumulation.md).
-  if (name == "memopt.micro_batches") {
+  // The micro-batch loop of --memopt-accumulate (docs/Accumulation.md) and
+  // its ranks (docs/DataParallel.md).
+  if (name == "memopt.micro_batches" || name == "memopt.data_parallel") {
     auto count = dyn_cast<IntegerAttr>(attr.getValue());
     if (!count || count.getInt() < 1 || op->getNumRegions() != 1)
       return op->emitOpError() << "attribute '" << name
@@ -398,6 +399,6 @@ LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
                            << "' (expected memopt.scope, memopt.loss, "
                               "memopt.train_step, memopt.offset, "
                               "memopt.arena_bytes, memopt.precision, "
-                              "memopt.loss_scale, memopt.recompute or "
-                              "memopt.micro_batches)";
+                              "memopt.loss_scale, memopt.recompute, "
+                              "memopt.micro_batches or memopt.data_parallel)";
 }

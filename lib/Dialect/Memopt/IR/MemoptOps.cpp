@@ -194,6 +194,9 @@ MEMOPT_UNARY_VERIFIER(TanhOp)
 MEMOPT_UNARY_VERIFIER(SigmoidOp)
 MEMOPT_UNARY_VERIFIER(ReluOp)
 MEMOPT_UNARY_VERIFIER(SiluOp)
+MEMOPT_UNARY_VERIFIER(HardswishOp)
+MEMOPT_UNARY_VERIFIER(HardsigmoidOp)
+MEMOPT_UNARY_VERIFIER(MishOp)
 MEMOPT_UNARY_VERIFIER(GeluOp)
 MEMOPT_UNARY_VERIFIER(AddScalarOp)
 MEMOPT_UNARY_VERIFIER(MulScalarOp)
@@ -221,10 +224,50 @@ MEMOPT_BINARY_VERIFIER(MaximumOp)
   }
 MEMOPT_ACTIVATION_GRAD_VERIFIER(ReluGradOp, getInput, "input")
 MEMOPT_ACTIVATION_GRAD_VERIFIER(SiluGradOp, getInput, "input")
+MEMOPT_ACTIVATION_GRAD_VERIFIER(HardswishGradOp, getInput, "input")
+MEMOPT_ACTIVATION_GRAD_VERIFIER(HardsigmoidGradOp, getInput, "input")
+MEMOPT_ACTIVATION_GRAD_VERIFIER(MishGradOp, getInput, "input")
 MEMOPT_ACTIVATION_GRAD_VERIFIER(GeluGradOp, getInput, "input")
 MEMOPT_ACTIVATION_GRAD_VERIFIER(TanhGradOp, getOutput, "output")
 MEMOPT_ACTIVATION_GRAD_VERIFIER(SigmoidGradOp, getOutput, "output")
 #undef MEMOPT_ACTIVATION_GRAD_VERIFIER
+
+/// The bounds of a clamp: at least one, numbers, `min <= max`.
+static LogicalResult verifyClampBounds(Operation *op,
+                                       std::optional<APFloat> min,
+                                       std::optional<APFloat> max) {
+  if (!min && !max)
+    return op->emitOpError() << "expected a 'min' or a 'max' bound";
+  auto expectNumber = [&](StringRef name,
+                          std::optional<APFloat> bound) -> LogicalResult {
+    if (bound && bound->isNaN())
+      return op->emitOpError() << "'" << name << "' must be a number, got nan";
+    return success();
+  };
+  if (failed(expectNumber("min", min)) || failed(expectNumber("max", max)))
+    return failure();
+  if (min && max && min->convertToDouble() > max->convertToDouble())
+    return op->emitOpError()
+           << "'min' (" << formatNumber(min->convertToDouble())
+           << ") must be <= 'max' (" << formatNumber(max->convertToDouble())
+           << ")";
+  return success();
+}
+
+LogicalResult ClampOp::verify() {
+  if (failed(expectSameTypes(
+          *this, {{"operand 'input'", getInput()}, {"result", getResult()}})))
+    return failure();
+  return verifyClampBounds(*this, getMin(), getMax());
+}
+
+LogicalResult ClampGradOp::verify() {
+  if (failed(expectSameTypes(*this, {{"operand 'input'", getInput()},
+                                     {"operand 'grad'", getGrad()},
+                                     {"result", getResult()}})))
+    return failure();
+  return verifyClampBounds(*this, getMin(), getMax());
+}
 
 LogicalResult CastOp::verify() {
   RankedTensorType input = getInput().getType();
@@ -850,8 +893,20 @@ LogicalResult DropoutOp::verify() {
   int64_t stream = getStreamAttr().getInt();
   if (stream < 0)
     return emitOpError() << "'stream' must be >= 0, got " << stream;
+  int64_t rank = getType().getRank();
+  if (getShared() < 0 || getShared() > rank)
+    return emitOpError() << "'shared' must be between 0 and the rank "
+                         << rank << ", got " << getShared();
   return expectSameTypes(
       *this, {{"operand 'input'", getInput()}, {"result", getResult()}});
+}
+
+int64_t DropoutOp::getGroupSize() {
+  ArrayRef<int64_t> shape = getType().getShape();
+  int64_t group = 1;
+  for (int64_t size : shape.take_back(getShared()))
+    group *= size;
+  return group;
 }
 
 //===----------------------------------------------------------------------===//

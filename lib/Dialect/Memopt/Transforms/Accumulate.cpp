@@ -46,6 +46,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -100,7 +102,12 @@ struct AccumulatePass
 private:
   FailureOr<OpRule> inferOp(Operation *op, ArrayRef<BatchKind> in);
   LogicalResult accumulate(func::FuncOp func);
+  /// The parts the full batch is split into: micro-batches on every rank.
+  int64_t getParts() const { return microBatches * dataParallel; }
 };
+
+/// The grid of --memopt-accumulate's data parallelism: one axis of ranks.
+constexpr llvm::StringLiteral kRanksGrid = "memopt_ranks";
 
 } // namespace
 
@@ -110,10 +117,11 @@ private:
 static bool isSameShapeOp(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, AddScalarOp, MulScalarOp,
              PowScalarOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp,
-             SigmoidOp, ReluOp, SiluOp, GeluOp, ReluGradOp, SiluGradOp,
-             TanhGradOp, SigmoidGradOp, GeluGradOp, WhereOp, MaskedFillOp,
-             DropoutOp, CastOp, SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp,
-             LogSoftmaxGradOp>(op);
+             SigmoidOp, ReluOp, SiluOp, GeluOp, HardswishOp, HardsigmoidOp,
+             MishOp, ClampOp, ReluGradOp, SiluGradOp, TanhGradOp, SigmoidGradOp,
+             GeluGradOp, HardswishGradOp, HardsigmoidGradOp, MishGradOp,
+             ClampGradOp, WhereOp, MaskedFillOp, DropoutOp, CastOp, SoftmaxOp,
+             LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp>(op);
 }
 
 /// Same-shape ops that are linear in their operands: a sum over the batch
@@ -181,9 +189,16 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
       return all(BatchKind::batched(*dim));
     }
     if (anyPartial) {
-      bool linear = isLinearOp(op) && !anyLocal &&
-                    (isa<MulScalarOp, NegOp, CastOp>(op) ||
-                     llvm::all_of(in, [](BatchKind k) { return k.isPartial(); }));
+      // Filling a sum's elements with zeros under a batch-independent mask
+      // (the backward of a masked_fill) keeps it a sum.
+      auto fill = dyn_cast<MaskedFillOp>(op);
+      bool zeroFill = fill && fill.getValue().isZero() && in[0].isPartial() &&
+                      in[1].isUniform();
+      bool linear = zeroFill ||
+                    (isLinearOp(op) && !anyLocal &&
+                     (isa<MulScalarOp, NegOp, CastOp>(op) ||
+                      llvm::all_of(in,
+                                   [](BatchKind k) { return k.isPartial(); })));
       if (!linear)
         return fail("it is not linear in a value summed over the batch (a "
                     "loss or a gradient)");
@@ -219,7 +234,7 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
       leading *= from[d];
     int64_t prefix = 1;
     for (int64_t e = 0; e < static_cast<int64_t>(to.size()); ++e) {
-      if (prefix == leading && to[e] % microBatches == 0 && to[e] > 1)
+      if (prefix == leading && to[e] % getParts() == 0 && to[e] > 1)
         return all(BatchKind::batched(e));
       prefix *= to[e];
       if (prefix > leading)
@@ -342,7 +357,7 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
       int64_t full = getShape(op->getOperand(0))[0];
       return op->emitOpError()
              << "computes its statistics over each micro-batch of "
-             << full / static_cast<int64_t>(microBatches)
+             << full / getParts()
              << " instead of the full batch of " << full
              << " (micro-batches=" << static_cast<int64_t>(microBatches)
              << "), which changes the result; pass allow-batch-norm=true "
@@ -447,7 +462,9 @@ static RankedTensorType getMicroType(Type type, int64_t dim, int64_t k) {
 
 LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
   MLIRContext *ctx = &getContext();
-  const int64_t k = microBatches;
+  // K micro-batches on each of `ranks` ranks: the IR's full-batch values
+  // split into `parts`.
+  const int64_t k = microBatches, ranks = dataParallel, parts = getParts();
   if (!func.getBody().hasOneBlock())
     return func.emitOpError() << "has control flow; --memopt-accumulate "
                                  "expects one block";
@@ -481,10 +498,12 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
              << "' to be split into micro-batches";
     int64_t d = batchDim.getInt();
     int64_t size = type.getDimSize(d);
-    if (size % k != 0)
+    if (size % parts != 0)
       return func.emitOpError()
              << "argument " << label << " has a batch of " << size
              << " along dimension " << d << ", which micro-batches=" << k
+             << (ranks > 1 ? " x data-parallel=" + std::to_string(ranks)
+                           : std::string())
              << " does not divide";
     for (int64_t e = 0; e < d; ++e)
       if (type.getDimSize(e) != 1)
@@ -522,11 +541,11 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
       return failure();
     for (auto [v, kind] : llvm::zip(op.getResults(), rule->results)) {
       kinds[v] = kind;
-      if (kind.isBatched() && getShape(v)[kind.dim] % k != 0)
+      if (kind.isBatched() && getShape(v)[kind.dim] % parts != 0)
         return op.emitOpError()
                << "has a batch dimension " << kind.dim << " of extent "
-               << getShape(v)[kind.dim] << ", which micro-batches=" << k
-               << " does not divide";
+               << getShape(v)[kind.dim] << ", which " << parts
+               << " micro-batches do not divide";
     }
     if (llvm::any_of(rule->results, [](BatchKind b) { return !b.isUniform(); })) {
       loopOps.push_back(&op);
@@ -579,9 +598,25 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
       }
     }
 
-  // 3-4. Rebuild: counts and accumulators before the loop.
+  // 3-4. Rebuild. With data parallelism the batch arguments are the rank's
+  // share from here on.
   OpBuilder b(returnOp);
   Location loc = func.getLoc();
+  if (ranks > 1) {
+    for (BlockArgument arg : batchArgs)
+      arg.setType(getMicroType(arg.getType(), kinds.lookup(arg).dim, ranks));
+    func.setType(FunctionType::get(ctx, body.getArgumentTypes(),
+                                   func.getResultTypes()));
+  }
+  // The sum over all ranks of a rank's partial value.
+  auto sumOverRanks = [&](Value partial) -> Value {
+    if (ranks == 1)
+      return partial;
+    return shard::AllReduceOp::create(b, loc, partial, kRanksGrid,
+                                      ArrayRef<shard::GridAxis>{0},
+                                      shard::ReductionKind::Sum)
+        .getResult();
+  };
   auto f32Scalar = RankedTensorType::get({}, b.getF32Type());
   DenseMap<std::pair<Value, int64_t>, Value> inverseCounts;
   auto getInverseCount = [&](Value labels, int64_t ignoreIndex) {
@@ -589,8 +624,8 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
     if (!inverse) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(returnOp);
-      Value count = LabelCountOp::create(b, loc, f32Scalar, labels,
-                                         b.getI64IntegerAttr(ignoreIndex));
+      Value count = sumOverRanks(LabelCountOp::create(
+          b, loc, f32Scalar, labels, b.getI64IntegerAttr(ignoreIndex)));
       Value one = ConstantOp::create(
           b, loc, DenseElementsAttr::get(f32Scalar, b.getF32FloatAttr(1.0)));
       inverse = DivOp::create(b, loc, f32Scalar, one, count);
@@ -631,6 +666,8 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
   };
   auto loop = scf::ForOp::create(b, loc, index(0), index(k), index(1), inits);
   loop->setAttr("memopt.micro_batches", b.getI64IntegerAttr(k));
+  if (ranks > 1)
+    loop->setAttr("memopt.data_parallel", b.getI64IntegerAttr(ranks));
   Block *loopBody = loop.getBody();
   b.setInsertionPointToStart(loopBody);
   Value iv = loop.getInductionVar();
@@ -676,7 +713,7 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
     Value &result = rebuilt[{value, dim}];
     if (result)
       return result;
-    RankedTensorType micro = getMicroType(value.getType(), dim, k);
+    RankedTensorType micro = getMicroType(value.getType(), dim, parts);
     Operation *def = value.getDefiningOp();
     if (auto broadcast = dyn_cast_or_null<BroadcastOp>(def)) {
       ArrayRef<int64_t> dims = broadcast.getDims();
@@ -697,6 +734,14 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
         return result = ConstantOp::create(b, def->getLoc(),
                                            splat.resizeSplat(micro));
       }
+    if (ranks > 1)
+      return emitError(value.getLoc())
+             << "a value of type " << value.getType()
+             << " that does not depend on the batch has the batch's extent "
+                "along dimension "
+             << dim << ": each rank would need its own slice of it, which "
+                "data parallelism does not support (broadcast it from a "
+                "batch-independent shape instead)";
     FailureOr<Value> slice = sliceAt(value, dim);
     if (failed(slice))
       return failure();
@@ -723,12 +768,12 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
     // Micro-batch result types and the slice limits along the batch.
     for (auto [result, kind] : llvm::zip(clone->getResults(), rule.results))
       if (kind.isBatched())
-        result.setType(getMicroType(result.getType(), kind.dim, k));
+        result.setType(getMicroType(result.getType(), kind.dim, parts));
     if (isa<SliceOp, SliceGradOp>(clone)) {
       int64_t d = rule.results[0].dim;
       SmallVector<int64_t> limits(
           clone->getAttrOfType<DenseI64ArrayAttr>("limits").asArrayRef());
-      limits[d] /= k;
+      limits[d] /= parts;
       clone->setAttr("limits", b.getDenseI64ArrayAttr(limits));
     }
     for (auto [from, to] : llvm::zip(op->getResults(), clone->getResults()))
@@ -804,10 +849,11 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
                llvm::none_of(op->getOperands(), [&](Value v) {
                  return kinds.lookup(v).isPartial();
                })) {
-      // A mean over the batch: the mean of each micro-batch over K.
+      // A mean over the batch: the mean of each micro-batch over the
+      // number of micro-batches of all ranks.
       scaleAfter(clone->getResult(0), [&](Value v) {
         return MulScalarOp::create(b, loc, v.getType(), v,
-                                   b.getF64FloatAttr(1.0 / k))
+                                   b.getF64FloatAttr(1.0 / parts))
             .getOperation();
       });
     }
@@ -871,7 +917,7 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
   // After the loop: the data-parallel all-reduce point, then the optimizer.
   b.setInsertionPointAfter(loop);
   for (auto [v, result] : llvm::zip(accumulated, loop.getResults())) {
-    Value replacement = result;
+    Value replacement = sumOverRanks(result);
     if (result.getType() != v.getType()) {
       auto cast = CastOp::create(b, loc, v.getType(), result);
       copyScope(v.getDefiningOp(), cast);
@@ -907,13 +953,15 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
 
 void AccumulatePass::runOnOperation() {
   ModuleOp module = getOperation();
-  if (microBatches < 1) {
-    emitError(module.getLoc())
-        << "--memopt-accumulate option 'micro-batches' is "
-        << static_cast<int64_t>(microBatches)
-        << ", expected at least 1";
-    return signalPassFailure();
-  }
+  for (auto [name, value] : {std::pair<StringRef, int64_t>{"micro-batches",
+                                                          microBatches},
+                             {"data-parallel", dataParallel}})
+    if (value < 1) {
+      emitError(module.getLoc())
+          << "--memopt-accumulate option '" << name << "' is " << value
+          << ", expected at least 1";
+      return signalPassFailure();
+    }
   FailureOr<FunctionOpInterface> step = findTrainStep(module, "accumulate");
   if (failed(step))
     return signalPassFailure();
@@ -922,8 +970,13 @@ void AccumulatePass::runOnOperation() {
     step->emitOpError() << "must be a func.func to be accumulated";
     return signalPassFailure();
   }
-  if (microBatches == 1)
+  if (getParts() == 1)
     return;
+  if (dataParallel > 1 && !SymbolTable::lookupSymbolIn(module, kRanksGrid)) {
+    OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
+    shard::GridOp::create(builder, module.getLoc(), kRanksGrid,
+                          ArrayRef<int64_t>{dataParallel});
+  }
   if (failed(accumulate(func)) || failed(verify(func)))
     return signalPassFailure();
 }

@@ -98,13 +98,15 @@ using namespace memopt;
 /// Whether `op` lowers to an elementwise runtime entry: element i of the
 /// result depends on element i of each operand only, and the host entry
 /// reads it before it writes it (memopt_unary, memopt_binary, memopt_scalar,
-/// memopt_activation_grad, memopt_where, memopt_masked_fill, memopt_dropout).
+/// memopt_activation_grad, memopt_clamp, memopt_clamp_grad, memopt_where,
+/// memopt_masked_fill, memopt_dropout).
 static bool isElementwiseKernel(Operation *op) {
   return isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, AddScalarOp, MulScalarOp,
              PowScalarOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp,
-             SigmoidOp, ReluOp, SiluOp, GeluOp, ReluGradOp, SiluGradOp,
-             TanhGradOp, SigmoidGradOp, GeluGradOp, WhereOp, MaskedFillOp,
-             DropoutOp>(op);
+             SigmoidOp, ReluOp, SiluOp, GeluOp, HardswishOp, HardsigmoidOp,
+             MishOp, ClampOp, ReluGradOp, SiluGradOp, TanhGradOp, SigmoidGradOp,
+             GeluGradOp, HardswishGradOp, HardsigmoidGradOp, MishGradOp,
+             ClampGradOp, WhereOp, MaskedFillOp, DropoutOp>(op);
 }
 
 /// Whether the runtime entry of `op` may write its result `resultIndex` into

@@ -222,6 +222,8 @@ static bool fuseAttention(SoftmaxOp softmax,
   if (!probs.hasOneUse())
     return false;
   auto dropout = dyn_cast<DropoutOp>(*probs.getUsers().begin());
+  if (dropout && dropout.getShared() != 0)
+    return false;
   if (dropout) {
     probs = dropout.getResult();
     if (!probs.hasOneUse())

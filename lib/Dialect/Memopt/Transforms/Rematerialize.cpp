@@ -131,7 +131,8 @@ static bool isSelectiveCandidate(Operation *op,
       .Cases({"memopt.softmax", "memopt.dropout", "memopt.masked_fill",
               "memopt.mul_scalar", "memopt.add_scalar", "memopt.relu",
               "memopt.gelu", "memopt.silu", "memopt.tanh", "memopt.sigmoid",
-              "memopt.where"},
+              "memopt.hardswish", "memopt.hardsigmoid", "memopt.mish",
+              "memopt.clamp", "memopt.where"},
              true)
       .Default(false);
 }

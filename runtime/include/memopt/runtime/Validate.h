@@ -187,6 +187,26 @@ inline bool checkProbability(memopt_context *ctx, const char *entry, double p) {
           invalid(ctx, entry, "probability %g outside [0, 1]", p));
 }
 
+/// memopt_dropout's mask group: positive and dividing the element count.
+inline bool checkGroup(memopt_context *ctx, const char *entry, int64_t n,
+                       int64_t group) {
+  return enterEntry(ctx, entry) &&
+         ((group > 0 && n % group == 0) ||
+          invalid(ctx, entry,
+                  "a mask group of %lld that does not divide %lld elements",
+                  static_cast<long long>(group), static_cast<long long>(n)));
+}
+
+/// The bounds of memopt_clamp and memopt_clamp_grad: numbers (infinite for
+/// a missing one), lo <= hi.
+inline bool checkClampBounds(memopt_context *ctx, const char *entry, double lo,
+                             double hi) {
+  // False for a NaN bound too.
+  return enterEntry(ctx, entry) &&
+         (lo <= hi ||
+          invalid(ctx, entry, "bounds [%g, %g] are not lo <= hi", lo, hi));
+}
+
 /// memopt_reduce: everything but the data.
 inline bool checkReduce(memopt_context *ctx, const char *entry,
                         memopt_reduce_op op, memopt_dtype inDtype,

@@ -221,6 +221,11 @@ def Memopt_TanhOp : Memopt_UnaryOp<"tanh", "tanh(x)">;
 def Memopt_SigmoidOp : Memopt_UnaryOp<"sigmoid", "1 / (1 + e^-x)">;
 def Memopt_ReluOp : Memopt_UnaryOp<"relu", "max(x, 0)">;
 def Memopt_SiluOp : Memopt_UnaryOp<"silu", "x * sigmoid(x)">;
+def Memopt_HardswishOp
+    : Memopt_UnaryOp<"hardswish", "x * min(max(x + 3, 0), 6) / 6">;
+def Memopt_HardsigmoidOp
+    : Memopt_UnaryOp<"hardsigmoid", "min(max(x + 3, 0), 6) / 6">;
+def Memopt_MishOp : Memopt_UnaryOp<"mish", "x * tanh(log(1 + e^x))">;
 
 def Memopt_GeluOp : Memopt_Op<"gelu",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
@@ -251,6 +256,15 @@ def Memopt_TanhGradOp
     : Memopt_ActivationGradOp<"tanh_grad", "output", "grad * (1 - output^2)">;
 def Memopt_SigmoidGradOp : Memopt_ActivationGradOp<"sigmoid_grad", "output",
     "grad * output * (1 - output)">;
+// The hard activations' gradients at their kinks and at NaN are PyTorch's
+// (hardswish_backward, hardsigmoid_backward).
+def Memopt_HardswishGradOp : Memopt_ActivationGradOp<"hardswish_grad", "input",
+    "input < -3 ? 0 : input <= 3 ? grad * (input / 3 + 1/2) : grad">;
+def Memopt_HardsigmoidGradOp : Memopt_ActivationGradOp<"hardsigmoid_grad",
+    "input", "-3 < input < 3 ? grad / 6 : 0">;
+def Memopt_MishGradOp : Memopt_ActivationGradOp<"mish_grad", "input",
+    "grad * (t + input * sigmoid(input) * (1 - t^2)), "
+    "t = tanh(log(1 + e^input))">;
 
 def Memopt_GeluGradOp : Memopt_Op<"gelu_grad", [Pure]> {
   let summary = "gradient of GELU";
@@ -264,6 +278,60 @@ def Memopt_GeluGradOp : Memopt_Op<"gelu_grad", [Pure]> {
   let results = (outs Memopt_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $grad (`approximate` `` $approximate^)? attr-dict `:`
+    custom<SameTypes>(type($input), type($grad), type($result))
+  }];
+}
+
+def Memopt_ClampOp : Memopt_Op<"clamp",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let summary = "elementwise clamp to a range";
+  let description = [{
+    `min(max(x, min), max)` for each element, a NaN staying NaN, as
+    `torch.clamp`. The bounds are compile-time numbers: either may be
+    missing (no bound on that side), not both, and `min <= max`. The
+    runtime rounds them to f32.
+
+    `inclusive` says how the gradient (`memopt.clamp_grad`) treats an input
+    that equals a bound: `true` (the default) passes the gradient for
+    `min <= x <= max`, as `torch.clamp`; `false` only for `min < x < max`,
+    as `F.hardtanh` and `F.relu6`.
+
+    ```mlir
+    %y = memopt.clamp %x min 0.0 max 6.0 inclusive = false : tensor<4x64xf32>
+    %z = memopt.clamp %x min -1.0 : tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$input, OptionalAttr<F64Attr>:$min,
+                       OptionalAttr<F64Attr>:$max,
+                       DefaultValuedAttr<BoolAttr, "true">:$inclusive);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`min` $min^)? (`max` $max^)? (`inclusive` `=` $inclusive^)?
+    attr-dict `:` custom<SameTypes>(type($input), type($result))
+  }];
+}
+
+def Memopt_ClampGradOp : Memopt_Op<"clamp_grad", [Pure]> {
+  let summary = "gradient of clamp";
+  let description = [{
+    The vector-Jacobian product of `memopt.clamp` with the same bounds, from
+    its input and the gradient of its result: `grad` where the input is
+    within the bounds, else 0. Inclusive (the default): `min <= input <=
+    max`, and 0 at a NaN input (torch.clamp's backward). `inclusive = false`:
+    `min < input < max`, and `grad` at a NaN input (PyTorch's
+    `hardtanh_backward`). A missing bound excludes nothing.
+
+    ```mlir
+    %dx = memopt.clamp_grad %x, %g min 0.0 max 6.0 inclusive = false : tensor<4x64xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$input, Memopt_FloatTensor:$grad,
+                       OptionalAttr<F64Attr>:$min, OptionalAttr<F64Attr>:$max,
+                       DefaultValuedAttr<BoolAttr, "true">:$inclusive);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $grad (`min` $min^)? (`max` $max^)?
+    (`inclusive` `=` $inclusive^)? attr-dict `:`
     custom<SameTypes>(type($input), type($grad), type($result))
   }];
 }
@@ -343,11 +411,18 @@ def Memopt_SliceOp : Memopt_Op<"slice",
   }];
 }
 
-def Memopt_SliceGradOp : Memopt_Op<"slice_grad", [Pure]> {
+def Memopt_SliceGradOp : Memopt_Op<"slice_grad",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "gradient of a slice: scatter into zeros";
   let description = [{
     The vector-Jacobian product of `memopt.slice`: a tensor of the sliced
     operand's type, zero except at the sliced positions, which hold `grad`.
+    With unit strides it is also zero padding (`F.pad` with value 0), which
+    is why it is differentiable: its VJP is the slice.
+
+    ```mlir
+    %p = memopt.slice_grad %x starts [0, 1] limits [4, 9] strides [1, 1] : tensor<4x8xf32> to tensor<4x10xf32>
+    ```
   }];
   let arguments = (ins Memopt_FloatTensor:$grad, DenseI64ArrayAttr:$starts,
                        DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
@@ -829,16 +904,29 @@ def Memopt_DropoutOp : Memopt_Op<"dropout",
     gradient with the same attributes) needs no saved mask. Each dropout in
     a model has its own `stream`.
 
+    With `shared` k > 0, the elements that differ only in the last k
+    dimensions share one mask bit, numbered by their position in the
+    leading dimensions: k = rank - 1 is stochastic depth's row mode (one
+    coin per example, `torchvision.ops.stochastic_depth`), k = 2 on
+    `[N, C, H, W]` is `F.dropout2d` (one per channel), k = rank one coin
+    for the whole tensor (stochastic depth's batch mode).
+
     ```mlir
     %d = memopt.dropout %x p 1.0e-01 seed 0 stream 3 : tensor<2x8x64xf32>
+    %r = memopt.dropout %y p 2.0e-01 seed 0 stream 4 shared 3 : tensor<2x8x4x4xf32>
     ```
   }];
   let arguments = (ins Memopt_FloatTensor:$input, F64Attr:$p, I64Attr:$seed,
-                       I64Attr:$stream);
+                       I64Attr:$stream,
+                       DefaultValuedAttr<I64Attr, "0">:$shared);
   let results = (outs Memopt_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `p` $p `seed` $seed `stream` $stream attr-dict `:`
-    custom<SameTypes>(type($input), type($result))
+    $input `p` $p `seed` $seed `stream` $stream (`shared` $shared^)?
+    attr-dict `:` custom<SameTypes>(type($input), type($result))
+  }];
+  let extraClassDeclaration = [{
+    /// How many consecutive elements share one mask bit.
+    int64_t getGroupSize();
   }];
 }
 

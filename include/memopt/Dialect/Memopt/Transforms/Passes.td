@@ -249,16 +249,31 @@ def AccumulatePass : Pass<"memopt-accumulate", "mlir::ModuleOp"> {
     `allow-batch-norm`, batch norm (whose statistics would be the
     micro-batch's) are errors. `micro-batches=1` leaves the IR unchanged.
 
+    With `data-parallel=N` the step is one of N ranks' (docs/DataParallel.md):
+    its batch arguments hold the rank's 1/N of the batch, the loop runs over
+    `micro-batches` parts of that, each count of labels is summed over the
+    ranks before the loop and each accumulated value (the gradients and the
+    loss) after it, with upstream `shard.all_reduce` on the one-axis grid
+    `@memopt_ranks`; the step then equals the full batch's step on every
+    rank. The loop carries `memopt.data_parallel = N`, from which the
+    lowering numbers the micro-batches of all ranks in one sequence (rank r's
+    micro-batch i is micro-batch r * K + i of the full batch), so dropout
+    draws the single-process masks.
+
     ```
     memopt-opt --memopt-autodiff --memopt-accumulate=micro-batches=4 model.mlir
+    memopt-opt --memopt-autodiff --memopt-accumulate="micro-batches=2 data-parallel=4" model.mlir
     ```
   }];
   let dependentDialects = ["mlir::arith::ArithDialect",
                            "mlir::scf::SCFDialect",
+                           "mlir::shard::ShardDialect",
                            "mlir::tensor::TensorDialect"];
   let options = [
     Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
            "Number of micro-batches the batch is split into">,
+    Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
+           "Number of ranks the batch is split across (data parallelism)">,
     Option<"allowBatchNorm", "allow-batch-norm", "bool", /*default=*/"false",
            "Accept batch norm with statistics of each micro-batch">
   ];

@@ -1,0 +1,37 @@
+# torch.clamp takes only Python-number bounds: a tensor bound, even a
+# constant buffer, is refused with the op and its module named.
+#
+# REQUIRES: torch
+# RUN: not %python %s %t 2>&1 | FileCheck %s
+# RUN: not test -e %t.mlir
+# RUN: not test -e %t.safetensors
+
+import sys
+
+import torch
+import torch.nn as nn
+
+import memopt
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("low", torch.zeros(4))
+
+    def forward(self, x):
+        return torch.clamp(self.fc(x), min=self.low)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+
+    def forward(self, x):
+        return self.block(x).sum()
+
+
+memopt.export(Model(), (torch.randn(2, 4),), sys.argv[1] + ".mlir")
+# CHECK: memopt.exporter.ExportError: torch.clamp in module 'block': the bound 'min' must be a Python number; tensor bounds are not supported
