@@ -17,6 +17,8 @@ PACKAGES=(
   cmake ninja-build g++ libgtest-dev
   # Host runtime and reports.
   libopenblas-dev nlohmann-json3-dev
+  # Data parallelism on the host (memopt-compile --data-parallel, mpirun).
+  libopenmpi-dev openmpi-bin
   # Exporter and its tests (torch 1.13 for /usr/bin/python3).
   python3-torch python3-numpy
   # The torchvision model zoo (bench/zoo, its CI subset).

@@ -93,6 +93,14 @@ else:
     lit_config.note("chromium is not on PATH: the HTML report test is "
                     "unsupported")
 
+# Data parallelism on the host: memopt built with MPI (libopenmpi-dev) and
+# mpirun on PATH (openmpi-bin); scripts/setup.sh installs both.
+if getattr(config, "memopt_mpi_enabled", False) and shutil.which("mpirun"):
+    config.available_features.add("mpi")
+else:
+    lit_config.note("memopt was built without MPI or mpirun is not on PATH: "
+                    "the data-parallel tests are unsupported")
+
 # The CUDA target. `cuda`: the CUDA runtime is built and nvcc is there, so
 # --target=cuda compiles and links (no GPU needed). `cuda-gpu`: an NVIDIA
 # GPU is visible, so GPU tests run (scripts/gpu-check.sh).

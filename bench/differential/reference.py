@@ -291,7 +291,9 @@ def _apply(op, xs, attrs, shape, low=None):
     if op == "concat":
         return torch.cat(xs, int(re.search(r"dim (\d+)", attrs).group(1)))
     if op == "embedding":
-        return F.embedding(xs[1], x)
+        match = re.search(r"padding_idx (\d+)", attrs)
+        return F.embedding(xs[1], x,
+                           padding_idx=int(match.group(1)) if match else None)
     if op == "conv2d":
         return F.conv2d(x, xs[1], stride=_ints(attrs, "strides"),
                         padding=_ints(attrs, "padding"))
@@ -301,8 +303,11 @@ def _apply(op, xs, attrs, shape, low=None):
     if op == "cross_entropy":
         match = re.search(r"ignore_index (-?\d+)", attrs)
         ignore = int(match.group(1)) if match else -100
+        match = re.search(r"label_smoothing (\S+)", attrs)
         return F.cross_entropy(x.reshape(-1, x.shape[-1]), xs[1].reshape(-1),
-                               ignore_index=ignore)
+                               ignore_index=ignore,
+                               label_smoothing=float(match.group(1))
+                               if match else 0.0)
     if op == "mse_loss":
         return F.mse_loss(x, xs[1])
     if op == "attention":

@@ -73,6 +73,9 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
   if (options.microBatches < 1)
     return fail("invalid --micro-batches=" + llvm::Twine(options.microBatches) +
                 ": expected at least 1");
+  if (options.dataParallel < 1)
+    return fail("invalid --data-parallel=" + llvm::Twine(options.dataParallel) +
+                ": expected at least 1");
   llvm::StringRef lossScale = options.lossScale;
   double scale = 0;
   if (!lossScale.empty() && lossScale != "dynamic" && lossScale != "none" &&
@@ -141,6 +144,7 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
     remat.strategy = options.remat;
     remat.cheapRecompute = options.cheapRecompute;
     remat.microBatches = options.microBatches;
+    remat.dataParallel = options.dataParallel;
     remat.accumulateAllowBatchNorm = options.accumulateAllowBatchNorm;
     remat.budget = options.memoryBudget;
     remat.snapshots = options.rematSnapshots;
@@ -148,11 +152,13 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
     remat.releaseGradients = options.releaseGradients;
     pm.addPass(createRematerializePass(remat));
   }
-  if (options.releaseGradients && options.microBatches == 1)
+  bool split = options.microBatches != 1 || options.dataParallel != 1;
+  if (options.releaseGradients && !split)
     pm.addPass(createReleaseGradientsPass());
-  if (options.microBatches != 1) {
+  if (split) {
     AccumulatePassOptions accumulate;
     accumulate.microBatches = options.microBatches;
+    accumulate.dataParallel = options.dataParallel;
     accumulate.allowBatchNorm = options.accumulateAllowBatchNorm;
     pm.addPass(createAccumulatePass(accumulate));
   }
@@ -188,6 +194,10 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
   Option<int64_t> microBatches{
       *this, "micro-batches",
       llvm::cl::desc("Gradient accumulation: micro-batches per step"),
+      llvm::cl::init(1)};
+  Option<int64_t> dataParallel{
+      *this, "data-parallel",
+      llvm::cl::desc("Data parallelism: ranks the batch is split across"),
       llvm::cl::init(1)};
   Option<bool> accumulateAllowBatchNorm{
       *this, "accumulate-allow-batch-norm",
@@ -283,6 +293,7 @@ void memopt::registerMemoptPipelines() {
         options.memoryBudget = cl.memoryBudget;
         options.rematSnapshots = cl.rematSnapshots;
         options.microBatches = cl.microBatches;
+        options.dataParallel = cl.dataParallel;
         options.accumulateAllowBatchNorm = cl.accumulateAllowBatchNorm;
         options.bufferReuse = cl.bufferReuse;
         options.cheapRecompute = cl.cheapRecompute;

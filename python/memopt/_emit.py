@@ -406,10 +406,15 @@ class Emitter:
                          "%s, %s -> %s" % (a.type, b.type,
                                            tensor_type(shape, a.dtype)))
 
-    def embedding(self, weight, indices):
+    def embedding(self, weight, indices, padding_idx=None):
+        """A lookup whose gradient skips the row ``padding_idx`` (a row of
+        the table, or None)."""
         shape = indices.shape + weight.shape[1:]
+        head = self._refs(weight, indices)
+        if padding_idx is not None:
+            head += " padding_idx %d" % padding_idx
         return self._one("embedding", [weight, indices], shape, weight.dtype,
-                         self._refs(weight, indices),
+                         head,
                          "%s, %s -> %s" % (weight.type, indices.type,
                                            tensor_type(shape, weight.dtype)))
 
@@ -447,12 +452,15 @@ class Emitter:
             head += " shared %d" % shared
         return self._one("dropout", [x], x.shape, x.dtype, head, x.type)
 
-    def cross_entropy(self, logits, labels, ignore_index, reduction):
+    def cross_entropy(self, logits, labels, ignore_index, reduction,
+                      label_smoothing=0.0):
         head = self._refs(logits, labels)
         if ignore_index != -100:
             head += " ignore_index %d" % ignore_index
         if reduction != "mean":
             head += " reduction<%s>" % reduction
+        if label_smoothing:
+            head += " label_smoothing %s" % format_float(label_smoothing)
         return self._one("cross_entropy", [logits, labels], (), "f32", head,
                          "%s, %s" % (logits.type, labels.type))
 

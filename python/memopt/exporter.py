@@ -1635,21 +1635,31 @@ def _embedding(ex, call):
     if call.module is not None:
         m = call.module
         weight = ex.param(m.weight, "weight")
-        options = {"padding_idx": m.padding_idx, "max_norm": m.max_norm,
+        padding_idx = m.padding_idx
+        options = {"max_norm": m.max_norm,
                    "scale_grad_by_freq": m.scale_grad_by_freq,
                    "sparse": m.sparse}
     else:
         weight = _float_input(ex, call.args["weight"])
+        padding_idx = ex.const(call.args["padding_idx"])
         options = {k: ex.const(call.args[k]) for k in
-                   ("padding_idx", "max_norm", "scale_grad_by_freq",
-                    "sparse")}
+                   ("max_norm", "scale_grad_by_freq", "sparse")}
     for name, value in options.items():
         if value is not None and value is not False:
             ex.fail("%s=%r is not supported" % (name, value))
+    if padding_idx is not None:
+        # As F.embedding and nn.Embedding: a negative index counts from the
+        # end of the table.
+        rows = weight.shape[0]
+        padding_idx = int(padding_idx)
+        if not -rows <= padding_idx < rows:
+            ex.fail("padding_idx=%d is not a row of the %d-row table"
+                    % (padding_idx, rows))
+        padding_idx %= rows
     indices = ex.val(call.args["input"])
     if indices.dtype not in INDEX_TYPES:
         ex.fail("the indices must be int64 or int32, got %s" % indices.dtype)
-    return ex.emit.embedding(weight, indices)
+    return ex.emit.embedding(weight, indices, padding_idx)
 
 
 def _conv2d(ex, call):
@@ -2258,8 +2268,10 @@ def _cross_entropy(ex, call):
         "label_smoothing"))
     if options["weight"] is not None:
         ex.fail("class weights are not supported")
-    if options["label_smoothing"]:
-        ex.fail("label_smoothing is not supported")
+    label_smoothing = float(options["label_smoothing"] or 0.0)
+    if not 0.0 <= label_smoothing < 1.0:
+        ex.fail("label_smoothing=%r is not supported: memopt takes it in "
+                "[0, 1)" % label_smoothing)
     logits = _float_input(ex, call.args["input"])
     labels = ex.val(call.args["target"])
     if labels.dtype not in INDEX_TYPES:
@@ -2276,7 +2288,7 @@ def _cross_entropy(ex, call):
         ex.fail("the target %s does not match the input %s"
                 % (labels.type, logits.type))
     return ex.emit.cross_entropy(logits, labels, int(options["ignore_index"]),
-                                 options["reduction"])
+                                 options["reduction"], label_smoothing)
 
 
 def _mse_loss(ex, call):

@@ -270,6 +270,8 @@ void memopt_context_destroy(memopt_context *ctx) {
     cudaFree(ctx->workspace);
   if (ctx->lt)
     cublasLtDestroy(ctx->lt);
+  if (ctx->nccl)
+    ncclCommDestroy(ctx->nccl);
   if (ctx->staging)
     cudaFreeHost(ctx->staging);
   if (ctx->stagingDone)

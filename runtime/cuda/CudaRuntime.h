@@ -22,6 +22,7 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <nccl.h>
 
 #include <cstdint>
 #include <string>
@@ -79,6 +80,10 @@ struct memopt_context {
   /// MEMOPT_CUDA_SYNC=1: wait after each entry so that an asynchronous
   /// fault names the entry that caused it.
   bool syncEachEntry = false;
+  /// The ranks of data parallelism (memopt_set_collectives), and the NCCL
+  /// communicator made from them at the first all-reduce.
+  memopt_collectives collectives = {0, 1, nullptr, nullptr, nullptr};
+  ncclComm_t nccl = nullptr;
 };
 
 namespace memopt {

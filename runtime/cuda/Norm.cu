@@ -661,13 +661,14 @@ void memopt_batch_norm_grad(memopt_context *ctx, memopt_dtype dtype,
 
 namespace {
 
-/// loss[r] = logsumexp(row) - row[label] (0 for ignored rows), a block per
-/// row; labels out of range are reported and count as ignored.
+/// loss[r] = logsumexp(row) - (1 - eps) row[label] - eps mean(row) (0 for
+/// ignored rows), a block per row; labels out of range are reported and
+/// count as ignored.
 template <typename T>
 __global__ void crossEntropyRowsKernel(const T *logits, bool is64,
                                        const void *labels, float *rowLoss,
                                        int64_t rows, int64_t classes,
-                                       int64_t ignore,
+                                       int64_t ignore, float eps,
                                        memopt_device_error *error) {
   __shared__ float shared[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -687,8 +688,16 @@ __global__ void crossEntropyRowsKernel(const T *logits, bool is64,
     const T *row = logits + r * classes;
     float2 ms = rowMaxExpSum(row, classes, shared);
     float m = ms.x, s = ms.y;
+    // The smoothing term's sum of logits; eps is the same for the block.
+    float total = 0.0f;
+    if (eps != 0.0f) {
+      for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+        total += toF32(row[j]);
+      total = blockSum(total, shared);
+    }
     if (threadIdx.x == 0)
-      rowLoss[r] = m + logf(s) - toF32(row[label]);
+      rowLoss[r] = m + logf(s) - (1.0f - eps) * toF32(row[label]) -
+                   (eps != 0.0f ? eps * (total / classes) : 0.0f);
   }
 }
 
@@ -729,7 +738,8 @@ __global__ void crossEntropyGradKernel(const T *logits, bool is64,
                                        const float *gradLoss,
                                        const float *count, T *dx, int64_t rows,
                                        int64_t classes, int64_t ignore,
-                                       bool mean, memopt_device_error *error) {
+                                       bool mean, float on, float off,
+                                       memopt_device_error *error) {
   __shared__ float shared[32];
   double scale = *gradLoss;
   if (mean)
@@ -756,7 +766,7 @@ __global__ void crossEntropyGradKernel(const T *logits, bool is64,
     float lse = m + logf(s);
     for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
       float p = expf(toF32(row[j]) - lse);
-      drow[j] = fromF32<T>(sc * (p - (j == label ? 1.0f : 0.0f)));
+      drow[j] = fromF32<T>(sc * (p - (j == label ? on : off)));
     }
   }
 }
@@ -811,10 +821,11 @@ void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                           const void *logits, memopt_dtype label_dtype,
                           const void *labels, float *loss, int64_t rows,
                           int64_t classes, int64_t ignore_index,
-                          memopt_loss_reduction reduction) {
+                          memopt_loss_reduction reduction,
+                          double label_smoothing) {
   const char *entry = "memopt_cross_entropy";
   if (!checkCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
-                         classes, loss, {logits, labels}))
+                         classes, loss, {logits, labels}, label_smoothing))
     return;
   float *rowLoss = workspaceFloats(ctx, entry, rows > 0 ? rows : 1);
   if (!rowLoss)
@@ -825,7 +836,7 @@ void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
       using T = MEMOPT_STORAGE(tag);
       crossEntropyRowsKernel<T><<<rowGrid(rows), kRowBlock, 0, ctx->stream>>>(
           static_cast<const T *>(logits), is64, labels, rowLoss, rows, classes,
-          ignore_index, ctx->deviceError);
+          ignore_index, static_cast<float>(label_smoothing), ctx->deviceError);
     });
     if (!checkLaunch(ctx, entry, "crossEntropyRowsKernel"))
       return;
@@ -841,10 +852,12 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
                                const void *labels, const float *grad_loss,
                                void *out, int64_t rows, int64_t classes,
                                int64_t ignore_index,
-                               memopt_loss_reduction reduction) {
+                               memopt_loss_reduction reduction,
+                               double label_smoothing) {
   const char *entry = "memopt_cross_entropy_grad";
   if (!checkCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
-                         classes, grad_loss, {logits, labels, out}) ||
+                         classes, grad_loss, {logits, labels, out},
+                         label_smoothing) ||
       rows == 0)
     return;
   float *count = workspaceFloats(ctx, entry, 1);
@@ -855,12 +868,16 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
                                                  ignore_index, count);
   if (!checkLaunch(ctx, entry, "countLabelsKernel"))
     return;
+  // The smoothed target at the label and elsewhere, as runtime/host.
+  double off = classes ? label_smoothing / classes : 0.0;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
     crossEntropyGradKernel<T><<<rowGrid(rows), kRowBlock, 0, ctx->stream>>>(
         static_cast<const T *>(logits), is64, labels, grad_loss, count,
         static_cast<T *>(out), rows, classes, ignore_index,
-        reduction == MEMOPT_REDUCTION_MEAN, ctx->deviceError);
+        reduction == MEMOPT_REDUCTION_MEAN,
+        static_cast<float>(1.0 - label_smoothing + off),
+        static_cast<float>(off), ctx->deviceError);
   });
   checkLaunch(ctx, entry, "crossEntropyGradKernel");
 }

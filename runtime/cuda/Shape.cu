@@ -211,12 +211,14 @@ __global__ void embeddingKernel(const T *weight, bool is64, const void *indices,
 }
 
 /// acc ([numRows, width], f32, zeroed) += grad columns [col0, col0 + width)
-/// in index order; one thread per column.
+/// in index order, skipping the positions of `paddingIdx`; one thread per
+/// column.
 template <typename T>
 __global__ void embeddingGradKernel(const T *grad, bool is64,
                                     const void *indices, float *acc,
                                     int64_t numIndices, int64_t numRows,
                                     int64_t dim, int64_t col0, int64_t width,
+                                    int64_t paddingIdx,
                                     memopt_device_error *error) {
   int64_t column = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (column >= width)
@@ -229,6 +231,8 @@ __global__ void embeddingGradKernel(const T *grad, bool is64,
                          SiteEmbeddingGrad, row, i, numRows);
       continue;
     }
+    if (row == paddingIdx)
+      continue;
     acc[row * width + column] += toF32(grad[i * dim + col0 + column]);
   }
 }
@@ -267,10 +271,10 @@ void memopt_embedding(memopt_context *ctx, memopt_dtype dtype,
 void memopt_embedding_grad(memopt_context *ctx, memopt_dtype dtype,
                            const void *grad, memopt_dtype index_dtype,
                            const void *indices, void *out, int64_t num_indices,
-                           int64_t num_rows, int64_t dim) {
+                           int64_t num_rows, int64_t dim, int64_t padding_idx) {
   const char *entry = "memopt_embedding_grad";
   if (!checkEmbedding(ctx, entry, dtype, index_dtype, num_indices, num_rows,
-                      dim) ||
+                      dim, padding_idx) ||
       !checkPointers(ctx, entry, num_indices, {indices, grad}) ||
       !checkPointers(ctx, entry, num_rows * dim, {out}))
     return;
@@ -286,7 +290,7 @@ void memopt_embedding_grad(memopt_context *ctx, memopt_dtype dtype,
     embeddingGradKernel<float><<<gridFor(dim, 128), 128, 0, ctx->stream>>>(
         static_cast<const float *>(grad), is64, indices,
         static_cast<float *>(out), num_indices, num_rows, dim, 0, dim,
-        ctx->deviceError);
+        padding_idx, ctx->deviceError);
     checkLaunch(ctx, entry, "embeddingGradKernel");
     return;
   }
@@ -310,7 +314,7 @@ void memopt_embedding_grad(memopt_context *ctx, memopt_dtype dtype,
       using T = MEMOPT_STORAGE(tag);
       embeddingGradKernel<T><<<gridFor(w, 128), 128, 0, ctx->stream>>>(
           static_cast<const T *>(grad), is64, indices, acc, num_indices,
-          num_rows, dim, col0, w, ctx->deviceError);
+          num_rows, dim, col0, w, padding_idx, ctx->deviceError);
       storeColumnsKernel<T><<<gridFor(num_rows * w), kBlock, 0, ctx->stream>>>(
           acc, static_cast<T *>(out), num_rows, dim, col0, w);
     });

@@ -29,6 +29,13 @@
 
 using namespace memopt::driver;
 
+// Defined by the MPI part of the driver (Mpi.cpp), which only a
+// data-parallel program links: without it these are null.
+extern "C" __attribute__((weak)) int
+memopt_driver_start_collectives(memopt_collectives *, char *, size_t);
+extern "C" __attribute__((weak)) void memopt_driver_abort_collectives(int);
+extern "C" __attribute__((weak)) void memopt_driver_stop_collectives(void);
+
 namespace {
 
 constexpr uint64_t kAlignment = 256;
@@ -120,6 +127,15 @@ bool parseArgument(const nlohmann::json &json, size_t index,
     return false;
   }
   argument.byteSize = numElements * elementBytes;
+  if (const nlohmann::json *batchDim = field("batch_dim")) {
+    if (!batchDim->is_number_unsigned() ||
+        batchDim->get<uint64_t>() >= argument.shape.size() ||
+        (argument.role != Role::Input && argument.role != Role::Label)) {
+      error = where + " has an invalid batch_dim";
+      return false;
+    }
+    argument.batchDim = static_cast<int64_t>(batchDim->get<uint64_t>());
+  }
   return true;
 }
 
@@ -139,12 +155,25 @@ public:
   int run();
 
 private:
-  /// Prints `train: <message>` and returns `code`.
+  /// Prints `train: <message>` and returns `code`. In a data-parallel run
+  /// the message names the rank, and every rank ends at once: the others
+  /// would otherwise wait for this one in the next collective.
   int fail(int code, const std::string &message) {
-    err << "train: " << message << "\n";
+    err << "train: "
+        << (parallel ? "rank " + std::to_string(collectives.rank) + ": "
+                     : std::string())
+        << message << "\n";
     err.flush();
+    if (parallel)
+      memopt_driver_abort_collectives(code);
     return code;
   }
+
+  /// Starts the collectives of a data-parallel model and checks the world.
+  int startCollectives();
+  /// Whether this process prints the losses and writes --save: the only
+  /// rank, or rank 0 (every rank holds the same parameters).
+  bool isFirstRank() const { return collectives.rank == 0; }
 
   /// The runtime's error message, or a generic one.
   std::string runtimeMessage() const {
@@ -180,7 +209,35 @@ private:
   uint64_t firstStep = 0;
   ContextPtr ctx;
   unsigned char *base = nullptr;
+  /// Data parallelism (model.dataParallel > 1): the ranks, from MPI.
+  bool parallel = false;
+  memopt_collectives collectives = {0, 1, nullptr, nullptr, nullptr};
 };
+
+int TrainRun::startCollectives() {
+  if (model.dataParallel == 1)
+    return DriverSuccess;
+  if (!memopt_driver_start_collectives)
+    return fail(DriverInputError,
+                "the model was compiled for " +
+                    std::to_string(model.dataParallel) +
+                    " ranks but the program has no MPI part");
+  char error[256] = "";
+  if (memopt_driver_start_collectives(&collectives, error, sizeof(error)))
+    return fail(DriverRuntimeError,
+                std::string("cannot start MPI: ") + error);
+  parallel = true;
+  if (collectives.size != model.dataParallel)
+    return fail(DriverInputError,
+                "launched with " + std::to_string(collectives.size) +
+                    " rank(s), but the model was compiled for " +
+                    std::to_string(model.dataParallel) +
+                    " (memopt-compile --data-parallel): run `mpirun -np " +
+                    std::to_string(model.dataParallel) + " " +
+                    (options.program.empty() ? "train" : options.program) +
+                    " ...`");
+  return DriverSuccess;
+}
 
 int TrainRun::bindTensors() {
   std::string error;
@@ -241,11 +298,20 @@ int TrainRun::bindTensors() {
                   "tensor '" + argument.name + "' in '" + *path +
                       "' has dtype " + getSafetensorsDtypeName(entry->dtype) +
                       ", expected " + getSafetensorsDtypeName(argument.dtype));
-    if (entry->shape != argument.shape)
+    // Data parallelism: the batch file holds every rank's share.
+    std::vector<int64_t> expected = argument.shape;
+    if (parallel && argument.batchDim)
+      expected[*argument.batchDim] *= model.dataParallel;
+    if (entry->shape != expected)
       return fail(DriverInputError,
                   "tensor '" + argument.name + "' in '" + *path +
                       "' has shape " + formatShape(entry->shape) +
-                      ", expected " + formatShape(argument.shape));
+                      ", expected " + formatShape(expected) +
+                      (expected != argument.shape
+                           ? " (" + std::to_string(model.dataParallel) +
+                                 " ranks' shares of " +
+                                 formatShape(argument.shape) + ")"
+                           : std::string()));
     sourceReaders[i] = reader;
     sourceEntries[i] = entry;
   }
@@ -274,6 +340,7 @@ int TrainRun::loadArena() {
                 std::string("cannot create the runtime context: ") +
                     (reason && *reason ? reason : "unknown reason"));
   }
+  memopt_set_collectives(ctx.get(), parallel ? &collectives : nullptr);
   // A zero-byte arena would have no base for the (empty) scratch pointer.
   base = static_cast<unsigned char *>(
       memopt_arena_allocate(ctx.get(), total ? total : kAlignment));
@@ -286,6 +353,7 @@ int TrainRun::loadArena() {
   // state, the loss) need nothing more.
   std::vector<unsigned char> staging;
   std::string error;
+  char errorText[256] = "";
   for (size_t i = 0; i < model.arguments.size(); ++i) {
     const SafetensorsEntry *entry = sourceEntries[i];
     if (!entry || entry->byteSize() == 0)
@@ -297,9 +365,20 @@ int TrainRun::loadArena() {
                       (sourceReaders[i] == &params ? options.paramsPath
                                                    : options.batchPath) +
                       "': " + error);
-    memopt_copy_from_host(ctx.get(), base + offsets[i], staging.data(),
-                          entry->byteSize());
     const ModelArgument &argument = model.arguments[i];
+    // Data parallelism: the rank's share of the batch (contiguous: the
+    // dimensions before the batch's have extent 1), and rank 0's state.
+    uint64_t from = 0;
+    if (parallel && argument.batchDim)
+      from = static_cast<uint64_t>(collectives.rank) * argument.byteSize;
+    if (parallel && sourceReaders[i] == &params &&
+        collectives.broadcast(collectives.state, staging.data(),
+                              static_cast<int64_t>(staging.size()), 0,
+                              errorText, sizeof(errorText)))
+      return fail(DriverRuntimeError, "cannot broadcast '" + argument.name +
+                                          "' from rank 0: " + errorText);
+    memopt_copy_from_host(ctx.get(), base + offsets[i], staging.data() + from,
+                          argument.byteSize);
     if (argument.name == "optimizer.step" &&
         argument.dtype == TensorDtype::I64 && argument.shape.empty()) {
       int64_t updates = 0;
@@ -361,8 +440,10 @@ int TrainRun::runSteps() {
     if (model.lossScale)
       std::snprintf(line + length, sizeof(line) - length, " scale %.9g",
                     static_cast<double>(scale));
-    out << line << "\n";
-    out.flush();
+    if (isFirstRank()) {
+      out << line << "\n";
+      out.flush();
+    }
     memopt_advance_step(ctx.get());
   }
   if (options.stats)
@@ -383,11 +464,34 @@ void TrainRun::printStats(const std::vector<double> &seconds) {
   size_t count = seconds.size() - first;
   uint64_t arena = memopt_arena_size(ctx.get());
   uint64_t peak = memopt_memory_high_water(ctx.get());
+  // Data parallelism: every rank prints its line, with its rank and a hash
+  // (FNV-1a) of its parameters, state and optimizer state, which must be
+  // the same on every rank.
+  std::string rank;
+  if (parallel) {
+    uint64_t hash = 0xcbf29ce484222325ull;
+    std::vector<unsigned char> bytes;
+    for (size_t i = 0; i < model.arguments.size(); ++i) {
+      Role role = model.arguments[i].role;
+      if (role != Role::Param && role != Role::State && role != Role::Optim)
+        continue;
+      bytes.resize(model.arguments[i].byteSize);
+      memopt_copy_to_host(ctx.get(), bytes.data(), base + offsets[i],
+                          bytes.size());
+      for (unsigned char byte : bytes)
+        hash = (hash ^ byte) * 0x100000001b3ull;
+    }
+    char text[64];
+    std::snprintf(text, sizeof(text), " rank=%lld state_hash=%016llx",
+                  static_cast<long long>(collectives.rank),
+                  static_cast<unsigned long long>(hash));
+    rank = text;
+  }
   char line[512];
   std::snprintf(line, sizeof(line),
                 "stats runtime=%s steps=%zu step_ms_mean=%.4f "
                 "step_ms_min=%.4f arena_bytes=%llu scratch_bytes=%llu "
-                "workspace_bytes=%llu peak_bytes=%llu measured_bytes=%llu\n",
+                "workspace_bytes=%llu peak_bytes=%llu measured_bytes=%llu%s\n",
                 memopt_runtime_name(), count,
                 count ? sum / static_cast<double>(count) * 1e3 : 0.0,
                 best * 1e3, static_cast<unsigned long long>(arena),
@@ -395,7 +499,8 @@ void TrainRun::printStats(const std::vector<double> &seconds) {
                 static_cast<unsigned long long>(peak - arena),
                 static_cast<unsigned long long>(peak),
                 static_cast<unsigned long long>(
-                    memopt_device_memory_measured(ctx.get())));
+                    memopt_device_memory_measured(ctx.get())),
+                rank.c_str());
   out << line;
   out.flush();
 }
@@ -428,14 +533,19 @@ int TrainRun::save() {
 }
 
 int TrainRun::run() {
+  if (int code = startCollectives())
+    return code;
   if (int code = bindTensors())
     return code;
   if (int code = loadArena())
     return code;
   if (int code = runSteps())
     return code;
-  if (!options.savePath.empty())
-    return save();
+  if (!options.savePath.empty() && isFirstRank())
+    if (int code = save())
+      return code;
+  if (parallel)
+    memopt_driver_stop_collectives();
   return DriverSuccess;
 }
 
@@ -559,6 +669,15 @@ bool memopt::driver::parseModelDescription(const std::string &json,
     }
     if (!model.lossScale)
       model.lossScaleIndex.reset();
+    auto ranks = root.find("data_parallel");
+    if (ranks != root.end()) {
+      if (!ranks->is_number_unsigned() || ranks->get<uint64_t>() < 1 ||
+          ranks->get<uint64_t>() > (1u << 20)) {
+        error = "'data_parallel' is not a rank count";
+        return false;
+      }
+      model.dataParallel = static_cast<int64_t>(ranks->get<uint64_t>());
+    }
   } catch (const std::exception &e) {
     error = e.what();
     return false;
@@ -599,6 +718,8 @@ ParseResult memopt::driver::parseDriverArguments(int argc,
                                                  DriverOptions &options,
                                                  std::string &error) {
   options = DriverOptions();
+  if (argc > 0 && argv[0])
+    options.program = argv[0];
   std::string stepsText;
   bool seenParams = false, seenBatch = false, seenSteps = false,
        seenSave = false;

@@ -22,6 +22,18 @@
 #include <string>
 #include <vector>
 
+/// Data parallelism's collectives, which the MPI part of the driver
+/// (Mpi.cpp, linked by memopt-compile --data-parallel=N) provides:
+/// starts MPI and fills `collectives`; returns 0, or non-zero with a message
+/// in `error`.
+extern "C" int memopt_driver_start_collectives(memopt_collectives *collectives,
+                                               char *error, size_t error_size);
+/// Ends every rank's run at once with `code` (MPI_Abort): a rank that fails
+/// must not leave the others waiting in a collective.
+extern "C" void memopt_driver_abort_collectives(int code);
+/// Finalizes MPI after a successful run.
+extern "C" void memopt_driver_stop_collectives(void);
+
 namespace memopt::driver {
 
 /// The role of a training-step argument (`memopt.role`).
@@ -41,6 +53,9 @@ struct ModelArgument {
   std::vector<int64_t> shape;
   /// product(shape) * dtype size.
   uint64_t byteSize = 0;
+  /// Data parallelism: the dimension along which the batch file's tensor
+  /// holds every rank's share ("batch_dim" of an input or label).
+  std::optional<int64_t> batchDim;
 };
 
 /// The "loss_scale" section of the model description (mixed precision).
@@ -66,6 +81,8 @@ struct ModelDescription {
   /// scale, "optimizer.loss_scale" (an f32 scalar), if present.
   std::optional<size_t> stepIndex;
   std::optional<size_t> lossScaleIndex;
+  /// Data parallelism: the ranks the step was compiled for (1: none).
+  int64_t dataParallel = 1;
 };
 
 /// Parses and checks a model description: valid JSON, known roles and
@@ -82,6 +99,8 @@ struct DriverOptions {
   int64_t steps = 0;
   /// --stats: print the runtime's step times and memory high-water mark.
   bool stats = false;
+  /// argv[0], for messages.
+  std::string program;
 };
 
 /// What parseDriverArguments found.

@@ -31,6 +31,8 @@ struct memopt_context {
   double lastStepSeconds = 0.0;
   memopt_status status = MEMOPT_OK;
   std::string message;
+  /// The ranks of data parallelism (memopt_set_collectives): one by default.
+  memopt_collectives collectives = {0, 1, nullptr, nullptr, nullptr};
 };
 
 namespace memopt {

@@ -1,10 +1,12 @@
 //===- Loss.cpp - host loss kernels ---------------------------------------===//
 //
-// Softmax cross-entropy with ignore_index and mean squared error, with their
-// gradients. Losses are computed in f32 per element and summed in double in
-// row order; the result is an f32 scalar. Under mean reduction a
-// cross-entropy whose every row is ignored is NaN (0 / 0, as PyTorch) and
-// its gradient is zero.
+// Softmax cross-entropy with ignore_index and label smoothing, and mean
+// squared error, with their gradients. Losses are computed per element and
+// summed in double in row order; the result is an f32 scalar. Under mean
+// reduction a cross-entropy whose every row is ignored is NaN (0 / 0, as
+// PyTorch) and its gradient is zero. Label smoothing eps mixes the one-hot
+// target with the uniform one, (1 - eps) onehot + eps / classes, as
+// F.cross_entropy(label_smoothing=eps).
 //
 //===----------------------------------------------------------------------===//
 
@@ -49,6 +51,18 @@ double logSumExp(const float *row, int64_t classes) {
   return maxValue + std::log(sum);
 }
 
+/// The cross-entropy of one row against the smoothed target: lse - (1 - eps)
+/// row[label] - eps * mean(row), in double.
+double rowLoss(const float *row, int64_t classes, int64_t label, double eps) {
+  double lse = logSumExp(row, classes);
+  if (eps == 0.0)
+    return lse - row[label];
+  double sum = 0.0;
+  for (int64_t j = 0; j < classes; ++j)
+    sum += row[j];
+  return lse - (1.0 - eps) * row[label] - eps * sum / classes;
+}
+
 } // namespace
 
 void memopt_label_count(memopt_context *ctx, memopt_dtype label_dtype,
@@ -67,10 +81,11 @@ void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                           const void *logits, memopt_dtype label_dtype,
                           const void *labels, float *loss, int64_t rows,
                           int64_t classes, int64_t ignore_index,
-                          memopt_loss_reduction reduction) {
+                          memopt_loss_reduction reduction,
+                          double label_smoothing) {
   const char *entry = "memopt_cross_entropy";
   if (!checkCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
-                         classes, loss, {logits, labels}))
+                         classes, loss, {logits, labels}, label_smoothing))
     return;
   int64_t count =
       countLabels(ctx, entry, label_dtype, labels, rows, classes, ignore_index);
@@ -82,8 +97,7 @@ void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
     int64_t label = loadIndex(label_dtype, labels, r);
     if (label == ignore_index)
       continue;
-    const float *row = x.get() + r * classes;
-    total += logSumExp(row, classes) - row[label];
+    total += rowLoss(x.get() + r * classes, classes, label, label_smoothing);
   }
   if (reduction == MEMOPT_REDUCTION_MEAN)
     total = count ? total / static_cast<double>(count)
@@ -96,10 +110,12 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
                                const void *labels, const float *grad_loss,
                                void *out, int64_t rows, int64_t classes,
                                int64_t ignore_index,
-                               memopt_loss_reduction reduction) {
+                               memopt_loss_reduction reduction,
+                               double label_smoothing) {
   const char *entry = "memopt_cross_entropy_grad";
   if (!checkCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
-                         classes, grad_loss, {logits, labels, out}))
+                         classes, grad_loss, {logits, labels, out},
+                         label_smoothing))
     return;
   int64_t count =
       countLabels(ctx, entry, label_dtype, labels, rows, classes, ignore_index);
@@ -109,6 +125,11 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
   if (reduction == MEMOPT_REDUCTION_MEAN)
     scale = count ? scale / static_cast<double>(count) : 0.0;
   float s = static_cast<float>(scale);
+  // The smoothed target: `on` at the label, `off` elsewhere (1 and 0
+  // without smoothing).
+  double offTarget = classes ? label_smoothing / classes : 0.0;
+  float off = static_cast<float>(offTarget);
+  float on = static_cast<float>(1.0 - label_smoothing + offTarget);
   F32Input x(ctx, dtype, logits, rows * classes);
   F32Output dx(ctx, dtype, out, rows * classes);
   for (int64_t r = 0; r < rows; ++r) {
@@ -123,7 +144,7 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
     double lse = logSumExp(row, classes);
     for (int64_t j = 0; j < classes; ++j) {
       float p = static_cast<float>(std::exp(static_cast<double>(row[j]) - lse));
-      drow[j] = s * (p - (j == label ? 1.0f : 0.0f));
+      drow[j] = s * (p - (j == label ? on : off));
     }
   }
   dx.commit();

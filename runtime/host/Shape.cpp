@@ -151,10 +151,10 @@ void memopt_embedding(memopt_context *ctx, memopt_dtype dtype,
 void memopt_embedding_grad(memopt_context *ctx, memopt_dtype dtype,
                            const void *grad, memopt_dtype index_dtype,
                            const void *indices, void *out, int64_t num_indices,
-                           int64_t num_rows, int64_t dim) {
+                           int64_t num_rows, int64_t dim, int64_t padding_idx) {
   const char *entry = "memopt_embedding_grad";
   if (!checkEmbedding(ctx, entry, dtype, index_dtype, num_indices, num_rows,
-                      dim) ||
+                      dim, padding_idx) ||
       !checkPointers(ctx, entry, num_indices, {indices, grad}) ||
       !checkPointers(ctx, entry, num_rows * dim, {out}))
     return;
@@ -175,7 +175,10 @@ void memopt_embedding_grad(memopt_context *ctx, memopt_dtype dtype,
     acc[i] = 0.0f;
   // Index order is fixed, so repeated indices sum in a deterministic order.
   for (int64_t i = 0; i < num_indices; ++i) {
-    float *row = acc + loadIndex(index_dtype, indices, i) * dim;
+    int64_t index = loadIndex(index_dtype, indices, i);
+    if (index == padding_idx)
+      continue;
+    float *row = acc + index * dim;
     const float *src = g.get() + i * dim;
     for (int64_t j = 0; j < dim; ++j)
       row[j] += src[j];

@@ -55,8 +55,8 @@ func.func @train_step(%x: memref<2x8x4xbf16> {memopt.role = "input", memopt.name
 // CHECK-NEXT: call_opaque "memopt_layer_norm"(%[[CTX]], %[[X]], %[[G]], %[[B]], %[[A]], %[[M]], %[[R]]) {args = [0 : index, #emitc.opaque<"MEMOPT_F32">, 1 : index, #emitc.opaque<"MEMOPT_F32">, 2 : index, 3 : index, 4 : index, 5 : index, 6 : index, 8, 8, 1.000000e-05]}
 // CHECK: %[[RED:.*]] = cast %{{.*}} : !emitc.ptr<ui8> to !emitc.ptr<f32>
 // CHECK-NEXT: call_opaque "memopt_reduce"(%[[CTX]], %[[X]], %[[RED]]) {args = [0 : index, #emitc.opaque<"MEMOPT_REDUCE_MEAN">, #emitc.opaque<"MEMOPT_F32">, 1 : index, #emitc.opaque<"MEMOPT_F32">, 2 : index, 2, 4, 8]}
-// CHECK-NEXT: call_opaque "memopt_cross_entropy"(%[[CTX]], %[[A]], %[[LABELS]], %[[LOSS]]) {args = [0 : index, #emitc.opaque<"MEMOPT_F32">, 1 : index, #emitc.opaque<"MEMOPT_I64">, 2 : index, 3 : index, 8, 8, -1, #emitc.opaque<"MEMOPT_REDUCTION_SUM">]}
-// CHECK-NEXT: call_opaque "memopt_cross_entropy_grad"(%[[CTX]], %[[A]], %[[LABELS]], %[[LOSS]], %[[A]]) {args = [0 : index, #emitc.opaque<"MEMOPT_F32">, 1 : index, #emitc.opaque<"MEMOPT_I64">, 2 : index, 3 : index, 4 : index, 8, 8, -100, #emitc.opaque<"MEMOPT_REDUCTION_MEAN">]}
+// CHECK-NEXT: call_opaque "memopt_cross_entropy"(%[[CTX]], %[[A]], %[[LABELS]], %[[LOSS]]) {args = [0 : index, #emitc.opaque<"MEMOPT_F32">, 1 : index, #emitc.opaque<"MEMOPT_I64">, 2 : index, 3 : index, 8, 8, -1, #emitc.opaque<"MEMOPT_REDUCTION_SUM">, 0.000000e+00]}
+// CHECK-NEXT: call_opaque "memopt_cross_entropy_grad"(%[[CTX]], %[[A]], %[[LABELS]], %[[LOSS]], %[[A]]) {args = [0 : index, #emitc.opaque<"MEMOPT_F32">, 1 : index, #emitc.opaque<"MEMOPT_I64">, 2 : index, 3 : index, 4 : index, 8, 8, -100, #emitc.opaque<"MEMOPT_REDUCTION_MEAN">, 1.000000e-01]}
 // CHECK-NEXT: call_opaque "memopt_copy"(%[[CTX]], %[[A]], %[[X]]) {args = [0 : index, 1 : index, 2 : index, 256]}
 // CHECK-NEXT: return
 func.func @train_step(%x: memref<2x4x8xf32> {memopt.role = "input", memopt.name = "x"},
@@ -76,8 +76,34 @@ func.func @train_step(%x: memref<2x4x8xf32> {memopt.role = "input", memopt.name 
   %red = memref.alloc() {memopt.offset = 320 : i64} : memref<2x8xf32>
   memopt.kernel "memopt.reduce_mean" ins(%x : memref<2x4x8xf32>) outs(%red : memref<2x8xf32>) with {dims = array<i64: 1>}
   memopt.kernel "memopt.cross_entropy" ins(%a, %labels : memref<2x4x8xf32>, memref<8xi64>) outs(%loss : memref<f32>) with {ignore_index = -1 : i64, reduction = #memopt.reduction<sum>}
-  memopt.kernel "memopt.cross_entropy_grad" ins(%a, %labels, %loss : memref<2x4x8xf32>, memref<8xi64>, memref<f32>) outs(%a : memref<2x4x8xf32>) with {}
+  memopt.kernel "memopt.cross_entropy_grad" ins(%a, %labels, %loss : memref<2x4x8xf32>, memref<8xi64>, memref<f32>) outs(%a : memref<2x4x8xf32>) with {label_smoothing = 1.000000e-01 : f64}
   memopt.kernel "memopt.reshape" ins(%x : memref<2x4x8xf32>) outs(%a : memref<2x4x8xf32>) with {}
+  return
+}
+
+// -----
+
+// Embeddings: only the gradient takes padding_idx, -1 when there is none.
+
+// CHECK-LABEL: emitc.func @memopt_train_step
+// CHECK-SAME: (%[[CTX:[^:]*]]:
+// CHECK: %[[W:.*]] = cast %{{.*}} to !emitc.ptr<f32>
+// CHECK: %[[IDS:.*]] = cast %{{.*}} to !emitc.ptr<i32>
+// CHECK: %[[E:.*]] = cast %{{.*}} : !emitc.ptr<ui8> to !emitc.ptr<f32>
+// CHECK-NEXT: call_opaque "memopt_embedding"(%[[CTX]], %[[W]], %[[IDS]], %[[E]]) {args = [0 : index, #emitc.opaque<"MEMOPT_F32">, 1 : index, #emitc.opaque<"MEMOPT_I32">, 2 : index, 3 : index, 6, 5, 4]}
+// CHECK: %[[D:.*]] = cast %{{.*}} : !emitc.ptr<ui8> to !emitc.ptr<f32>
+// CHECK-NEXT: call_opaque "memopt_embedding_grad"(%[[CTX]], %[[E]], %[[IDS]], %[[D]]) {args = [0 : index, #emitc.opaque<"MEMOPT_F32">, 1 : index, #emitc.opaque<"MEMOPT_I32">, 2 : index, 3 : index, 6, 5, 4, 3]}
+// CHECK-NEXT: call_opaque "memopt_embedding_grad"(%[[CTX]], %[[E]], %[[IDS]], %[[D]]) {args = [0 : index, #emitc.opaque<"MEMOPT_F32">, 1 : index, #emitc.opaque<"MEMOPT_I32">, 2 : index, 3 : index, 6, 5, 4, -1]}
+// CHECK-NEXT: return
+func.func @train_step(%w: memref<5x4xf32> {memopt.role = "param", memopt.name = "w"},
+                      %ids: memref<2x3xi32> {memopt.role = "input", memopt.name = "ids"},
+                      %loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
+    attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
+  %e = memref.alloc() {memopt.offset = 0 : i64} : memref<2x3x4xf32>
+  memopt.kernel "memopt.embedding" ins(%w, %ids : memref<5x4xf32>, memref<2x3xi32>) outs(%e : memref<2x3x4xf32>) with {padding_idx = 3 : i64}
+  %d = memref.alloc() {memopt.offset = 128 : i64} : memref<5x4xf32>
+  memopt.kernel "memopt.embedding_grad" ins(%e, %ids : memref<2x3x4xf32>, memref<2x3xi32>) outs(%d : memref<5x4xf32>) with {padding_idx = 3 : i64}
+  memopt.kernel "memopt.embedding_grad" ins(%e, %ids : memref<2x3x4xf32>, memref<2x3xi32>) outs(%d : memref<5x4xf32>) with {}
   return
 }
 

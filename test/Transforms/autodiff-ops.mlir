@@ -879,6 +879,24 @@ func.func @embedding(%w: tensor<5x4xf32> {memopt.role = "param", memopt.name = "
 
 // -----
 
+// padding_idx passes to the gradient.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[W:[^:]*]]: tensor<5x4xf32> {memopt.name = "wte.weight", memopt.role = "param"}, %[[IDS:[^:]*]]: tensor<2x3xi64> {memopt.name = "idx", memopt.role = "input"}
+// CHECK: memopt.embedding %[[W]], %[[IDS]] padding_idx 2 : tensor<5x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<2x3x4xf32>
+// CHECK-NEXT: %[[DW:.*]] = memopt.embedding_grad %[[G]], %[[IDS]] padding_idx 2 : tensor<2x3x4xf32>, tensor<2x3xi64> -> tensor<5x4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[W]], %[[DW]],
+func.func @embedding_padding_idx(%w: tensor<5x4xf32> {memopt.role = "param", memopt.name = "wte.weight"},
+                                 %ids: tensor<2x3xi64> {memopt.role = "input", memopt.name = "idx"}) -> tensor<f32> attributes {memopt.loss} {
+  %e = memopt.embedding %w, %ids padding_idx 2 : tensor<5x4xf32>, tensor<2x3xi64> -> tensor<2x3x4xf32>
+  %l = memopt.reduce_sum %e dims [0, 1, 2] : tensor<2x3x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Both convolution gradients carry every non-default attribute of the
 // forward convolution.
 // CHECK-LABEL: func.func @train_step
@@ -963,6 +981,22 @@ func.func @dropout(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"})
 func.func @cross_entropy(%x: tensor<2x5xf32> {memopt.role = "param", memopt.name = "x"},
                          %t: tensor<2xi64> {memopt.role = "label", memopt.name = "t"}) -> tensor<f32> attributes {memopt.loss} {
   %l = memopt.cross_entropy %x, %t ignore_index 1 reduction<sum> : tensor<2x5xf32>, tensor<2xi64>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Label smoothing passes to the gradient with the other attributes.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x5xf32> {memopt.name = "x", memopt.role = "param"}, %[[T:[^:]*]]: tensor<2xi64> {memopt.name = "t", memopt.role = "label"}
+// CHECK: memopt.cross_entropy %[[X]], %[[T]] ignore_index 1 label_smoothing 1.000000e-01 : tensor<2x5xf32>, tensor<2xi64>
+// CHECK-NEXT: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.cross_entropy_grad %[[X]], %[[T]], %[[ONE]] ignore_index 1 label_smoothing 1.000000e-01 : tensor<2x5xf32>, tensor<2xi64>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @cross_entropy_label_smoothing(%x: tensor<2x5xf32> {memopt.role = "param", memopt.name = "x"},
+                                         %t: tensor<2xi64> {memopt.role = "label", memopt.name = "t"}) -> tensor<f32> attributes {memopt.loss} {
+  %l = memopt.cross_entropy %x, %t ignore_index 1 label_smoothing 0.1 : tensor<2x5xf32>, tensor<2xi64>
   return %l : tensor<f32>
 }
 

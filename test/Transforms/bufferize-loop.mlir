@@ -49,6 +49,6 @@ func.func @forward(
 // CPP:   memopt_matmul({{v[0-9]+}}, MEMOPT_F32, [[XS]],
 // CPP:   size_t [[OFF:v[0-9]+]] = [[I]] * {{v[0-9]+}};
 // CPP:   memopt_dropout({{.*}}, 12, {{.*}}, 0, 1, [[OFF]]);
-// CPP:   memopt_cross_entropy({{.*}}, MEMOPT_REDUCTION_SUM);
+// CPP:   memopt_cross_entropy({{.*}}, MEMOPT_REDUCTION_SUM, 0.0e+00);
 // CPP: }
 // CPP: memopt_sgd_update(

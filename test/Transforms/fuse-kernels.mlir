@@ -135,6 +135,26 @@ func.func @chunked(%x: tensor<512x64xf32> {memopt.role = "input", memopt.name = 
 
 // -----
 
+// With label smoothing, which the fused kernels do not compute, nothing is
+// fused: neither at the default chunk (@chunked's shapes) nor at a chosen
+// one.
+// CHECK-LABEL: func.func @label_smoothing
+// CHECK-NOT: memopt.linear_cross_entropy
+// CHECK: %[[H:.*]] = memopt.matmul %arg0, %arg1 transpose_rhs
+// CHECK-NEXT: memopt.cross_entropy %[[H]], %arg2 label_smoothing 1.000000e-01 :
+// CHUNK-LABEL: func.func @label_smoothing
+// CHUNK-NOT: memopt.linear_cross_entropy
+// CHUNK: memopt.cross_entropy %{{.*}}, %arg2 label_smoothing 1.000000e-01 :
+func.func @label_smoothing(%x: tensor<512x64xf32> {memopt.role = "input", memopt.name = "x"}, %w: tensor<4096x64xf32> {memopt.role = "param", memopt.name = "w"},
+                           %y: tensor<512xi32> {memopt.role = "label", memopt.name = "y"}) -> tensor<f32>
+    attributes {memopt.loss} {
+  %h = memopt.matmul %x, %w transpose_rhs : tensor<512x64xf32>, tensor<4096x64xf32> -> tensor<512x4096xf32>
+  %l = memopt.cross_entropy %h, %y label_smoothing 0.1 : tensor<512x4096xf32>, tensor<512xi32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // The logits are also read elsewhere: nothing is fused.
 // CHECK-LABEL: func.func @logits_used
 // CHECK-NOT: memopt.linear_cross_entropy

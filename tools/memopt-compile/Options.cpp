@@ -155,6 +155,12 @@ cl::opt<int64_t> microBatches(
              "(docs/Accumulation.md)"),
     cl::value_desc("K"), cl::cat(compileCategory));
 
+cl::opt<int64_t> dataParallel(
+    "data-parallel", cl::init(1),
+    cl::desc("Data parallelism: split the batch across N ranks, launched "
+             "with `mpirun -np N OUT/train` (docs/DataParallel.md)"),
+    cl::value_desc("N"), cl::cat(compileCategory));
+
 cl::opt<bool> accumulateAllowBatchNorm(
     "accumulate-allow-batch-norm", cl::init(false),
     cl::desc("With --micro-batches > 1: accept batch norm with statistics "
@@ -303,6 +309,7 @@ llvm::Error setPipelineOptions(bool budgetSearch,
                   "': expected a positive integer");
   }
   options.microBatches = microBatches;
+  options.dataParallel = dataParallel;
   options.accumulateAllowBatchNorm = accumulateAllowBatchNorm;
   // The budget search compiles its candidates with the same options, so
   // the peak it reports is the one built.

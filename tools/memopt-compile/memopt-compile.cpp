@@ -205,6 +205,8 @@ bool buildModelJson(FunctionOpInterface func,
       number("weight_decay", options.weightDecay);
     });
   }
+  if (options.dataParallel > 1)
+    os << ",\n  \"data_parallel\": " << options.dataParallel;
   if (options.mixedPrecision != "none") {
     os << ",\n  \"mixed_precision\": ";
     llvm::json::OStream(os).value(options.mixedPrecision);
@@ -257,6 +259,11 @@ bool buildModelJson(FunctionOpInterface func,
         for (int64_t dim : memref.getShape())
           out.value(dim);
       });
+      // Data parallelism: where the batch file holds the ranks' shares.
+      if (auto batchDim = func.getArgAttrOfType<IntegerAttr>(
+              index, memopt::MemoptDialect::kBatchDimAttrName);
+          batchDim && options.dataParallel > 1)
+        out.attribute("batch_dim", batchDim.getInt());
     });
   }
   os << "\n  ]\n}\n";
@@ -284,6 +291,27 @@ bool buildTrain(const memopt::CompileOptions &flags, const char *argv0) {
       return fail("cannot find '" + lib + "' (build memopt_driver and " +
                   (isCuda ? "memopt_runtime_cuda" : "memopt_runtime_host") +
                   ")");
+  // Data parallelism: the driver's MPI part, whole (the driver refers to it
+  // weakly), and MPI.
+  std::vector<std::string> mpiArgs;
+  if (flags.pipeline.dataParallel > 1) {
+#ifdef MEMOPT_MPI_ENABLED
+    llvm::SmallString<256> mpiLib(libDir);
+    llvm::sys::path::append(mpiLib, MEMOPT_DRIVER_MPI_LIBRARY_NAME);
+    if (!llvm::sys::fs::exists(mpiLib))
+      return fail("cannot find '" + mpiLib + "' (build memopt_driver_mpi)");
+    std::string prefix = isCuda ? "-Xlinker=" : "-Wl,";
+    mpiArgs = {prefix + "--whole-archive", std::string(mpiLib),
+               prefix + "--no-whole-archive"};
+    llvm::SmallVector<llvm::StringRef> libs;
+    llvm::StringRef(MEMOPT_MPI_LIBRARIES).split(libs, ';', -1, false);
+    for (llvm::StringRef lib : libs)
+      mpiArgs.push_back(lib.str());
+#else
+    return fail("--data-parallel needs MPI, and memopt was built without it "
+                "(install libopenmpi-dev: scripts/setup.sh)");
+#endif
+  }
 
   // --target=cuda: nvcc links the program (cudart statically, cuBLASLt
   // dynamically); the generated step is host C++ that calls the runtime, so
@@ -314,8 +342,9 @@ bool buildTrain(const memopt::CompileOptions &flags, const char *argv0) {
                                    "-I" MEMOPT_RUNTIME_INCLUDE_DIR,
                                    inOut("train_step.cpp"),
                                    inOut("model_info.cpp"),
-                                   std::string(driverLib),
-                                   std::string(runtimeLib)};
+                                   std::string(driverLib)};
+  args.insert(args.end(), mpiArgs.begin(), mpiArgs.end());
+  args.push_back(std::string(runtimeLib));
   if (isCuda) {
     if (!flags.cudaHostCompiler.empty()) {
       args.push_back("-ccbin");
@@ -323,6 +352,7 @@ bool buildTrain(const memopt::CompileOptions &flags, const char *argv0) {
     }
     args.push_back("-L" MEMOPT_CUDA_LIBRARY_DIR);
     args.push_back("-lcublasLt");
+    args.push_back("-lnccl");
   } else {
     args.push_back("-lopenblas");
   }

@@ -29,6 +29,8 @@
 #include "memopt/runtime/DTypeRules.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -279,6 +281,12 @@ std::vector<OpCase> opCases() {
                               "tensor<2x4x$0>, tensor<2xf32>"),
       opCase<DropoutOp>(vec, "%r = memopt.dropout %x p 1.0e-01 seed 0 stream "
                              "0 : tensor<4x$0>"),
+      // Data parallelism's sum: only ever a kernel, whose verifier checks
+      // the runtime's row (the tensor op is upstream's).
+      OpCase{"shard.all_reduce", [](Operation *) { return success(); },
+             "%x: memref<4x$0>",
+             "memopt.kernel \"shard.all_reduce\" ins(%x : memref<4x$0>) "
+             "outs(%x : memref<4x$0>) with {}"},
       // Losses.
       opCase<CrossEntropyOp>("%x: tensor<2x3x$0>, %y: tensor<2x$1>",
                              "%l = memopt.cross_entropy %x, %y : "
@@ -351,7 +359,8 @@ std::string instantiate(const OpCase &opCase,
 class VerifierTest : public ::testing::Test {
 protected:
   VerifierTest() {
-    context.loadDialect<MemoptDialect, func::FuncDialect>();
+    context.loadDialect<MemoptDialect, func::FuncDialect,
+                        memref::MemRefDialect, shard::ShardDialect>();
     context.printOpOnDiagnostic(false);
   }
 
@@ -412,7 +421,9 @@ TEST_F(VerifierTest, VerifiersAcceptExactlyTheTable) {
       ASSERT_TRUE(module) << text << diagnostics;
       Operation *op = nullptr;
       module->walk([&](Operation *nested) {
-        if (nested->getName().getStringRef() == binding.opName)
+        auto kernel = dyn_cast<KernelOp>(nested);
+        if (nested->getName().getStringRef() == binding.opName ||
+            (kernel && kernel.getKernel() == binding.opName))
           op = nested;
       });
       ASSERT_NE(op, nullptr) << text;

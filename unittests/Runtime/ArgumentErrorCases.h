@@ -152,7 +152,12 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
        }},
       {"memopt_embedding_grad: negative extent -4",
        [=](Ctx c) {
-         memopt_embedding_grad(c, MEMOPT_F32, p, MEMOPT_I64, p, p, 2, -4, 2);
+         memopt_embedding_grad(c, MEMOPT_F32, p, MEMOPT_I64, p, p, 2, -4, 2,
+                               -1);
+       }},
+      {"memopt_embedding_grad: padding_idx 4 outside [0, 4)",
+       [=](Ctx c) {
+         memopt_embedding_grad(c, MEMOPT_F32, p, MEMOPT_I64, p, p, 2, 4, 2, 4);
        }},
       {"memopt_conv2d: invalid strides (1, 1), dilations (1, 1) or groups 2 "
        "for 3 input and 4 output channels",
@@ -262,13 +267,23 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
       {"memopt_cross_entropy: negative extent -3",
        [=](Ctx c) {
          memopt_cross_entropy(c, MEMOPT_F32, p, MEMOPT_I64, p, f, 2, -3, -100,
-                              MEMOPT_REDUCTION_MEAN);
+                              MEMOPT_REDUCTION_MEAN, 0.0);
+       }},
+      {"memopt_cross_entropy: label smoothing 1 outside [0, 1)",
+       [=](Ctx c) {
+         memopt_cross_entropy(c, MEMOPT_F32, p, MEMOPT_I64, p, f, 2, 3, -100,
+                              MEMOPT_REDUCTION_MEAN, 1.0);
+       }},
+      {"memopt_cross_entropy_grad: label smoothing -0.1 outside [0, 1)",
+       [=](Ctx c) {
+         memopt_cross_entropy_grad(c, MEMOPT_F32, p, MEMOPT_I64, p, f, p, 2, 3,
+                                   -100, MEMOPT_REDUCTION_SUM, -0.1);
        }},
       {"memopt_cross_entropy_grad: expected an index dtype (i32, i64), got i1 "
        "(5)",
        [=](Ctx c) {
          memopt_cross_entropy_grad(c, MEMOPT_F32, p, MEMOPT_I1, p, f, p, 2, 3,
-                                   -100, MEMOPT_REDUCTION_MEAN);
+                                   -100, MEMOPT_REDUCTION_MEAN, 0.0);
        }},
       {"memopt_linear_cross_entropy: chunk 0 outside [1, 4]",
        [=](Ctx c) {

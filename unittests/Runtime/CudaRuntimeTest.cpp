@@ -310,7 +310,7 @@ TEST_F(CudaTest, CrossEntropyMatchesReference) {
   int64_t *dl = upload(labels);
   float *loss = static_cast<float *>(alloc(4));
   memopt_cross_entropy(ctx, MEMOPT_F32, dx, MEMOPT_I64, dl, loss, rows, classes,
-                       -100, MEMOPT_REDUCTION_MEAN);
+                       -100, MEMOPT_REDUCTION_MEAN, 0.0);
   double total = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (labels[r] == -100)
@@ -323,6 +323,49 @@ TEST_F(CudaTest, CrossEntropyMatchesReference) {
     total += mx + std::log(z) - x[r * classes + labels[r]];
   }
   EXPECT_NEAR(download<float>(loss, 1)[0], total / (rows - 1), 1e-5);
+}
+
+TEST_F(CudaTest, CrossEntropyLabelSmoothingMatchesReference) {
+  // F.cross_entropy(label_smoothing=0.1): lse - 0.9 z[label] - 0.1 mean(z)
+  // per row, and the gradient (p - 0.9 onehot - 0.1 / C) / count.
+  const int64_t rows = 9, classes = 300;
+  const double eps = 0.1;
+  std::vector<float> x = random(rows * classes, -4.0f, 4.0f);
+  std::vector<int64_t> labels(rows);
+  for (int64_t r = 0; r < rows; ++r)
+    labels[r] = r % 4 == 1 ? -100 : (r * 37) % classes;
+  float *dx = upload(x);
+  int64_t *dl = upload(labels);
+  float *loss = static_cast<float *>(alloc(4));
+  float *grad = static_cast<float *>(alloc(rows * classes * 4));
+  float *upstream = upload(std::vector<float>{1.0f});
+  memopt_cross_entropy(ctx, MEMOPT_F32, dx, MEMOPT_I64, dl, loss, rows, classes,
+                       -100, MEMOPT_REDUCTION_MEAN, eps);
+  memopt_cross_entropy_grad(ctx, MEMOPT_F32, dx, MEMOPT_I64, dl, upstream, grad,
+                            rows, classes, -100, MEMOPT_REDUCTION_MEAN, eps);
+  std::vector<float> got = download<float>(grad, rows * classes);
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    count += labels[r] != -100;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *z = x.data() + r * classes;
+    double lse = 0, sum = 0;
+    for (int64_t j = 0; j < classes; ++j) {
+      lse += std::exp(double(z[j]));
+      sum += z[j];
+    }
+    lse = std::log(lse);
+    for (int64_t j = 0; j < classes; ++j) {
+      double target = (j == labels[r] ? 1.0 - eps : 0.0) + eps / classes;
+      double want =
+          labels[r] == -100 ? 0.0 : (std::exp(z[j] - lse) - target) / count;
+      ASSERT_NEAR(got[r * classes + j], want, 1e-6) << r << " " << j;
+    }
+    if (labels[r] != -100)
+      total += lse - (1.0 - eps) * z[labels[r]] - eps * sum / classes;
+  }
+  EXPECT_NEAR(download<float>(loss, 1)[0], total / count, 1e-5);
 }
 
 TEST_F(CudaTest, EmbeddingIndexOutOfRangeIsReported) {
@@ -347,13 +390,21 @@ TEST_F(CudaTest, EmbeddingGradSumsRepeatedRows) {
   float *dg = upload(grad);
   float *out = static_cast<float *>(alloc(rows * dim * 4));
   memopt_embedding_grad(ctx, MEMOPT_F32, dg, MEMOPT_I64, di, out,
-                        indices.size(), rows, dim);
+                        indices.size(), rows, dim, -1);
   std::vector<float> got = download<float>(out, rows * dim);
   std::vector<float> want(rows * dim, 0.0f);
   for (size_t i = 0; i < indices.size(); ++i)
     for (int64_t j = 0; j < dim; ++j)
       want[indices[i] * dim + j] += grad[i * dim + j];
   EXPECT_EQ(got, want); // the same order: bit-identical
+
+  // padding_idx 5: its row stays zero, the others are unchanged.
+  memopt_embedding_grad(ctx, MEMOPT_F32, dg, MEMOPT_I64, di, out,
+                        indices.size(), rows, dim, 5);
+  got = download<float>(out, rows * dim);
+  for (int64_t j = 0; j < dim; ++j)
+    want[5 * dim + j] = 0.0f;
+  EXPECT_EQ(got, want);
 }
 
 TEST_F(CudaTest, HighWaterIsArenaPlusWorkspace) {

@@ -216,7 +216,8 @@ inline std::vector<DTypeCall> dtypeCalls() {
        }},
       {"memopt_embedding_grad",
        [](Ctx c, DTypes d, B &b) {
-         memopt_embedding_grad(c, d[0], b.t(0), d[1], b.t(1), b.t(2), 2, 3, 2);
+         memopt_embedding_grad(c, d[0], b.t(0), d[1], b.t(1), b.t(2), 2, 3, 2,
+                               -1);
        }},
       {"memopt_conv2d",
        [](Ctx c, DTypes d, B &b) {
@@ -272,11 +273,16 @@ inline std::vector<DTypeCall> dtypeCalls() {
        [](Ctx c, DTypes d, B &b) {
          memopt_dropout(c, d[0], b.t(0), b.t(1), 4, 1, 0.5, 1, 2, 0);
        }},
+      // Collectives.
+      {"memopt_all_reduce_sum",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_all_reduce_sum(c, d[0], b.t(0), b.t(1), 4);
+       }},
       // Losses.
       {"memopt_cross_entropy",
        [](Ctx c, DTypes d, B &b) {
          memopt_cross_entropy(c, d[0], b.t(0), d[1], b.t(1), b.f(2), 2, 3, -100,
-                              MEMOPT_REDUCTION_MEAN);
+                              MEMOPT_REDUCTION_MEAN, 0.0);
        }},
       {"memopt_label_count",
        [](Ctx c, DTypes d, B &b) {
@@ -285,7 +291,8 @@ inline std::vector<DTypeCall> dtypeCalls() {
       {"memopt_cross_entropy_grad",
        [](Ctx c, DTypes d, B &b) {
          memopt_cross_entropy_grad(c, d[0], b.t(0), d[1], b.t(1), b.f(2),
-                                   b.t(3), 2, 3, -100, MEMOPT_REDUCTION_MEAN);
+                                   b.t(3), 2, 3, -100, MEMOPT_REDUCTION_MEAN,
+                                   0.0);
        }},
       {"memopt_linear_cross_entropy",
        [](Ctx c, DTypes d, B &b) {

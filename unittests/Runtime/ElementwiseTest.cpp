@@ -444,7 +444,7 @@ TEST_F(RuntimeTest, EmbeddingAccumulatesRepeatedIndices) {
   std::vector<float> grad = randomVector(rng, ids.size() * dim);
   std::vector<float> dTable(rows * dim, 123.0f);
   memopt_embedding_grad(ctx, MEMOPT_F32, grad.data(), MEMOPT_I32, ids.data(),
-                        dTable.data(), ids.size(), rows, dim);
+                        dTable.data(), ids.size(), rows, dim, -1);
   for (int j = 0; j < dim; ++j) {
     EXPECT_FLOAT_EQ(dTable[4 * dim + j],
                     grad[0 * dim + j] + grad[2 * dim + j] + grad[4 * dim + j]);
@@ -460,6 +460,31 @@ TEST_F(RuntimeTest, EmbeddingAccumulatesRepeatedIndices) {
     return dot(y, grad);
   };
   expectGradient(loss, table, dTable, "embedding");
+}
+
+TEST_F(RuntimeTest, EmbeddingGradSkipsPaddingIdx) {
+  // As torch's embedding_backward: the padding row's gradient is zero and
+  // the other rows are unchanged, in f32 and in bf16 (small integers and
+  // halves: every sum is exact).
+  const int64_t rows = 5, dim = 3, paddingIdx = 4;
+  std::vector<int64_t> ids = {4, 0, 4, 2, 0, 4};
+  std::vector<float> grad(ids.size() * dim);
+  for (size_t i = 0; i < grad.size(); ++i)
+    grad[i] = 0.5f * static_cast<float>(i) - 3.0f;
+  for (memopt_dtype dtype : {MEMOPT_F32, MEMOPT_BF16}) {
+    std::vector<uint8_t> out(rows * dim * memopt_dtype_size(dtype), 0xff);
+    memopt_embedding_grad(ctx, dtype, toStorage(ctx, dtype, grad).data(),
+                          MEMOPT_I64, ids.data(), out.data(), ids.size(), rows,
+                          dim, paddingIdx);
+    std::vector<float> dTable = fromStorage(ctx, dtype, out);
+    for (int64_t j = 0; j < dim; ++j) {
+      EXPECT_EQ(dTable[0 * dim + j], grad[1 * dim + j] + grad[4 * dim + j]);
+      EXPECT_EQ(dTable[2 * dim + j], grad[3 * dim + j]);
+      EXPECT_EQ(dTable[1 * dim + j], 0.0f);
+      EXPECT_EQ(dTable[3 * dim + j], 0.0f);
+      EXPECT_EQ(dTable[paddingIdx * dim + j], 0.0f) << "dtype " << dtype;
+    }
+  }
 }
 
 TEST_F(RuntimeTest, EmbeddingIndexOutOfRangeIsAnError) {

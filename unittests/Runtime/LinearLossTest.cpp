@@ -211,11 +211,11 @@ LinearReference referenceLinear(memopt_context *ctx, const LinearCase &c,
   float loss = 0.0f;
   memopt_cross_entropy(ctx, MEMOPT_F32, logits32.data(), MEMOPT_I64,
                        in.labels.data(), &loss, rows, classes, kIgnore,
-                       c.reduction);
+                       c.reduction, 0.0);
   std::vector<float> dlogits(rows * classes);
   memopt_cross_entropy_grad(ctx, MEMOPT_F32, logits32.data(), MEMOPT_I64,
                             in.labels.data(), &gradLoss, dlogits.data(), rows,
-                            classes, kIgnore, c.reduction);
+                            classes, kIgnore, c.reduction, 0.0);
   int64_t count = 0;
   double lossError = 0.0;
   for (int64_t r = 0; r < rows; ++r) {

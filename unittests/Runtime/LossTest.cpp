@@ -1,8 +1,9 @@
 //===- LossTest.cpp - cross-entropy and MSE tests -------------------------===//
 //
 // Losses against double references (ignore_index, both reductions, i32 and
-// i64 labels), the all-ignored mean (NaN loss, zero gradient, as PyTorch),
-// and gradients against central differences of the loss kernels.
+// i64 labels, label smoothing as torch computes it), the all-ignored mean
+// (NaN loss, zero gradient, as PyTorch), and gradients against central
+// differences of the loss kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,7 +41,7 @@ TEST_F(RuntimeTest, CrossEntropyWithIgnoreIndex) {
        {MEMOPT_REDUCTION_MEAN, MEMOPT_REDUCTION_SUM}) {
     float loss = 0;
     memopt_cross_entropy(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
-                         labels.data(), &loss, rows, classes, -100, red);
+                         labels.data(), &loss, rows, classes, -100, red, 0.0);
     double expected = referenceCrossEntropy(logits, labels, classes, -100,
                                             red == MEMOPT_REDUCTION_MEAN);
     EXPECT_NEAR(loss, expected, 1e-5 * (1 + std::fabs(expected)));
@@ -49,7 +50,7 @@ TEST_F(RuntimeTest, CrossEntropyWithIgnoreIndex) {
     std::vector<float> dx(logits.size());
     memopt_cross_entropy_grad(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
                               labels.data(), &upstream, dx.data(), rows,
-                              classes, -100, red);
+                              classes, -100, red, 0.0);
     for (int64_t j = 0; j < classes; ++j) {
       EXPECT_EQ(dx[2 * classes + j], 0.0f); // ignored rows
       EXPECT_EQ(dx[4 * classes + j], 0.0f);
@@ -57,7 +58,7 @@ TEST_F(RuntimeTest, CrossEntropyWithIgnoreIndex) {
     auto lossFn = [&](std::vector<float> &z) {
       float l = 0;
       memopt_cross_entropy(ctx, MEMOPT_F32, z.data(), MEMOPT_I64, labels.data(),
-                           &l, rows, classes, -100, red);
+                           &l, rows, classes, -100, red, 0.0);
       return upstream * static_cast<double>(l);
     };
     // Only perturb moderate logits (the 500 one saturates the softmax).
@@ -66,7 +67,7 @@ TEST_F(RuntimeTest, CrossEntropyWithIgnoreIndex) {
     std::vector<float> dSmall(logits.size());
     memopt_cross_entropy_grad(ctx, MEMOPT_F32, small.data(), MEMOPT_I64,
                               labels.data(), &upstream, dSmall.data(), rows,
-                              classes, -100, red);
+                              classes, -100, red, 0.0);
     expectGradient(lossFn, small, dSmall, "cross_entropy_grad", 1e-2f, 1e-2);
   }
 }
@@ -76,7 +77,8 @@ TEST_F(RuntimeTest, CrossEntropyInt32LabelsAndCustomIgnoreIndex) {
   std::vector<int32_t> labels = {2, 7};
   float loss = 0;
   memopt_cross_entropy(ctx, MEMOPT_F32, logits.data(), MEMOPT_I32,
-                       labels.data(), &loss, 2, 3, 7, MEMOPT_REDUCTION_MEAN);
+                       labels.data(), &loss, 2, 3, 7, MEMOPT_REDUCTION_MEAN,
+                       0.0);
   double expected = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3;
   EXPECT_NEAR(loss, expected, 1e-6);
 }
@@ -86,15 +88,109 @@ TEST_F(RuntimeTest, CrossEntropyAllIgnoredMeanIsNaNWithZeroGradient) {
   std::vector<int64_t> labels = {-100, -100};
   float loss = 0, upstream = 1.0f;
   memopt_cross_entropy(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
-                       labels.data(), &loss, 2, 3, -100, MEMOPT_REDUCTION_MEAN);
+                       labels.data(), &loss, 2, 3, -100, MEMOPT_REDUCTION_MEAN,
+                       0.0);
   EXPECT_TRUE(std::isnan(loss));
   memopt_cross_entropy(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
-                       labels.data(), &loss, 2, 3, -100, MEMOPT_REDUCTION_SUM);
+                       labels.data(), &loss, 2, 3, -100, MEMOPT_REDUCTION_SUM,
+                       0.0);
   EXPECT_EQ(loss, 0.0f);
   std::vector<float> dx(6, 5.0f);
   memopt_cross_entropy_grad(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
                             labels.data(), &upstream, dx.data(), 2, 3, -100,
-                            MEMOPT_REDUCTION_MEAN);
+                            MEMOPT_REDUCTION_MEAN, 0.0);
+  EXPECT_EQ(dx, std::vector<float>(6, 0.0f));
+}
+
+/// F.cross_entropy(label_smoothing=eps) as torch computes it, in double:
+/// (1 - eps) nll + eps / C * sum_c(-log p_c), ignored rows left out of both
+/// terms and of the mean's count; and its gradient with respect to the
+/// logits for an incoming gradient `upstream`: upstream * (p - (1 - eps)
+/// onehot - eps / C) / count.
+struct SmoothedReference {
+  double loss = 0.0;
+  std::vector<double> grad;
+};
+
+SmoothedReference referenceSmoothed(const std::vector<float> &logits,
+                                    const std::vector<int64_t> &labels,
+                                    int64_t classes, double eps, bool mean,
+                                    double upstream) {
+  SmoothedReference ref;
+  ref.grad.assign(logits.size(), 0.0);
+  double nll = 0.0, smooth = 0.0;
+  int64_t count = 0;
+  for (size_t r = 0; r < labels.size(); ++r)
+    count += labels[r] != -100;
+  double scale = mean ? upstream / count : upstream;
+  for (size_t r = 0; r < labels.size(); ++r) {
+    if (labels[r] == -100)
+      continue;
+    const float *z = logits.data() + r * classes;
+    double lse = 0.0;
+    for (int64_t j = 0; j < classes; ++j)
+      lse += std::exp(double(z[j]));
+    lse = std::log(lse);
+    nll += lse - z[labels[r]];
+    for (int64_t j = 0; j < classes; ++j) {
+      smooth += lse - z[j];
+      double target = (j == labels[r] ? 1.0 - eps : 0.0) + eps / classes;
+      ref.grad[r * classes + j] = scale * (std::exp(z[j] - lse) - target);
+    }
+  }
+  if (mean) {
+    nll /= count;
+    smooth /= count;
+  }
+  ref.loss = (1.0 - eps) * nll + eps / classes * smooth;
+  return ref;
+}
+
+TEST_F(RuntimeTest, CrossEntropyLabelSmoothingMatchesTorch) {
+  const int64_t rows = 7, classes = 6;
+  std::vector<float> logits = randomVector(rng, rows * classes, -4, 4);
+  std::vector<int64_t> labels = {5, -100, 0, 3, -100, 3, 1};
+  for (double eps : {0.1, 0.75}) {
+    for (memopt_loss_reduction red :
+         {MEMOPT_REDUCTION_MEAN, MEMOPT_REDUCTION_SUM}) {
+      bool mean = red == MEMOPT_REDUCTION_MEAN;
+      float loss = 0.0f, upstream = 0.7f;
+      std::vector<float> dx(logits.size(), 9.0f);
+      memopt_cross_entropy(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
+                           labels.data(), &loss, rows, classes, -100, red, eps);
+      memopt_cross_entropy_grad(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
+                                labels.data(), &upstream, dx.data(), rows,
+                                classes, -100, red, eps);
+      SmoothedReference ref =
+          referenceSmoothed(logits, labels, classes, eps, mean, upstream);
+      EXPECT_NEAR(loss, ref.loss, 2e-7 * (1 + std::fabs(ref.loss)))
+          << "eps " << eps << " mean " << mean;
+      for (size_t i = 0; i < dx.size(); ++i)
+        EXPECT_NEAR(dx[i], ref.grad[i], 2e-7)
+            << "eps " << eps << " mean " << mean << " element " << i;
+      // Ignored rows: exactly zero.
+      for (int64_t j = 0; j < classes; ++j)
+        EXPECT_EQ(dx[1 * classes + j], 0.0f);
+    }
+  }
+}
+
+TEST_F(RuntimeTest, CrossEntropyLabelSmoothingAllIgnored) {
+  std::vector<float> logits = randomVector(rng, 6);
+  std::vector<int64_t> labels = {-100, -100};
+  float loss = 0.0f, upstream = 1.0f;
+  memopt_cross_entropy(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
+                       labels.data(), &loss, 2, 3, -100, MEMOPT_REDUCTION_MEAN,
+                       0.1);
+  EXPECT_TRUE(std::isnan(loss));
+  memopt_cross_entropy(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
+                       labels.data(), &loss, 2, 3, -100, MEMOPT_REDUCTION_SUM,
+                       0.1);
+  EXPECT_EQ(loss, 0.0f);
+  std::vector<float> dx(6, 5.0f);
+  memopt_cross_entropy_grad(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
+                            labels.data(), &upstream, dx.data(), 2, 3, -100,
+                            MEMOPT_REDUCTION_MEAN, 0.1);
   EXPECT_EQ(dx, std::vector<float>(6, 0.0f));
 }
 
@@ -104,7 +200,8 @@ TEST_F(RuntimeTest, CrossEntropyLabelOutOfRangeIsAnError) {
   std::vector<int64_t> labels = {1, 3};
   float loss;
   memopt_cross_entropy(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
-                       labels.data(), &loss, 2, 3, -100, MEMOPT_REDUCTION_MEAN);
+                       labels.data(), &loss, 2, 3, -100, MEMOPT_REDUCTION_MEAN,
+                       0.0);
   EXPECT_EQ(memopt_get_status(ctx), MEMOPT_ERROR_INDEX_OUT_OF_RANGE);
   EXPECT_STREQ(memopt_get_error_message(ctx),
                "memopt_cross_entropy: label 3 of row 1 out of range [0, 3)");

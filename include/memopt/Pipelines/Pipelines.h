@@ -64,6 +64,9 @@ struct MemoptPipelineOptions {
   int64_t rematSnapshots = 0;
   /// Gradient accumulation: micro-batches per step (1: no loop).
   int64_t microBatches = 1;
+  /// Data parallelism: the ranks the batch is split across (1: none;
+  /// docs/DataParallel.md).
+  int64_t dataParallel = 1;
   /// With microBatches > 1: accept batch norm's per-micro-batch statistics.
   bool accumulateAllowBatchNorm = false;
   /// False gives every buffer its own bytes (docs/BufferReuse.md):

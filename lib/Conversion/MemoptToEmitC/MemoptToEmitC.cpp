@@ -184,7 +184,9 @@ private:
   /// --emit-scopes: the scope of the last memopt_set_scope call, if any.
   bool emitScopes = false;
   std::optional<std::string> currentScope;
-  /// EmitC values of the index arithmetic, and the innermost loop's index.
+  /// EmitC values of the index arithmetic, and the number of the innermost
+  /// loop's micro-batch in the full batch (which dropout's masks follow):
+  /// its index, or rank * K + index with data parallelism.
   DenseMap<Value, Value> indices;
   Value loopIndex;
   std::map<std::vector<int64_t>, std::string> i64Arrays;
@@ -407,6 +409,18 @@ LogicalResult TrainStepLowering::lowerOps(Block &block, int64_t arenaBytes) {
               Value outer = loopIndex;
               loopIndex = forOp.getInductionVar();
               indices[loop.getInductionVar()] = loopIndex;
+              if (loop->hasAttr("memopt.data_parallel")) {
+                // Rank r's micro-batch i is micro-batch r * K + i.
+                Value rank = emitc::CallOpaqueOp::create(
+                                 builder, loop.getLoc(), TypeRange{indexType},
+                                 "memopt_rank", ValueRange{context})
+                                 .getResult(0);
+                loopIndex = emitc::AddOp::create(
+                    builder, loop.getLoc(), indexType,
+                    emitc::MulOp::create(builder, loop.getLoc(), indexType,
+                                         rank, ub),
+                    loopIndex);
+              }
               LogicalResult lowered = lowerOps(*loop.getBody(), arenaBytes);
               loopIndex = outer;
               return lowered;
@@ -999,6 +1013,8 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     ptr(ins[1]);
     ptr(outs[0]);
     call.i64(numel(ins[1])).i64(table[0]).i64(table[1]);
+    if (isGrad)
+      call.i64(i64Attr("padding_idx", -1));
   } else if (name == "memopt.conv2d" || name == "memopt.conv2d_grad_input" ||
              name == "memopt.conv2d_grad_filter") {
     if (failed(expectCounts(2, 1)))
@@ -1052,6 +1068,16 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     call.i64(window[0]).i64(window[1]);
     call.i64(strides[0]).i64(strides[1]);
     call.i64(padding[0]).i64(padding[1]);
+  } else if (name == "shard.all_reduce") {
+    // Data parallelism's sum over the ranks (--memopt-accumulate), in place
+    // when bufferization gave it its operand's buffer.
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    callee = "memopt_all_reduce_sum";
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
   } else if (name == "memopt.dropout") {
     if (failed(expectCounts(1, 1)))
       return failure();
@@ -1101,10 +1127,12 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     if (isGrad)
       ptr(ins[2]);
     ptr(outs[0]);
+    auto labelSmoothing = attrs.getAs<FloatAttr>("label_smoothing");
     call.i64(numel(ins[1]))
         .i64(logits.back())
         .i64(i64Attr("ignore_index", -100))
-        .verbatim(reduction());
+        .verbatim(reduction())
+        .f64(labelSmoothing ? labelSmoothing.getValueAsDouble() : 0.0);
   } else if (name == "memopt.attention" || name == "memopt.attention_grad") {
     bool isGrad = name == "memopt.attention_grad";
     size_t numTensors = isGrad ? 6 : 3;
@@ -1349,6 +1377,7 @@ struct ConvertMemoptToEmitCPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     func::FuncOp step;
+    SmallVector<Operation *> grids;
     for (Operation &op : module.getBody()->getOperations()) {
       auto func = dyn_cast<func::FuncOp>(op);
       if (func && func->hasAttr(MemoptDialect::kTrainStepAttrName) && !step) {
@@ -1357,6 +1386,11 @@ struct ConvertMemoptToEmitCPass
       }
       if (isa<emitc::EmitCDialect>(op.getDialect()))
         continue;
+      // Data parallelism's grid of ranks: the runtime knows the ranks.
+      if (op.getName().getStringRef() == "shard.grid") {
+        grids.push_back(&op);
+        continue;
+      }
       op.emitOpError() << "cannot be lowered to C++: the module may hold only "
                           "the function marked 'memopt.train_step'";
       return signalPassFailure();
@@ -1368,6 +1402,8 @@ struct ConvertMemoptToEmitCPass
     TrainStepLowering lowering(module, step, emitScopes);
     if (failed(lowering.run()))
       return signalPassFailure();
+    for (Operation *grid : grids)
+      grid->erase();
     numCalls += lowering.getNumCalls();
     LLVM_DEBUG(llvm::dbgs()
                << "emitted " << lowering.getNumCalls() << " runtime calls\n");

@@ -61,7 +61,9 @@ typedef enum memopt_status {
   /// Memory allocation failed (arena or workspace).
   MEMOPT_ERROR_OUT_OF_MEMORY = 3,
   /// The device or a device library (CUDA, cuBLASLt) reported an error.
-  MEMOPT_ERROR_DEVICE = 4
+  MEMOPT_ERROR_DEVICE = 4,
+  /// A collective (data parallelism) failed: another rank, the network.
+  MEMOPT_ERROR_COLLECTIVE = 5
 } memopt_status;
 
 /// Elementwise unary ops (`memopt.neg` ... `memopt.mish`).
@@ -447,11 +449,13 @@ void memopt_embedding(memopt_context *ctx, memopt_dtype dtype,
 
 /// `memopt.embedding_grad`: out ([num_rows, dim]) = 0, then row
 /// indices[i] += grad[i, :] in index order (accumulated in f32, so repeated
-/// indices sum deterministically).
+/// indices sum deterministically), skipping the positions whose index is
+/// `padding_idx` (negative: none; otherwise in [0, num_rows)), whose row
+/// stays zero.
 void memopt_embedding_grad(memopt_context *ctx, memopt_dtype dtype,
                            const void *grad, memopt_dtype index_dtype,
                            const void *indices, void *out, int64_t num_indices,
-                           int64_t num_rows, int64_t dim);
+                           int64_t num_rows, int64_t dim, int64_t padding_idx);
 
 /// `memopt.conv2d` (no bias): input [n, c, h, w], filter [o, c / groups, kh,
 /// kw], output [n, o, oh, ow] with oh = (h + 2 pad_h - dil_h (kh - 1) - 1) /
@@ -592,19 +596,62 @@ void memopt_philox4x32_10(const uint32_t counter[4], const uint32_t key[2],
                           uint32_t result[4]);
 
 /*===----------------------------------------------------------------------===*
+ * Collectives (data parallelism, docs/DataParallel.md)
+ *===----------------------------------------------------------------------===*/
+
+/// The ranks of a data-parallel run, as the driver found them (MPI). A
+/// context without one is a world of one rank. The functions return 0 on
+/// success; otherwise they write a message of at most `error_size` bytes
+/// (NUL included) to `error`.
+typedef struct memopt_collectives {
+  int64_t rank;
+  int64_t size;
+  void *state;
+  /// In place on host memory: data[i] = the sum over the ranks of data[i],
+  /// `n` f32 values. Every rank gets the same bits.
+  int (*all_reduce_sum_f32)(void *state, float *data, int64_t n, char *error,
+                            size_t error_size);
+  /// Rank `root`'s `bytes` bytes at `data` (host memory) to every rank.
+  int (*broadcast)(void *state, void *data, int64_t bytes, int64_t root,
+                   char *error, size_t error_size);
+} memopt_collectives;
+
+/// Installs `collectives` (copied; NULL: one rank) for the context's
+/// collective entries.
+void memopt_set_collectives(memopt_context *ctx,
+                            const memopt_collectives *collectives);
+
+/// This process's rank, 0 without collectives.
+int64_t memopt_rank(const memopt_context *ctx);
+
+/// The number of ranks, 1 without collectives.
+int64_t memopt_world_size(const memopt_context *ctx);
+
+/// `shard.all_reduce` (sum) of data parallelism on `n` f32 elements: out[i]
+/// = the sum over the ranks of input[i]; `out` may be `input`. With one
+/// rank, a copy. The host runtime reduces through the collectives' f32 sum
+/// (MPI); the CUDA runtime through NCCL, on a communicator it creates at
+/// the first call from an id that rank 0 broadcasts with the collectives.
+void memopt_all_reduce_sum(memopt_context *ctx, memopt_dtype dtype,
+                           const void *input, void *out, int64_t n);
+
+/*===----------------------------------------------------------------------===*
  * Losses (computed in f32; losses and their incoming gradients are f32
  * scalars)
  *===----------------------------------------------------------------------===*/
 
 /// `memopt.cross_entropy`: logits [rows, classes], labels [rows] (I32 or
-/// I64). Rows whose label is `ignore_index` contribute nothing; MEAN divides
-/// by the number of the other rows, and is NaN when every row is ignored (as
-/// PyTorch). Other labels must lie in [0, classes).
+/// I64). A row's loss is lse - (1 - label_smoothing) logit[label] -
+/// label_smoothing / classes * sum(logits), with label_smoothing in [0, 1)
+/// (F.cross_entropy's). Rows whose label is `ignore_index` contribute
+/// nothing; MEAN divides by the number of the other rows, and is NaN when
+/// every row is ignored (as PyTorch). Other labels must lie in [0, classes).
 void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                           const void *logits, memopt_dtype label_dtype,
                           const void *labels, float *loss, int64_t rows,
                           int64_t classes, int64_t ignore_index,
-                          memopt_loss_reduction reduction);
+                          memopt_loss_reduction reduction,
+                          double label_smoothing);
 
 /// `memopt.label_count`: the number of the `n` labels (I32 or I64) that
 /// differ from `ignore_index`, as a float (exact below 2^24).
@@ -612,15 +659,17 @@ void memopt_label_count(memopt_context *ctx, memopt_dtype label_dtype,
                         const void *labels, float *count, int64_t n,
                         int64_t ignore_index);
 
-/// `memopt.cross_entropy_grad`: grad_loss * (softmax(logits) -
-/// onehot(label)) per row, zero for ignored rows, divided by the number of
-/// the others under MEAN (all zero when every row is ignored).
+/// `memopt.cross_entropy_grad`: grad_loss * (softmax(logits) - (1 -
+/// label_smoothing) onehot(label) - label_smoothing / classes) per row, zero
+/// for ignored rows, divided by the number of the others under MEAN (all
+/// zero when every row is ignored).
 void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
                                const void *logits, memopt_dtype label_dtype,
                                const void *labels, const float *grad_loss,
                                void *out, int64_t rows, int64_t classes,
                                int64_t ignore_index,
-                               memopt_loss_reduction reduction);
+                               memopt_loss_reduction reduction,
+                               double label_smoothing);
 
 /// `memopt.linear_cross_entropy`: the cross-entropy (as
 /// memopt_cross_entropy) of logits = x w^T + bias, x [rows, dim], w

@@ -531,6 +531,22 @@ func.func @embedding_grad(%g: tensor<4x8xf32>, %i: tensor<4xi64>) {
 
 // -----
 
+func.func @embedding_padding_idx(%w: tensor<100x16xf32>, %i: tensor<4xi64>) {
+  // expected-error @+1 {{'padding_idx' must be a row of the 'tensor<100x16xf32>' table, in [0, 100), got 100}}
+  %0 = memopt.embedding %w, %i padding_idx 100 : tensor<100x16xf32>, tensor<4xi64> -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_padding_idx(%g: tensor<4x16xf32>, %i: tensor<4xi64>) {
+  // expected-error @+1 {{'padding_idx' must be a row of the 'tensor<100x16xf32>' table, in [0, 100), got -1}}
+  %0 = memopt.embedding_grad %g, %i padding_idx -1 : tensor<4x16xf32>, tensor<4xi64> -> tensor<100x16xf32>
+  return
+}
+
+// -----
+
 func.func @conv_rank(%x: tensor<3x16x16xf32>, %w: tensor<8x3x3x3xf32>) {
   // expected-error @+1 {{operand 'input' must have rank 4, got 'tensor<3x16x16xf32>'}}
   %0 = memopt.conv2d %x, %w : tensor<3x16x16xf32>, tensor<8x3x3x3xf32> -> tensor<8x14x14xf32>
@@ -705,6 +721,22 @@ func.func @cross_entropy_reduction(%l: tensor<16x10xf32>, %y: tensor<16xi64>) {
   // expected-error @+2 {{expected ::memopt::LossReduction to be one of: mean, sum}}
   // expected-error @+1 {{failed to parse Memopt_LossReductionAttr parameter 'value'}}
   %0 = memopt.cross_entropy %l, %y reduction<max> : tensor<16x10xf32>, tensor<16xi64>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_label_smoothing(%l: tensor<16x10xf32>, %y: tensor<16xi64>) {
+  // expected-error @+1 {{'label_smoothing' must be in [0, 1), got 1}}
+  %0 = memopt.cross_entropy %l, %y label_smoothing 1.0 : tensor<16x10xf32>, tensor<16xi64>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_label_smoothing(%l: tensor<16x10xf32>, %y: tensor<16xi64>, %g: tensor<f32>) {
+  // expected-error @+1 {{'label_smoothing' must be in [0, 1), got -0.1}}
+  %0 = memopt.cross_entropy_grad %l, %y, %g label_smoothing -0.1 : tensor<16x10xf32>, tensor<16xi64>
   return
 }
 

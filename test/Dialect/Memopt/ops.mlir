@@ -231,11 +231,15 @@ func.func @matmuls(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>, %at: tensor<16x8
 // CHECK:         %{{.*}} = memopt.embedding %[[WTE]], %[[IDS]] : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>
 // CHECK:         %{{.*}} = memopt.embedding %[[WTE]], %[[IDS32]] : tensor<100x64xf32>, tensor<16xi32> -> tensor<16x64xf32>
 // CHECK:         %{{.*}} = memopt.embedding_grad %[[G]], %[[IDS]] : tensor<2x8x64xf32>, tensor<2x8xi64> -> tensor<100x64xf32>
+// CHECK:         %{{.*}} = memopt.embedding %[[WTE]], %[[IDS]] padding_idx 0 : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>
+// CHECK:         %{{.*}} = memopt.embedding_grad %[[G]], %[[IDS]] padding_idx 99 : tensor<2x8x64xf32>, tensor<2x8xi64> -> tensor<100x64xf32>
 // CHECK:         return{{$}}
 func.func @embeddings(%wte: tensor<100x64xf32>, %ids: tensor<2x8xi64>, %ids32: tensor<16xi32>, %g: tensor<2x8x64xf32>) {
   %e = memopt.embedding %wte, %ids : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>
   %e32 = memopt.embedding %wte, %ids32 : tensor<100x64xf32>, tensor<16xi32> -> tensor<16x64xf32>
   %eg = memopt.embedding_grad %g, %ids : tensor<2x8x64xf32>, tensor<2x8xi64> -> tensor<100x64xf32>
+  %ep = memopt.embedding %wte, %ids padding_idx 0 : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>
+  %egp = memopt.embedding_grad %g, %ids padding_idx 99 : tensor<2x8x64xf32>, tensor<2x8xi64> -> tensor<100x64xf32>
   return
 }
 
@@ -306,6 +310,10 @@ func.func @dropout(%x: tensor<2x8x64xf32>, %h: tensor<2x8x64xbf16>) {
 // CHECK:         %{{.*}} = memopt.cross_entropy %[[LOGITS]], %[[LABELS]] : tensor<16x100xf32>, tensor<16xi64>
 // CHECK:         %{{.*}} = memopt.cross_entropy_grad %[[LOGITS]], %[[LABELS]], %[[G]] : tensor<16x100xf32>, tensor<16xi64>
 // CHECK:         %{{.*}} = memopt.cross_entropy_grad %[[L3]], %[[LAB3]], %[[G]] ignore_index -1 reduction<sum> : tensor<2x8x100xbf16>, tensor<2x8xi32>
+// CHECK:         %{{.*}} = memopt.cross_entropy %[[LOGITS]], %[[LABELS]] label_smoothing 1.000000e-01 : tensor<16x100xf32>, tensor<16xi64>
+// CHECK:         %{{.*}} = memopt.cross_entropy %[[L3]], %[[LAB3]] ignore_index -1 reduction<sum> label_smoothing 2.500000e-01 : tensor<2x8x100xbf16>, tensor<2x8xi32>
+// CHECK:         %{{.*}} = memopt.cross_entropy %[[LOGITS]], %[[LABELS]] : tensor<16x100xf32>, tensor<16xi64>
+// CHECK:         %{{.*}} = memopt.cross_entropy_grad %[[LOGITS]], %[[LABELS]], %[[G]] label_smoothing 1.000000e-01 : tensor<16x100xf32>, tensor<16xi64>
 // CHECK:         %{{.*}} = memopt.mse_loss %[[P]], %[[T]] : tensor<8x4xf32>
 // CHECK:         %{{.*}} = memopt.mse_loss %[[P]], %[[T]] reduction<sum> : tensor<8x4xf32>
 // CHECK:         %{{.*}} = memopt.mse_loss_grad %[[P]], %[[T]], %[[G]] : tensor<8x4xf32>
@@ -319,6 +327,10 @@ func.func @losses(%logits: tensor<16x100xf32>, %labels: tensor<16xi64>, %l3: ten
   %ced = memopt.cross_entropy %logits, %labels ignore_index -100 reduction<mean> : tensor<16x100xf32>, tensor<16xi64>
   %ceg = memopt.cross_entropy_grad %logits, %labels, %g : tensor<16x100xf32>, tensor<16xi64>
   %cegs = memopt.cross_entropy_grad %l3, %lab3, %g ignore_index -1 reduction<sum> : tensor<2x8x100xbf16>, tensor<2x8xi32>
+  %cels = memopt.cross_entropy %logits, %labels label_smoothing 0.1 : tensor<16x100xf32>, tensor<16xi64>
+  %cesls = memopt.cross_entropy %l3, %lab3 ignore_index -1 reduction<sum> label_smoothing 0.25 : tensor<2x8x100xbf16>, tensor<2x8xi32>
+  %ce0ls = memopt.cross_entropy %logits, %labels label_smoothing 0.0 : tensor<16x100xf32>, tensor<16xi64>
+  %cegls = memopt.cross_entropy_grad %logits, %labels, %g label_smoothing 0.1 : tensor<16x100xf32>, tensor<16xi64>
   %mse = memopt.mse_loss %p, %t : tensor<8x4xf32>
   %mses = memopt.mse_loss %p, %t reduction<sum> : tensor<8x4xf32>
   %mseg = memopt.mse_loss_grad %p, %t, %g : tensor<8x4xf32>

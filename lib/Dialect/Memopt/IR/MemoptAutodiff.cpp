@@ -542,9 +542,9 @@ LogicalResult MatmulOp::buildVectorJacobianProduct(
 
 LogicalResult EmbeddingOp::buildVectorJacobianProduct(
     OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
-  grads.assign({EmbeddingGradOp::create(builder, getLoc(),
-                                        getWeight().getType(),
-                                        singleGrad(resultGrads), getIndices()),
+  grads.assign({EmbeddingGradOp::create(
+                    builder, getLoc(), getWeight().getType(),
+                    singleGrad(resultGrads), getIndices(), getPaddingIdxAttr()),
                 Value()});
   return success();
 }
@@ -626,7 +626,7 @@ LogicalResult CrossEntropyOp::buildVectorJacobianProduct(
   grads.assign({CrossEntropyGradOp::create(
                     builder, getLoc(), getLogits().getType(), getLogits(),
                     getLabels(), singleGrad(resultGrads), getIgnoreIndexAttr(),
-                    getReductionAttr()),
+                    getReductionAttr(), getLabelSmoothingAttr()),
                 Value()});
   return success();
 }

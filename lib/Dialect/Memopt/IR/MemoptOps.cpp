@@ -692,8 +692,21 @@ LogicalResult MatmulOp::verify() {
 // Embeddings
 //===----------------------------------------------------------------------===//
 
+/// Checks that `paddingIdx`, when given, names a row of `table`.
+static LogicalResult verifyPaddingIdx(Operation *op,
+                                      std::optional<int64_t> paddingIdx,
+                                      RankedTensorType table) {
+  int64_t rows = table.getDimSize(0);
+  if (!paddingIdx || (*paddingIdx >= 0 && *paddingIdx < rows))
+    return success();
+  return op->emitOpError() << "'padding_idx' must be a row of the " << table
+                           << " table, in [0, " << rows << "), got "
+                           << *paddingIdx;
+}
+
 LogicalResult EmbeddingOp::verify() {
-  if (failed(expectRank(*this, {"operand 'weight'", getWeight()}, 2)))
+  if (failed(expectRank(*this, {"operand 'weight'", getWeight()}, 2)) ||
+      failed(verifyPaddingIdx(*this, getPaddingIdx(), getWeight().getType())))
     return failure();
   RankedTensorType weight = getWeight().getType();
   SmallVector<int64_t> shape(getIndices().getType().getShape());
@@ -703,7 +716,8 @@ LogicalResult EmbeddingOp::verify() {
 }
 
 LogicalResult EmbeddingGradOp::verify() {
-  if (failed(expectRank(*this, {"result", getResult()}, 2)))
+  if (failed(expectRank(*this, {"result", getResult()}, 2)) ||
+      failed(verifyPaddingIdx(*this, getPaddingIdx(), getResult().getType())))
     return failure();
   RankedTensorType table = getResult().getType();
   SmallVector<int64_t> shape(getIndices().getType().getShape());
@@ -1017,12 +1031,22 @@ static LogicalResult verifyLabels(Operation *op, Value logits, Value labels) {
                     "the shape of 'logits' without the class dimension");
 }
 
+/// Checks that the label smoothing lies in [0, 1).
+static LogicalResult verifyLabelSmoothing(Operation *op,
+                                          llvm::APFloat labelSmoothing) {
+  return expectInRange(op, "'label_smoothing'", labelSmoothing, 0.0, 1.0,
+                       /*closedHigh=*/false);
+}
+
 LogicalResult CrossEntropyOp::verify() {
+  if (failed(verifyLabelSmoothing(*this, getLabelSmoothing())))
+    return failure();
   return verifyLabels(*this, getLogits(), getLabels());
 }
 
 LogicalResult CrossEntropyGradOp::verify() {
-  if (failed(verifyLabels(*this, getLogits(), getLabels())))
+  if (failed(verifyLabelSmoothing(*this, getLabelSmoothing())) ||
+      failed(verifyLabels(*this, getLogits(), getLabels())))
     return failure();
   return expectSameTypes(
       *this, {{"operand 'logits'", getLogits()}, {"result", getResult()}});
@@ -1178,7 +1202,10 @@ LogicalResult KernelOp::verify() {
   StringRef kernel = getKernel();
   std::optional<RegisteredOperationName> op =
       RegisteredOperationName::lookup(kernel, getContext());
-  if (!kernel.starts_with("memopt.") || !op ||
+  // Besides memopt's ops, a kernel runs data parallelism's sum over the
+  // ranks (upstream shard.all_reduce, which --memopt-accumulate emits).
+  bool isCollective = kernel == "shard.all_reduce";
+  if ((!kernel.starts_with("memopt.") && !isCollective) || !op ||
       op->getTypeID() == TypeID::get<KernelOp>())
     return emitOpError() << "'" << kernel
                          << "' is not a memopt tensor op";

@@ -54,6 +54,8 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <functional>
 #include "llvm/Support/Debug.h"
 
 #define DEBUG_TYPE "memopt-accumulate"
@@ -619,13 +621,36 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
   };
   auto f32Scalar = RankedTensorType::get({}, b.getF32Type());
   DenseMap<std::pair<Value, int64_t>, Value> inverseCounts;
-  auto getInverseCount = [&](Value labels, int64_t ignoreIndex) {
+  // The rank's share of full-batch labels: views of a batch argument, which
+  // holds the rank's share already, rebuilt at its shape (null after an
+  // error).
+  std::function<Value(Value)> getRankLabels = [&](Value labels) -> Value {
+    if (ranks == 1 || isa<BlockArgument>(labels))
+      return labels;
+    auto reshape = labels.getDefiningOp<ReshapeOp>();
+    Value input = reshape ? getRankLabels(reshape.getInput()) : Value();
+    if (!input) {
+      if (!reshape)
+        emitError(labels.getLoc())
+            << "the labels of a loss are computed, not a view of a label "
+               "argument: data parallelism cannot count each rank's share";
+      return Value();
+    }
+    return ReshapeOp::create(
+        b, reshape.getLoc(),
+        getMicroType(labels.getType(), kinds.lookup(labels).dim, ranks),
+        input);
+  };
+  auto getInverseCount = [&](Value labels, int64_t ignoreIndex) -> Value {
     Value &inverse = inverseCounts[{labels, ignoreIndex}];
     if (!inverse) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(returnOp);
+      Value rankLabels = getRankLabels(labels);
+      if (!rankLabels)
+        return Value();
       Value count = sumOverRanks(LabelCountOp::create(
-          b, loc, f32Scalar, labels, b.getI64IntegerAttr(ignoreIndex)));
+          b, loc, f32Scalar, rankLabels, b.getI64IntegerAttr(ignoreIndex)));
       Value one = ConstantOp::create(
           b, loc, DenseElementsAttr::get(f32Scalar, b.getF32FloatAttr(1.0)));
       inverse = DivOp::create(b, loc, f32Scalar, one, count);
@@ -636,16 +661,20 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
   for (Operation *op : loopOps) {
     if (auto ce = dyn_cast<CrossEntropyOp>(op);
         ce && ce.getReduction() == LossReduction::Mean)
-      getInverseCount(ce.getLabels(), ce.getIgnoreIndex());
+      if (!getInverseCount(ce.getLabels(), ce.getIgnoreIndex()))
+        return failure();
     if (auto ce = dyn_cast<CrossEntropyGradOp>(op);
         ce && ce.getReduction() == LossReduction::Mean)
-      getInverseCount(ce.getLabels(), ce.getIgnoreIndex());
+      if (!getInverseCount(ce.getLabels(), ce.getIgnoreIndex()))
+        return failure();
     if (auto ce = dyn_cast<LinearCrossEntropyOp>(op);
         ce && ce.getReduction() == LossReduction::Mean)
-      getInverseCount(ce.getLabels(), ce.getIgnoreIndex());
+      if (!getInverseCount(ce.getLabels(), ce.getIgnoreIndex()))
+        return failure();
     if (auto ce = dyn_cast<LinearCrossEntropyGradOp>(op);
         ce && ce.getReduction() == LossReduction::Mean)
-      getInverseCount(ce.getLabels(), ce.getIgnoreIndex());
+      if (!getInverseCount(ce.getLabels(), ce.getIgnoreIndex()))
+        return failure();
   }
 
   auto accumulatorType = [&](Value v) {
@@ -861,53 +890,30 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
 
   // Accumulate right after each micro-batch sum is computed, so that the
   // parameter-sized partial gradient dies at once instead of living to the
-  // end of the body; then yield.
-  // A sum of partial gradients (a parameter used twice, such as a tied
-  // embedding) is accumulated term by term, each as soon as it exists.
+  // end of the body; then yield. A parameter used twice (a tied embedding)
+  // has its micro-batch's terms summed first, then added, as PyTorch's
+  // AccumulateGrad adds the engine's sum: the accumulator then holds
+  // g_0 + g_1 + ... in micro-batch order whatever the number of terms, which
+  // is also what data parallelism's all-reduce adds (the ranks' sums), so
+  // that N ranks of K micro-batches equal N * K micro-batches bit for bit
+  // for N * K = 2.
   SmallVector<Value> yields;
   for (auto [v, acc] : llvm::zip(accumulated, loop.getRegionIterArgs())) {
-    SmallVector<Value> terms;
-    SmallVector<Value> pending = {v};
-    while (!pending.empty()) {
-      Value term = pending.pop_back_val();
-      auto sum = term.getDefiningOp<AddOp>();
-      if (sum && term != v && !term.hasOneUse())
-        sum = nullptr;
-      if (sum && inLoop.contains(sum) &&
-          llvm::all_of(sum->getOperands(), [&](Value operand) {
-            return kinds.lookup(operand).isPartial() && operand.hasOneUse() &&
-                   !accumulated.contains(operand);
-          })) {
-        pending.push_back(sum.getRhs());
-        pending.push_back(sum.getLhs());
-        continue;
-      }
-      terms.push_back(term);
+    Value micro = map.lookup(v);
+    Operation *producer = v.getDefiningOp();
+    Operation *def = micro.getDefiningOp();
+    if (def && def->getBlock() == loopBody)
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToEnd(loopBody);
+    if (micro.getType() != acc.getType()) {
+      auto cast = CastOp::create(b, loc, acc.getType(), micro);
+      copyScope(producer, cast);
+      micro = cast;
     }
-    Value current = acc;
-    Operation *last = nullptr;
-    for (Value term : terms) {
-      Value micro = map.lookup(term);
-      Operation *producer = term.getDefiningOp();
-      Operation *def = micro.getDefiningOp();
-      if (def && def->getBlock() == loopBody &&
-          (!last || last->isBeforeInBlock(def)))
-        b.setInsertionPointAfter(def);
-      else if (last)
-        b.setInsertionPointAfter(last);
-      else
-        b.setInsertionPointToEnd(loopBody);
-      if (micro.getType() != acc.getType()) {
-        auto cast = CastOp::create(b, loc, acc.getType(), micro);
-        copyScope(producer, cast);
-        micro = cast;
-      }
-      auto add = AddOp::create(b, loc, acc.getType(), current, micro);
-      copyScope(producer, add);
-      current = add;
-      last = add;
-    }
-    yields.push_back(current);
+    auto add = AddOp::create(b, loc, acc.getType(), acc, micro);
+    copyScope(producer, add);
+    yields.push_back(add);
   }
   for (Value v : carried)
     yields.push_back(map.lookup(v));

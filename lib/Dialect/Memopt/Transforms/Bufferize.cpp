@@ -78,6 +78,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -137,11 +138,13 @@ static bool mayOverwriteOperand(Operation *op, unsigned resultIndex,
 /// Whether the single result of `op` may go into the scratch buffer of any
 /// of its operands of the same type: elementwise entries, a cast (same type:
 /// the runtime's memmove; f16 <-> bf16 is converted in chunks, also safe, but
-/// the types differ), and softmax, whose `out` may alias `input` (runtime.h;
-/// each column is read whole before it is written).
+/// the types differ), softmax, whose `out` may alias `input` (runtime.h;
+/// each column is read whole before it is written), and the all-reduce of
+/// data parallelism (memopt_all_reduce_sum works in place).
 static bool mayReuseOperandBuffer(Operation *op) {
   return op->getNumResults() == 1 &&
-         (isElementwiseKernel(op) || isa<CastOp, SoftmaxOp>(op));
+         (isElementwiseKernel(op) ||
+          isa<CastOp, SoftmaxOp, shard::AllReduceOp>(op));
 }
 
 /// The operands whose scratch buffer result `resultIndex` of `op` may be
@@ -317,11 +320,17 @@ static LogicalResult checkTrainStep(func::FuncOp func,
                     "strides, static sizes, in the loop) are supported";
         continue;
       }
-      if (!isa<MemoptDialect>(op.getDialect()) || isa<KernelOp>(op) ||
-          op.getNumRegions() != 0)
+      // Data parallelism's all-reduce (--memopt-accumulate) becomes a
+      // kernel like the memopt ops.
+      if (auto reduce = dyn_cast<shard::AllReduceOp>(op);
+          reduce && reduce.getReduction() != shard::ReductionKind::Sum)
+        return op.emitOpError() << "cannot be bufferized: only sums are";
+      if ((!isa<MemoptDialect>(op.getDialect()) &&
+           !isa<shard::AllReduceOp>(op)) ||
+          isa<KernelOp>(op) || op.getNumRegions() != 0)
         return op.emitOpError()
                << "cannot be bufferized: --memopt-bufferize handles memopt "
-                  "tensor ops only";
+                  "tensor ops (and shard.all_reduce) only";
       for (Type type : llvm::concat<const Type>(op.getOperandTypes(),
                                                 op.getResultTypes())) {
         auto tensor = dyn_cast<RankedTensorType>(type);

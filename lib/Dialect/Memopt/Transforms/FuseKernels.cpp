@@ -30,7 +30,9 @@
 //    or the most classes whose f32 logits for every row fit in one f32 copy
 //    of `x`, at least 1 MiB: the scratch is the size of an activation. When
 //    that chunk holds every class, the fused op would save nothing (its
-//    scratch is the logits) and is not formed unless the option asks.
+//    scratch is the logits) and is not formed unless the option asks. A
+//    cross-entropy with label smoothing is left unfused: the fused kernels
+//    do not smooth.
 //
 // Both rewrites erase the ops they replace and the views, broadcasts and
 // constants left without users. Linear in the number of ops.
@@ -352,6 +354,9 @@ static int64_t defaultChunk(int64_t rows, int64_t width, int64_t classes) {
 /// Forms one memopt.linear_cross_entropy from the chain that ends in `ce`,
 /// or returns false and changes nothing.
 static bool fuseLinearLoss(CrossEntropyOp ce, int64_t chunkOption) {
+  // The fused kernels compute the plain cross-entropy only.
+  if (!ce.getLabelSmoothing().isZero())
+    return false;
   RankedTensorType logitsType = tensorType(ce.getLogits());
   int64_t classes = logitsType.getShape().back();
   SmallVector<Operation *> chain;

@@ -744,11 +744,13 @@ RematerializePass::getPlannedArena(const BudgetPlan &plan,
 FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
                                                 double timeLimit) {
   PassManager pm(module.getContext());
-  if (microBatches == 1 && releaseGradients)
+  bool split = microBatches != 1 || dataParallel != 1;
+  if (!split && releaseGradients)
     pm.addPass(createReleaseGradientsPass());
-  if (microBatches != 1) {
+  if (split) {
     AccumulatePassOptions accumulateOptions;
     accumulateOptions.microBatches = microBatches;
+    accumulateOptions.dataParallel = dataParallel;
     accumulateOptions.allowBatchNorm = accumulateAllowBatchNorm;
     pm.addPass(createAccumulatePass(accumulateOptions));
   }
@@ -760,6 +762,10 @@ FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
   planOptions.reuse = bufferReuse;
   pm.addPass(createPlanBuffersPass(planOptions));
   ++plannerChecks;
+  // A copy that cannot be planned (a batch the micro-batches do not
+  // divide) fails quietly: the pipeline's own passes report it, once.
+  ScopedDiagnosticHandler quiet(module.getContext(),
+                                [](Diagnostic &) { return success(); });
   if (failed(pm.run(module)))
     return failure();
   FailureOr<FunctionOpInterface> planned =
@@ -852,7 +858,7 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
   // Every parameter's gradient is a scratch buffer live until the optimizer
   // update: start the model's bound below the budget by all of them, or,
   // when the updates are released into the backward, by the largest.
-  bool released = microBatches == 1 && releaseGradients;
+  bool released = microBatches == 1 && dataParallel == 1 && releaseGradients;
   int64_t gradientBytes = 0;
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
     auto role =
@@ -1125,14 +1131,20 @@ void RematerializePass::runOnOperation() {
       recast = planStrategy(compared, /*minimal=*/true);
     }
     FailureOr<int64_t> without = planStrategy(compared, /*minimal=*/false);
-    if (failed(with) || failed(recast) || failed(without))
-      return signalPassFailure();
-    LLVM_DEBUG(llvm::dbgs() << "remat " << compared << ": arena " << *without
-                            << ", from the minimal saved set " << *with
-                            << ", casting parameters again " << *recast
-                            << "\n");
-    recastParams = *recast < *with;
-    minimal = std::min(*with, *recast) <= *without;
+    if (failed(with) || failed(recast) || failed(without)) {
+      // The copies cannot be planned (a batch the micro-batches do not
+      // divide): the minimal saved set, and the pipeline's own passes say
+      // what is wrong.
+      recastParams = false;
+      minimal = true;
+    } else {
+      LLVM_DEBUG(llvm::dbgs()
+                 << "remat " << compared << ": arena " << *without
+                 << ", from the minimal saved set " << *with
+                 << ", casting parameters again " << *recast << "\n");
+      recastParams = *recast < *with;
+      minimal = std::min(*with, *recast) <= *without;
+    }
   }
   cheapClones = cheapFlops = 0;
   if (kind == "budget") {

@@ -131,6 +131,7 @@ namespace rules {
 constexpr DTypeSlot floats(const char *name) { return {name, kFloatDTypes}; }
 constexpr DTypeSlot indices(const char *name) { return {name, kIndexDTypes}; }
 constexpr DTypeSlot anyDType(const char *name) { return {name, kAnyDType}; }
+constexpr DTypeSlot f32(const char *name) { return {name, kF32}; }
 constexpr DTypeTie kNoTie = {-1, -1, 0, 0, nullptr};
 constexpr DTypeRule row(const char *entry, DTypeSlot slot) {
   return {entry, 1, {slot, {nullptr, 0}}, kNoTie};
@@ -211,6 +212,8 @@ inline constexpr DTypeRule kDTypeRules[] = {
     rules::row("memopt_attention_grad", rules::floats("dtype")),
     // Randomness.
     rules::row("memopt_dropout", rules::floats("dtype")),
+    // Collectives: the f32 accumulators and counts of data parallelism.
+    rules::row("memopt_all_reduce_sum", rules::f32("dtype")),
     // Losses: logits and labels.
     rules::row("memopt_cross_entropy", rules::floats("dtype"),
                rules::indices("label_dtype")),

@@ -277,12 +277,20 @@ inline bool checkMatmul(memopt_context *ctx, const char *entry,
   return true;
 }
 
-/// memopt_embedding and its gradient: everything but the buffers.
+/// memopt_embedding and its gradient: everything but the buffers. A
+/// `paddingIdx` (the gradient's; negative: none) is a row of the table.
 inline bool checkEmbedding(memopt_context *ctx, const char *entry,
                            memopt_dtype dtype, memopt_dtype indexDtype,
-                           int64_t numIndices, int64_t numRows, int64_t dim) {
-  return checkDTypes(ctx, entry, {dtype, indexDtype}) &&
-         checkExtents(ctx, entry, {numIndices, numRows, dim});
+                           int64_t numIndices, int64_t numRows, int64_t dim,
+                           int64_t paddingIdx = -1) {
+  if (!checkDTypes(ctx, entry, {dtype, indexDtype}) ||
+      !checkExtents(ctx, entry, {numIndices, numRows, dim}))
+    return false;
+  if (paddingIdx >= numRows)
+    return invalid(ctx, entry, "padding_idx %lld outside [0, %lld)",
+                   static_cast<long long>(paddingIdx),
+                   static_cast<long long>(numRows));
+  return true;
 }
 
 /// Checks that `reduction` is MEAN or SUM.
@@ -295,17 +303,24 @@ inline bool checkReduction(memopt_context *ctx, const char *entry,
 }
 
 /// Cross-entropy and its gradient: `scalar` is the loss (or its incoming
-/// gradient), `perRow` the buffers that are null only without rows.
+/// gradient), `perRow` the buffers that are null only without rows; the
+/// label smoothing lies in [0, 1).
 inline bool checkCrossEntropy(memopt_context *ctx, const char *entry,
                               memopt_dtype dtype, memopt_dtype labelDtype,
                               memopt_loss_reduction reduction, int64_t rows,
                               int64_t classes, const void *scalar,
-                              std::initializer_list<const void *> perRow) {
-  return checkDTypes(ctx, entry, {dtype, labelDtype}) &&
-         checkReduction(ctx, entry, reduction) &&
-         checkExtents(ctx, entry, {rows, classes}) &&
-         checkPointers(ctx, entry, 1, {scalar}) &&
-         checkPointers(ctx, entry, rows, perRow);
+                              std::initializer_list<const void *> perRow,
+                              double labelSmoothing = 0.0) {
+  if (!checkDTypes(ctx, entry, {dtype, labelDtype}) ||
+      !checkReduction(ctx, entry, reduction) ||
+      !checkExtents(ctx, entry, {rows, classes}) ||
+      !checkPointers(ctx, entry, 1, {scalar}) ||
+      !checkPointers(ctx, entry, rows, perRow))
+    return false;
+  if (!(labelSmoothing >= 0.0 && labelSmoothing < 1.0))
+    return invalid(ctx, entry, "label smoothing %g outside [0, 1)",
+                   labelSmoothing);
+  return true;
 }
 
 /// Fused attention and its gradient: everything but the buffers' contents.

@@ -672,17 +672,22 @@ def Memopt_EmbeddingOp : Memopt_Op<"embedding",
   let summary = "row lookup in an embedding table";
   let description = [{
     `result[i..., :] = weight[indices[i...], :]`, as `nn.Embedding`.
+    `padding_idx`, a row of the table, leaves the lookup unchanged and keeps
+    that row out of the gradient (`nn.Embedding(padding_idx=...)`): its row
+    of `memopt.embedding_grad` is zero.
 
     ```mlir
     %e = memopt.embedding %wte, %ids : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>
+    %p = memopt.embedding %wte, %ids padding_idx 0 : tensor<100x64xf32>, tensor<2x8xi64> -> tensor<2x8x64xf32>
     ```
   }];
   let arguments = (ins Memopt_FloatTensor:$weight,
-                       Memopt_IndexTensor:$indices);
+                       Memopt_IndexTensor:$indices,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Memopt_FloatTensor:$result);
   let assemblyFormat = [{
-    $weight `,` $indices attr-dict `:` type($weight) `,` type($indices) `->`
-    type($result)
+    $weight `,` $indices (`padding_idx` $padding_idx^)? attr-dict `:`
+    type($weight) `,` type($indices) `->` type($result)
   }];
 }
 
@@ -690,13 +695,16 @@ def Memopt_EmbeddingGradOp : Memopt_Op<"embedding_grad", [Pure]> {
   let summary = "gradient of an embedding lookup";
   let description = [{
     A zero table of the result's type into which each row of `grad` is added
-    at the row its index names (repeated indices accumulate).
+    at the row its index names (repeated indices accumulate). Rows whose
+    index is `padding_idx` are skipped, so that row of the result stays zero
+    (PyTorch's `embedding_backward`).
   }];
-  let arguments = (ins Memopt_FloatTensor:$grad, Memopt_IndexTensor:$indices);
+  let arguments = (ins Memopt_FloatTensor:$grad, Memopt_IndexTensor:$indices,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Memopt_FloatTensor:$result);
   let assemblyFormat = [{
-    $grad `,` $indices attr-dict `:` type($grad) `,` type($indices) `->`
-    type($result)
+    $grad `,` $indices (`padding_idx` $padding_idx^)? attr-dict `:`
+    type($grad) `,` type($indices) `->` type($result)
   }];
 }
 
@@ -936,46 +944,56 @@ def Memopt_DropoutOp : Memopt_Op<"dropout",
 
 def Memopt_CrossEntropyOp : Memopt_Op<"cross_entropy",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
-  let summary = "softmax cross-entropy with ignore_index";
+  let summary = "softmax cross-entropy with ignore_index and label smoothing";
   let description = [{
     `logits` is `[..., C]` and `labels` its leading dimensions. Items whose
     label equals `ignore_index` contribute nothing; `reduction<mean>` (the
     default) divides the sum by the number of the other items, as
     `F.cross_entropy`. Computed in f32; the loss is a 0-d f32 tensor.
 
+    `label_smoothing` ε in [0, 1) is `F.cross_entropy`'s: an item's loss is
+    `(1 - ε) (lse - logits[label]) + ε/C sum_c (lse - logits[c])`, the
+    cross-entropy against `(1 - ε) onehot(label) + ε/C`; ignored items still
+    contribute nothing, and the mean divides by the same count.
+
     ```mlir
     %l = memopt.cross_entropy %logits, %labels ignore_index -100 : tensor<16x100xf32>, tensor<16xi64>
+    %s = memopt.cross_entropy %logits, %labels label_smoothing 1.000000e-01 : tensor<16x100xf32>, tensor<16xi64>
     ```
   }];
   let arguments = (ins Memopt_FloatTensor:$logits,
       Memopt_IndexTensor:$labels,
       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
       DefaultValuedAttr<Memopt_LossReductionAttr,
-                        "::memopt::LossReduction::Mean">:$reduction);
+                        "::memopt::LossReduction::Mean">:$reduction,
+      DefaultValuedAttr<F64Attr, "0.0">:$label_smoothing);
   let results = (outs Memopt_F32Scalar:$loss);
   let assemblyFormat = [{
     $logits `,` $labels (`ignore_index` $ignore_index^)?
-    (`reduction` `` $reduction^)? attr-dict `:` type($logits) `,`
-    type($labels)
+    (`reduction` `` $reduction^)? (`label_smoothing` $label_smoothing^)?
+    attr-dict `:` type($logits) `,` type($labels)
   }];
 }
 
 def Memopt_CrossEntropyGradOp : Memopt_Op<"cross_entropy_grad", [Pure]> {
   let summary = "gradient of cross-entropy with respect to the logits";
   let description = [{
-    `grad * (softmax(logits) - onehot(labels))` per item, zero for ignored
-    items, divided by the count of the others under `reduction<mean>`.
+    `grad * (softmax(logits) - (1 - ε) onehot(labels) - ε/C)` per item,
+    with ε its `label_smoothing`, zero for ignored items, divided by the
+    count of the others under `reduction<mean>`.
   }];
   let arguments = (ins Memopt_FloatTensor:$logits,
       Memopt_IndexTensor:$labels, Memopt_F32Scalar:$grad,
       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
       DefaultValuedAttr<Memopt_LossReductionAttr,
-                        "::memopt::LossReduction::Mean">:$reduction);
+                        "::memopt::LossReduction::Mean">:$reduction,
+      DefaultValuedAttr<F64Attr, "0.0">:$label_smoothing);
   let results = (outs Memopt_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels `,` $grad (`ignore_index` $ignore_index^)?
-    (`reduction` `` $reduction^)? attr-dict `:`
-    custom<SameTypes>(type($logits), type($result)) `,` type($labels)
+    (`reduction` `` $reduction^)? (`label_smoothing` $label_smoothing^)?
+    attr-dict `:` custom<SameTypes>(type($logits), type($result)) `,`
+    type($labels)
   }];
 }
 
@@ -989,8 +1007,8 @@ def Memopt_LinearCrossEntropyOp : Memopt_Op<"linear_cross_entropy",
     buffer next to the kernel. `lse` is the f32 log-sum-exp of each item's
     logits, which the backward reads. `ignore_index` and `reduction` are
     those of `memopt.cross_entropy`. `--memopt-fuse-kernels` forms it from a
-    matmul (plus bias) feeding a cross-entropy, choosing `chunk` from the
-    memory account.
+    matmul (plus bias) feeding a cross-entropy without label smoothing,
+    choosing `chunk` from the memory account.
 
     ```mlir
     %l, %lse = memopt.linear_cross_entropy %x, %w, %labels chunk 64 : tensor<16x32xf32>, tensor<100x32xf32>, tensor<16xi64> -> tensor<16xf32>

@@ -447,6 +447,8 @@ def RematerializePass : Pass<"memopt-remat", "mlir::ModuleOp"> {
            "The micro-batches --memopt-accumulate will loop over: budget "
            "and the arena comparisons plan their copies with that loop, as "
            "the pipeline builds the step">,
+    Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
+           "The ranks --memopt-accumulate will split the batch across">,
     Option<"accumulateAllowBatchNorm", "accumulate-allow-batch-norm", "bool",
            /*default=*/"false",
            "With micro-batches > 1: --memopt-accumulate's allow-batch-norm">,

@@ -1,0 +1,86 @@
+//===- Collectives.cu - data parallelism's collectives on NCCL ------------===//
+//
+// The all-reduce of data parallelism runs on NCCL, in place on the arena, in
+// the context's stream. The communicator is made at the first call: rank 0
+// draws an id (ncclGetUniqueId) and hands it to the other ranks through the
+// driver's collectives (MPI), then every rank joins with ncclCommInitRank.
+// Each rank drives its own GPU; two ranks on one GPU need a distinct
+// NCCL_HOSTID each (docs/DataParallel.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaRuntime.h"
+
+using namespace memopt::cuda;
+
+namespace {
+
+bool checkNccl(memopt_context *ctx, const char *entry, const char *call,
+               ncclResult_t result) {
+  if (result == ncclSuccess)
+    return true;
+  setError(ctx, MEMOPT_ERROR_COLLECTIVE, entry, "%s failed: %s", call,
+           ncclGetErrorString(result));
+  return false;
+}
+
+/// The NCCL communicator of the context's ranks, made on first use.
+bool ensureCommunicator(memopt_context *ctx, const char *entry) {
+  if (ctx->nccl)
+    return true;
+  const memopt_collectives &c = ctx->collectives;
+  ncclUniqueId id;
+  if (c.rank == 0 && !checkNccl(ctx, entry, "ncclGetUniqueId",
+                                ncclGetUniqueId(&id)))
+    return false;
+  char error[256] = "";
+  if (!c.broadcast ||
+      c.broadcast(c.state, &id, sizeof(id), 0, error, sizeof(error)) != 0) {
+    setError(ctx, MEMOPT_ERROR_COLLECTIVE, entry,
+             "rank %lld of %lld: cannot share the NCCL id: %s",
+             static_cast<long long>(c.rank), static_cast<long long>(c.size),
+             *error ? error : "no broadcast installed");
+    return false;
+  }
+  return checkNccl(ctx, entry, "ncclCommInitRank",
+                   ncclCommInitRank(&ctx->nccl, static_cast<int>(c.size), id,
+                                    static_cast<int>(c.rank)));
+}
+
+} // namespace
+
+void memopt_set_collectives(memopt_context *ctx,
+                            const memopt_collectives *collectives) {
+  if (!ctx)
+    return;
+  ctx->collectives = collectives ? *collectives
+                                 : memopt_collectives{0, 1, nullptr, nullptr,
+                                                      nullptr};
+}
+
+int64_t memopt_rank(const memopt_context *ctx) {
+  return ctx ? ctx->collectives.rank : 0;
+}
+
+int64_t memopt_world_size(const memopt_context *ctx) {
+  return ctx ? ctx->collectives.size : 1;
+}
+
+void memopt_all_reduce_sum(memopt_context *ctx, memopt_dtype dtype,
+                           const void *input, void *out, int64_t n) {
+  const char *entry = "memopt_all_reduce_sum";
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) || n == 0)
+    return;
+  if (ctx->collectives.size <= 1) {
+    if (input != out)
+      checkCuda(ctx, entry, "cudaMemcpyAsync",
+                cudaMemcpyAsync(out, input, static_cast<size_t>(n) * 4,
+                                cudaMemcpyDeviceToDevice, ctx->stream));
+    return;
+  }
+  if (!ensureCommunicator(ctx, entry))
+    return;
+  checkNccl(ctx, entry, "ncclAllReduce",
+            ncclAllReduce(input, out, static_cast<size_t>(n), ncclFloat32,
+                          ncclSum, ctx->nccl, ctx->stream));
+}
