@@ -353,8 +353,8 @@ def stage_parity(row, model, batch, mlir, workdir, flags, precision):
         # orders do (all of which run oneDNN's kernels): PyTorch's step on
         # its native kernels counts as one more of its own runs.
         with torch.backends.mkldnn.flags(enabled=False):
-            oracle.own.append(run_pytorch(model, batch, STEPS,
-                                          memopt_run.adamw))
+            oracle.add_run(run_pytorch(model, batch, STEPS,
+                                       memopt_run.adamw))
         strict, found = len(found), failures()
         if not found:
             row["parity_note"] = (
