@@ -109,8 +109,8 @@ def main():
             bf16 = memopt_saved_bytes(mlir, os.path.join(work, name + "-16"),
                                       "--mixed-precision=bf16", *extra)
             print(f"{name:12} {fmt(torch_bytes):>14} {fmt(fp32):>14} "
-                  f"{fp32 / torch_bytes:6.2f} {fmt(bf16):>14} "
-                  f"{bf16 / fp32:6.2f}", flush=True)
+                  f"{fp32 / torch_bytes:6.3f} {fmt(bf16):>14} "
+                  f"{bf16 / fp32:6.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -252,31 +252,59 @@ __global__ void roundKernel(const float *in, T *out, int64_t n) {
 }
 
 /// The scratch's parts (runtime.h's memopt_linear_cross_entropy_scratch_bytes):
-/// the f32 chunk, the 16-bit chunk, the f32 grad_x accumulator.
+/// the f32 chunk; for the 16-bit gradient the 16-bit chunk and the f32
+/// grad_x accumulator; for an f32 w under a 16-bit dtype, one chunk of w
+/// rounded to dtype.
 struct Scratch {
   float *logits;
   void *rounded;
   float *gradX;
+  void *weightChunk;
 };
 
 Scratch scratchParts(memopt_dtype dtype, void *scratch, int64_t rows,
-                     int64_t chunk) {
+                     int64_t dim, int64_t chunk, int grad) {
   uint64_t r = static_cast<uint64_t>(rows), c = static_cast<uint64_t>(chunk);
   char *base = static_cast<char *>(scratch);
-  Scratch s{static_cast<float *>(scratch), nullptr, nullptr};
-  if (dtype != MEMOPT_F32 && base) {
-    uint64_t logitsBytes = round256(r * c * 4);
-    s.rounded = base + logitsBytes;
-    s.gradX =
-        reinterpret_cast<float *>(base + logitsBytes + round256(r * c * 2));
+  Scratch s{static_cast<float *>(scratch), nullptr, nullptr, nullptr};
+  if (dtype == MEMOPT_F32 || !base)
+    return s;
+  uint64_t offset = round256(r * c * 4);
+  if (grad) {
+    s.rounded = base + offset;
+    s.gradX = reinterpret_cast<float *>(base + offset + round256(r * c * 2));
+    offset += round256(r * c * 2) + round256(r * static_cast<uint64_t>(dim) * 4);
   }
+  s.weightChunk = base + offset;
   return s;
+}
+
+/// Rows [first, first + count) of w as dtype holds them: a view of w, or,
+/// for an f32 w under a 16-bit dtype, the rows rounded into the scratch.
+const void *weightRows(memopt_context *ctx, const char *entry,
+                       memopt_dtype dtype, memopt_dtype wDtype, const void *w,
+                       const Scratch &parts, int64_t first, int64_t count,
+                       int64_t dim) {
+  const char *rows = static_cast<const char *>(w) +
+                     first * dim * memopt_dtype_size(wDtype);
+  if (wDtype == dtype)
+    return rows;
+  int64_t n = count * dim;
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    roundKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+        reinterpret_cast<const float *>(rows),
+        static_cast<T *>(parts.weightChunk), n);
+  });
+  checkLaunch(ctx, entry, "roundKernel");
+  return parts.weightChunk;
 }
 
 } // namespace
 
 void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
-                                 const void *x, const void *w, const void *bias,
+                                 const void *x, const void *w,
+                                 memopt_dtype w_dtype, const void *bias,
                                  memopt_dtype label_dtype, const void *labels,
                                  float *loss, float *lse, void *scratch,
                                  uint64_t scratch_bytes, int64_t rows,
@@ -285,13 +313,14 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                                  memopt_loss_reduction reduction) {
   const char *entry = "memopt_linear_cross_entropy";
   Workspace ws;
-  if (!checkLinearCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
-                               dim, classes, chunk, scratch, scratch_bytes,
-                               /*grad=*/0, loss, {x, w, labels, lse}) ||
+  if (!checkLinearCrossEntropy(ctx, entry, dtype, w_dtype, label_dtype,
+                               reduction, rows, dim, classes, chunk, scratch,
+                               scratch_bytes, /*grad=*/0, loss, {x, w, labels, lse}) ||
       !splitWorkspace(ctx, entry, rows > 0 ? rows : 1, ws))
     return;
   bool is64 = label_dtype == MEMOPT_I64;
-  float *logits = static_cast<float *>(scratch);
+  Scratch parts = scratchParts(dtype, scratch, rows, dim, chunk, /*grad=*/0);
+  float *logits = parts.logits;
   float *labelLogit = ws.state;
   if (rows > 0 && classes == 0) {
     fillFloatsKernel<<<gridFor(rows), kBlock, 0, ctx->stream>>>(lse, rows,
@@ -299,12 +328,14 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
     if (!checkLaunch(ctx, entry, "fillFloatsKernel"))
       return;
   }
-  size_t size = memopt_dtype_size(dtype);
   for (int64_t c0 = 0; rows > 0 && c0 < classes && isLive(ctx); c0 += chunk) {
     int64_t width = classes - c0 < chunk ? classes - c0 : chunk;
-    product(ctx, entry, ws, dtype, MEMOPT_F32, x,
-            static_cast<const char *>(w) + c0 * dim * size, logits, rows, width,
-            dim, /*transA=*/false, /*transB=*/true,
+    const void *wc =
+        weightRows(ctx, entry, dtype, w_dtype, w, parts, c0, width, dim);
+    if (!isLive(ctx))
+      return;
+    product(ctx, entry, ws, dtype, MEMOPT_F32, x, wc, logits, rows, width, dim,
+            /*transA=*/false, /*transB=*/true,
             /*accumulate=*/false);
     if (!isLive(ctx))
       return;
@@ -325,16 +356,16 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
 
 void memopt_linear_cross_entropy_grad(
     memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
-    const void *bias, memopt_dtype label_dtype, const void *labels,
-    const float *lse, const float *grad_loss, void *grad_x, void *grad_w,
-    void *grad_bias, void *scratch, uint64_t scratch_bytes, int64_t rows,
+    memopt_dtype w_dtype, const void *bias, memopt_dtype label_dtype,
+    const void *labels, const float *lse, const float *grad_loss, void *grad_x,
+    void *grad_w, void *grad_bias, void *scratch, uint64_t scratch_bytes, int64_t rows,
     int64_t dim, int64_t classes, int64_t chunk, int64_t ignore_index,
     memopt_loss_reduction reduction) {
   const char *entry = "memopt_linear_cross_entropy_grad";
   Workspace ws;
-  if (!checkLinearCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
-                               dim, classes, chunk, scratch, scratch_bytes,
-                               /*grad=*/1, grad_loss,
+  if (!checkLinearCrossEntropy(ctx, entry, dtype, w_dtype, label_dtype,
+                               reduction, rows, dim, classes, chunk, scratch,
+                               scratch_bytes, /*grad=*/1, grad_loss,
                                {x, w, labels, lse, grad_x}) ||
       !splitWorkspace(ctx, entry, 1, ws))
     return;
@@ -353,13 +384,16 @@ void memopt_linear_cross_entropy_grad(
           cudaMemsetAsync(grad_x, 0, rows * dim * size, ctx->stream));
     return;
   }
-  Scratch parts = scratchParts(dtype, scratch, rows, chunk);
+  Scratch parts = scratchParts(dtype, scratch, rows, dim, chunk, /*grad=*/1);
   // The GEMMs' dlogits operand: the f32 chunk itself, or its 16-bit copy.
   const void *dlogits = dtype == MEMOPT_F32 ? parts.logits : parts.rounded;
   void *gradXAcc = dtype == MEMOPT_F32 ? grad_x : parts.gradX;
   for (int64_t c0 = 0; c0 < classes && isLive(ctx); c0 += chunk) {
     int64_t width = classes - c0 < chunk ? classes - c0 : chunk;
-    const char *wc = static_cast<const char *>(w) + c0 * dim * size;
+    const void *wc =
+        weightRows(ctx, entry, dtype, w_dtype, w, parts, c0, width, dim);
+    if (!isLive(ctx))
+      return;
     product(ctx, entry, ws, dtype, MEMOPT_F32, x, wc, parts.logits, rows, width,
             dim, /*transA=*/false, /*transB=*/true,
             /*accumulate=*/false);
@@ -387,8 +421,10 @@ void memopt_linear_cross_entropy_grad(
       return;
     // grad_w's rows of the chunk: [width, rows] x [rows, dim].
     if (grad_w)
-      product(ctx, entry, ws, dtype, dtype, dlogits, x,
-              static_cast<char *>(grad_w) + c0 * dim * size, width, dim, rows,
+      product(ctx, entry, ws, dtype, w_dtype, dlogits, x,
+              static_cast<char *>(grad_w) +
+                  c0 * dim * memopt_dtype_size(w_dtype),
+              width, dim, rows,
               /*transA=*/true, /*transB=*/false, /*accumulate=*/false);
     // grad_x (+)= [rows, width] x [width, dim], in f32.
     product(ctx, entry, ws, dtype, MEMOPT_F32, dlogits, wc, gradXAcc, rows, dim,

@@ -20,6 +20,11 @@
 // rounded once; grad_x += dlogits w_c accumulates in f32 (in grad_x itself
 // for f32, else in the scratch) and is rounded at the end.
 //
+// An f32 w under a 16-bit dtype (a mixed-precision master weight) is rounded
+// to dtype a chunk at a time, through the scratch's 16-bit weight chunk, so
+// the products read what a 16-bit copy of w would hold; grad_w is then f32,
+// the GEMM's result unrounded.
+//
 // Work: the GEMMs of the unfused op (two forward, three backward, the
 // logits recomputed); memory: [rows, chunk] of logits instead of [rows,
 // classes], plus the f32 staging of 16-bit x and of one chunk of w.
@@ -51,12 +56,15 @@ bool checkBlasRange(memopt_context *ctx, const char *entry, int64_t rows,
 
 /// The parts of the scratch (runtime.h's
 /// memopt_linear_cross_entropy_scratch_bytes), each at a multiple of 256
-/// bytes: the f32 logits of a chunk, then for the 16-bit gradient the chunk
-/// in `dtype` and the f32 accumulator of grad_x.
+/// bytes: the f32 logits of a chunk; for the 16-bit gradient the chunk in
+/// `dtype` and the f32 accumulator of grad_x; for an f32 w under a 16-bit
+/// dtype, one chunk of w rounded to dtype.
 class Scratch {
 public:
-  Scratch(void *scratch, int64_t rows, int64_t chunk)
-      : base(static_cast<char *>(scratch)), rows(rows), chunk(chunk) {}
+  Scratch(void *scratch, memopt_dtype dtype, int64_t rows, int64_t dim,
+          int64_t chunk, int grad)
+      : base(static_cast<char *>(scratch)), rows(rows), dim(dim),
+        chunk(chunk), gradParts(grad && dtype != MEMOPT_F32) {}
 
   float *logits() const { return reinterpret_cast<float *>(base); }
   void *chunk16() const { return base + roundUp(rows * chunk * 4); }
@@ -64,23 +72,32 @@ public:
     return reinterpret_cast<float *>(base + roundUp(rows * chunk * 4) +
                                      roundUp(rows * chunk * 2));
   }
+  void *weightChunk16() const {
+    uint64_t offset = roundUp(rows * chunk * 4);
+    if (gradParts)
+      offset += roundUp(rows * chunk * 2) + roundUp(rows * dim * 4);
+    return base + offset;
+  }
 
 private:
   static uint64_t roundUp(int64_t bytes) {
     return (static_cast<uint64_t>(bytes) + 255) / 256 * 256;
   }
   char *base;
-  int64_t rows, chunk;
+  int64_t rows, dim, chunk;
+  bool gradParts;
 };
 
 /// The inputs of both entries in f32: x whole, w and bias a chunk at a time
-/// (views of the tensors when they are f32).
+/// (views of the tensors when they are f32 and so is dtype).
 class LinearInputs {
 public:
   LinearInputs(memopt_context *ctx, memopt_dtype dtype, const void *x,
-               const void *w, const void *bias, int64_t rows, int64_t dim,
+               const void *w, memopt_dtype wDtype, const void *bias,
+               const Scratch &scratch, int64_t rows, int64_t dim,
                int64_t chunk)
-      : dtype(dtype), w(w), bias(bias), rows(rows), dim(dim),
+      : dtype(dtype), wDtype(wDtype), w(w), bias(bias),
+        rounded(scratch.weightChunk16()), rows(rows), dim(dim),
         x(ctx, dtype, x, rows * dim),
         stage(ctx, dtype == MEMOPT_F32 ? 0 : chunk * dim),
         biasStage(ctx, bias ? chunk : 0) {}
@@ -88,14 +105,20 @@ public:
   /// x [rows, dim].
   const float *rowsF32() const { return x.get(); }
 
-  /// Rows [first, first + count) of w; for a 16-bit dtype they live in the
-  /// staging buffer.
+  /// Rows [first, first + count) of w as dtype holds them; for a 16-bit
+  /// dtype they live in the staging buffer.
   const float *weightChunk(int64_t first, int64_t count) {
     if (dtype == MEMOPT_F32)
       return static_cast<const float *>(w) + first * dim;
-    loadF32(dtype,
-            static_cast<const char *>(w) + first * dim * dtypeSize(dtype),
-            stage.get(), count * dim);
+    const char *rows =
+        static_cast<const char *>(w) + first * dim * dtypeSize(wDtype);
+    if (wDtype == MEMOPT_F32) {
+      // Round the master weight's rows through dtype.
+      storeF32(dtype, reinterpret_cast<const float *>(rows), rounded,
+               count * dim);
+      rows = static_cast<const char *>(rounded);
+    }
+    loadF32(dtype, rows, stage.get(), count * dim);
     return stage.get();
   }
 
@@ -117,8 +140,9 @@ public:
   }
 
 private:
-  memopt_dtype dtype;
+  memopt_dtype dtype, wDtype;
   const void *w, *bias;
+  void *rounded;
   int64_t rows, dim;
   F32Input x;
   Workspace stage, biasStage;
@@ -163,7 +187,8 @@ void storeColumnSums(memopt_dtype dtype, const float *dlogits, int64_t rows,
 } // namespace
 
 void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
-                                 const void *x, const void *w, const void *bias,
+                                 const void *x, const void *w,
+                                 memopt_dtype w_dtype, const void *bias,
                                  memopt_dtype label_dtype, const void *labels,
                                  float *loss, float *lse, void *scratch,
                                  uint64_t scratch_bytes, int64_t rows,
@@ -171,8 +196,9 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                                  int64_t ignore_index,
                                  memopt_loss_reduction reduction) {
   const char *entry = "memopt_linear_cross_entropy";
-  if (!checkLinearCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
-                               dim, classes, chunk, scratch, scratch_bytes, 0,
+  if (!checkLinearCrossEntropy(ctx, entry, dtype, w_dtype, label_dtype,
+                               reduction, rows, dim, classes, chunk, scratch,
+                               scratch_bytes, 0,
                                loss, {x, w, labels, lse}) ||
       !checkBlasRange(ctx, entry, rows, dim, chunk))
     return;
@@ -180,8 +206,8 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
       countLabels(ctx, entry, label_dtype, labels, rows, classes, ignore_index);
   if (count < 0)
     return;
-  Scratch parts(scratch, rows, chunk);
-  LinearInputs in(ctx, dtype, x, w, bias, rows, dim, chunk);
+  Scratch parts(scratch, dtype, rows, dim, chunk, 0);
+  LinearInputs in(ctx, dtype, x, w, w_dtype, bias, parts, rows, dim, chunk);
   std::vector<float> rowMax(static_cast<size_t>(rows), -INFINITY);
   std::vector<double> rowSum(static_cast<size_t>(rows), 0.0);
   std::vector<float> picked(static_cast<size_t>(rows), 0.0f);
@@ -223,14 +249,15 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
 
 void memopt_linear_cross_entropy_grad(
     memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
-    const void *bias, memopt_dtype label_dtype, const void *labels,
-    const float *lse, const float *grad_loss, void *grad_x, void *grad_w,
-    void *grad_bias, void *scratch, uint64_t scratch_bytes, int64_t rows,
+    memopt_dtype w_dtype, const void *bias, memopt_dtype label_dtype,
+    const void *labels, const float *lse, const float *grad_loss, void *grad_x,
+    void *grad_w, void *grad_bias, void *scratch, uint64_t scratch_bytes, int64_t rows,
     int64_t dim, int64_t classes, int64_t chunk, int64_t ignore_index,
     memopt_loss_reduction reduction) {
   const char *entry = "memopt_linear_cross_entropy_grad";
-  if (!checkLinearCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
-                               dim, classes, chunk, scratch, scratch_bytes, 1,
+  if (!checkLinearCrossEntropy(ctx, entry, dtype, w_dtype, label_dtype,
+                               reduction, rows, dim, classes, chunk, scratch,
+                               scratch_bytes, 1,
                                grad_loss,
                                {x, w, labels, lse, grad_x, grad_w}) ||
       !checkBlasRange(ctx, entry, rows, dim, chunk))
@@ -249,13 +276,13 @@ void memopt_linear_cross_entropy_grad(
     std::vector<float> zeros(
         static_cast<size_t>(classes * std::max<int64_t>(dim, 1)), 0.0f);
     if (grad_w)
-      storeF32(dtype, zeros.data(), grad_w, classes * dim);
+      storeF32(w_dtype, zeros.data(), grad_w, classes * dim);
     if (grad_bias)
       storeF32(dtype, zeros.data(), grad_bias, classes);
     return;
   }
-  Scratch parts(scratch, rows, chunk);
-  LinearInputs in(ctx, dtype, x, w, bias, rows, dim, chunk);
+  Scratch parts(scratch, dtype, rows, dim, chunk, 1);
+  LinearInputs in(ctx, dtype, x, w, w_dtype, bias, parts, rows, dim, chunk);
   bool f32 = dtype == MEMOPT_F32;
   float *gradX = f32 ? static_cast<float *>(grad_x) : parts.gradX();
   std::fill(gradX, gradX + rows * dim, 0.0f);
@@ -278,13 +305,14 @@ void memopt_linear_cross_entropy_grad(
                       grad_bias);
     sgemm(false, false, rows, dim, cur, 1.0f, dlogits, cur, wChunk, dim, 1.0f,
           gradX, dim);
-    // For 16 bits, grad_w's chunk goes through the staging of w's, which
-    // grad_x has finished reading.
-    float *gradW =
-        f32 ? static_cast<float *>(grad_w) + c0 * dim : in.stagingBuffer();
+    // A 16-bit grad_w's chunk goes through the staging of w's, which grad_x
+    // has finished reading.
+    bool gradWF32 = w_dtype == MEMOPT_F32;
+    float *gradW = gradWF32 ? static_cast<float *>(grad_w) + c0 * dim
+                            : in.stagingBuffer();
     sgemm(true, false, cur, dim, rows, 1.0f, dlogits, cur, in.rowsF32(), dim,
           0.0f, gradW, dim);
-    if (!f32)
+    if (!gradWF32)
       storeF32(dtype, gradW,
                static_cast<char *>(grad_w) + c0 * dim * elementSize, cur * dim);
   }

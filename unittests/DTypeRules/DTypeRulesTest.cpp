@@ -298,15 +298,15 @@ std::vector<OpCase> opCases() {
           "%r = memopt.cross_entropy_grad %x, %y, %g : tensor<2x3x$0>, "
           "tensor<2x$1>"),
       opCase<LinearCrossEntropyOp>(
-          "%x: tensor<2x4x$0>, %w: tensor<3x4x$0>, %y: tensor<2x$1>",
+          "%x: tensor<2x4x$0>, %w: tensor<3x4x$1>, %y: tensor<2x$2>",
           "%l, %s = memopt.linear_cross_entropy %x, %w, %y chunk 2 : "
-          "tensor<2x4x$0>, tensor<3x4x$0>, tensor<2x$1> -> tensor<2xf32>"),
+          "tensor<2x4x$0>, tensor<3x4x$1>, tensor<2x$2> -> tensor<2xf32>"),
       opCase<LinearCrossEntropyGradOp>(
-          "%x: tensor<2x4x$0>, %w: tensor<3x4x$0>, %y: tensor<2x$1>, "
+          "%x: tensor<2x4x$0>, %w: tensor<3x4x$1>, %y: tensor<2x$2>, "
           "%s: tensor<2xf32>, %g: tensor<f32>",
           "%gx, %gw = memopt.linear_cross_entropy_grad %x, %w, %y, %s, %g "
-          "chunk 2 : tensor<2x4x$0>, tensor<3x4x$0>, tensor<2x$1>, "
-          "tensor<2xf32> -> tensor<2x4x$0>, tensor<3x4x$0>"),
+          "chunk 2 : tensor<2x4x$0>, tensor<3x4x$1>, tensor<2x$2>, "
+          "tensor<2xf32> -> tensor<2x4x$0>, tensor<3x4x$1>"),
       opCase<MseLossOp>(vec, "%l = memopt.mse_loss %x, %x : tensor<4x$0>"),
       opCase<MseLossGradOp>("%x: tensor<4x$0>, %g: tensor<f32>",
                             "%r = memopt.mse_loss_grad %x, %x, %g : "

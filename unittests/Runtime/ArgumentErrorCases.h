@@ -287,21 +287,22 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
        }},
       {"memopt_linear_cross_entropy: chunk 0 outside [1, 4]",
        [=](Ctx c) {
-         memopt_linear_cross_entropy(c, MEMOPT_F32, p, p, nullptr, MEMOPT_I64,
-                                     p, f, f, p, 1024, 2, 2, 4, 0, -100,
+         memopt_linear_cross_entropy(c, MEMOPT_F32, p, p, MEMOPT_F32, nullptr,
+                                     MEMOPT_I64, p, f, f, p, 1024, 2, 2, 4, 0, -100,
                                      MEMOPT_REDUCTION_MEAN);
        }},
       {"memopt_linear_cross_entropy: expected an index dtype (i32, i64), got "
        "f16 (1)",
        [=](Ctx c) {
-         memopt_linear_cross_entropy(c, MEMOPT_F32, p, p, p, MEMOPT_F16, p, f,
-                                     f, p, 1024, 2, 2, 4, 2, -100,
+         memopt_linear_cross_entropy(c, MEMOPT_F32, p, p, MEMOPT_F32, p,
+                                     MEMOPT_F16, p, f, f, p, 1024, 2, 2, 4, 2, -100,
                                      MEMOPT_REDUCTION_SUM);
        }},
       {"memopt_linear_cross_entropy_grad: scratch of 16 bytes, 768 needed",
        [=](Ctx c) {
-         memopt_linear_cross_entropy_grad(c, MEMOPT_BF16, p, p, p, MEMOPT_I32,
-                                          p, f, f, p, p, p, p, 16, 2, 2, 4, 2,
+         memopt_linear_cross_entropy_grad(c, MEMOPT_BF16, p, p, MEMOPT_BF16,
+                                          p, MEMOPT_I32, p, f, f, p, p, p, p,
+                                          16, 2, 2, 4, 2,
                                           -100, MEMOPT_REDUCTION_MEAN);
        }},
       {"memopt_label_count: null buffer",

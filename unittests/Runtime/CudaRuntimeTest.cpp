@@ -979,6 +979,9 @@ struct LinearCall {
   memopt_dtype labelDtype = MEMOPT_I64;
   /// Every label is ignored.
   bool allIgnored = false;
+  /// w (and grad_w) f32 under a 16-bit dtype: a master weight with bits the
+  /// dtype drops, which the kernels round a chunk at a time.
+  bool wF32 = false;
 };
 
 constexpr int64_t kIgnoreIndex = -100;
@@ -1078,8 +1081,8 @@ protected:
   /// A scratch of exactly memopt_linear_cross_entropy_scratch_bytes, with a
   /// guard band after it that the kernels must leave alone.
   void *guardedScratch(const LinearCall &c, uint64_t &bytes) {
-    bytes = memopt_linear_cross_entropy_scratch_bytes(c.dtype, c.rows, c.dim,
-                                                      c.chunk, 1);
+    bytes = memopt_linear_cross_entropy_scratch_bytes(
+        c.dtype, c.wF32 ? MEMOPT_F32 : c.dtype, c.rows, c.dim, c.chunk, 1);
     std::vector<uint8_t> block(bytes + kGuard, 0xA5);
     scratchBase = upload(block);
     return scratchBase;
@@ -1108,7 +1111,17 @@ protected:
                                                             : pick(rng));
     if (labels)
       run.labels = *labels;
-    void *x = uploadAs(c.dtype, run.x), *w = uploadAs(c.dtype, run.w);
+    memopt_dtype wDtype = c.wF32 ? MEMOPT_F32 : c.dtype;
+    std::vector<float> master = run.w;
+    for (float &v : master)
+      v *= 1.0f + 1.0f / 4096;
+    void *x = uploadAs(c.dtype, run.x);
+    void *w = c.wF32 ? uploadAs(MEMOPT_F32, master) : uploadAs(c.dtype, run.w);
+    if (c.wF32) {
+      // The products read the master weight rounded to dtype.
+      run.w = master;
+      storeAs(c.dtype, run.w);
+    }
     void *bias = c.bias ? uploadAs(c.dtype, run.bias) : nullptr;
     void *dl = upload(labelBytes(c.labelDtype, run.labels));
     float *loss = static_cast<float *>(alloc(4));
@@ -1116,21 +1129,22 @@ protected:
     float *gradLoss = upload(std::vector<float>{0.75f});
     size_t size = memopt_dtype_size(c.dtype);
     void *gx = alloc(c.rows * c.dim * size + 1);
-    void *gw = alloc(c.classes * c.dim * size + 1);
+    void *gw = alloc(c.classes * c.dim * memopt_dtype_size(wDtype) + 1);
     void *gb = c.bias ? alloc(c.classes * size) : nullptr;
     uint64_t bytes = 0;
     void *scratch = guardedScratch(c, bytes);
-    memopt_linear_cross_entropy(ctx, c.dtype, x, w, bias, c.labelDtype, dl,
-                                loss, lse, scratch, bytes, c.rows, c.dim,
+    memopt_linear_cross_entropy(ctx, c.dtype, x, w, wDtype, bias, c.labelDtype,
+                                dl, loss, lse, scratch, bytes, c.rows, c.dim,
                                 c.classes, c.chunk, kIgnoreIndex, c.reduction);
-    memopt_linear_cross_entropy_grad(ctx, c.dtype, x, w, bias, c.labelDtype, dl,
-                                     lse, gradLoss, gx, gw, gb, scratch, bytes,
-                                     c.rows, c.dim, c.classes, c.chunk,
-                                     kIgnoreIndex, c.reduction);
+    memopt_linear_cross_entropy_grad(ctx, c.dtype, x, w, wDtype, bias,
+                                     c.labelDtype, dl, lse, gradLoss, gx, gw,
+                                     gb, scratch, bytes, c.rows, c.dim,
+                                     c.classes, c.chunk, kIgnoreIndex,
+                                     c.reduction);
     run.loss = download<float>(loss, 1)[0];
     run.lse = download<float>(lse, c.rows);
     run.gradX = downloadAs(ctx, c.dtype, gx, c.rows * c.dim);
-    run.gradW = downloadAs(ctx, c.dtype, gw, c.classes * c.dim);
+    run.gradW = downloadAs(ctx, wDtype, gw, c.classes * c.dim);
     if (c.bias)
       run.gradBias = downloadAs(ctx, c.dtype, gb, c.classes);
     expectGuardIntact(bytes);
@@ -1172,6 +1186,10 @@ TEST_F(CudaLinearLossTest, MatchesReference) {
                MEMOPT_BF16});
   checkLinear({"f16, chunk 64, sum", 33, 40, 130, 64, true,
                MEMOPT_REDUCTION_SUM, MEMOPT_F16});
+  LinearCall master{"bf16, f32 master weight, chunk 50", 37, 64, 203, 50, true,
+                    MEMOPT_REDUCTION_MEAN, MEMOPT_BF16};
+  master.wF32 = true;
+  checkLinear(master);
 }
 
 TEST_F(CudaLinearLossTest, EveryRowIgnored) {

@@ -296,17 +296,17 @@ inline std::vector<DTypeCall> dtypeCalls() {
        }},
       {"memopt_linear_cross_entropy",
        [](Ctx c, DTypes d, B &b) {
-         memopt_linear_cross_entropy(c, d[0], b.t(0), b.t(1), nullptr, d[1],
-                                     b.t(2), b.f(3), b.f(4), b.t(5),
+         memopt_linear_cross_entropy(c, d[0], b.t(0), b.t(1), d[1], nullptr,
+                                     d[2], b.t(2), b.f(3), b.f(4), b.t(5),
                                      DTypeCallBuffers::kBytes, 2, 2, 3, 2, -100,
                                      MEMOPT_REDUCTION_MEAN);
        }},
       {"memopt_linear_cross_entropy_grad",
        [](Ctx c, DTypes d, B &b) {
          memopt_linear_cross_entropy_grad(
-             c, d[0], b.t(0), b.t(1), nullptr, d[1], b.t(2), b.f(3), b.f(4),
-             b.t(5), b.t(6), nullptr, b.t(7), DTypeCallBuffers::kBytes, 2, 2, 3,
-             2, -100, MEMOPT_REDUCTION_MEAN);
+             c, d[0], b.t(0), b.t(1), d[1], nullptr, d[2], b.t(2), b.f(3),
+             b.f(4), b.t(5), b.t(6), nullptr, b.t(7), DTypeCallBuffers::kBytes,
+             2, 2, 3, 2, -100, MEMOPT_REDUCTION_MEAN);
        }},
       {"memopt_mse_loss",
        [](Ctx c, DTypes d, B &b) {

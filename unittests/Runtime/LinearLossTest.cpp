@@ -54,6 +54,8 @@ struct LinearCase {
   memopt_loss_reduction reduction = MEMOPT_REDUCTION_MEAN;
   memopt_dtype dtype = MEMOPT_F32;
   memopt_dtype labelDtype = MEMOPT_I64;
+  /// w (and grad_w) in f32 under a 16-bit dtype: a master weight.
+  bool wF32 = false;
 };
 
 /// Values representable in the case's dtype, and the labels.
@@ -128,31 +130,31 @@ private:
 
 LinearResults runLinear(memopt_context *ctx, const LinearCase &c,
                         const LinearInputs &in, float gradLoss) {
-  memopt_dtype t = c.dtype;
-  std::vector<uint8_t> x = toStorage(ctx, t, in.x), w = toStorage(ctx, t, in.w),
+  memopt_dtype t = c.dtype, wt = c.wF32 ? MEMOPT_F32 : t;
+  std::vector<uint8_t> x = toStorage(ctx, t, in.x), w = toStorage(ctx, wt, in.w),
                        bias = toStorage(ctx, t, in.bias);
   const void *biasData = c.bias ? bias.data() : nullptr;
   std::vector<uint8_t> labels = labelStorage(c, in.labels);
   LinearResults r;
   r.lse.assign(c.rows, 0.0f);
-  GuardedScratch forward(
-      memopt_linear_cross_entropy_scratch_bytes(t, c.rows, c.dim, c.chunk, 0));
+  GuardedScratch forward(memopt_linear_cross_entropy_scratch_bytes(
+      t, wt, c.rows, c.dim, c.chunk, 0));
   memopt_linear_cross_entropy(
-      ctx, t, x.data(), w.data(), biasData, c.labelDtype, labels.data(),
+      ctx, t, x.data(), w.data(), wt, biasData, c.labelDtype, labels.data(),
       &r.loss, r.lse.data(), forward.data(), forward.size(), c.rows, c.dim,
       c.classes, c.chunk, kIgnore, c.reduction);
   EXPECT_TRUE(forward.guardIntact()) << "forward wrote past its scratch";
   std::vector<uint8_t> gradX(x.size()), gradW(w.size()), gradBias(bias.size());
-  GuardedScratch backward(
-      memopt_linear_cross_entropy_scratch_bytes(t, c.rows, c.dim, c.chunk, 1));
+  GuardedScratch backward(memopt_linear_cross_entropy_scratch_bytes(
+      t, wt, c.rows, c.dim, c.chunk, 1));
   memopt_linear_cross_entropy_grad(
-      ctx, t, x.data(), w.data(), biasData, c.labelDtype, labels.data(),
+      ctx, t, x.data(), w.data(), wt, biasData, c.labelDtype, labels.data(),
       r.lse.data(), &gradLoss, gradX.data(), gradW.data(),
       c.bias ? gradBias.data() : nullptr, backward.data(), backward.size(),
       c.rows, c.dim, c.classes, c.chunk, kIgnore, c.reduction);
   EXPECT_TRUE(backward.guardIntact()) << "gradient wrote past its scratch";
   r.gradX = fromStorage(ctx, t, gradX);
-  r.gradW = fromStorage(ctx, t, gradW);
+  r.gradW = fromStorage(ctx, wt, gradW);
   r.gradBias = fromStorage(ctx, t, gradBias);
   return r;
 }
@@ -349,6 +351,34 @@ TEST_F(RuntimeTest, LinearCrossEntropyLowPrecision) {
     }
 }
 
+// An f32 master weight under a 16-bit dtype computes what its 16-bit copy
+// does, bit for bit (each chunk is rounded as it is used); its f32 gradient
+// is the GEMM's result before rounding: rounded, the 16-bit gradient.
+TEST_F(RuntimeTest, LinearCrossEntropyF32MasterWeight) {
+  for (memopt_dtype dtype : {MEMOPT_BF16, MEMOPT_F16}) {
+    LinearCase c{"16-bit", 12, 40, 30, 7, true, MEMOPT_REDUCTION_MEAN, dtype};
+    LinearInputs in = makeInputs(ctx, rng, c);
+    // The master weight holds bits the 16-bit copy drops.
+    LinearInputs master = in;
+    for (float &v : master.w)
+      v *= 1.0f + 1.0f / 4096;
+    LinearInputs copy = master;
+    copy.w = fromStorage(ctx, dtype, toStorage(ctx, dtype, master.w));
+    ASSERT_NE(copy.w, master.w);
+    LinearResults rounded = runLinear(ctx, c, copy, 0.75f);
+    c.wF32 = true;
+    LinearResults wide = runLinear(ctx, c, master, 0.75f);
+    ASSERT_EQ(memopt_get_status(ctx), MEMOPT_OK)
+        << memopt_get_error_message(ctx);
+    EXPECT_EQ(fromStorage(ctx, dtype, toStorage(ctx, dtype, wide.gradW)),
+              rounded.gradW);
+    EXPECT_NE(wide.gradW, rounded.gradW) << "the f32 result was rounded";
+    EXPECT_EQ(wide.gradX, rounded.gradX);
+    EXPECT_EQ(wide.gradBias, rounded.gradBias);
+    EXPECT_EQ(wide.loss, rounded.loss);
+  }
+}
+
 TEST_F(RuntimeTest, LinearCrossEntropyAllRowsIgnored) {
   LinearCase c{"all ignored", 3, 4, 6, 4};
   LinearInputs in = makeInputs(ctx, rng, c);
@@ -369,12 +399,12 @@ TEST_F(RuntimeTest, LinearCrossEntropyScratchTooSmall) {
   std::vector<float> x(rows * dim), w(classes * dim), lse(rows);
   std::vector<int64_t> labels(rows, 1);
   float loss = 0.0f, grad = 1.0f;
-  uint64_t needed = memopt_linear_cross_entropy_scratch_bytes(MEMOPT_F32, rows,
-                                                              dim, chunk, 0);
+  uint64_t needed = memopt_linear_cross_entropy_scratch_bytes(
+      MEMOPT_F32, MEMOPT_F32, rows, dim, chunk, 0);
   EXPECT_EQ(needed, 256u);
   std::vector<uint8_t> scratch(4096);
-  memopt_linear_cross_entropy(ctx, MEMOPT_F32, x.data(), w.data(), nullptr,
-                              MEMOPT_I64, labels.data(), &loss, lse.data(),
+  memopt_linear_cross_entropy(ctx, MEMOPT_F32, x.data(), w.data(), MEMOPT_F32,
+                              nullptr, MEMOPT_I64, labels.data(), &loss, lse.data(),
                               scratch.data(), needed - 1, rows, dim, classes,
                               chunk, kIgnore, MEMOPT_REDUCTION_MEAN);
   EXPECT_EQ(memopt_get_status(ctx), MEMOPT_ERROR_INVALID_ARGUMENT);
@@ -384,20 +414,31 @@ TEST_F(RuntimeTest, LinearCrossEntropyScratchTooSmall) {
 
   // The 16-bit gradient also needs the chunk in bf16 and grad_x in f32:
   // 256 + 256 + 256 bytes here; the forward's 256 are not enough.
-  needed = memopt_linear_cross_entropy_scratch_bytes(MEMOPT_BF16, rows, dim,
-                                                     chunk, 1);
+  needed = memopt_linear_cross_entropy_scratch_bytes(MEMOPT_BF16, MEMOPT_BF16,
+                                                     rows, dim, chunk, 1);
   EXPECT_EQ(needed, 768u);
   memopt_linear_cross_entropy_grad(
-      ctx, MEMOPT_BF16, x.data(), w.data(), nullptr, MEMOPT_I64, labels.data(),
-      lse.data(), &grad, x.data(), w.data(), nullptr, scratch.data(), 256, rows,
-      dim, classes, chunk, kIgnore, MEMOPT_REDUCTION_MEAN);
+      ctx, MEMOPT_BF16, x.data(), w.data(), MEMOPT_BF16, nullptr, MEMOPT_I64,
+      labels.data(), lse.data(), &grad, x.data(), w.data(), nullptr,
+      scratch.data(), 256, rows, dim, classes, chunk, kIgnore,
+      MEMOPT_REDUCTION_MEAN);
   EXPECT_STREQ(
       memopt_get_error_message(ctx),
       "memopt_linear_cross_entropy_grad: scratch of 256 bytes, 768 needed");
   memopt_clear_error(ctx);
 
+  // An f32 master weight under bf16 adds one chunk of it rounded to bf16:
+  // 4 x 5 x 2 bytes, one more part of 256.
+  EXPECT_EQ(memopt_linear_cross_entropy_scratch_bytes(MEMOPT_BF16, MEMOPT_F32,
+                                                      rows, dim, chunk, 1),
+            1024u);
+  EXPECT_EQ(memopt_linear_cross_entropy_scratch_bytes(MEMOPT_BF16, MEMOPT_F32,
+                                                      rows, dim, chunk, 0),
+            512u);
+
   // A null scratch counts as none.
-  memopt_linear_cross_entropy(ctx, MEMOPT_F32, x.data(), w.data(), nullptr,
+  memopt_linear_cross_entropy(ctx, MEMOPT_F32, x.data(), w.data(), MEMOPT_F32,
+                              nullptr,
                               MEMOPT_I64, labels.data(), &loss, lse.data(),
                               nullptr, 4096, rows, dim, classes, chunk, kIgnore,
                               MEMOPT_REDUCTION_MEAN);
@@ -412,7 +453,8 @@ TEST_F(RuntimeTest, LinearCrossEntropyLabelOutOfRange) {
   std::vector<int32_t> labels = {0, kIgnore, 4};
   float loss = 0.0f;
   std::vector<uint8_t> scratch(4096);
-  memopt_linear_cross_entropy(ctx, MEMOPT_F32, x.data(), w.data(), nullptr,
+  memopt_linear_cross_entropy(ctx, MEMOPT_F32, x.data(), w.data(), MEMOPT_F32,
+                              nullptr,
                               MEMOPT_I32, labels.data(), &loss, lse.data(),
                               scratch.data(), scratch.size(), rows, dim,
                               classes, 2, kIgnore, MEMOPT_REDUCTION_SUM);

@@ -1214,8 +1214,9 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
-    optionalPtr(hasBias ? std::optional<Value>(ins.back()) : std::nullopt);
     call.verbatim(dtypeArg(1));
+    optionalPtr(hasBias ? std::optional<Value>(ins.back()) : std::nullopt);
+    call.verbatim(dtypeArg(2));
     ptr(ins[2]);
     if (isGrad) {
       ptr(ins[3]); // lse

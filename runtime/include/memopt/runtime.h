@@ -673,15 +673,19 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
 
 /// `memopt.linear_cross_entropy`: the cross-entropy (as
 /// memopt_cross_entropy) of logits = x w^T + bias, x [rows, dim], w
-/// [classes, dim], bias [classes] (NULL: none), all `dtype`, without the
-/// logits matrix: `chunk` classes at a time, the chunk's f32 logits (products
-/// accumulated in f32) go to `scratch` and feed an online log-sum-exp.
-/// `lse` (f32 [rows]) receives each row's log-sum-exp, which the gradient
-/// reads. `scratch` holds at least
-/// memopt_linear_cross_entropy_scratch_bytes(dtype, rows, dim, chunk, 0).
+/// [classes, dim], bias [classes] (NULL: none), computed in `dtype` (x's and
+/// bias's), without the logits matrix: `chunk` classes at a time, the chunk's
+/// f32 logits (products accumulated in f32) go to `scratch` and feed an
+/// online log-sum-exp. w is `w_dtype`: dtype, or F32 under a 16-bit dtype
+/// (a mixed-precision master weight, each chunk rounded to dtype as it is
+/// used, so that no 16-bit copy of the whole weight exists). `lse` (f32
+/// [rows]) receives each row's log-sum-exp, which the gradient reads.
+/// `scratch` holds at least memopt_linear_cross_entropy_scratch_bytes(dtype,
+/// w_dtype, rows, dim, chunk, 0).
 void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                                  const void *x, const void *w,
-                                 const void *bias, memopt_dtype label_dtype,
+                                 memopt_dtype w_dtype, const void *bias,
+                                 memopt_dtype label_dtype,
                                  const void *labels, float *loss, float *lse,
                                  void *scratch, uint64_t scratch_bytes,
                                  int64_t rows, int64_t dim, int64_t classes,
@@ -695,23 +699,27 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
 /// no bias), computed `chunk` classes at a time: each chunk's rows of grad_w
 /// and grad_bias are complete in one chunk and rounded once; grad_x
 /// accumulates over the chunks in f32 (in `scratch` unless dtype is F32) and
-/// is rounded once at the end.
+/// is rounded once at the end. w and grad_w are `w_dtype`: an F32 grad_w of
+/// a 16-bit dtype is the GEMM's f32 result, unrounded.
 void memopt_linear_cross_entropy_grad(
     memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
-    const void *bias, memopt_dtype label_dtype, const void *labels,
-    const float *lse, const float *grad_loss, void *grad_x, void *grad_w,
-    void *grad_bias, void *scratch, uint64_t scratch_bytes, int64_t rows,
+    memopt_dtype w_dtype, const void *bias, memopt_dtype label_dtype,
+    const void *labels, const float *lse, const float *grad_loss, void *grad_x,
+    void *grad_w, void *grad_bias, void *scratch, uint64_t scratch_bytes, int64_t rows,
     int64_t dim, int64_t classes, int64_t chunk, int64_t ignore_index,
     memopt_loss_reduction reduction);
 
 /// The bytes of scratch memopt_linear_cross_entropy (grad = 0) or its
 /// gradient (grad = 1) needs: the f32 logits of one chunk, rows * chunk * 4;
 /// for the gradient with a 16-bit `dtype` also that chunk rounded to `dtype`
-/// (the GEMMs' operand) and the f32 accumulator of grad_x, rows * dim * 4.
-/// Each part starts at a multiple of 256 bytes. The compiler plans a buffer
-/// of this size next to the call; 0 for an unknown dtype.
+/// (the GEMMs' operand) and the f32 accumulator of grad_x, rows * dim * 4;
+/// with an f32 `w_dtype` under a 16-bit dtype, one chunk of w rounded to
+/// dtype, chunk * dim * 2. Each part starts at a multiple of 256 bytes. The
+/// compiler plans a buffer of this size next to the call; 0 for an unknown
+/// dtype.
 static inline uint64_t memopt_linear_cross_entropy_scratch_bytes(
-    memopt_dtype dtype, int64_t rows, int64_t dim, int64_t chunk, int grad) {
+    memopt_dtype dtype, memopt_dtype w_dtype, int64_t rows, int64_t dim,
+    int64_t chunk, int grad) {
   uint64_t size = dtype == MEMOPT_F32 ? 4 : (dtype == MEMOPT_F16 ||
                                              dtype == MEMOPT_BF16) ? 2 : 0;
   if (size == 0 || rows < 0 || dim < 0 || chunk < 0)
@@ -722,6 +730,8 @@ static inline uint64_t memopt_linear_cross_entropy_scratch_bytes(
   if (grad && size == 2)
     bytes += MEMOPT_ROUND256(r * (uint64_t)chunk * 2) +
              MEMOPT_ROUND256(r * (uint64_t)dim * 4);
+  if (size == 2 && w_dtype == MEMOPT_F32)
+    bytes += MEMOPT_ROUND256((uint64_t)chunk * (uint64_t)dim * 2);
 #undef MEMOPT_ROUND256
   return bytes;
 }

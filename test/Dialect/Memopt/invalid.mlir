@@ -1141,8 +1141,17 @@ func.func @attention_scale(%q: tensor<4x8xf32>) {
 // -----
 
 func.func @linear_ce_weight(%x: tensor<3x4xf32>, %w: tensor<5x3xf32>, %t: tensor<3xi64>) {
-  // expected-error @+1 {{operand 'w' has type 'tensor<5x3xf32>', expected 'tensor<5x4xf32>' ([classes, width of 'x'] of the element type of 'x')}}
+  // expected-error @+1 {{operand 'w' has type 'tensor<5x3xf32>', expected 'tensor<5x4xf32>' ([classes, width of 'x'])}}
   %l, %s = memopt.linear_cross_entropy %x, %w, %t chunk 1 : tensor<3x4xf32>, tensor<5x3xf32>, tensor<3xi64> -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// The weight is x's element type or an f32 master weight, nothing else.
+func.func @linear_ce_weight_dtype(%x: tensor<3x4xbf16>, %w: tensor<5x4xf16>, %t: tensor<3xi64>) {
+  // expected-error @+1 {{w dtype f16 is neither x's (bf16) nor f32}}
+  %l, %s = memopt.linear_cross_entropy %x, %w, %t chunk 1 : tensor<3x4xbf16>, tensor<5x4xf16>, tensor<3xi64> -> tensor<3xf32>
   return
 }
 

@@ -247,11 +247,31 @@ LogicalResult GeluOp::buildVectorJacobianProduct(
   return success();
 }
 
+/// Whether `grad`, a cotangent nothing reads yet, is a 16-bit matmul result
+/// that can be written in f32 instead: the GEMM accumulates in f32, so the
+/// widened result is that accumulator unrounded, and neither the 16-bit
+/// result nor its cast is ever made. A weight's gradient under mixed
+/// precision is the common case (a 16-bit copy of an f32 parameter feeds the
+/// product).
+static bool widenProductToF32(Value grad) {
+  if (!grad.use_empty() || !grad.getDefiningOp<MatmulOp>())
+    return false;
+  auto type = cast<RankedTensorType>(grad.getType());
+  grad.setType(type.clone(Float32Type::get(grad.getContext())));
+  return true;
+}
+
 LogicalResult CastOp::buildVectorJacobianProduct(
     OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
   GradBuilder gb{builder, getLoc()};
-  grads.assign({gb.castTo(singleGrad(resultGrads),
-                        getInput().getType().getElementType())});
+  Value grad = singleGrad(resultGrads);
+  Type inputElement = getInput().getType().getElementType();
+  if (inputElement.isF32() && !getType().getElementType().isF32() &&
+      widenProductToF32(grad)) {
+    grads.assign({grad});
+    return success();
+  }
+  grads.assign({gb.castTo(grad, inputElement)});
   return success();
 }
 

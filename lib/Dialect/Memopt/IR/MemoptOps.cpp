@@ -1061,10 +1061,10 @@ static LogicalResult verifyLinearCrossEntropy(Operation *op, Value x, Value w,
     return failure();
   RankedTensorType xType = tensorType(x), wType = tensorType(w);
   int64_t dim = xType.getShape().back(), classes = wType.getDimSize(0);
-  Type expectedW = xType.clone({classes, dim});
-  if (failed(expectType(op, {"operand 'w'", w}, expectedW,
-                        "[classes, width of 'x'] of the element type of 'x'")))
-    return failure();
+  // w's element type is x's or f32 (the dtype table's).
+  if (wType.getDimSize(1) != dim)
+    return expectType(op, {"operand 'w'", w}, wType.clone({classes, dim}),
+                      "[classes, width of 'x']");
   if (bias && failed(expectType(op, {"operand 'bias'", bias},
                                 xType.clone({classes}),
                                 "one per class, as 'w'")))
@@ -1095,8 +1095,9 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
   if (failed(verifyLinearCrossEntropy(*this, getX(), getW(), getLabels(),
                                       getBias(), getLse(), getChunk())) ||
       failed(expectType(*this, {"result 'grad_x'", getGradX()},
-                        getX().getType())) ||
-      failed(expectType(*this, {"result 'grad_w'", getGradW()},
+                        getX().getType())))
+    return failure();
+  if (failed(expectType(*this, {"result 'grad_w'", getGradW()},
                         getW().getType())))
     return failure();
   if (static_cast<bool>(getBias()) != static_cast<bool>(getGradBias()))

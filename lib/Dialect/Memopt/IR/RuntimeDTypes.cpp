@@ -150,9 +150,10 @@ std::vector<Binding> buildBindings() {
       bind<CrossEntropyOp>("memopt_cross_entropy", {in0, in1}),
       bind<LabelCountOp>("memopt_label_count", {in0}),
       bind<CrossEntropyGradOp>("memopt_cross_entropy_grad", {in0, in1}),
-      bind<LinearCrossEntropyOp>("memopt_linear_cross_entropy", {in0, in2}),
+      bind<LinearCrossEntropyOp>("memopt_linear_cross_entropy",
+                                 {in0, in1, in2}),
       bind<LinearCrossEntropyGradOp>("memopt_linear_cross_entropy_grad",
-                                     {in0, in2}),
+                                     {in0, in1, in2}),
       bind<MseLossOp>("memopt_mse_loss", {in0}),
       bind<MseLossGradOp>("memopt_mse_loss_grad", {in0}),
       // Optimizers and loss scaling.

@@ -200,22 +200,23 @@ static DictionaryAttr getInherentAttrs(Operation *op) {
 /// (runtime.h), or nullopt: the chunked linear cross-entropy's
 /// logits chunk (and, for its gradient, the grad_x accumulator).
 static std::optional<MemRefType> getScratchType(Operation *op) {
-  auto scratch = [&](Value x, int64_t chunk, int grad) {
+  auto scratch = [&](Value x, Value w, int64_t chunk, int grad) {
     auto type = cast<RankedTensorType>(x.getType());
     int64_t width = type.getShape().back();
     int64_t rows = width > 0 ? type.getNumElements() / width : 0;
     memopt_dtype dtype = getRuntimeDType(type).value_or(MEMOPT_F32);
+    memopt_dtype wDtype = getRuntimeDType(w.getType()).value_or(MEMOPT_F32);
     uint64_t bytes = memopt_linear_cross_entropy_scratch_bytes(
-        dtype, rows, width, chunk, grad);
+        dtype, wDtype, rows, width, chunk, grad);
     // runtime.h sizes it in multiples of 256 bytes; f32 elements keep it a
     // buffer of a dtype the runtime knows.
     return MemRefType::get({static_cast<int64_t>(bytes / 4)},
                            Float32Type::get(op->getContext()));
   };
   if (auto loss = dyn_cast<LinearCrossEntropyOp>(op))
-    return scratch(loss.getX(), loss.getChunk(), /*grad=*/0);
+    return scratch(loss.getX(), loss.getW(), loss.getChunk(), /*grad=*/0);
   if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op))
-    return scratch(grad.getX(), grad.getChunk(), /*grad=*/1);
+    return scratch(grad.getX(), grad.getW(), grad.getChunk(), /*grad=*/1);
   return std::nullopt;
 }
 

@@ -112,10 +112,15 @@ static Policy getPolicy(Operation *op) {
   return Policy::Widest;
 }
 
-/// Whether operand `index` of `op` has a dtype the op definition fixes.
+/// Whether operand `index` of `op` keeps its dtype.
 static bool isFixedOperand(Operation *op, unsigned index) {
   // Batch norm's affine parameters and running statistics are f32.
-  return isa<BatchNormOp>(op) && index >= 1;
+  if (isa<BatchNormOp>(op))
+    return index >= 1;
+  // The fused linear cross-entropy reads its weight as it is and rounds it
+  // to the compute type a chunk at a time: an f32 master weight gets no
+  // low-precision copy (the LM head's would be vocabulary x width).
+  return isa<LinearCrossEntropyOp>(op) && index == 1;
 }
 
 /// Whether result `index` of `op` has a dtype the op definition fixes.

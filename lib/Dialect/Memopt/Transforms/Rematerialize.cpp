@@ -194,6 +194,36 @@ static bool isCheapToRecompute(Operation *op) {
          !isa<MatmulOp, Conv2DOp, AttentionOp, LinearCrossEntropyOp>(op);
 }
 
+/// The stage boundaries that cheap ops compute from the previous boundary: a
+/// residual stream (x + f(x) after each block). The minimal saved set keeps
+/// these rather than recomputing them, or rebuilding the stream's last value
+/// would recompute every block's sum at the start of the backward, each
+/// held until its own block's gradient: no fewer bytes than keeping them.
+static DenseSet<Value> getResidualBoundaries(const StepGraph &graph) {
+  // Values that cheap ops compute from the latest boundary.
+  DenseSet<Value> fromBoundary;
+  DenseSet<Value> residual;
+  for (Operation *op : graph.forwardOps) {
+    bool cheapPath =
+        isCheapToRecompute(op) &&
+        llvm::any_of(op->getOperands(), [&](Value operand) {
+          return fromBoundary.contains(operand);
+        });
+    for (Value result : op->getResults()) {
+      if (!graph.boundaryIndex.count(result)) {
+        if (cheapPath)
+          fromBoundary.insert(result);
+        continue;
+      }
+      if (cheapPath)
+        residual.insert(result);
+      fromBoundary.clear();
+      fromBoundary.insert(result);
+    }
+  }
+  return residual;
+}
+
 std::vector<GraphValue>
 StepGraph::getValueGraph(SmallVectorImpl<Operation *> &ops) const {
   DenseMap<Operation *, int64_t> index;
@@ -372,11 +402,6 @@ public:
   DenseMap<Value, Value> available;
   /// (from, to) boundary advances to run before each turn.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> advancesBefore;
-  /// Keep every clone for later backward ops (a stage recomputed once per
-  /// turn). Without it, only clones of values the backward reads are kept:
-  /// the intermediates that rebuild them die at once (the minimal saved
-  /// set, whose cheap chains are recomputed again rather than held).
-  bool keepIntermediates = true;
   int64_t numClones = 0;
   int64_t cloneFlops = 0;
 
@@ -399,16 +424,17 @@ public:
           else if (stage != graph.stageOf.end())
             startTurns(stage->second, builder);
         }
-        Value replacement;
-        if (keepIntermediates) {
-          replacement = materialize(value, available, builder);
-        } else {
-          DenseMap<Value, Value> scratch;
-          replacement = materialize(value, scratch, builder);
-          for (auto [original, copy] : scratch)
-            if (graph.readByBackward.contains(original))
-              available[original] = copy;
-        }
+        // Later backward ops reuse the clones of values the backward reads
+        // and of FLOP-heavy ops (a recomputed stage runs its matmuls once
+        // per turn); the cheap intermediates that rebuild them die at once
+        // and are recomputed again where needed, as in the minimal saved
+        // set, instead of living across the stage's backward.
+        DenseMap<Value, Value> scratch;
+        Value replacement = materialize(value, scratch, builder);
+        for (auto [original, copy] : scratch)
+          if (graph.readByBackward.contains(original) ||
+              !isCheapToRecompute(original.getDefiningOp()))
+            available[original] = copy;
         if (replacement != value)
           operand.set(replacement);
       }
@@ -501,8 +527,6 @@ struct RematerializePass
   /// advances of revolve.
   struct Decision {
     DenseSet<Value> kept;
-    /// Recomputer::keepIntermediates.
-    bool keepIntermediates = true;
     std::vector<std::vector<std::pair<int64_t, int64_t>>> advancesBefore;
     int64_t recomputedStages = 0;
   };
@@ -572,6 +596,9 @@ struct RematerializePass
   /// Whether the minimal saved set casts parameters again in the backward
   /// instead of keeping their low-precision copies from the forward.
   bool recastParams = false;
+  /// Whether the minimal saved set keeps the values of residual streams
+  /// (getResidualBoundaries) instead of rebuilding them.
+  bool keepResidual = true;
   /// budget: candidates of the general-graph model, and which model's plan
   /// won ("chain" or "graph").
   int64_t graphCandidates = 0;
@@ -676,9 +703,11 @@ RematerializePass::minimalSaved(const StepGraph &graph) {
   // are nodes like the rest, which cost nothing to recompute from the
   // arguments.
   Decision decision;
-  decision.keepIntermediates = false;
   DenseMap<Value, int64_t> index;
   SmallVector<Value> results;
+  DenseSet<Value> residual;
+  if (keepResidual)
+    residual = getResidualBoundaries(graph);
   for (Operation *op : graph.forwardOps)
     for (Value result : op->getResults()) {
       if (graph.freeOps.contains(op) && isa<CastOp>(op) && !recastParams) {
@@ -692,7 +721,8 @@ RematerializePass::minimalSaved(const StepGraph &graph) {
   for (auto [i, result] : llvm::enumerate(results)) {
     Operation *op = result.getDefiningOp();
     values[i].bytes = getAlignedBytes(result);
-    values[i].recomputable = isCheapToRecompute(op);
+    values[i].recomputable =
+        isCheapToRecompute(op) && !residual.contains(result);
     for (Value operand : op->getOperands())
       if (auto it = index.find(operand); it != index.end())
         values[i].operands.push_back(it->second);
@@ -719,7 +749,6 @@ void RematerializePass::apply(const StepGraph &graph,
         recomputer.available[result] = result;
   }
   recomputer.advancesBefore = decision.advancesBefore;
-  recomputer.keepIntermediates = decision.keepIntermediates;
   recomputer.run();
   lastClones = recomputer.numClones;
   lastCloneFlops = recomputer.cloneFlops;
@@ -1117,34 +1146,45 @@ void RematerializePass::runOnOperation() {
   // (the minimal saved set on a tie) is applied. Its recompute shortens
   // lifetimes, but its transients, or a strategy's recompute of stages
   // around it, can raise a peak.
-  // Under mixed precision the minimal saved set has two forms: keeping each
-  // parameter's low-precision copy from the forward, or casting it again in
-  // the backward; the smaller plan decides (keeping on a tie).
+  // The minimal saved set has up to four forms: keeping each parameter's
+  // low-precision copy from the forward (under mixed precision) or casting
+  // it again in the backward, and keeping a residual stream's values or
+  // rebuilding them from the blocks' outputs (the fewest bytes kept); the
+  // smallest plan decides, keeping on a tie (no recompute for nothing).
   bool minimal = false;
   if (cheapRecompute) {
     StringRef compared = kind == "budget" ? StringRef("none") : kind;
-    recastParams = false;
-    FailureOr<int64_t> with = planStrategy(compared, /*minimal=*/true);
-    FailureOr<int64_t> recast = with;
-    if (hasParamCasts(*func)) {
-      recastParams = true;
-      recast = planStrategy(compared, /*minimal=*/true);
-    }
+    bool planned = true;
+    std::optional<int64_t> best;
+    bool bestRecast = false, bestResidual = true;
+    for (bool residual : {true, false})
+      for (bool recast : {false, true}) {
+        if (recast && !hasParamCasts(*func))
+          continue;
+        recastParams = recast;
+        keepResidual = residual;
+        FailureOr<int64_t> arena = planStrategy(compared, /*minimal=*/true);
+        planned &= succeeded(arena);
+        LLVM_DEBUG(if (succeeded(arena)) llvm::dbgs()
+                   << "remat " << compared << " from the minimal saved set"
+                   << (recast ? ", casting parameters again" : "")
+                   << (residual ? "" : ", rebuilding residual streams")
+                   << ": arena " << *arena << "\n");
+        if (succeeded(arena) && (!best || *arena < *best)) {
+          best = *arena;
+          bestRecast = recast;
+          bestResidual = residual;
+        }
+      }
     FailureOr<int64_t> without = planStrategy(compared, /*minimal=*/false);
-    if (failed(with) || failed(recast) || failed(without)) {
-      // The copies cannot be planned (a batch the micro-batches do not
-      // divide): the minimal saved set, and the pipeline's own passes say
-      // what is wrong.
-      recastParams = false;
-      minimal = true;
-    } else {
-      LLVM_DEBUG(llvm::dbgs()
-                 << "remat " << compared << ": arena " << *without
-                 << ", from the minimal saved set " << *with
-                 << ", casting parameters again " << *recast << "\n");
-      recastParams = *recast < *with;
-      minimal = std::min(*with, *recast) <= *without;
-    }
+    LLVM_DEBUG(if (succeeded(without)) llvm::dbgs()
+               << "remat " << compared << ": arena " << *without << "\n");
+    // When the copies cannot be planned (a batch the micro-batches do not
+    // divide): the minimal saved set's first form, and the pipeline's own
+    // passes say what is wrong.
+    recastParams = planned && bestRecast;
+    keepResidual = !planned || bestResidual;
+    minimal = !planned || failed(without) || *best <= *without;
   }
   cheapClones = cheapFlops = 0;
   if (kind == "budget") {

@@ -115,7 +115,7 @@ struct DTypeTie {
 };
 
 /// The most dtype arguments an entry takes.
-constexpr int kMaxDTypeSlots = 2;
+constexpr int kMaxDTypeSlots = 3;
 
 /// The dtype arguments an entry accepts: every slot's dtype in that slot's
 /// set, and the tie (if any) holds.
@@ -134,11 +134,15 @@ constexpr DTypeSlot anyDType(const char *name) { return {name, kAnyDType}; }
 constexpr DTypeSlot f32(const char *name) { return {name, kF32}; }
 constexpr DTypeTie kNoTie = {-1, -1, 0, 0, nullptr};
 constexpr DTypeRule row(const char *entry, DTypeSlot slot) {
-  return {entry, 1, {slot, {nullptr, 0}}, kNoTie};
+  return {entry, 1, {slot, {nullptr, 0}, {nullptr, 0}}, kNoTie};
 }
 constexpr DTypeRule row(const char *entry, DTypeSlot first, DTypeSlot second,
                         DTypeTie tie = kNoTie) {
-  return {entry, 2, {first, second}, tie};
+  return {entry, 2, {first, second, {nullptr, 0}}, tie};
+}
+constexpr DTypeRule row(const char *entry, DTypeSlot first, DTypeSlot second,
+                        DTypeSlot third, DTypeTie tie = kNoTie) {
+  return {entry, 3, {first, second, third}, tie};
 }
 } // namespace rules
 
@@ -220,10 +224,14 @@ inline constexpr DTypeRule kDTypeRules[] = {
     rules::row("memopt_label_count", rules::indices("label_dtype")),
     rules::row("memopt_cross_entropy_grad", rules::floats("dtype"),
                rules::indices("label_dtype")),
+    // The fused linear cross-entropy computes in dtype and reads its weight
+    // in dtype or as an f32 master weight.
     rules::row("memopt_linear_cross_entropy", rules::floats("dtype"),
-               rules::indices("label_dtype")),
+               rules::floats("w_dtype"), rules::indices("label_dtype"),
+               {1, 0, kF32, 0, "w dtype %s is neither x's (%s) nor f32"}),
     rules::row("memopt_linear_cross_entropy_grad", rules::floats("dtype"),
-               rules::indices("label_dtype")),
+               rules::floats("w_dtype"), rules::indices("label_dtype"),
+               {1, 0, kF32, 0, "w dtype %s is neither x's (%s) nor f32"}),
     rules::row("memopt_mse_loss", rules::floats("dtype")),
     rules::row("memopt_mse_loss_grad", rules::floats("dtype")),
     // Optimizers and loss scaling; memopt_unscale's rule holds for each

@@ -351,23 +351,27 @@ inline bool checkAttention(memopt_context *ctx, const char *entry,
 }
 
 /// The fused linear cross-entropy and its gradient. `scratch` must hold
-/// memopt_linear_cross_entropy_scratch_bytes(dtype, rows, dim, chunk, grad).
+/// memopt_linear_cross_entropy_scratch_bytes(dtype, wDtype, rows, dim, chunk,
+/// grad).
 inline bool checkLinearCrossEntropy(
     memopt_context *ctx, const char *entry, memopt_dtype dtype,
-    memopt_dtype labelDtype, memopt_loss_reduction reduction, int64_t rows,
-    int64_t dim, int64_t classes, int64_t chunk, const void *scratch,
+    memopt_dtype wDtype, memopt_dtype labelDtype,
+    memopt_loss_reduction reduction, int64_t rows, int64_t dim,
+    int64_t classes, int64_t chunk, const void *scratch,
     uint64_t scratchBytes, int grad, const void *scalar,
     std::initializer_list<const void *> tensors) {
-  if (!checkCrossEntropy(ctx, entry, dtype, labelDtype, reduction, rows,
-                         classes, scalar, tensors) ||
-      !checkExtents(ctx, entry, {dim}))
+  if (!checkDTypes(ctx, entry, {dtype, wDtype, labelDtype}) ||
+      !checkReduction(ctx, entry, reduction) ||
+      !checkExtents(ctx, entry, {rows, classes, dim}) ||
+      !checkPointers(ctx, entry, 1, {scalar}) ||
+      !checkPointers(ctx, entry, rows, tensors))
     return false;
   if (chunk < 1 || (classes > 0 && chunk > classes))
     return invalid(ctx, entry, "chunk %lld outside [1, %lld]",
                    static_cast<long long>(chunk),
                    static_cast<long long>(classes));
-  uint64_t needed =
-      memopt_linear_cross_entropy_scratch_bytes(dtype, rows, dim, chunk, grad);
+  uint64_t needed = memopt_linear_cross_entropy_scratch_bytes(
+      dtype, wDtype, rows, dim, chunk, grad);
   if (scratchBytes < needed || (!scratch && needed > 0))
     return invalid(ctx, entry, "scratch of %llu bytes, %llu needed",
                    static_cast<unsigned long long>(scratch ? scratchBytes : 0),

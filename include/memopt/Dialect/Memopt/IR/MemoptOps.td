@@ -1008,7 +1008,10 @@ def Memopt_LinearCrossEntropyOp : Memopt_Op<"linear_cross_entropy",
     logits, which the backward reads. `ignore_index` and `reduction` are
     those of `memopt.cross_entropy`. `--memopt-fuse-kernels` forms it from a
     matmul (plus bias) feeding a cross-entropy without label smoothing,
-    choosing `chunk` from the memory account.
+    choosing `chunk` from the memory account. The products run in `x`'s
+    element type; `w` has it too or is f32 (a mixed-precision master weight,
+    rounded to `x`'s type a chunk at a time, so that no low-precision copy of
+    the whole weight exists).
 
     ```mlir
     %l, %lse = memopt.linear_cross_entropy %x, %w, %labels chunk 64 : tensor<16x32xf32>, tensor<100x32xf32>, tensor<16xi64> -> tensor<16xf32>
@@ -1037,6 +1040,8 @@ def Memopt_LinearCrossEntropyGradOp
     forward's operands, its `lse` and the loss's incoming gradient `grad`,
     `chunk` classes at a time: each chunk's rows of the weight gradient are
     complete within the chunk; the gradient of `x` accumulates in f32.
+    `grad_w` has `w`'s type: for an f32 `w` under a 16-bit `x`, the GEMM's
+    f32 result unrounded.
   }];
   let arguments = (ins Memopt_FloatTensor:$x, Memopt_FloatTensor:$w,
       Memopt_IndexTensor:$labels, Memopt_F32Tensor:$lse,
