@@ -18,6 +18,7 @@
 #define MEMOPT_RUNTIME_CUDA_CUDARUNTIME_H
 
 #include "memopt/runtime.h"
+#include "memopt/runtime/Collectives.h"
 #include "memopt/runtime/Validate.h"
 
 #include <cublasLt.h>
@@ -82,7 +83,7 @@ struct memopt_context {
   bool syncEachEntry = false;
   /// The ranks of data parallelism (memopt_set_collectives), and the NCCL
   /// communicator made from them at the first all-reduce.
-  memopt_collectives collectives = {0, 1, nullptr, nullptr, nullptr};
+  memopt_collectives collectives = memopt::runtime::kSingleRank;
   ncclComm_t nccl = nullptr;
 };
 

@@ -15,19 +15,13 @@ using namespace memopt::host;
 
 void memopt_set_collectives(memopt_context *ctx,
                             const memopt_collectives *collectives) {
-  if (!ctx)
-    return;
-  ctx->collectives = collectives ? *collectives
-                                 : memopt_collectives{0, 1, nullptr, nullptr,
-                                                      nullptr};
+  setCollectives(ctx, collectives);
 }
 
-int64_t memopt_rank(const memopt_context *ctx) {
-  return ctx ? ctx->collectives.rank : 0;
-}
+int64_t memopt_rank(const memopt_context *ctx) { return getRank(ctx); }
 
 int64_t memopt_world_size(const memopt_context *ctx) {
-  return ctx ? ctx->collectives.size : 1;
+  return getWorldSize(ctx);
 }
 
 void memopt_all_reduce_sum(memopt_context *ctx, memopt_dtype dtype,

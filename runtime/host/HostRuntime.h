@@ -11,6 +11,7 @@
 #define MEMOPT_RUNTIME_HOST_HOSTRUNTIME_H
 
 #include "memopt/runtime.h"
+#include "memopt/runtime/Collectives.h"
 #include "memopt/runtime/Validate.h"
 
 #include <chrono>
@@ -32,7 +33,7 @@ struct memopt_context {
   memopt_status status = MEMOPT_OK;
   std::string message;
   /// The ranks of data parallelism (memopt_set_collectives): one by default.
-  memopt_collectives collectives = {0, 1, nullptr, nullptr, nullptr};
+  memopt_collectives collectives = memopt::runtime::kSingleRank;
 };
 
 namespace memopt {

@@ -33,7 +33,7 @@ import sys
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "Inputs"))
 sys.path.insert(0, os.path.join(HERE, "..", "python", "Inputs"))
-from memopt_run import adamw, check_parity  # noqa: E402
+from memopt_run import export_and_check  # noqa: E402
 from trace_models import ConvNet, PatchTransformer  # noqa: E402
 
 import torch  # noqa: E402
@@ -44,18 +44,10 @@ MODELS = {"conv": ConvNet, "vit": PatchTransformer}
 
 def main():
     name, workdir = sys.argv[1], sys.argv[2]
-    import memopt
-    from memopt.testing import Oracle
-
-    os.makedirs(workdir, exist_ok=True)
     torch.manual_seed(0)
     model = MODELS[name]()
     batch = model.example_batch(torch.Generator().manual_seed(1))
-    oracle = Oracle(model, batch, STEPS, adamw)
-    mlir = os.path.join(workdir, "model.mlir")
-    memopt.export(model, tuple(batch.values()), mlir)
-    memopt.safetensors.save(batch, os.path.join(workdir, "batch.safetensors"))
-    return 0 if check_parity(name, oracle, mlir, workdir, STEPS) else 1
+    return 0 if export_and_check(name, model, batch, workdir, STEPS) else 1
 
 
 if __name__ == "__main__":

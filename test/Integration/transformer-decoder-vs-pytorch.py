@@ -38,7 +38,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
-from memopt_run import adamw, check_parity  # noqa: E402
+from memopt_run import export_and_check  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
@@ -133,18 +133,10 @@ MODELS = {"seq2seq": Seq2SeqLM, "decoder": DecoderLM}
 
 def main():
     name, workdir = sys.argv[1], sys.argv[2]
-    import memopt
-    from memopt.testing import Oracle
-
-    os.makedirs(workdir, exist_ok=True)
     torch.manual_seed(0)
     model = MODELS[name]()
     batch = model.example_batch(torch.Generator().manual_seed(1))
-    oracle = Oracle(model, batch, STEPS, adamw)
-    mlir = os.path.join(workdir, "model.mlir")
-    memopt.export(model, tuple(batch.values()), mlir)
-    memopt.safetensors.save(batch, os.path.join(workdir, "batch.safetensors"))
-    ok = check_parity(name, oracle, mlir, workdir, STEPS)
+    ok = export_and_check(name, model, batch, workdir, STEPS)
     with open(os.path.join(workdir, "out", "memory_report.json")) as f:
         fused = json.load(f)["fused_kernels"]
     print(f"{name}: {fused['attention']} attention")

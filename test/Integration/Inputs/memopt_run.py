@@ -107,3 +107,17 @@ def check_parity(label, oracle, mlir, workdir, steps, *flags,
             print(f"{label}: {what}: {verdict.summary()}")
         ok = ok and verdict.ok
     return ok
+
+
+def export_and_check(label, model, batch, workdir, steps, *flags):
+    """Exports MODEL (a module returning its loss) called on BATCH to
+    WORKDIR/model.mlir, saves the batch next to it and runs check_parity
+    against a float64 oracle of STEPS AdamW steps; returns its verdict."""
+    import memopt
+    from memopt.testing import Oracle
+    os.makedirs(workdir, exist_ok=True)
+    oracle = Oracle(model, batch, steps, adamw)
+    mlir = os.path.join(workdir, "model.mlir")
+    memopt.export(model, tuple(batch.values()), mlir)
+    memopt.safetensors.save(batch, os.path.join(workdir, "batch.safetensors"))
+    return check_parity(label, oracle, mlir, workdir, steps, *flags)

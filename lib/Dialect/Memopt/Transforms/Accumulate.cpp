@@ -455,6 +455,34 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
 }
 
 /// `type` with dimension `dim` divided by `k`.
+/// A cross-entropy (plain or fused, loss or gradient) that averages over its
+/// labels: the labels, the ignored index and, for a gradient, the operand
+/// index of the loss's incoming gradient.
+struct MeanCrossEntropy {
+  Value labels;
+  int64_t ignoreIndex;
+  std::optional<unsigned> gradOperand;
+};
+
+static std::optional<MeanCrossEntropy> getMeanCrossEntropy(Operation *op) {
+  auto get = [](auto ce,
+                std::optional<unsigned> gradOperand =
+                    std::nullopt) -> std::optional<MeanCrossEntropy> {
+    if (ce.getReduction() != LossReduction::Mean)
+      return std::nullopt;
+    return MeanCrossEntropy{ce.getLabels(), ce.getIgnoreIndex(), gradOperand};
+  };
+  if (auto ce = dyn_cast<CrossEntropyOp>(op))
+    return get(ce);
+  if (auto ce = dyn_cast<LinearCrossEntropyOp>(op))
+    return get(ce);
+  if (auto ce = dyn_cast<CrossEntropyGradOp>(op))
+    return get(ce, 2);
+  if (auto ce = dyn_cast<LinearCrossEntropyGradOp>(op))
+    return get(ce, 4);
+  return std::nullopt;
+}
+
 static RankedTensorType getMicroType(Type type, int64_t dim, int64_t k) {
   auto tensor = cast<RankedTensorType>(type);
   SmallVector<int64_t> shape(tensor.getShape());
@@ -658,24 +686,10 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
     return inverse;
   };
   // Counts are made before the loop is built (they read full-batch labels).
-  for (Operation *op : loopOps) {
-    if (auto ce = dyn_cast<CrossEntropyOp>(op);
-        ce && ce.getReduction() == LossReduction::Mean)
-      if (!getInverseCount(ce.getLabels(), ce.getIgnoreIndex()))
+  for (Operation *op : loopOps)
+    if (std::optional<MeanCrossEntropy> ce = getMeanCrossEntropy(op))
+      if (!getInverseCount(ce->labels, ce->ignoreIndex))
         return failure();
-    if (auto ce = dyn_cast<CrossEntropyGradOp>(op);
-        ce && ce.getReduction() == LossReduction::Mean)
-      if (!getInverseCount(ce.getLabels(), ce.getIgnoreIndex()))
-        return failure();
-    if (auto ce = dyn_cast<LinearCrossEntropyOp>(op);
-        ce && ce.getReduction() == LossReduction::Mean)
-      if (!getInverseCount(ce.getLabels(), ce.getIgnoreIndex()))
-        return failure();
-    if (auto ce = dyn_cast<LinearCrossEntropyGradOp>(op);
-        ce && ce.getReduction() == LossReduction::Mean)
-      if (!getInverseCount(ce.getLabels(), ce.getIgnoreIndex()))
-        return failure();
-  }
 
   auto accumulatorType = [&](Value v) {
     auto type = cast<RankedTensorType>(v.getType());
@@ -824,40 +838,19 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
       b.setInsertionPointToEnd(loopBody);
     };
     auto sum = LossReductionAttr::get(ctx, LossReduction::Sum);
-    if (auto ce = dyn_cast<CrossEntropyOp>(clone);
-        ce && ce.getReduction() == LossReduction::Mean) {
-      ce.setReductionAttr(sum);
-      Value inverse = getInverseCount(cast<CrossEntropyOp>(op).getLabels(),
-                                      ce.getIgnoreIndex());
-      scaleAfter(ce.getResult(), [&](Value v) {
+    if (std::optional<MeanCrossEntropy> ce = getMeanCrossEntropy(op)) {
+      // A sum per micro-batch, scaled by the inverse of the full batch's
+      // label count (over every rank): the loss after it, or the incoming
+      // gradient before it.
+      clone->setAttr("reduction", sum);
+      Value inverse = getInverseCount(ce->labels, ce->ignoreIndex);
+      auto scale = [&](Value v) {
         return MulOp::create(b, loc, f32Scalar, v, inverse).getOperation();
-      });
-    } else if (auto ce = dyn_cast<LinearCrossEntropyOp>(clone);
-               ce && ce.getReduction() == LossReduction::Mean) {
-      ce.setReductionAttr(sum);
-      Value inverse = getInverseCount(
-          cast<LinearCrossEntropyOp>(op).getLabels(), ce.getIgnoreIndex());
-      scaleAfter(ce.getLoss(), [&](Value v) {
-        return MulOp::create(b, loc, f32Scalar, v, inverse).getOperation();
-      });
-    } else if (auto ce = dyn_cast<LinearCrossEntropyGradOp>(clone);
-               ce && ce.getReduction() == LossReduction::Mean) {
-      ce.setReductionAttr(sum);
-      Value inverse = getInverseCount(
-          cast<LinearCrossEntropyGradOp>(op).getLabels(), ce.getIgnoreIndex());
-      scaleGradOperand(
-          [&](Value g) {
-            return MulOp::create(b, loc, f32Scalar, g, inverse).getOperation();
-          },
-          /*index=*/4);
-    } else if (auto ce = dyn_cast<CrossEntropyGradOp>(clone);
-               ce && ce.getReduction() == LossReduction::Mean) {
-      ce.setReductionAttr(sum);
-      Value inverse = getInverseCount(cast<CrossEntropyGradOp>(op).getLabels(),
-                                      ce.getIgnoreIndex());
-      scaleGradOperand([&](Value g) {
-        return MulOp::create(b, loc, f32Scalar, g, inverse).getOperation();
-      });
+      };
+      if (ce->gradOperand)
+        scaleGradOperand(scale, *ce->gradOperand);
+      else
+        scaleAfter(clone->getResult(0), scale);
     } else if (isa<MseLossOp, MseLossGradOp>(clone) &&
                clone->getAttrOfType<LossReductionAttr>("reduction")
                        .getValue() == LossReduction::Mean) {
