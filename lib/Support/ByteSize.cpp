@@ -1,8 +1,9 @@
-//===- ByteSize.cpp - sizes in bytes as users write them ------------------===//
+//===- ByteSize.cpp - sizes as users write and read them ------------------===//
 
 #include "memopt/Support/ByteSize.h"
 
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
 
@@ -37,4 +38,31 @@ std::optional<int64_t> memopt::parseByteSize(llvm::StringRef text) {
   if (bytes >= 9223372036854775808.0)
     return std::nullopt;
   return static_cast<int64_t>(bytes);
+}
+
+std::string memopt::formatBytes(int64_t bytes) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  if (bytes < 1024)
+    return std::to_string(bytes) + " B";
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return llvm::formatv("{0:f2} {1}", value, units[unit]).str();
+}
+
+std::string memopt::formatFlops(int64_t flops) {
+  static const char *const units[] = {"FLOP",  "kFLOP", "MFLOP",
+                                      "GFLOP", "TFLOP", "PFLOP"};
+  if (flops < 1000)
+    return std::to_string(flops) + " FLOP";
+  double value = static_cast<double>(flops);
+  int unit = 0;
+  while (value >= 1000.0 && unit < 5) {
+    value /= 1000.0;
+    ++unit;
+  }
+  return llvm::formatv("{0:f2} {1}", value, units[unit]).str();
 }

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "memopt/Support/ByteSize.h"
 #include "memopt/Support/ModelState.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -72,22 +73,6 @@ memopt::computeModelStateAccount(const std::vector<StateTensor> &params,
   account.pools.insert(account.pools.end(),
                        {gradients, optimizerState, bufferPool});
   return account;
-}
-
-std::string memopt::formatBytes(int64_t bytes) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024)
-    return std::to_string(bytes) + " B";
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024.0 && unit < 4) {
-    value /= 1024.0;
-    ++unit;
-  }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << llvm::format("%.2f ", value) << units[unit];
-  return text;
 }
 
 void memopt::printModelStateAccount(llvm::raw_ostream &os,

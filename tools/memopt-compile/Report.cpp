@@ -10,6 +10,7 @@
 #include "Report.h"
 
 #include "memopt/Analysis/MemoryAccount.h"
+#include "memopt/Support/ByteSize.h"
 #include "memopt/Support/ModelState.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -111,21 +112,6 @@ std::string memopt::renderMemoryReportJson(const MemoryAccount &account) {
   }
   text += "\n}\n";
   return text;
-}
-
-/// `flops` with a decimal unit: "812 FLOP", "1.25 MFLOP", "3.10 GFLOP".
-static std::string formatFlops(int64_t flops) {
-  static const char *const units[] = {"FLOP",  "kFLOP", "MFLOP",
-                                      "GFLOP", "TFLOP", "PFLOP"};
-  if (flops < 1000)
-    return std::to_string(flops) + " FLOP";
-  double value = static_cast<double>(flops);
-  int unit = 0;
-  while (value >= 1000.0 && unit < 5) {
-    value /= 1000.0;
-    ++unit;
-  }
-  return llvm::formatv("{0:f2} {1}", value, units[unit]).str();
 }
 
 /// How the text and HTML reports name a scope: "(top level)" for "".

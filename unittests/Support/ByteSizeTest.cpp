@@ -31,3 +31,21 @@ TEST(ByteSizeTest, Rejects) {
 }
 
 } // namespace
+
+TEST(ByteSizeTest, FormatBytes) {
+  EXPECT_EQ(formatBytes(0), "0 B");
+  EXPECT_EQ(formatBytes(1023), "1023 B");
+  EXPECT_EQ(formatBytes(1024), "1.00 KiB");
+  EXPECT_EQ(formatBytes(1536), "1.50 KiB");
+  EXPECT_EQ(formatBytes(3 * 1024 * 1024), "3.00 MiB");
+  EXPECT_EQ(formatBytes(112'000'000'000), "104.31 GiB");
+}
+
+TEST(ByteSizeTest, FormatFlops) {
+  EXPECT_EQ(formatFlops(0), "0 FLOP");
+  EXPECT_EQ(formatFlops(999), "999 FLOP");
+  EXPECT_EQ(formatFlops(1000), "1.00 kFLOP");
+  EXPECT_EQ(formatFlops(1'250'000), "1.25 MFLOP");
+  EXPECT_EQ(formatFlops(87'000'000'000'000), "87.00 TFLOP");
+  EXPECT_EQ(formatFlops(3'000'000'000'000'000'000), "3000.00 PFLOP");
+}

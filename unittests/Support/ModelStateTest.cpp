@@ -94,15 +94,6 @@ TEST(ModelStateTest, ParseOptimizerKind) {
   EXPECT_EQ(parseOptimizerKind("adam"), std::nullopt);
 }
 
-TEST(ModelStateTest, FormatBytes) {
-  EXPECT_EQ(formatBytes(0), "0 B");
-  EXPECT_EQ(formatBytes(1023), "1023 B");
-  EXPECT_EQ(formatBytes(1024), "1.00 KiB");
-  EXPECT_EQ(formatBytes(1536), "1.50 KiB");
-  EXPECT_EQ(formatBytes(3 * 1024 * 1024), "3.00 MiB");
-  EXPECT_EQ(formatBytes(112'000'000'000), "104.31 GiB");
-}
-
 TEST(ModelStateTest, PrintedTableHasExactBytes) {
   std::vector<StateTensor> params = {tensor("w", 100, "f32", 4)};
   std::string text;

@@ -1,7 +1,7 @@
-//===- ByteSize.h - sizes in bytes as users write them ------------*- C++ -*-===//
+//===- ByteSize.h - sizes as users write and read them ------------*- C++ -*-===//
 //
-// Parses the memory sizes of memopt's command lines: "24GiB", "80GB",
-// "1.5 GiB", "4096".
+// Parses the memory sizes of memopt's command lines ("24GiB", "80GB",
+// "1.5 GiB", "4096") and formats the bytes and FLOPs memopt prints.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace memopt {
 
@@ -21,6 +22,13 @@ namespace memopt {
 /// result is rounded down to whole bytes. std::nullopt for anything else,
 /// a negative number, or a size that does not fit in int64_t.
 std::optional<int64_t> parseByteSize(llvm::StringRef text);
+
+/// Formats a byte count with a binary unit: "512 B", "37.54 KiB", "1.50 GiB".
+std::string formatBytes(int64_t bytes);
+
+/// Formats a FLOP count with a decimal unit: "812 FLOP", "1.25 MFLOP",
+/// "3.10 GFLOP".
+std::string formatFlops(int64_t flops);
 
 } // namespace memopt
 

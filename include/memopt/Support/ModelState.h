@@ -81,9 +81,6 @@ ModelStateAccount computeModelStateAccount(
 void printModelStateAccount(llvm::raw_ostream &os,
                             const ModelStateAccount &account);
 
-/// Formats a byte count with a binary unit: "512 B", "37.54 KiB", "1.50 GiB".
-std::string formatBytes(int64_t bytes);
-
 } // namespace memopt
 
 #endif // MEMOPT_SUPPORT_MODELSTATE_H
