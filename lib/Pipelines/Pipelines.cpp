@@ -152,23 +152,14 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
     remat.releaseGradients = options.releaseGradients;
     pm.addPass(createRematerializePass(remat));
   }
-  bool split = options.microBatches != 1 || options.dataParallel != 1;
-  if (options.releaseGradients && !split)
-    pm.addPass(createReleaseGradientsPass());
-  if (split) {
-    AccumulatePassOptions accumulate;
-    accumulate.microBatches = options.microBatches;
-    accumulate.dataParallel = options.dataParallel;
-    accumulate.allowBatchNorm = options.accumulateAllowBatchNorm;
-    pm.addPass(createAccumulatePass(accumulate));
-  }
-  BufferizePassOptions bufferize;
-  bufferize.reuse = options.bufferReuse;
-  pm.addPass(createBufferizePass(bufferize));
-  PlanBuffersPassOptions plan;
-  plan.timeLimit = options.planTimeLimit;
-  plan.reuse = options.bufferReuse;
-  pm.addPass(createPlanBuffersPass(plan));
+  PlanningPipelineOptions planning;
+  planning.microBatches = options.microBatches;
+  planning.dataParallel = options.dataParallel;
+  planning.allowBatchNorm = options.accumulateAllowBatchNorm;
+  planning.releaseGradients = options.releaseGradients;
+  planning.bufferReuse = options.bufferReuse;
+  planning.planTimeLimit = options.planTimeLimit;
+  buildPlanningPipeline(pm, planning);
   pm.addPass(createVerifyPlanPass());
 }
 
@@ -309,7 +300,7 @@ void memopt::registerMemoptPipelines() {
         buildMemoptPipeline(pm, options);
         return success();
       },
-      [](llvm::function_ref<void(const detail::PassOptions &)> optHandler) {
+      [](llvm::function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
         optHandler(PipelineCLOptions());
       });
 }

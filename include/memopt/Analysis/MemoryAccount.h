@@ -15,6 +15,7 @@
 
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Analysis/CostModel.h"
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -123,13 +124,11 @@ struct TimelinePoint {
 /// program points covered by their live intervals, plus BufferLiveness.
 class MemoryAccount {
 public:
-  /// The alignment the default pipeline plans with (--memopt-plan-buffers).
-  static constexpr int64_t kDefaultAlignment = 256;
-
   /// Analyses `op`, normally the `@train_step` function after
-  /// --memopt-plan-buffers, assuming offsets aligned to kDefaultAlignment.
+  /// --memopt-plan-buffers, assuming offsets aligned as it aligns them by
+  /// default (kDefaultArenaAlignment).
   explicit MemoryAccount(mlir::Operation *op)
-      : MemoryAccount(op, kDefaultAlignment) {}
+      : MemoryAccount(op, kDefaultArenaAlignment) {}
 
   /// Analyses `op`; `alignment` (>= 1) is the plan's, used for the lower
   /// bound.

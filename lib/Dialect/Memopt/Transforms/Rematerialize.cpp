@@ -773,23 +773,14 @@ RematerializePass::getPlannedArena(const BudgetPlan &plan,
 FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
                                                 double timeLimit) {
   PassManager pm(module.getContext());
-  bool split = microBatches != 1 || dataParallel != 1;
-  if (!split && releaseGradients)
-    pm.addPass(createReleaseGradientsPass());
-  if (split) {
-    AccumulatePassOptions accumulateOptions;
-    accumulateOptions.microBatches = microBatches;
-    accumulateOptions.dataParallel = dataParallel;
-    accumulateOptions.allowBatchNorm = accumulateAllowBatchNorm;
-    pm.addPass(createAccumulatePass(accumulateOptions));
-  }
-  BufferizePassOptions bufferizeOptions;
-  bufferizeOptions.reuse = bufferReuse;
-  pm.addPass(createBufferizePass(bufferizeOptions));
-  PlanBuffersPassOptions planOptions;
-  planOptions.timeLimit = timeLimit; // 0: the heuristics, a bound
-  planOptions.reuse = bufferReuse;
-  pm.addPass(createPlanBuffersPass(planOptions));
+  PlanningPipelineOptions planning;
+  planning.microBatches = microBatches;
+  planning.dataParallel = dataParallel;
+  planning.allowBatchNorm = accumulateAllowBatchNorm;
+  planning.releaseGradients = releaseGradients;
+  planning.bufferReuse = bufferReuse;
+  planning.planTimeLimit = timeLimit; // 0: the heuristics, a bound
+  buildPlanningPipeline(pm, planning);
   ++plannerChecks;
   // A copy that cannot be planned (a batch the micro-batches do not
   // divide) fails quietly: the pipeline's own passes report it, once.

@@ -20,6 +20,11 @@
 
 namespace memopt {
 
+/// The alignment of the arena offsets --memopt-plan-buffers gives by default,
+/// which the memory account's lower bound and --memopt-verify-plan assume
+/// unless told otherwise (docs/Planning.md).
+constexpr int64_t kDefaultArenaAlignment = 256;
+
 /// The roles a function argument can play in training (`memopt.role`).
 enum class ArgumentRole { Param, Input, Label, State, Optim, Loss };
 

@@ -7,6 +7,8 @@
 #ifndef MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_H
 #define MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_H
 
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "llvm/ADT/StringRef.h"
@@ -30,6 +32,25 @@ std::string listRematStrategies();
 
 #define GEN_PASS_REGISTRATION
 #include "memopt/Dialect/Memopt/Transforms/Passes.h.inc"
+
+/// The passes that take a rematerialized step to its planned arena.
+struct PlanningPipelineOptions {
+  /// The micro-batch loop (--memopt-accumulate) when either is above 1.
+  int64_t microBatches = 1;
+  int64_t dataParallel = 1;
+  bool allowBatchNorm = false;
+  /// --memopt-release-gradients, with one micro-batch on one rank.
+  bool releaseGradients = true;
+  bool bufferReuse = true;
+  /// --memopt-plan-buffers' time-limit (0: its heuristics only).
+  double planTimeLimit = 1.0;
+};
+
+/// Adds the gradient release or the micro-batch loop, --memopt-bufferize and
+/// --memopt-plan-buffers: what follows --memopt-remat in the training
+/// pipeline, and what remat runs on copies to plan its candidates.
+void buildPlanningPipeline(mlir::OpPassManager &pm,
+                           const PlanningPipelineOptions &options);
 
 } // namespace memopt
 

@@ -200,7 +200,8 @@ def PlanBuffersPass : Pass<"memopt-plan-buffers", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"alignment", "alignment", "int64_t", /*default=*/"256",
+    Option<"alignment", "alignment", "int64_t",
+           /*default=*/"::memopt::kDefaultArenaAlignment",
            "Every offset is a multiple of this many bytes (1 to 2^30)">,
     Option<"timeLimit", "time-limit", "double", /*default=*/"1.0",
            "Seconds the placement may take; 0 runs only the heuristics">,
@@ -228,7 +229,8 @@ def VerifyPlanPass : Pass<"memopt-verify-plan", "mlir::ModuleOp"> {
     at the other buffer of a conflicting pair. The IR is left unchanged.
   }];
   let options = [
-    Option<"alignment", "alignment", "int64_t", /*default=*/"256",
+    Option<"alignment", "alignment", "int64_t",
+           /*default=*/"::memopt::kDefaultArenaAlignment",
            "Every offset must be a multiple of this many bytes">
   ];
 }
@@ -375,7 +377,8 @@ def TestPrintMemoryAccountPass
     ```
   }];
   let options = [
-    Option<"alignment", "alignment", "int64_t", /*default=*/"256",
+    Option<"alignment", "alignment", "int64_t",
+           /*default=*/"::memopt::kDefaultArenaAlignment",
            "The plan's alignment, for the lower bound (1 to 2^30)">
   ];
 }

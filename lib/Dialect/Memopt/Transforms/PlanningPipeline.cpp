@@ -1,0 +1,35 @@
+//===- PlanningPipeline.cpp - from a rematerialized step to its arena -----===//
+//
+// One sequence of passes, used by the training pipeline (lib/Pipelines) and
+// by --memopt-remat, which plans copies of the step to choose among its
+// candidates: both must plan the step the same way.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/Memopt/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+
+using namespace mlir;
+using namespace memopt;
+
+void memopt::buildPlanningPipeline(OpPassManager &pm,
+                                   const PlanningPipelineOptions &options) {
+  bool split = options.microBatches != 1 || options.dataParallel != 1;
+  if (options.releaseGradients && !split)
+    pm.addPass(createReleaseGradientsPass());
+  if (split) {
+    AccumulatePassOptions accumulate;
+    accumulate.microBatches = options.microBatches;
+    accumulate.dataParallel = options.dataParallel;
+    accumulate.allowBatchNorm = options.allowBatchNorm;
+    pm.addPass(createAccumulatePass(accumulate));
+  }
+  BufferizePassOptions bufferize;
+  bufferize.reuse = options.bufferReuse;
+  pm.addPass(createBufferizePass(bufferize));
+  PlanBuffersPassOptions plan;
+  plan.timeLimit = options.planTimeLimit;
+  plan.reuse = options.bufferReuse;
+  pm.addPass(createPlanBuffersPass(plan));
+}
