@@ -470,7 +470,9 @@ static std::optional<MeanCrossEntropy> getMeanCrossEntropy(Operation *op) {
                     std::nullopt) -> std::optional<MeanCrossEntropy> {
     if (ce.getReduction() != LossReduction::Mean)
       return std::nullopt;
-    return MeanCrossEntropy{ce.getLabels(), ce.getIgnoreIndex(), gradOperand};
+    return MeanCrossEntropy{ce.getLabels(),
+                            static_cast<int64_t>(ce.getIgnoreIndex()),
+                            gradOperand};
   };
   if (auto ce = dyn_cast<CrossEntropyOp>(op))
     return get(ce);

@@ -27,7 +27,9 @@
 // 4. The rewrite walks the backward in program order; an operand that is a
 //    forward value outside that set is recomputed: its producers are cloned
 //    (post-order) right before the op, reading kept values, snapshots and
-//    earlier clones, and marked `memopt.recompute`. Before the first backward
+//    earlier clones of values the backward reads or of matmuls and
+//    convolutions (cheap intermediates are cloned again rather than held),
+//    and marked `memopt.recompute`. Before the first backward
 //    use of stage i, the advances scheduled for the turns >= i run first. O(n)
 //    clones per recomputed value at most once per turn.
 //
@@ -35,7 +37,10 @@
 //    minimal saved set (memopt/Remat/SavedSet.h), a minimum cut of the
 //    forward graph's results that keeps the least bytes from which the
 //    backward recomputes the rest by cheap ops; it is applied with step 4's
-//    rewrite, and the strategy then starts from the rewritten step.
+//    rewrite, and the strategy then starts from the rewritten step. Its
+//    forms (parameter casts kept or cast again, residual streams kept or
+//    rebuilt) and the step without it are planned on copies; the smallest
+//    arena wins.
 //
 // Bit-exactness: a clone is the same op with the same operands (by value)
 // and attributes, and memopt ops on tensors are deterministic functions of
@@ -195,10 +200,11 @@ static bool isCheapToRecompute(Operation *op) {
 }
 
 /// The stage boundaries that cheap ops compute from the previous boundary: a
-/// residual stream (x + f(x) after each block). The minimal saved set keeps
-/// these rather than recomputing them, or rebuilding the stream's last value
-/// would recompute every block's sum at the start of the backward, each
-/// held until its own block's gradient: no fewer bytes than keeping them.
+/// residual stream (x + f(x) after each block). One form of the minimal
+/// saved set keeps these: rebuilding the stream's last value from the
+/// blocks' outputs recomputes every block's sum at the start of the
+/// backward, each held until its own block's gradient reads it, which can
+/// plan more than keeping them.
 static DenseSet<Value> getResidualBoundaries(const StepGraph &graph) {
   // Values that cheap ops compute from the latest boundary.
   DenseSet<Value> fromBoundary;
