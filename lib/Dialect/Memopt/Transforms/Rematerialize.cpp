@@ -589,6 +589,9 @@ struct RematerializePass
   /// budget on `target` (the pass's module or a copy of it), from its
   /// minimal saved set when `minimal`.
   LogicalResult runBudgetOn(ModuleOp target, bool minimal);
+  /// Whether `kind` starts from the minimal saved set, in the form (the
+  /// recastParams and keepResidual it sets) that plans the smallest arena.
+  bool chooseMinimalForm(FunctionOpInterface func, StringRef kind);
   /// The module whose copies the budget search plans (getPlannedArena).
   ModuleOp searchRoot;
   /// The plan runBudget applied last.
@@ -1092,6 +1095,52 @@ LogicalResult RematerializePass::runBudgetOn(ModuleOp target, bool minimal) {
   return runBudget(*func, graph);
 }
 
+bool RematerializePass::chooseMinimalForm(FunctionOpInterface func,
+                                          StringRef kind) {
+  // The strategy (for budget: none, the search's starting point) runs on
+  // copies, from the minimal saved set and from the step as it is, and the
+  // one that plans the smaller arena (the minimal saved set on a tie) is
+  // applied. Its recompute shortens lifetimes, but its transients, or a
+  // strategy's recompute of stages around it, can raise a peak.
+  // The minimal saved set has up to four forms: keeping each parameter's
+  // low-precision copy from the forward (under mixed precision) or casting
+  // it again in the backward, and keeping a residual stream's values or
+  // rebuilding them from the blocks' outputs (the fewest bytes kept); the
+  // smallest plan decides, keeping on a tie (no recompute for nothing).
+  StringRef compared = kind == "budget" ? StringRef("none") : kind;
+  bool planned = true;
+  std::optional<int64_t> best;
+  bool bestRecast = false, bestResidual = true;
+  for (bool residual : {true, false})
+    for (bool recast : {false, true}) {
+      if (recast && !hasParamCasts(func))
+        continue;
+      recastParams = recast;
+      keepResidual = residual;
+      FailureOr<int64_t> arena = planStrategy(compared, /*minimal=*/true);
+      planned &= succeeded(arena);
+      LLVM_DEBUG(if (succeeded(arena)) llvm::dbgs()
+                 << "remat " << compared << " from the minimal saved set"
+                 << (recast ? ", casting parameters again" : "")
+                 << (residual ? "" : ", rebuilding residual streams")
+                 << ": arena " << *arena << "\n");
+      if (succeeded(arena) && (!best || *arena < *best)) {
+        best = *arena;
+        bestRecast = recast;
+        bestResidual = residual;
+      }
+    }
+  FailureOr<int64_t> without = planStrategy(compared, /*minimal=*/false);
+  LLVM_DEBUG(if (succeeded(without)) llvm::dbgs()
+             << "remat " << compared << ": arena " << *without << "\n");
+  // When the copies cannot be planned (a batch the micro-batches do not
+  // divide): the minimal saved set's first form, and the pipeline's own
+  // passes say what is wrong.
+  recastParams = planned && bestRecast;
+  keepResidual = !planned || bestResidual;
+  return !planned || failed(without) || *best <= *without;
+}
+
 void RematerializePass::runOnOperation() {
   StringRef kind = strategy;
   ModuleOp module = getOperation();
@@ -1137,52 +1186,9 @@ void RematerializePass::runOnOperation() {
   });
   int64_t n = graph.getNumStages();
   int64_t slots = 0;
-  // Account first: with cheap-recompute, the strategy (for budget: none, the
-  // search's starting point) runs on two copies, from the minimal saved set
-  // and from the step as it is, and the one that plans the smaller arena
-  // (the minimal saved set on a tie) is applied. Its recompute shortens
-  // lifetimes, but its transients, or a strategy's recompute of stages
-  // around it, can raise a peak.
-  // The minimal saved set has up to four forms: keeping each parameter's
-  // low-precision copy from the forward (under mixed precision) or casting
-  // it again in the backward, and keeping a residual stream's values or
-  // rebuilding them from the blocks' outputs (the fewest bytes kept); the
-  // smallest plan decides, keeping on a tie (no recompute for nothing).
-  bool minimal = false;
-  if (cheapRecompute) {
-    StringRef compared = kind == "budget" ? StringRef("none") : kind;
-    bool planned = true;
-    std::optional<int64_t> best;
-    bool bestRecast = false, bestResidual = true;
-    for (bool residual : {true, false})
-      for (bool recast : {false, true}) {
-        if (recast && !hasParamCasts(*func))
-          continue;
-        recastParams = recast;
-        keepResidual = residual;
-        FailureOr<int64_t> arena = planStrategy(compared, /*minimal=*/true);
-        planned &= succeeded(arena);
-        LLVM_DEBUG(if (succeeded(arena)) llvm::dbgs()
-                   << "remat " << compared << " from the minimal saved set"
-                   << (recast ? ", casting parameters again" : "")
-                   << (residual ? "" : ", rebuilding residual streams")
-                   << ": arena " << *arena << "\n");
-        if (succeeded(arena) && (!best || *arena < *best)) {
-          best = *arena;
-          bestRecast = recast;
-          bestResidual = residual;
-        }
-      }
-    FailureOr<int64_t> without = planStrategy(compared, /*minimal=*/false);
-    LLVM_DEBUG(if (succeeded(without)) llvm::dbgs()
-               << "remat " << compared << ": arena " << *without << "\n");
-    // When the copies cannot be planned (a batch the micro-batches do not
-    // divide): the minimal saved set's first form, and the pipeline's own
-    // passes say what is wrong.
-    recastParams = planned && bestRecast;
-    keepResidual = !planned || bestResidual;
-    minimal = !planned || failed(without) || *best <= *without;
-  }
+  // Account first (chooseMinimalForm): from the minimal saved set, in its
+  // best form, or from the step as it is.
+  bool minimal = cheapRecompute && chooseMinimalForm(*func, kind);
   cheapClones = cheapFlops = 0;
   if (kind == "budget") {
     // From the minimal saved set first, on a copy: the search cannot undo
