@@ -176,12 +176,6 @@ static std::string percent(int64_t part, int64_t whole) {
       .str();
 }
 
-std::string memopt::formatSeconds(double seconds) {
-  if (seconds >= 1.0)
-    return llvm::formatv("{0:f3} s", seconds).str();
-  return llvm::formatv("{0:f2} ms", seconds * 1e3).str();
-}
-
 /// Why the rows `matches` selects (an alternative to the chosen one) were
 /// not chosen: none compiled, the smallest planned peak among them is over
 /// the budget, or the fastest of them that fits is slower.

@@ -2,6 +2,7 @@
 
 #include "memopt/Support/ByteSize.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -40,29 +41,33 @@ std::optional<int64_t> memopt::parseByteSize(llvm::StringRef text) {
   return static_cast<int64_t>(bytes);
 }
 
-std::string memopt::formatBytes(int64_t bytes) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  if (bytes < 1024)
-    return std::to_string(bytes) + " B";
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024.0 && unit < 4) {
-    value /= 1024.0;
+/// `count` in the largest of `units` (each `base` times the previous) that
+/// keeps it at least 1, with two decimals; below `base`, the whole count in
+/// the first unit.
+static std::string formatWithUnit(int64_t count, double base,
+                                  llvm::ArrayRef<const char *> units) {
+  if (count < base)
+    return std::to_string(count) + " " + units.front();
+  double value = static_cast<double>(count);
+  size_t unit = 0;
+  while (value >= base && unit + 1 < units.size()) {
+    value /= base;
     ++unit;
   }
   return llvm::formatv("{0:f2} {1}", value, units[unit]).str();
 }
 
+std::string memopt::formatBytes(int64_t bytes) {
+  return formatWithUnit(bytes, 1024.0, {"B", "KiB", "MiB", "GiB", "TiB"});
+}
+
 std::string memopt::formatFlops(int64_t flops) {
-  static const char *const units[] = {"FLOP",  "kFLOP", "MFLOP",
-                                      "GFLOP", "TFLOP", "PFLOP"};
-  if (flops < 1000)
-    return std::to_string(flops) + " FLOP";
-  double value = static_cast<double>(flops);
-  int unit = 0;
-  while (value >= 1000.0 && unit < 5) {
-    value /= 1000.0;
-    ++unit;
-  }
-  return llvm::formatv("{0:f2} {1}", value, units[unit]).str();
+  return formatWithUnit(flops, 1000.0,
+                        {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"});
+}
+
+std::string memopt::formatSeconds(double seconds) {
+  if (seconds >= 1.0)
+    return llvm::formatv("{0:f3} s", seconds).str();
+  return llvm::formatv("{0:f2} ms", seconds * 1e3).str();
 }

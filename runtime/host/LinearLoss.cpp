@@ -110,15 +110,15 @@ public:
   const float *weightChunk(int64_t first, int64_t count) {
     if (dtype == MEMOPT_F32)
       return static_cast<const float *>(w) + first * dim;
-    const char *rows =
+    const char *source =
         static_cast<const char *>(w) + first * dim * dtypeSize(wDtype);
     if (wDtype == MEMOPT_F32) {
       // Round the master weight's rows through dtype.
-      storeF32(dtype, reinterpret_cast<const float *>(rows), rounded,
+      storeF32(dtype, reinterpret_cast<const float *>(source), rounded,
                count * dim);
-      rows = static_cast<const char *>(rounded);
+      source = static_cast<const char *>(rounded);
     }
-    loadF32(dtype, rows, stage.get(), count * dim);
+    loadF32(dtype, source, stage.get(), count * dim);
     return stage.get();
   }
 

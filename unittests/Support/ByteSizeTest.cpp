@@ -30,6 +30,13 @@ TEST(ByteSizeTest, Rejects) {
     EXPECT_EQ(parseByteSize(text), std::nullopt) << text;
 }
 
+TEST(ByteSizeTest, FormatSeconds) {
+  EXPECT_EQ(formatSeconds(0.0123456), "12.35 ms");
+  EXPECT_EQ(formatSeconds(0.999), "999.00 ms");
+  EXPECT_EQ(formatSeconds(1.0), "1.000 s");
+  EXPECT_EQ(formatSeconds(2.3456), "2.346 s");
+}
+
 } // namespace
 
 TEST(ByteSizeTest, FormatBytes) {

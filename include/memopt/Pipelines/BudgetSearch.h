@@ -166,9 +166,6 @@ ExploreResult exploreCombinations(mlir::ModuleOp module,
 void chooseCombination(ExploreResult &result, const ExploreOptions &options,
                        const CombinationResult *plain);
 
-/// "1.234 s" or "12.34 ms".
-std::string formatSeconds(double seconds);
-
 } // namespace memopt
 
 #endif // MEMOPT_PIPELINES_BUDGETSEARCH_H

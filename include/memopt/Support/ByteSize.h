@@ -1,7 +1,7 @@
 //===- ByteSize.h - sizes as users write and read them ------------*- C++ -*-===//
 //
 // Parses the memory sizes of memopt's command lines ("24GiB", "80GB",
-// "1.5 GiB", "4096") and formats the bytes and FLOPs memopt prints.
+// "1.5 GiB", "4096") and formats the bytes, FLOPs and seconds memopt prints.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +29,9 @@ std::string formatBytes(int64_t bytes);
 /// Formats a FLOP count with a decimal unit: "812 FLOP", "1.25 MFLOP",
 /// "3.10 GFLOP".
 std::string formatFlops(int64_t flops);
+
+/// Formats a duration: "1.234 s", or "12.34 ms" below a second.
+std::string formatSeconds(double seconds);
 
 } // namespace memopt
 

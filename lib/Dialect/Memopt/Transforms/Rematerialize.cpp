@@ -1111,9 +1111,10 @@ bool RematerializePass::chooseMinimalForm(FunctionOpInterface func,
   bool planned = true;
   std::optional<int64_t> best;
   bool bestRecast = false, bestResidual = true;
+  bool paramCasts = hasParamCasts(func);
   for (bool residual : {true, false})
     for (bool recast : {false, true}) {
-      if (recast && !hasParamCasts(func))
+      if (recast && !paramCasts)
         continue;
       recastParams = recast;
       keepResidual = residual;
