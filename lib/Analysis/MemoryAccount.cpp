@@ -9,8 +9,9 @@
 // 2. Scratch buffers (the `memref.alloc`s) come from BufferLiveness. The
 //    gradient of a parameter is the `grad` operand of its optimizer-update
 //    kernel, and, walking backwards through the backward pass, the inputs of
-//    the adds (sums of partial gradients), reshapes, casts and unscales that
-//    write a gradient buffer; every other buffer is an activation.
+//    the adds (sums of partial gradients), reshapes, casts, paddings,
+//    unscales and ZeRO's reduce-scatters that write a gradient buffer; every
+//    other buffer is an activation.
 // 3. A difference array over op indices gives the live scratch bytes per
 //    program point per pool; the peak is the point with the most.
 //    A cast of a "param" argument is that parameter's low-precision copy
@@ -244,8 +245,10 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
         continue;
       llvm::StringRef name = writer.getKernel();
       auto ins = writer.getIns();
+      // ZeRO scatters a flattened, zero-padded (slice_grad) accumulator.
       if (name == "memopt.add" || name == "memopt.reshape" ||
-          name == "memopt.cast") {
+          name == "memopt.cast" || name == "memopt.slice_grad" ||
+          name == "shard.reduce_scatter") {
         for (Value in : ins)
           markGrad(in);
       } else if (name == "memopt.unscale") {
@@ -302,11 +305,27 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
       argumentBytes[static_cast<unsigned>(MemoryPoolKind::Optimizer)];
   for (const auto &entry : copyBytes)
     modelState.weights = saturatingAdd(modelState.weights, entry.second);
+  // A gradient that ZeRO stage 1 scatters after the loop is held whole
+  // until then: the step's gradient is the scattered buffer.
+  auto getHeldGradient = [&](Value grad) {
+    std::optional<unsigned> id = lookupBuffer(grad);
+    while (id && writers[*id].size() == 1 &&
+           llvm::is_contained({llvm::StringRef("shard.reduce_scatter"),
+                               llvm::StringRef("memopt.slice_grad")},
+                              writers[*id].front().getKernel())) {
+      std::optional<unsigned> source =
+          lookupBuffer(writers[*id].front().getIns()[0]);
+      if (!source)
+        break;
+      id = source;
+    }
+    return id;
+  };
   for (auto [kernel, index] : kernels) {
     llvm::StringRef name = kernel.getKernel();
     if ((name == "memopt.adamw_update" || name == "memopt.sgd_update") &&
         kernel.getIns().size() >= 2)
-      if (std::optional<unsigned> id = lookupBuffer(kernel.getIns()[1]))
+      if (std::optional<unsigned> id = getHeldGradient(kernel.getIns()[1]))
         modelState.grads = saturatingAdd(modelState.grads,
                                          buffers[*id].getSizeBytes());
   }

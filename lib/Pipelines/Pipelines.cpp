@@ -76,6 +76,19 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
   if (options.dataParallel < 1)
     return fail("invalid --data-parallel=" + llvm::Twine(options.dataParallel) +
                 ": expected at least 1");
+  if (options.zeroStage < 0 || options.zeroStage > 2)
+    return fail("invalid --zero-stage=" + llvm::Twine(options.zeroStage) +
+                ": expected 0, 1 or 2");
+  if (options.zeroStage > 0 && options.dataParallel < 2)
+    return fail("--zero-stage=" + llvm::Twine(options.zeroStage) +
+                " shards over the data-parallel ranks: it needs "
+                "--data-parallel=N with N >= 2");
+  if (options.zeroStage > 0 && options.mixedPrecision == "f16" &&
+      options.lossScale != "none")
+    return fail("--zero-stage=" + llvm::Twine(options.zeroStage) +
+                " with --mixed-precision=fp16 needs --loss-scale=none: loss "
+                "scaling unscales and checks whole gradients, which ZeRO "
+                "never holds (use --mixed-precision=bf16)");
   llvm::StringRef lossScale = options.lossScale;
   double scale = 0;
   if (!lossScale.empty() && lossScale != "dynamic" && lossScale != "none" &&
@@ -145,6 +158,7 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
     remat.cheapRecompute = options.cheapRecompute;
     remat.microBatches = options.microBatches;
     remat.dataParallel = options.dataParallel;
+    remat.zeroStage = options.zeroStage;
     remat.accumulateAllowBatchNorm = options.accumulateAllowBatchNorm;
     remat.budget = options.memoryBudget;
     remat.snapshots = options.rematSnapshots;
@@ -155,6 +169,7 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
   PlanningPipelineOptions planning;
   planning.microBatches = options.microBatches;
   planning.dataParallel = options.dataParallel;
+  planning.zeroStage = options.zeroStage;
   planning.allowBatchNorm = options.accumulateAllowBatchNorm;
   planning.releaseGradients = options.releaseGradients;
   planning.bufferReuse = options.bufferReuse;
@@ -190,6 +205,11 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       *this, "data-parallel",
       llvm::cl::desc("Data parallelism: ranks the batch is split across"),
       llvm::cl::init(1)};
+  Option<int64_t> zeroStage{
+      *this, "zero-stage",
+      llvm::cl::desc("ZeRO over the data-parallel ranks: 0 none, 1 shards "
+                     "the optimizer state, 2 also the gradients"),
+      llvm::cl::init(0)};
   Option<bool> accumulateAllowBatchNorm{
       *this, "accumulate-allow-batch-norm",
       llvm::cl::desc("Accept batch norm's per-micro-batch statistics"),
@@ -285,6 +305,7 @@ void memopt::registerMemoptPipelines() {
         options.rematSnapshots = cl.rematSnapshots;
         options.microBatches = cl.microBatches;
         options.dataParallel = cl.dataParallel;
+        options.zeroStage = cl.zeroStage;
         options.accumulateAllowBatchNorm = cl.accumulateAllowBatchNorm;
         options.bufferReuse = cl.bufferReuse;
         options.cheapRecompute = cl.cheapRecompute;

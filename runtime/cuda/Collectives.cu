@@ -5,7 +5,9 @@
 // draws an id (ncclGetUniqueId) and hands it to the other ranks through the
 // driver's collectives (MPI), then every rank joins with ncclCommInitRank.
 // Each rank drives its own GPU; two ranks on one GPU need a distinct
-// NCCL_HOSTID each (docs/DataParallel.md).
+// NCCL_HOSTID each (docs/DataParallel.md). ZeRO's reduce-scatter and
+// all-gather are NCCL's own, on slices of equal size (the compiler pads);
+// gathering and slicing move 16-bit parameters as bytes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +24,14 @@ bool checkNccl(memopt_context *ctx, const char *entry, const char *call,
   setError(ctx, MEMOPT_ERROR_COLLECTIVE, entry, "%s failed: %s", call,
            ncclGetErrorString(result));
   return false;
+}
+
+/// Copies `bytes` bytes of device memory in the context's stream.
+void copyDevice(memopt_context *ctx, const char *entry, void *out,
+                const void *input, size_t bytes) {
+  checkCuda(ctx, entry, "cudaMemcpyAsync",
+            cudaMemcpyAsync(out, input, bytes, cudaMemcpyDeviceToDevice,
+                            ctx->stream));
 }
 
 /// The NCCL communicator of the context's ranks, made on first use.
@@ -67,9 +77,7 @@ void memopt_all_reduce_sum(memopt_context *ctx, memopt_dtype dtype,
     return;
   if (ctx->collectives.size <= 1) {
     if (input != out)
-      checkCuda(ctx, entry, "cudaMemcpyAsync",
-                cudaMemcpyAsync(out, input, static_cast<size_t>(n) * 4,
-                                cudaMemcpyDeviceToDevice, ctx->stream));
+      copyDevice(ctx, entry, out, input, static_cast<size_t>(n) * 4);
     return;
   }
   if (!ensureCommunicator(ctx, entry))
@@ -77,4 +85,49 @@ void memopt_all_reduce_sum(memopt_context *ctx, memopt_dtype dtype,
   checkNccl(ctx, entry, "ncclAllReduce",
             ncclAllReduce(input, out, static_cast<size_t>(n), ncclFloat32,
                           ncclSum, ctx->nccl, ctx->stream));
+}
+
+
+void memopt_reduce_scatter_sum(memopt_context *ctx, memopt_dtype dtype,
+                               const void *input, void *out, int64_t shard) {
+  const char *entry = "memopt_reduce_scatter_sum";
+  if (!checkFloatTensors(ctx, entry, dtype, {shard}, {input, out}) ||
+      shard == 0)
+    return;
+  if (ctx->collectives.size <= 1)
+    return copyDevice(ctx, entry, out, input, static_cast<size_t>(shard) * 4);
+  if (!ensureCommunicator(ctx, entry))
+    return;
+  checkNccl(ctx, entry, "ncclReduceScatter",
+            ncclReduceScatter(input, out, static_cast<size_t>(shard),
+                              ncclFloat32, ncclSum, ctx->nccl, ctx->stream));
+}
+
+void memopt_all_gather(memopt_context *ctx, memopt_dtype dtype,
+                       const void *input, void *out, int64_t shard) {
+  const char *entry = "memopt_all_gather";
+  if (!checkFloatTensors(ctx, entry, dtype, {shard}, {input, out}) ||
+      shard == 0)
+    return;
+  size_t bytes = static_cast<size_t>(shard) * dtypeSize(dtype);
+  if (ctx->collectives.size <= 1)
+    return copyDevice(ctx, entry, out, input, bytes);
+  if (!ensureCommunicator(ctx, entry))
+    return;
+  checkNccl(ctx, entry, "ncclAllGather",
+            ncclAllGather(input, out, bytes, ncclUint8, ctx->nccl,
+                          ctx->stream));
+}
+
+void memopt_all_slice(memopt_context *ctx, memopt_dtype dtype,
+                      const void *input, void *out, int64_t shard) {
+  const char *entry = "memopt_all_slice";
+  if (!checkFloatTensors(ctx, entry, dtype, {shard}, {input, out}) ||
+      shard == 0)
+    return;
+  size_t bytes = static_cast<size_t>(shard) * dtypeSize(dtype);
+  copyDevice(ctx, entry, out,
+             static_cast<const unsigned char *>(input) +
+                 static_cast<size_t>(getRank(ctx)) * bytes,
+             bytes);
 }

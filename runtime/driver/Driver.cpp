@@ -16,8 +16,11 @@
 
 #include "Driver.h"
 
+#include "memopt/runtime/Collectives.h"
+
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -136,7 +139,33 @@ bool parseArgument(const nlohmann::json &json, size_t index,
     }
     argument.batchDim = static_cast<int64_t>(batchDim->get<uint64_t>());
   }
+  if (const nlohmann::json *full = field("shard_of")) {
+    std::vector<int64_t> dims;
+    uint64_t fullElements = 0;
+    bool valid = full->is_array();
+    for (const nlohmann::json &dim : valid ? *full : nlohmann::json::array())
+      valid = valid && dim.is_number_unsigned() &&
+              dim.get<uint64_t>() <= static_cast<uint64_t>(
+                                         std::numeric_limits<int64_t>::max());
+    if (valid)
+      for (const nlohmann::json &dim : *full)
+        dims.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
+    if (!valid || argument.shape.size() != 1 ||
+        !getNumElements(dims, elementBytes, fullElements)) {
+      error = where + " has an invalid shard_of";
+      return false;
+    }
+    argument.shardOf = std::move(dims);
+  }
   return true;
+}
+
+/// The elements of `shape` (checked when the description was read).
+uint64_t countElements(const std::vector<int64_t> &shape) {
+  uint64_t n = 1;
+  for (int64_t dim : shape)
+    n *= static_cast<uint64_t>(dim);
+  return n;
 }
 
 /// Frees a context when the run ends, whichever way.
@@ -187,10 +216,14 @@ private:
   int loadArena();
   /// Runs the steps, printing the losses.
   int runSteps();
-  /// Writes params, state and optimizer state to --save.
+  /// Writes params, state and optimizer state to --save (rank 0; every
+  /// rank gathers its shards).
   int save();
+  /// Reads argument `i` back whole into `bytes`: a ZeRO shard gathered
+  /// from every rank (a collective: all ranks call it in the same order).
+  int readWhole(size_t i, std::vector<unsigned char> &bytes);
   /// Prints the --stats line.
-  void printStats(const std::vector<double> &seconds);
+  int printStats(const std::vector<double> &seconds);
 
   const DriverOptions &options;
   const ModelDescription &model;
@@ -211,7 +244,7 @@ private:
   unsigned char *base = nullptr;
   /// Data parallelism (model.dataParallel > 1): the ranks, from MPI.
   bool parallel = false;
-  memopt_collectives collectives = {0, 1, nullptr, nullptr, nullptr};
+  memopt_collectives collectives = memopt::runtime::kSingleRank;
 };
 
 int TrainRun::startCollectives() {
@@ -298,8 +331,9 @@ int TrainRun::bindTensors() {
                   "tensor '" + argument.name + "' in '" + *path +
                       "' has dtype " + getSafetensorsDtypeName(entry->dtype) +
                       ", expected " + getSafetensorsDtypeName(argument.dtype));
-    // Data parallelism: the batch file holds every rank's share.
-    std::vector<int64_t> expected = argument.shape;
+    // Data parallelism: the batch file holds every rank's share, and a
+    // ZeRO shard's tensor is whole.
+    std::vector<int64_t> expected = argument.shardOf.value_or(argument.shape);
     if (parallel && argument.batchDim)
       expected[*argument.batchDim] *= model.dataParallel;
     if (entry->shape != expected)
@@ -368,17 +402,22 @@ int TrainRun::loadArena() {
     const ModelArgument &argument = model.arguments[i];
     // Data parallelism: the rank's share of the batch (contiguous: the
     // dimensions before the batch's have extent 1), and rank 0's state.
-    uint64_t from = 0;
-    if (parallel && argument.batchDim)
+    uint64_t from = 0, bytes = argument.byteSize;
+    if (parallel && (argument.batchDim || argument.shardOf))
       from = static_cast<uint64_t>(collectives.rank) * argument.byteSize;
+    // The last shards hold the padding past the tensor's end: zeros.
+    if (argument.shardOf)
+      bytes = std::min(bytes, staging.size() - std::min<uint64_t>(
+                                                   from, staging.size()));
     if (parallel && sourceReaders[i] == &params &&
         collectives.broadcast(collectives.state, staging.data(),
                               static_cast<int64_t>(staging.size()), 0,
                               errorText, sizeof(errorText)))
       return fail(DriverRuntimeError, "cannot broadcast '" + argument.name +
                                           "' from rank 0: " + errorText);
-    memopt_copy_from_host(ctx.get(), base + offsets[i], staging.data() + from,
-                          argument.byteSize);
+    if (bytes)
+      memopt_copy_from_host(ctx.get(), base + offsets[i],
+                            staging.data() + from, bytes);
     if (argument.name == "optimizer.step" &&
         argument.dtype == TensorDtype::I64 && argument.shape.empty()) {
       int64_t updates = 0;
@@ -447,11 +486,11 @@ int TrainRun::runSteps() {
     memopt_advance_step(ctx.get());
   }
   if (options.stats)
-    printStats(seconds);
+    return printStats(seconds);
   return DriverSuccess;
 }
 
-void TrainRun::printStats(const std::vector<double> &seconds) {
+int TrainRun::printStats(const std::vector<double> &seconds) {
   // The first step includes one-time work (cuBLASLt algorithm selection,
   // module loading): the mean leaves it out when there are more.
   double sum = 0.0, best = 0.0;
@@ -475,9 +514,8 @@ void TrainRun::printStats(const std::vector<double> &seconds) {
       Role role = model.arguments[i].role;
       if (role != Role::Param && role != Role::State && role != Role::Optim)
         continue;
-      bytes.resize(model.arguments[i].byteSize);
-      memopt_copy_to_host(ctx.get(), bytes.data(), base + offsets[i],
-                          bytes.size());
+      if (int code = readWhole(i, bytes))
+        return code;
       for (unsigned char byte : bytes)
         hash = (hash ^ byte) * 0x100000001b3ull;
     }
@@ -503,6 +541,34 @@ void TrainRun::printStats(const std::vector<double> &seconds) {
                 rank.c_str());
   out << line;
   out.flush();
+  return DriverSuccess;
+}
+
+int TrainRun::readWhole(size_t i, std::vector<unsigned char> &bytes) {
+  const ModelArgument &argument = model.arguments[i];
+  uint64_t shard = argument.byteSize;
+  uint64_t rank = argument.shardOf ? static_cast<uint64_t>(collectives.rank)
+                                   : 0;
+  bytes.assign(argument.shardOf ? shard * collectives.size : shard, 0);
+  if (shard)
+    memopt_copy_to_host(ctx.get(), bytes.data() + rank * shard,
+                        base + offsets[i], shard);
+  if (memopt_get_status(ctx.get()) != MEMOPT_OK)
+    return fail(DriverRuntimeError,
+                "cannot read back '" + argument.name + "': " +
+                    runtimeMessage());
+  if (!argument.shardOf)
+    return DriverSuccess;
+  char errorText[256] = "";
+  for (int64_t root = 0; root < collectives.size; ++root)
+    if (collectives.broadcast(collectives.state, bytes.data() + root * shard,
+                              static_cast<int64_t>(shard), root, errorText,
+                              sizeof(errorText)))
+      return fail(DriverRuntimeError, "cannot gather '" + argument.name +
+                                          "': " + errorText);
+  bytes.resize(countElements(*argument.shardOf) *
+               getDtypeSize(argument.dtype));
+  return DriverSuccess;
 }
 
 int TrainRun::save() {
@@ -513,16 +579,15 @@ int TrainRun::save() {
     if (argument.role != Role::Param && argument.role != Role::State &&
         argument.role != Role::Optim)
       continue;
-    buffers.emplace_back(argument.byteSize);
-    if (argument.byteSize)
-      memopt_copy_to_host(ctx.get(), buffers.back().data(), base + offsets[i],
-                          argument.byteSize);
-    tensors.push_back(SafetensorsTensorRef{argument.name, argument.dtype,
-                                           argument.shape, nullptr});
+    buffers.emplace_back();
+    if (int code = readWhole(i, buffers.back()))
+      return code;
+    tensors.push_back(SafetensorsTensorRef{
+        argument.name, argument.dtype,
+        argument.shardOf.value_or(argument.shape), nullptr});
   }
-  if (memopt_get_status(ctx.get()) != MEMOPT_OK)
-    return fail(DriverRuntimeError,
-                "cannot read back the tensors: " + runtimeMessage());
+  if (!isFirstRank())
+    return DriverSuccess;
   for (size_t i = 0; i < tensors.size(); ++i)
     tensors[i].data = buffers[i].data();
   std::string error;
@@ -541,7 +606,7 @@ int TrainRun::run() {
     return code;
   if (int code = runSteps())
     return code;
-  if (!options.savePath.empty() && isFirstRank())
+  if (!options.savePath.empty())
     if (int code = save())
       return code;
   if (parallel)
@@ -677,6 +742,21 @@ bool memopt::driver::parseModelDescription(const std::string &json,
         return false;
       }
       model.dataParallel = static_cast<int64_t>(ranks->get<uint64_t>());
+    }
+    // A shard holds ceil(n / ranks) elements of an n-element tensor.
+    for (const ModelArgument &argument : model.arguments) {
+      if (!argument.shardOf)
+        continue;
+      uint64_t full = countElements(*argument.shardOf);
+      uint64_t ranks = static_cast<uint64_t>(model.dataParallel);
+      if (ranks < 2 || static_cast<uint64_t>(argument.shape[0]) !=
+                           (full + ranks - 1) / ranks) {
+        error = "argument '" + argument.name + "' is a shard of " +
+                std::to_string(full) + " elements, which " +
+                std::to_string(argument.shape[0]) + " elements on each of " +
+                std::to_string(ranks) + " rank(s) do not cut evenly";
+        return false;
+      }
     }
   } catch (const std::exception &e) {
     error = e.what();

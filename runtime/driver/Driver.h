@@ -56,6 +56,10 @@ struct ModelArgument {
   /// Data parallelism: the dimension along which the batch file's tensor
   /// holds every rank's share ("batch_dim" of an input or label).
   std::optional<int64_t> batchDim;
+  /// ZeRO: the full shape of the tensor this rank holds a shard of
+  /// ("shard_of"): flattened, zero-padded to world size x shape[0], rank r
+  /// holding elements [r * shape[0], (r + 1) * shape[0]).
+  std::optional<std::vector<int64_t>> shardOf;
 };
 
 /// The "loss_scale" section of the model description (mixed precision).

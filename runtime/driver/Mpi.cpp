@@ -3,7 +3,8 @@
 // The driver's collectives for a data-parallel program (memopt-compile
 // --data-parallel=N links this archive whole): MPI_COMM_WORLD is the ranks.
 // Sums are MPI_Allreduce in place on f32 (every rank gets the same bits:
-// MPI's reduction is one order for all), in chunks below 2^31 elements.
+// MPI's reduction is one order for all), or MPI_Reduce to one root (ZeRO's
+// reduce-scatter, one slice per root), in chunks below 2^31 elements.
 // MPI's default error handler ends the job on a communication failure, and a
 // rank that fails calls MPI_Abort, so no rank waits for a dead one.
 //
@@ -32,6 +33,21 @@ int allReduceSum(void *, float *data, int64_t n, char *error, size_t size) {
     int count = static_cast<int>(std::min<int64_t>(n - done, INT_MAX));
     int code = MPI_Allreduce(MPI_IN_PLACE, data + done, count, MPI_FLOAT,
                              MPI_SUM, MPI_COMM_WORLD);
+    if (code != MPI_SUCCESS) {
+      describe(code, error, size);
+      return code;
+    }
+    done += count;
+  }
+  return 0;
+}
+
+int reduceSum(void *, const float *input, float *out, int64_t n,
+              int64_t root, char *error, size_t size) {
+  for (int64_t done = 0; done < n;) {
+    int count = static_cast<int>(std::min<int64_t>(n - done, INT_MAX));
+    int code = MPI_Reduce(input + done, out + done, count, MPI_FLOAT, MPI_SUM,
+                          static_cast<int>(root), MPI_COMM_WORLD);
     if (code != MPI_SUCCESS) {
       describe(code, error, size);
       return code;
@@ -71,7 +87,8 @@ extern "C" int memopt_driver_start_collectives(memopt_collectives *collectives,
     describe(code, error, size);
     return code;
   }
-  *collectives = {rank, ranks, nullptr, allReduceSum, broadcast};
+  *collectives = {rank,         ranks,     nullptr,
+                  allReduceSum, broadcast, reduceSum};
   return 0;
 }
 

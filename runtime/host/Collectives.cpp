@@ -3,7 +3,10 @@
 // The host runtime reduces through the collectives the driver installs (MPI,
 // runtime/driver/Mpi.cpp): in place on the arena's f32 buffers, so a rank
 // holds no second copy of its gradients. Without collectives the world is
-// one rank and the all-reduce is a copy.
+// one rank and the all-reduce is a copy. ZeRO's reduce-scatter reduces
+// each rank's slice to that rank (reduce_sum_f32: MPI_Reduce), its
+// all-gather broadcasts each rank's slice from that rank (broadcast:
+// MPI_Bcast), so no callback needs strided buffers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +15,19 @@
 #include <cstring>
 
 using namespace memopt::host;
+
+namespace {
+
+/// Reports a failed collective callback of `entry`.
+void collectiveFailed(memopt_context *ctx, const char *entry,
+                      const char *error, const char *missing) {
+  const memopt_collectives &c = ctx->collectives;
+  setError(ctx, MEMOPT_ERROR_COLLECTIVE, entry, "rank %lld of %lld: %s",
+           static_cast<long long>(c.rank), static_cast<long long>(c.size),
+           *error ? error : missing);
+}
+
+} // namespace
 
 void memopt_set_collectives(memopt_context *ctx,
                             const memopt_collectives *collectives) {
@@ -38,7 +54,57 @@ void memopt_all_reduce_sum(memopt_context *ctx, memopt_dtype dtype,
   if (!c.all_reduce_sum_f32 ||
       c.all_reduce_sum_f32(c.state, static_cast<float *>(out), n, error,
                            sizeof(error)) != 0)
-    setError(ctx, MEMOPT_ERROR_COLLECTIVE, entry, "rank %lld of %lld: %s",
-             static_cast<long long>(c.rank), static_cast<long long>(c.size),
-             *error ? error : "no all-reduce installed");
+    collectiveFailed(ctx, entry, error, "no all-reduce installed");
+}
+
+
+void memopt_reduce_scatter_sum(memopt_context *ctx, memopt_dtype dtype,
+                               const void *input, void *out, int64_t shard) {
+  const char *entry = "memopt_reduce_scatter_sum";
+  if (!checkFloatTensors(ctx, entry, dtype, {shard}, {input, out}) ||
+      shard == 0)
+    return;
+  const memopt_collectives &c = ctx->collectives;
+  const auto *in = static_cast<const float *>(input);
+  if (c.size <= 1) {
+    std::memcpy(out, in, static_cast<size_t>(shard) * sizeof(float));
+    return;
+  }
+  char error[256] = "";
+  for (int64_t root = 0; root < c.size; ++root)
+    if (!c.reduce_sum_f32 ||
+        c.reduce_sum_f32(c.state, in + root * shard, static_cast<float *>(out),
+                         shard, root, error, sizeof(error)) != 0)
+      return collectiveFailed(ctx, entry, error, "no reduction installed");
+}
+
+void memopt_all_gather(memopt_context *ctx, memopt_dtype dtype,
+                       const void *input, void *out, int64_t shard) {
+  const char *entry = "memopt_all_gather";
+  if (!checkFloatTensors(ctx, entry, dtype, {shard}, {input, out}) ||
+      shard == 0)
+    return;
+  const memopt_collectives &c = ctx->collectives;
+  int64_t bytes = shard * static_cast<int64_t>(dtypeSize(dtype));
+  auto *gathered = static_cast<unsigned char *>(out);
+  std::memcpy(gathered + c.rank * bytes, input, static_cast<size_t>(bytes));
+  char error[256] = "";
+  for (int64_t root = 0; root < c.size; ++root)
+    if (c.size > 1 &&
+        (!c.broadcast || c.broadcast(c.state, gathered + root * bytes, bytes,
+                                     root, error, sizeof(error)) != 0))
+      return collectiveFailed(ctx, entry, error, "no broadcast installed");
+}
+
+void memopt_all_slice(memopt_context *ctx, memopt_dtype dtype,
+                      const void *input, void *out, int64_t shard) {
+  const char *entry = "memopt_all_slice";
+  if (!checkFloatTensors(ctx, entry, dtype, {shard}, {input, out}) ||
+      shard == 0)
+    return;
+  size_t bytes = static_cast<size_t>(shard) * dtypeSize(dtype);
+  std::memcpy(out,
+              static_cast<const unsigned char *>(input) +
+                  static_cast<size_t>(getRank(ctx)) * bytes,
+              bytes);
 }

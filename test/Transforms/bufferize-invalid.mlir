@@ -11,7 +11,7 @@ module {
 
 func.func @train_step(%x: tensor<4xf32> {memopt.role = "input", memopt.name = "x"})
     -> tensor<f32> attributes {memopt.train_step} {
-  // expected-error @+1 {{'arith.constant' op cannot be bufferized: --memopt-bufferize handles memopt tensor ops (and shard.all_reduce) only}}
+  // expected-error @+1 {{'arith.constant' op cannot be bufferized: --memopt-bufferize handles memopt tensor ops (and shard collectives) only}}
   %c = arith.constant dense<1.0> : tensor<f32>
   return %c : tensor<f32>
 }
@@ -20,7 +20,7 @@ func.func @train_step(%x: tensor<4xf32> {memopt.role = "input", memopt.name = "x
 
 func.func @train_step(%x: tensor<4xf32> {memopt.role = "input", memopt.name = "x"})
     -> tensor<f32> attributes {memopt.train_step} {
-  // expected-error @+1 {{'scf.execute_region' op cannot be bufferized: --memopt-bufferize handles memopt tensor ops (and shard.all_reduce) only}}
+  // expected-error @+1 {{'scf.execute_region' op cannot be bufferized: --memopt-bufferize handles memopt tensor ops (and shard collectives) only}}
   %l = scf.execute_region -> tensor<f32> {
     %s = memopt.reduce_sum %x dims [0] : tensor<4xf32> to tensor<f32>
     scf.yield %s : tensor<f32>

@@ -161,6 +161,13 @@ cl::opt<int64_t> dataParallel(
              "with `mpirun -np N OUT/train` (docs/DataParallel.md)"),
     cl::value_desc("N"), cl::cat(compileCategory));
 
+cl::opt<int64_t> zeroStage(
+    "zero-stage", cl::init(0),
+    cl::desc("With --data-parallel: ZeRO stage 1 keeps 1/N of the optimizer "
+             "state on each rank, stage 2 also 1/N of the gradients "
+             "(docs/DataParallel.md)"),
+    cl::value_desc("0|1|2"), cl::cat(compileCategory));
+
 cl::opt<bool> accumulateAllowBatchNorm(
     "accumulate-allow-batch-norm", cl::init(false),
     cl::desc("With --micro-batches > 1: accept batch norm with statistics "
@@ -310,6 +317,7 @@ llvm::Error setPipelineOptions(bool budgetSearch,
   }
   options.microBatches = microBatches;
   options.dataParallel = dataParallel;
+  options.zeroStage = zeroStage;
   options.accumulateAllowBatchNorm = accumulateAllowBatchNorm;
   // The budget search compiles its candidates with the same options, so
   // the peak it reports is the one built.

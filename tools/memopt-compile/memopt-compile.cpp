@@ -264,6 +264,13 @@ bool buildModelJson(FunctionOpInterface func,
               index, memopt::MemoptDialect::kBatchDimAttrName);
           batchDim && options.dataParallel > 1)
         out.attribute("batch_dim", batchDim.getInt());
+      // ZeRO: the full shape the argument holds the rank's shard of.
+      if (auto full = func.getArgAttrOfType<DenseI64ArrayAttr>(
+              index, memopt::MemoptDialect::kShardOfAttrName))
+        out.attributeArray("shard_of", [&] {
+          for (int64_t dim : full.asArrayRef())
+            out.value(dim);
+        });
     });
   }
   os << "\n  ]\n}\n";

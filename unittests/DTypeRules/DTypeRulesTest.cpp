@@ -281,12 +281,24 @@ std::vector<OpCase> opCases() {
                               "tensor<2x4x$0>, tensor<2xf32>"),
       opCase<DropoutOp>(vec, "%r = memopt.dropout %x p 1.0e-01 seed 0 stream "
                              "0 : tensor<4x$0>"),
-      // Data parallelism's sum: only ever a kernel, whose verifier checks
-      // the runtime's row (the tensor op is upstream's).
+      // Data parallelism's and ZeRO's collectives: only ever kernels, whose
+      // verifier checks the runtime's row (the tensor ops are upstream's).
       OpCase{"shard.all_reduce", [](Operation *) { return success(); },
              "%x: memref<4x$0>",
              "memopt.kernel \"shard.all_reduce\" ins(%x : memref<4x$0>) "
              "outs(%x : memref<4x$0>) with {}"},
+      OpCase{"shard.reduce_scatter", [](Operation *) { return success(); },
+             "%x: memref<4x$0>, %y: memref<2x$0>",
+             "memopt.kernel \"shard.reduce_scatter\" ins(%x : memref<4x$0>) "
+             "outs(%y : memref<2x$0>) with {}"},
+      OpCase{"shard.all_gather", [](Operation *) { return success(); },
+             "%x: memref<2x$0>, %y: memref<4x$0>",
+             "memopt.kernel \"shard.all_gather\" ins(%x : memref<2x$0>) "
+             "outs(%y : memref<4x$0>) with {}"},
+      OpCase{"shard.all_slice", [](Operation *) { return success(); },
+             "%x: memref<4x$0>, %y: memref<2x$0>",
+             "memopt.kernel \"shard.all_slice\" ins(%x : memref<4x$0>) "
+             "outs(%y : memref<2x$0>) with {}"},
       // Losses.
       opCase<CrossEntropyOp>("%x: tensor<2x3x$0>, %y: tensor<2x$1>",
                              "%l = memopt.cross_entropy %x, %y : "

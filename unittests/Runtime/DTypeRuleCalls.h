@@ -278,6 +278,18 @@ inline std::vector<DTypeCall> dtypeCalls() {
        [](Ctx c, DTypes d, B &b) {
          memopt_all_reduce_sum(c, d[0], b.t(0), b.t(1), 4);
        }},
+      {"memopt_reduce_scatter_sum",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_reduce_scatter_sum(c, d[0], b.t(0), b.t(1), 4);
+       }},
+      {"memopt_all_gather",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_all_gather(c, d[0], b.t(0), b.t(1), 4);
+       }},
+      {"memopt_all_slice",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_all_slice(c, d[0], b.t(0), b.t(1), 4);
+       }},
       // Losses.
       {"memopt_cross_entropy",
        [](Ctx c, DTypes d, B &b) {

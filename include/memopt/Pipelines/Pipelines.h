@@ -67,6 +67,9 @@ struct MemoptPipelineOptions {
   /// Data parallelism: the ranks the batch is split across (1: none;
   /// docs/DataParallel.md).
   int64_t dataParallel = 1;
+  /// ZeRO over the dataParallel ranks (docs/DataParallel.md): 0 none, 1
+  /// shards the optimizer state, 2 also the gradients.
+  int64_t zeroStage = 0;
   /// With microBatches > 1: accept batch norm's per-micro-batch statistics.
   bool accumulateAllowBatchNorm = false;
   /// False gives every buffer its own bytes (docs/BufferReuse.md):

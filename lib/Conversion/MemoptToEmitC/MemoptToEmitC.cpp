@@ -1078,6 +1078,19 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     ptr(ins[0]);
     ptr(outs[0]);
     call.i64(numel(outs[0]));
+  } else if (name == "shard.reduce_scatter" || name == "shard.all_slice" ||
+             name == "shard.all_gather") {
+    // ZeRO's shards (--memopt-shard-optimizer): each call names the size of
+    // one rank's slice, the smaller of its two buffers.
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    callee = name == "shard.reduce_scatter" ? "memopt_reduce_scatter_sum"
+             : name == "shard.all_slice"    ? "memopt_all_slice"
+                                            : "memopt_all_gather";
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(outs[0]);
+    call.i64(std::min(numel(ins[0]), numel(outs[0])));
   } else if (name == "memopt.dropout") {
     if (failed(expectCounts(1, 1)))
       return failure();

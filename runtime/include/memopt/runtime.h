@@ -614,6 +614,11 @@ typedef struct memopt_collectives {
   /// Rank `root`'s `bytes` bytes at `data` (host memory) to every rank.
   int (*broadcast)(void *state, void *data, int64_t bytes, int64_t root,
                    char *error, size_t error_size);
+  /// On rank `root` only: out[i] = the sum over the ranks of their input[i],
+  /// `n` f32 values in host memory (`out` is not written on the others).
+  int (*reduce_sum_f32)(void *state, const float *input, float *out,
+                        int64_t n, int64_t root, char *error,
+                        size_t error_size);
 } memopt_collectives;
 
 /// Installs `collectives` (copied; NULL: one rank) for the context's
@@ -634,6 +639,29 @@ int64_t memopt_world_size(const memopt_context *ctx);
 /// the first call from an id that rank 0 broadcasts with the collectives.
 void memopt_all_reduce_sum(memopt_context *ctx, memopt_dtype dtype,
                            const void *input, void *out, int64_t n);
+
+/// `shard.reduce_scatter` (sum) of ZeRO (docs/DataParallel.md): `input`
+/// holds world_size x `shard` f32 elements and out[i] = the sum over the
+/// ranks of their input[rank * shard + i]: each rank gets the sum of its own
+/// slice. `out` must not overlap `input`. With one rank, a copy. The host
+/// runtime reduces through the collectives' reduce_sum_f32 (MPI), one root
+/// per slice; the CUDA runtime with ncclReduceScatter.
+void memopt_reduce_scatter_sum(memopt_context *ctx, memopt_dtype dtype,
+                               const void *input, void *out, int64_t shard);
+
+/// `shard.all_gather` of ZeRO: out[r * shard + i] = rank r's input[i], for
+/// world_size x `shard` elements of any floating dtype. `out` must not
+/// overlap `input`. With one rank, a copy. The host runtime gathers through
+/// the collectives' broadcast (MPI), one root per slice; the CUDA runtime
+/// with ncclAllGather.
+void memopt_all_gather(memopt_context *ctx, memopt_dtype dtype,
+                       const void *input, void *out, int64_t shard);
+
+/// `shard.all_slice` of ZeRO: out[i] = input[rank * shard + i] for `shard`
+/// elements of any floating dtype: the rank's own slice of a tensor every
+/// rank holds whole, with no communication.
+void memopt_all_slice(memopt_context *ctx, memopt_dtype dtype,
+                      const void *input, void *out, int64_t shard);
 
 /*===----------------------------------------------------------------------===*
  * Losses (computed in f32; losses and their incoming gradients are f32

@@ -139,6 +139,14 @@ LogicalResult MemoptDialect::verifyRegionArgAttribute(Operation *op,
                         << shaped.getRank() << ") for type " << argType;
     return success();
   }
+  if (name == kShardOfAttrName) {
+    auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!shape || llvm::any_of(shape.asArrayRef(),
+                               [](int64_t dim) { return dim < 0; }))
+      return argError() << "must be an array of non-negative extents, got "
+                        << attr.getValue();
+    return success();
+  }
   return op->emitOpError() << "argument #" << argIndex
                            << " has unknown memopt attribute '" << name
                            << "' (expected memopt.role, memopt.name or "

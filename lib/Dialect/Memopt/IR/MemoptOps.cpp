@@ -1203,9 +1203,9 @@ LogicalResult KernelOp::verify() {
   StringRef kernel = getKernel();
   std::optional<RegisteredOperationName> op =
       RegisteredOperationName::lookup(kernel, getContext());
-  // Besides memopt's ops, a kernel runs data parallelism's sum over the
-  // ranks (upstream shard.all_reduce, which --memopt-accumulate emits).
-  bool isCollective = kernel == "shard.all_reduce";
+  // Besides memopt's ops, a kernel runs the upstream collectives of data
+  // parallelism and ZeRO (--memopt-accumulate, --memopt-shard-optimizer).
+  bool isCollective = isCollectiveKernel(kernel);
   if ((!kernel.starts_with("memopt.") && !isCollective) || !op ||
       op->getTypeID() == TypeID::get<KernelOp>())
     return emitOpError() << "'" << kernel

@@ -143,9 +143,12 @@ std::vector<Binding> buildBindings() {
       bind<AttentionOp>("memopt_attention", {in0}),
       bind<AttentionGradOp>("memopt_attention_grad", {in0}),
       bind<DropoutOp>("memopt_dropout", {in0}),
-      // Collectives: data parallelism's sum (shard.all_reduce, by name:
-      // this library does not depend on the shard dialect).
+      // Collectives: data parallelism's sum and ZeRO's shards (upstream
+      // shard ops, by name: this library does not depend on that dialect).
       Binding{"shard.all_reduce", "memopt_all_reduce_sum", {in0}},
+      Binding{"shard.reduce_scatter", "memopt_reduce_scatter_sum", {in0}},
+      Binding{"shard.all_gather", "memopt_all_gather", {in0}},
+      Binding{"shard.all_slice", "memopt_all_slice", {in0}},
       // Losses.
       bind<CrossEntropyOp>("memopt_cross_entropy", {in0, in1}),
       bind<LabelCountOp>("memopt_label_count", {in0}),

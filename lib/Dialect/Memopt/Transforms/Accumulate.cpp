@@ -109,7 +109,6 @@ private:
 };
 
 /// The grid of --memopt-accumulate's data parallelism: one axis of ranks.
-constexpr llvm::StringLiteral kRanksGrid = "memopt_ranks";
 
 } // namespace
 
@@ -644,7 +643,7 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
   auto sumOverRanks = [&](Value partial) -> Value {
     if (ranks == 1)
       return partial;
-    return shard::AllReduceOp::create(b, loc, partial, kRanksGrid,
+    return shard::AllReduceOp::create(b, loc, partial, kRanksGridName,
                                       ArrayRef<shard::GridAxis>{0},
                                       shard::ReductionKind::Sum)
         .getResult();
@@ -973,9 +972,9 @@ void AccumulatePass::runOnOperation() {
   }
   if (getParts() == 1)
     return;
-  if (dataParallel > 1 && !SymbolTable::lookupSymbolIn(module, kRanksGrid)) {
+  if (dataParallel > 1 && !SymbolTable::lookupSymbolIn(module, kRanksGridName)) {
     OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
-    shard::GridOp::create(builder, module.getLoc(), kRanksGrid,
+    shard::GridOp::create(builder, module.getLoc(), kRanksGridName,
                           ArrayRef<int64_t>{dataParallel});
   }
   if (failed(accumulate(func)) || failed(verify(func)))

@@ -321,17 +321,21 @@ static LogicalResult checkTrainStep(func::FuncOp func,
                     "strides, static sizes, in the loop) are supported";
         continue;
       }
-      // Data parallelism's all-reduce (--memopt-accumulate) becomes a
-      // kernel like the memopt ops.
-      if (auto reduce = dyn_cast<shard::AllReduceOp>(op);
-          reduce && reduce.getReduction() != shard::ReductionKind::Sum)
+      // The collectives of data parallelism (--memopt-accumulate) and ZeRO
+      // (--memopt-shard-optimizer) become kernels like the memopt ops.
+      bool isCollective = isCollectiveKernel(op.getName().getStringRef());
+      std::optional<shard::ReductionKind> reduction;
+      if (auto reduce = dyn_cast<shard::AllReduceOp>(op))
+        reduction = reduce.getReduction();
+      if (auto reduce = dyn_cast<shard::ReduceScatterOp>(op))
+        reduction = reduce.getReduction();
+      if (reduction && *reduction != shard::ReductionKind::Sum)
         return op.emitOpError() << "cannot be bufferized: only sums are";
-      if ((!isa<MemoptDialect>(op.getDialect()) &&
-           !isa<shard::AllReduceOp>(op)) ||
+      if ((!isa<MemoptDialect>(op.getDialect()) && !isCollective) ||
           isa<KernelOp>(op) || op.getNumRegions() != 0)
         return op.emitOpError()
                << "cannot be bufferized: --memopt-bufferize handles memopt "
-                  "tensor ops (and shard.all_reduce) only";
+                  "tensor ops (and shard collectives) only";
       for (Type type : llvm::concat<const Type>(op.getOperandTypes(),
                                                 op.getResultTypes())) {
         auto tensor = dyn_cast<RankedTensorType>(type);

@@ -25,6 +25,11 @@ void memopt::buildPlanningPipeline(OpPassManager &pm,
     accumulate.allowBatchNorm = options.allowBatchNorm;
     pm.addPass(createAccumulatePass(accumulate));
   }
+  if (options.zeroStage > 0) {
+    ShardOptimizerPassOptions shard;
+    shard.stage = options.zeroStage;
+    pm.addPass(createShardOptimizerPass(shard));
+  }
   BufferizePassOptions bufferize;
   bufferize.reuse = options.bufferReuse;
   pm.addPass(createBufferizePass(bufferize));

@@ -216,8 +216,12 @@ inline constexpr DTypeRule kDTypeRules[] = {
     rules::row("memopt_attention_grad", rules::floats("dtype")),
     // Randomness.
     rules::row("memopt_dropout", rules::floats("dtype")),
-    // Collectives: the f32 accumulators and counts of data parallelism.
+    // Collectives: the f32 accumulators and counts of data parallelism, and
+    // ZeRO's shards of gradients (f32) and parameters.
     rules::row("memopt_all_reduce_sum", rules::f32("dtype")),
+    rules::row("memopt_reduce_scatter_sum", rules::f32("dtype")),
+    rules::row("memopt_all_gather", rules::floats("dtype")),
+    rules::row("memopt_all_slice", rules::floats("dtype")),
     // Losses: logits and labels.
     rules::row("memopt_cross_entropy", rules::floats("dtype"),
                rules::indices("label_dtype")),

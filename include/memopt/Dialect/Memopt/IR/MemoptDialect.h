@@ -11,6 +11,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/STLExtras.h"
 
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h.inc"
 #include "memopt/Dialect/Memopt/IR/MemoptEnums.h.inc"
@@ -24,6 +25,21 @@ namespace memopt {
 /// which the memory account's lower bound and --memopt-verify-plan assume
 /// unless told otherwise (docs/Planning.md).
 constexpr int64_t kDefaultArenaAlignment = 256;
+
+/// The upstream `shard` collectives that become `memopt.kernel`s: data
+/// parallelism's all-reduce and ZeRO's reduce-scatter, all-gather and
+/// all-slice (docs/DataParallel.md).
+inline constexpr llvm::StringLiteral kCollectiveKernels[] = {
+    "shard.all_reduce", "shard.reduce_scatter", "shard.all_gather",
+    "shard.all_slice"};
+
+/// The one-axis `shard.grid` of a data-parallel step's ranks.
+inline constexpr llvm::StringLiteral kRanksGridName = "memopt_ranks";
+
+/// Whether `kernel` names one of kCollectiveKernels.
+inline bool isCollectiveKernel(llvm::StringRef kernel) {
+  return llvm::is_contained(kCollectiveKernels, kernel);
+}
 
 /// The roles a function argument can play in training (`memopt.role`).
 enum class ArgumentRole { Param, Input, Label, State, Optim, Loss };

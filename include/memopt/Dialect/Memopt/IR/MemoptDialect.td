@@ -55,6 +55,11 @@ def Memopt_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kNameAttrName = "memopt.name";
     static constexpr ::llvm::StringLiteral kBatchDimAttrName =
         "memopt.batch_dim";
+    /// ZeRO (docs/DataParallel.md): the full shape of the tensor that an
+    /// argument holds one rank's shard of (flattened, zero-padded to a
+    /// multiple of the ranks, rank r's slice r).
+    static constexpr ::llvm::StringLiteral kShardOfAttrName =
+        "memopt.shard_of";
     static constexpr ::llvm::StringLiteral kLossAttrName = "memopt.loss";
     static constexpr ::llvm::StringLiteral kScopeAttrName = "memopt.scope";
     static constexpr ::llvm::StringLiteral kTrainStepAttrName =

@@ -39,6 +39,8 @@ struct PlanningPipelineOptions {
   int64_t microBatches = 1;
   int64_t dataParallel = 1;
   bool allowBatchNorm = false;
+  /// --memopt-shard-optimizer's stage after the loop (0: none).
+  int64_t zeroStage = 0;
   /// --memopt-release-gradients, with one micro-batch on one rank.
   bool releaseGradients = true;
   bool bufferReuse = true;
@@ -46,7 +48,8 @@ struct PlanningPipelineOptions {
   double planTimeLimit = 1.0;
 };
 
-/// Adds the gradient release or the micro-batch loop, --memopt-bufferize and
+/// Adds the gradient release or the micro-batch loop (and ZeRO's sharding),
+/// --memopt-bufferize and
 /// --memopt-plan-buffers: what follows --memopt-remat in the training
 /// pipeline, and what remat runs on copies to plan its candidates.
 void buildPlanningPipeline(mlir::OpPassManager &pm,

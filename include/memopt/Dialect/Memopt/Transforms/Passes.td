@@ -281,6 +281,37 @@ def AccumulatePass : Pass<"memopt-accumulate", "mlir::ModuleOp"> {
   ];
 }
 
+def ShardOptimizerPass : Pass<"memopt-shard-optimizer", "mlir::ModuleOp"> {
+  let summary = "ZeRO: each rank updates and keeps 1/N of the optimizer state";
+  let description = [{
+    Rewrites the data-parallel step of `--memopt-accumulate` (option
+    `data-parallel=N`, N >= 2) so that each rank updates its 1/N slice of
+    every parameter (docs/DataParallel.md, "ZeRO"): the gradient
+    accumulator, flattened and zero-padded to a multiple of N, is
+    reduce-scattered (`shard.reduce_scatter`) instead of all-reduced; the
+    optimizer state arguments become shards of `ceil(n / N)` elements marked
+    `memopt.shard_of` with their full shape; the update reads the rank's
+    slice of the parameter (`shard.all_slice`); and the updated slices are
+    all-gathered (`shard.all_gather`) into the parameter, which every rank
+    keeps whole. `stage=2` also shards the gradient accumulators: each
+    micro-batch's gradient is reduce-scattered inside the loop and added to
+    the rank's slice.
+
+    The parameters equal the data-parallel step's: bit for bit with two
+    ranks. Parameters other than f32 and FP16 dynamic loss scaling (whose
+    skip decision would need every rank's overflow check) are errors.
+
+    ```
+    memopt-opt --memopt-autodiff --memopt-accumulate=data-parallel=2 --memopt-shard-optimizer=stage=1 model.mlir
+    ```
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+  let options = [
+    Option<"stage", "stage", "int64_t", /*default=*/"1",
+           "ZeRO stage: 1 shards the optimizer state, 2 also the gradients">
+  ];
+}
+
 def ReleaseGradientsPass
     : Pass<"memopt-release-gradients", "mlir::ModuleOp"> {
   let summary = "Run each optimizer update as soon as its gradient is complete";
@@ -452,6 +483,8 @@ def RematerializePass : Pass<"memopt-remat", "mlir::ModuleOp"> {
            "the pipeline builds the step">,
     Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
            "The ranks --memopt-accumulate will split the batch across">,
+    Option<"zeroStage", "zero-stage", "int64_t", /*default=*/"0",
+           "The ZeRO stage --memopt-shard-optimizer will apply (0: none)">,
     Option<"accumulateAllowBatchNorm", "accumulate-allow-batch-norm", "bool",
            /*default=*/"false",
            "With micro-batches > 1: --memopt-accumulate's allow-batch-norm">,

@@ -1,0 +1,314 @@
+//===- ShardOptimizer.cpp - ZeRO: each rank updates its shard -------------===//
+//
+// ZeRO stages 1 and 2 on the data-parallel step that --memopt-accumulate
+// builds (docs/DataParallel.md). There every rank sums the gradients of all
+// ranks (`shard.all_reduce` of each f32 accumulator after the micro-batch
+// loop) and runs the whole optimizer update on the whole model state. Here
+// each rank updates 1/N of every parameter and keeps only that 1/N of the
+// optimizer state:
+//
+//  1. A parameter of n elements is cut into N slices of S = ceil(n / N)
+//     elements of its flattened, zero-padded form; rank r owns slice r.
+//  2. Its gradient accumulator, flattened and padded alike, is
+//     reduce-scattered (`shard.reduce_scatter`, sum): rank r receives the sum
+//     over the ranks of slice r only.
+//  3. The optimizer state arguments (AdamW's moments, SGD's momentum) become
+//     S-element shards; `memopt.shard_of` records their full shape, from
+//     which the driver loads and saves whole checkpoints.
+//  4. The update runs on the rank's slice of the parameter (`shard.all_slice`,
+//     no communication), its gradient slice and its state shards; the new
+//     slices are all-gathered (`shard.all_gather`) and unpadded into the
+//     parameter, which every rank holds whole.
+//
+// Stage 2 (`stage=2`) also shards the gradient accumulators: the
+// reduce-scatter moves into the micro-batch loop, where each micro-batch's
+// gradient is scattered as soon as it is complete and added to an
+// S-element accumulator. A rank then never holds more than the gradients in
+// flight of one micro-batch, at the cost of one reduce-scatter per
+// micro-batch instead of one per step.
+//
+// Each element of the update sees the same gradient sum as the all-reduce
+// gives it (one sum over the ranks per element), so with N = 2, or one
+// micro-batch per rank and MPI's one reduction order, the parameters are
+// the data-parallel step's bit for bit.
+//
+// Linear in the size of the step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+#include "memopt/Dialect/Memopt/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace memopt {
+#define GEN_PASS_DEF_SHARDOPTIMIZERPASS
+#include "memopt/Dialect/Memopt/Transforms/Passes.h.inc"
+} // namespace memopt
+
+using namespace mlir;
+using namespace memopt;
+
+namespace {
+struct ShardOptimizerPass
+    : public memopt::impl::ShardOptimizerPassBase<ShardOptimizerPass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+};
+
+/// How one parameter of n elements is cut over N ranks.
+struct ShardShape {
+  int64_t numel;
+  int64_t ranks;
+  int64_t getShard() const { return (numel + ranks - 1) / ranks; }
+  int64_t getPadded() const { return getShard() * ranks; }
+};
+
+/// Builds the flat, padded and sharded forms of tensors of one parameter.
+class Sharder {
+public:
+  /// The ops built carry `scope` (`memopt.scope`) when it is not null.
+  Sharder(OpBuilder &b, Location loc, ShardShape shape, Attribute scope)
+      : b(b), loc(loc), shape(shape), scope(scope) {}
+
+  /// `value` as n elements zero-padded to N x S.
+  Value flattenAndPad(Value value) {
+    Type element = getElementTypeOrSelf(value.getType());
+    auto flat = RankedTensorType::get({shape.numel}, element);
+    if (value.getType() != flat)
+      value = build<ReshapeOp>(flat, value);
+    if (shape.getPadded() == shape.numel)
+      return value;
+    return build<SliceGradOp>(
+        RankedTensorType::get({shape.getPadded()}, element), value,
+        b.getDenseI64ArrayAttr({0}), b.getDenseI64ArrayAttr({shape.numel}),
+        b.getDenseI64ArrayAttr({1}));
+  }
+
+  /// The sum over the ranks of the rank's slice of `value`.
+  Value reduceScatter(Value value) {
+    return build<shard::ReduceScatterOp>(
+        getShardType(value), kRanksGridName, ArrayRef<int16_t>{0},
+        flattenAndPad(value), shard::ReductionKind::Sum, APInt(64, 0));
+  }
+
+  /// The rank's slice of `value`, which every rank holds.
+  Value slice(Value value) {
+    return build<shard::AllSliceOp>(getShardType(value), kRanksGridName,
+                                    ArrayRef<int16_t>{0}, flattenAndPad(value),
+                                    APInt(64, 0));
+  }
+
+  /// Every rank's slice gathered into a tensor of type `full`.
+  Value gather(Value slice, RankedTensorType full) {
+    Type element = full.getElementType();
+    Value value = build<shard::AllGatherOp>(
+        RankedTensorType::get({shape.getPadded()}, element),
+        kRanksGridName, ArrayRef<int16_t>{0}, slice, APInt(64, 0));
+    auto flat = RankedTensorType::get({shape.numel}, element);
+    if (shape.getPadded() != shape.numel)
+      value = build<SliceOp>(flat, value, b.getDenseI64ArrayAttr({0}),
+                             b.getDenseI64ArrayAttr({shape.numel}),
+                             b.getDenseI64ArrayAttr({1}));
+    if (flat != full)
+      value = build<ReshapeOp>(full, value);
+    return value;
+  }
+
+  RankedTensorType getShardType(Value value) const {
+    return RankedTensorType::get({shape.getShard()},
+                                 getElementTypeOrSelf(value.getType()));
+  }
+
+private:
+  template <typename OpT, typename... Args> Value build(Args &&...args) {
+    auto op = OpT::create(b, loc, std::forward<Args>(args)...);
+    if (scope)
+      op->setAttr(MemoptDialect::kScopeAttrName, scope);
+    return op->getResult(0);
+  }
+
+  OpBuilder &b;
+  Location loc;
+  ShardShape shape;
+  Attribute scope;
+};
+
+/// The gradient, parameter and state operands of an optimizer update.
+struct UpdateOperands {
+  OpOperand *param;
+  OpOperand *grad;
+  SmallVector<OpOperand *, 2> states;
+};
+
+std::optional<UpdateOperands> getUpdateOperands(Operation *op) {
+  if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
+    return UpdateOperands{&adamw.getParamMutable(), &adamw.getGradMutable(),
+                          {&adamw.getExpAvgMutable(),
+                           &adamw.getExpAvgSqMutable()}};
+  if (auto sgd = dyn_cast<SgdUpdateOp>(op))
+    return UpdateOperands{&sgd.getParamMutable(), &sgd.getGradMutable(),
+                          {&sgd.getMomentumBufferMutable()}};
+  return std::nullopt;
+}
+
+} // namespace
+
+/// Stage 2: the loop accumulates the rank's slice of gradient `result` (a
+/// result of `loop`), reduce-scattered after each micro-batch. Returns the
+/// loop's result, now the slice, or null after an error.
+static Value shardAccumulator(scf::ForOp loop, OpResult result,
+                              ShardShape shape) {
+  unsigned index = result.getResultNumber();
+  BlockArgument accumulator = loop.getRegionIterArg(index);
+  auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+  auto add = yield.getOperand(index).getDefiningOp<AddOp>();
+  auto init = loop.getInitArgs()[index].getDefiningOp<ConstantOp>();
+  if (!add || add.getLhs() != accumulator || !accumulator.hasOneUse() ||
+      !init) {
+    emitError(loop.getLoc())
+        << "stage 2 expects the loop to add each micro-batch's gradient to a "
+           "zero-initialised accumulator (--memopt-accumulate's form)";
+    return Value();
+  }
+  OpBuilder b(add);
+  Sharder sharder(b, add.getLoc(), shape,
+                  add->getAttr(MemoptDialect::kScopeAttrName));
+  Value slice = sharder.reduceScatter(add.getRhs());
+  RankedTensorType type = sharder.getShardType(slice);
+  accumulator.setType(type);
+  auto sum = AddOp::create(b, add.getLoc(), type, accumulator, slice);
+  sum->setAttrs(add->getAttrs());
+  yield.setOperand(index, sum);
+  add.erase();
+  b.setInsertionPoint(loop);
+  loop.getInitArgsMutable()[index].set(ConstantOp::create(
+      b, init.getLoc(), DenseElementsAttr::get(type, b.getF32FloatAttr(0.0))));
+  if (init->use_empty())
+    init.erase();
+  result.setType(type);
+  return result;
+}
+
+void ShardOptimizerPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (stage != 1 && stage != 2) {
+    emitError(module.getLoc()) << "--memopt-shard-optimizer option 'stage' is "
+                               << static_cast<int64_t>(stage)
+                               << ", expected 1 or 2";
+    return signalPassFailure();
+  }
+  auto grid = SymbolTable::lookupSymbolIn(module, kRanksGridName);
+  auto ranksGrid = dyn_cast_or_null<shard::GridOp>(grid);
+  if (!ranksGrid || ranksGrid.getShape().size() != 1 ||
+      ranksGrid.getShape()[0] < 2) {
+    emitError(module.getLoc())
+        << "--memopt-shard-optimizer needs a data-parallel step over at "
+           "least 2 ranks (--memopt-accumulate with data-parallel=N, which "
+           "declares shard.grid @"
+        << kRanksGridName << ")";
+    return signalPassFailure();
+  }
+  int64_t ranks = ranksGrid.getShape()[0];
+  FailureOr<FunctionOpInterface> step = findTrainStep(module, "shard");
+  if (failed(step))
+    return signalPassFailure();
+  auto func = dyn_cast<func::FuncOp>(step->getOperation());
+  if (!func || !func.getBody().hasOneBlock()) {
+    step->emitOpError() << "must be a func.func of one block to be sharded";
+    return signalPassFailure();
+  }
+  Block &body = func.getBody().front();
+  auto returnOp = cast<func::ReturnOp>(body.getTerminator());
+
+  SmallVector<Operation *> updates;
+  for (Operation &op : body)
+    if (getUpdateOperands(&op))
+      updates.push_back(&op);
+  for (Operation *update : updates) {
+    UpdateOperands operands = *getUpdateOperands(update);
+    auto paramType = cast<RankedTensorType>(operands.param->get().getType());
+    auto name = [&](Value v) -> std::string {
+      auto arg = dyn_cast<BlockArgument>(v);
+      auto attr = arg ? func.getArgAttrOfType<StringAttr>(
+                            arg.getArgNumber(), MemoptDialect::kNameAttrName)
+                      : StringAttr();
+      return attr ? ("'" + attr.getValue() + "'").str() : "a parameter";
+    };
+    auto reduce = operands.grad->get().getDefiningOp<shard::AllReduceOp>();
+    bool skips = isa<AdamWUpdateOp>(update)
+                     ? bool(cast<AdamWUpdateOp>(update).getSkip())
+                     : bool(cast<SgdUpdateOp>(update).getSkip());
+    if (skips || !reduce || !reduce->hasOneUse() ||
+        !isa<BlockArgument>(operands.param->get()) ||
+        !paramType.getElementType().isF32()) {
+      update->emitOpError()
+          << "of " << name(operands.param->get())
+          << " cannot be sharded: ZeRO updates f32 parameters whose gradient "
+             "is the ranks' sum of an accumulator"
+          << (skips ? " (FP16 dynamic loss scaling skips steps on every "
+                      "rank's overflow check: use bf16)"
+                    : "");
+      return signalPassFailure();
+    }
+    ShardShape shape{paramType.getNumElements(), ranks};
+    OpBuilder b(update);
+    Location loc = update->getLoc();
+    Sharder sharder(b, loc, shape,
+                    update->getAttr(MemoptDialect::kScopeAttrName));
+
+    // The gradient's slice: scattered after the loop (stage 1) or in it.
+    Value grad;
+    if (stage == 2) {
+      auto loop = reduce.getInput().getDefiningOp<scf::ForOp>();
+      grad = loop ? shardAccumulator(loop, cast<OpResult>(reduce.getInput()),
+                                     shape)
+                  : Value();
+      if (!grad) {
+        if (!loop)
+          reduce.emitOpError() << "sums no accumulator of the micro-batch "
+                                  "loop: stage 2 has nothing to shard";
+        return signalPassFailure();
+      }
+    } else {
+      grad = sharder.reduceScatter(reduce.getInput());
+    }
+    operands.grad->set(grad);
+    reduce.erase();
+
+    // The state arguments become shards, the parameter its slice.
+    for (OpOperand *state : operands.states) {
+      auto arg = dyn_cast<BlockArgument>(state->get());
+      if (!arg || arg.getOwner() != &body || !arg.hasOneUse()) {
+        update->emitOpError() << "of " << name(operands.param->get())
+                              << " cannot be sharded: its optimizer state is "
+                                 "not an argument read by this update only";
+        return signalPassFailure();
+      }
+      arg.setType(sharder.getShardType(arg));
+      func.setArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName,
+                      b.getDenseI64ArrayAttr(paramType.getShape()));
+    }
+    operands.param->set(sharder.slice(operands.param->get()));
+    RankedTensorType shardType = sharder.getShardType(grad);
+    for (OpResult result : update->getResults())
+      result.setType(shardType);
+
+    // The new parameter, whole on every rank.
+    b.setInsertionPointAfter(update);
+    Value newParam = update->getResult(0);
+    SmallVector<OpOperand *> uses = llvm::map_to_vector(
+        newParam.getUses(), [](OpOperand &use) { return &use; });
+    Value whole = sharder.gather(newParam, paramType);
+    for (OpOperand *use : uses)
+      use->set(whole);
+  }
+  func.setType(FunctionType::get(&getContext(), body.getArgumentTypes(),
+                                 returnOp.getOperandTypes()));
+}
