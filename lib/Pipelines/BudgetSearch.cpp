@@ -41,8 +41,11 @@ using namespace memopt;
 //===----------------------------------------------------------------------===//
 
 std::string Combination::str() const {
-  return llvm::formatv("{0} / {1} / K={2}", precision, remat, microBatches)
-      .str();
+  std::string text =
+      llvm::formatv("{0} / {1} / K={2}", precision, remat, microBatches).str();
+  if (ranks > 1)
+    text += llvm::formatv(" / ZeRO-{0} x {1} ranks", zeroStage, ranks).str();
+  return text;
 }
 
 std::vector<std::string> memopt::getAvailablePrecisions() {
@@ -71,6 +74,9 @@ std::string memopt::applyCombination(const Combination &combination,
     options.memoryBudget = arenaBudgetBytes;
   }
   options.microBatches = combination.microBatches;
+  options.dataParallel = combination.ranks;
+  options.rankBatch = combination.ranks > 1;
+  options.zeroStage = combination.zeroStage;
   if (llvm::Error error = validateMemoptPipelineOptions(options))
     return llvm::toString(std::move(error));
   return "";
@@ -258,15 +264,16 @@ static void explain(ExploreResult &result, const ExploreOptions &options,
                                 percent(plainActivations, plainPeak) +
                                 " of the peak"
                           : "";
+  std::string lead = share.empty() ? "" : share + ": ";
   if (c.remat != "none" && chosen.extraFlops == 0)
     lines.push_back(llvm::formatv(
-        "{0}: remat applied ({1} strategy), recomputing only FLOP-free ops "
+        "{0}remat applied ({1} strategy), recomputing only FLOP-free ops "
         "(casts, broadcasts, reshapes) instead of keeping their results",
-        share, c.remat));
+        lead, c.remat));
   else if (c.remat != "none")
     lines.push_back(llvm::formatv(
-        "{0}: remat applied ({1} strategy), {2} recomputed ({3} more FLOPs)",
-        share, c.remat, formatFlops(chosen.extraFlops),
+        "{0}remat applied ({1} strategy), {2} recomputed ({3} more FLOPs)",
+        lead, c.remat, formatFlops(chosen.extraFlops),
         percent(chosen.extraFlops, chosen.flops - chosen.extraFlops)));
   else if (!options.rematNote.empty())
     lines.push_back((share.empty() ? "" : share + "; ") +
@@ -312,6 +319,26 @@ static void explain(ExploreResult &result, const ExploreOptions &options,
   else
     lines.push_back("accumulation not needed: the whole batch fits in one "
                     "micro-batch (K=1)");
+
+  // ZeRO.
+  if (c.ranks > 1) {
+    const CombinationResult *single = nullptr;
+    for (const CombinationResult &row : result.rows)
+      if (row.compiled() && row.combination.ranks == 1 &&
+          (!single || row.plannedPeakBytes < single->plannedPeakBytes))
+        single = &row;
+    lines.push_back(llvm::formatv(
+        "ZeRO stage {0} over {1} ranks applied: no combination fits one "
+        "device{2}; each rank keeps 1/{1} of the optimizer state{3} and "
+        "trains the model's batch ({4} examples per step over all ranks; "
+        "run with mpirun -np {1})",
+        c.zeroStage, c.ranks,
+        single ? " (the smallest, " + single->combination.str() + ", needs " +
+                     formatBytes(single->plannedPeakBytes) + ")"
+               : std::string(),
+        c.zeroStage == 2 ? " and of the gradients" : "",
+        result.samplesPerStep * c.ranks));
+  }
 
   lines.push_back(llvm::formatv(
       "chosen: {0}: planned peak {1} of the {2} budget ({3} free), estimated "
@@ -365,6 +392,43 @@ static void findRemedies(ExploreResult &result, const ExploreOptions &options) {
   if (auto remedy =
           shard("shard-model-state", peak, modelState, options.budgetBytes))
     result.remedies.push_back(*remedy);
+}
+
+/// Nothing fits one device: compiles the smallest single-device combination
+/// (of a fixed remat strategy: budget's depends on the arguments, which
+/// sharding changes) with ZeRO stage 1, then 2, over 2, 4, 8 ... ranks up to
+/// options.maxRanks, each rank training the model's batch, until one fits.
+/// Returns whether it added rows.
+static bool addShardedRows(ModuleOp module, const MemoptPipelineOptions &base,
+                           const ExploreOptions &options,
+                           ExploreResult &result) {
+  const CombinationResult *smallest = nullptr;
+  for (const CombinationResult &row : result.rows)
+    if (row.compiled() && row.combination.remat != "budget" &&
+        (!smallest || row.plannedPeakBytes < smallest->plannedPeakBytes))
+      smallest = &row;
+  if (!smallest)
+    return false;
+  Combination combination = smallest->combination;
+  bool added = false;
+  for (int64_t ranks = 2; ranks <= options.maxRanks; ranks *= 2)
+    for (int64_t stage : {1, 2}) {
+      combination.ranks = ranks;
+      combination.zeroStage = stage;
+      result.rows.push_back(
+          compileCombination(module, base, combination, options));
+      added = true;
+      const CombinationResult &row = result.rows.back();
+      if (row.fits || !row.compiled())
+        return true;
+      // What no number of ranks divides is over the budget already.
+      int64_t unsharded = row.plannedPeakBytes -
+                          row.getPool(MemoryPoolKind::Optimizer) -
+                          row.getPool(MemoryPoolKind::Grads);
+      if (stage == 2 && unsharded >= options.budgetBytes)
+        return true;
+    }
+  return added;
 }
 
 ExploreResult memopt::exploreCombinations(ModuleOp module,
@@ -458,6 +522,14 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
   }
 
   chooseCombination(result, options, plain);
+  if (!result.chosen && base.dataParallel == 1 &&
+      addShardedRows(module, base, options, result)) {
+    for (CombinationResult &row : result.rows)
+      if (row.compiled() && row.combination.ranks > 1)
+        row.extraFlops = std::max<int64_t>(
+            0, row.flops - referenceFlops[row.combination.precision]);
+    chooseCombination(result, options, plain);
+  }
   result.seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start)
                        .count();

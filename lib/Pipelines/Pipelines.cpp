@@ -76,6 +76,9 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
   if (options.dataParallel < 1)
     return fail("invalid --data-parallel=" + llvm::Twine(options.dataParallel) +
                 ": expected at least 1");
+  if (options.rankBatch && options.dataParallel < 2)
+    return fail("--rank-batch says the batch is each rank's: it needs "
+                "--data-parallel=N with N >= 2");
   if (options.zeroStage < 0 || options.zeroStage > 2)
     return fail("invalid --zero-stage=" + llvm::Twine(options.zeroStage) +
                 ": expected 0, 1 or 2");
@@ -158,6 +161,7 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
     remat.cheapRecompute = options.cheapRecompute;
     remat.microBatches = options.microBatches;
     remat.dataParallel = options.dataParallel;
+    remat.rankBatch = options.rankBatch;
     remat.zeroStage = options.zeroStage;
     remat.accumulateAllowBatchNorm = options.accumulateAllowBatchNorm;
     remat.budget = options.memoryBudget;
@@ -169,6 +173,7 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
   PlanningPipelineOptions planning;
   planning.microBatches = options.microBatches;
   planning.dataParallel = options.dataParallel;
+  planning.rankBatch = options.rankBatch;
   planning.zeroStage = options.zeroStage;
   planning.allowBatchNorm = options.accumulateAllowBatchNorm;
   planning.releaseGradients = options.releaseGradients;
@@ -205,6 +210,11 @@ struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
       *this, "data-parallel",
       llvm::cl::desc("Data parallelism: ranks the batch is split across"),
       llvm::cl::init(1)};
+  Option<bool> rankBatch{
+      *this, "rank-batch",
+      llvm::cl::desc("With data-parallel: the batch is each rank's (the "
+                     "global batch is N times it)"),
+      llvm::cl::init(false)};
   Option<int64_t> zeroStage{
       *this, "zero-stage",
       llvm::cl::desc("ZeRO over the data-parallel ranks: 0 none, 1 shards "
@@ -305,6 +315,7 @@ void memopt::registerMemoptPipelines() {
         options.rematSnapshots = cl.rematSnapshots;
         options.microBatches = cl.microBatches;
         options.dataParallel = cl.dataParallel;
+        options.rankBatch = cl.rankBatch;
         options.zeroStage = cl.zeroStage;
         options.accumulateAllowBatchNorm = cl.accumulateAllowBatchNorm;
         options.bufferReuse = cl.bufferReuse;

@@ -13,6 +13,9 @@
 # - The bundled MLP on 4 ranks (oversubscribed), whose bias of 10 elements
 #   pads to 4 shards of 3, SGD with momentum: both stages within 1e-5 of
 #   data parallelism, whose MPI reduction order differs.
+# - --rank-batch: the 32-example MLP on 2 ranks, each training its own 32
+#   examples, is the 64-example MLP split over 2 ranks, bit for bit (with
+#   ZeRO stage 2), as the budget search compiles it.
 # The orders are compared under SGD, whose update is linear in the
 # gradient: AdamW divides each gradient by its own magnitude, so on an
 # element whose gradient is rounding noise (the attention's key bias, whose
@@ -31,6 +34,7 @@
 # CHECK: gpt N=2 K=2: stage 2: 4 losses and the state within 1e-05
 # CHECK: mlp N=4 K=1: stage 1: 4 losses and the state within 1e-05
 # CHECK: mlp N=4 K=1: stage 2: 4 losses and the state within 1e-05
+# CHECK: rank-batch: 4 losses bit-identical, checkpoint byte-identical
 
 import os
 import re
@@ -165,6 +169,25 @@ def main():
         lambda stage: stage == 1, "gpt", uneven=True, optimizer=SGD)
     run(os.path.join(workdir, "mlp4"), mlp, 4, 1, [1, 2],
         lambda stage: False, "mlp", optimizer=SGD)
+
+    # The MLP at twice the batch: its only extent of 32 is the batch's.
+    rank = os.path.join(workdir, "rank")
+    os.makedirs(rank)
+    mlp64 = os.path.join(rank, "mlp64.mlir")
+    with open(mlp) as f, open(mlp64, "w") as g:
+        g.write(f.read().replace("tensor<32x", "tensor<64x"))
+    make_inputs(mlp64, rank, False)
+    params = os.path.join(rank, "model.safetensors")
+    runs = []
+    for name, model, flags in (("split", mlp64, []),
+                               ("own", mlp, ["--rank-batch"])):
+        out = os.path.join(rank, name)
+        memopt_run.compile_model(model, out, "--data-parallel=2",
+                                 "--zero-stage=2", *flags)
+        runs.append(train(out, rank, 2, params, out + ".safetensors") +
+                    (out + ".safetensors",))
+    compare("rank-batch", runs[1], runs[0], True)
+    print()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 // RUN: memopt-opt %s --memopt-autodiff --memopt-accumulate="micro-batches=2 data-parallel=2" | FileCheck %s
+// RUN: memopt-opt %s --memopt-autodiff --memopt-accumulate="micro-batches=2 data-parallel=2 rank-batch=true" | FileCheck %s --check-prefix=RANK
 
 // Data parallelism over 2 ranks, 2 micro-batches each: the batch arguments
 // hold the rank's 4 of the 8 examples and the loop runs over micro-batches
@@ -36,3 +37,15 @@ func.func @forward(
 // CHECK: memopt.adamw_update %{{.*}}, %[[GW]],
 // CHECK: memopt.adamw_update %{{.*}}, %[[GB]],
 // CHECK: return %[[LOSS]],
+
+// With rank-batch the 8 examples are each rank's (16 over both ranks): the
+// arguments keep their type, the loop cuts them into micro-batches of 4, and
+// the sums over the ranks are the same.
+// RANK-LABEL: func.func @train_step
+// RANK-SAME: (%[[X:arg0]]: tensor<8x4xf32> {{[^}]*}}}, %[[Y:arg1]]: tensor<8xi64>
+// RANK: %[[COUNT:.*]] = memopt.label_count %[[Y]] : tensor<8xi64>
+// RANK: shard.all_reduce %[[COUNT]] on @memopt_ranks
+// RANK: scf.for
+// RANK:   tensor.extract_slice %[[X]][%{{.*}}, 0] [4, 4] [1, 1] : tensor<8x4xf32> to tensor<4x4xf32>
+// RANK: } {memopt.data_parallel = 2 : i64, memopt.micro_batches = 2 : i64}
+// RANK: shard.all_reduce %{{.*}}#2 on @memopt_ranks grid_axes = [0] : tensor<3x4xf32> -> tensor<3x4xf32>

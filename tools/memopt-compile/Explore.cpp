@@ -23,8 +23,11 @@ using Json = nlohmann::ordered_json;
 
 static double itemsPerSecond(const ExploreResult &result,
                              const CombinationResult &row) {
-  int64_t items = result.tokensPerStep ? result.tokensPerStep
-                                       : result.samplesPerStep;
+  // A ZeRO row's ranks each train the model's batch (communication is not
+  // modelled).
+  int64_t items = (result.tokensPerStep ? result.tokensPerStep
+                                        : result.samplesPerStep) *
+                  row.combination.ranks;
   return row.cost.seconds > 0 ? double(items) / row.cost.seconds : 0.0;
 }
 
@@ -61,8 +64,13 @@ void memopt::printExploreTable(llvm::raw_ostream &os,
     os << (result.chosen == index ? "* " : "  ")
        << llvm::left_justify(c.precision, 10) << llvm::left_justify(c.remat, 10)
        << llvm::right_justify(std::to_string(c.microBatches), 4);
+    std::string zero =
+        c.ranks > 1
+            ? llvm::formatv("ZeRO-{0} x {1} ranks", c.zeroStage, c.ranks).str()
+            : "";
     if (!row.compiled()) {
-      os << "  failed: " << row.error << "\n";
+      os << "  failed" << (zero.empty() ? "" : " (" + zero + ")") << ": "
+         << row.error << "\n";
       continue;
     }
     std::string extra =
@@ -78,8 +86,9 @@ void memopt::printExploreTable(llvm::raw_ostream &os,
        << llvm::right_justify(extra, 24)
        << llvm::right_justify(formatSeconds(row.cost.seconds), 13)
        << llvm::right_justify(
-              llvm::formatv("{0:f0}", itemsPerSecond(result, row)).str(), 14)
-       << "\n";
+              llvm::formatv("{0:f0}", itemsPerSecond(result, row)).str(), 14);
+    // ZeRO rows, which the search adds when nothing fits one device.
+    os << (zero.empty() ? "" : "  " + zero) << "\n";
   }
   // The fused kernels of the first compiled row, which every row shares.
   auto first = llvm::find_if(result.rows, [](const CombinationResult &row) {
@@ -161,6 +170,8 @@ std::string memopt::renderExploreJson(const ExploreResult &result,
     Json entry = Json{{"precision", c.precision},
                       {"remat", c.remat},
                       {"micro_batches", c.microBatches},
+                      {"ranks", c.ranks},
+                      {"zero_stage", c.zeroStage},
                       {"chosen", result.chosen == index}};
     if (!row.compiled()) {
       entry["error"] = row.error;

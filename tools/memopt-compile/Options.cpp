@@ -161,6 +161,13 @@ cl::opt<int64_t> dataParallel(
              "with `mpirun -np N OUT/train` (docs/DataParallel.md)"),
     cl::value_desc("N"), cl::cat(compileCategory));
 
+cl::opt<bool> rankBatch(
+    "rank-batch", cl::init(false),
+    cl::desc("With --data-parallel=N: the model's batch is each rank's, and "
+             "the global batch N times it (the default splits the model's "
+             "batch across the ranks)"),
+    cl::cat(compileCategory));
+
 cl::opt<int64_t> zeroStage(
     "zero-stage", cl::init(0),
     cl::desc("With --data-parallel: ZeRO stage 1 keeps 1/N of the optimizer "
@@ -317,6 +324,7 @@ llvm::Error setPipelineOptions(bool budgetSearch,
   }
   options.microBatches = microBatches;
   options.dataParallel = dataParallel;
+  options.rankBatch = rankBatch;
   options.zeroStage = zeroStage;
   options.accumulateAllowBatchNorm = accumulateAllowBatchNorm;
   // The budget search compiles its candidates with the same options, so
@@ -404,6 +412,10 @@ llvm::Error setSearchOptions(ExploreOptions &options) {
   } else {
     options.remats = getAvailableRematStrategies();
   }
+  // Sharding over ranks when nothing fits one device, unless the user chose
+  // the ranks.
+  if (!dataParallel.getNumOccurrences() && !zeroStage.getNumOccurrences())
+    options.maxRanks = 1024;
   if (microBatches.getNumOccurrences()) {
     options.microBatches = {microBatches};
     if (microBatches == 1)

@@ -6,7 +6,10 @@
 // is compared with the budget and its step time estimated with the cost
 // model; the chooser takes the fastest combination that fits and explains
 // the choice in terms of the memory account, or names what would close the
-// gap. memopt-compile prints the result (--explore, --memory-budget).
+// gap. When no combination fits one device, the smallest is compiled again
+// with ZeRO over 2, 4, 8 ... ranks (stage 1, then 2), each rank training the
+// model's batch, until one fits. memopt-compile prints the result
+// (--explore, --memory-budget).
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,8 +38,12 @@ struct Combination {
   std::string remat = "none";
   /// Micro-batches per optimizer step (K); 1 is no accumulation.
   int64_t microBatches = 1;
+  /// ZeRO over `ranks` ranks that each train the model's batch (the global
+  /// batch is `ranks` times it); 1 is one device, zeroStage 0 none.
+  int64_t ranks = 1;
+  int64_t zeroStage = 0;
 
-  /// "bf16 / budget / K=4".
+  /// "bf16 / budget / K=4", then " / ZeRO-2 x 4 ranks" with ranks.
   std::string str() const;
 };
 
@@ -75,6 +82,9 @@ struct ExploreOptions {
   /// Why a dimension has no other candidate, for the explanation ("not
   /// allowed: --mixed-precision=none"); "" when it has others.
   std::string precisionNote, rematNote, accumulationNote;
+  /// The most ranks the ZeRO search may use when nothing fits one device
+  /// (1: none).
+  int64_t maxRanks = 1;
   /// The cost model's factors.
   CostModelOptions cost;
 };

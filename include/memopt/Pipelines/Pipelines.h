@@ -67,6 +67,9 @@ struct MemoptPipelineOptions {
   /// Data parallelism: the ranks the batch is split across (1: none;
   /// docs/DataParallel.md).
   int64_t dataParallel = 1;
+  /// With dataParallel > 1: the exported batch is each rank's (the global
+  /// batch is dataParallel times it) instead of the global batch.
+  bool rankBatch = false;
   /// ZeRO over the dataParallel ranks (docs/DataParallel.md): 0 none, 1
   /// shards the optimizer state, 2 also the gradients.
   int64_t zeroStage = 0;

@@ -104,8 +104,16 @@ struct AccumulatePass
 private:
   FailureOr<OpRule> inferOp(Operation *op, ArrayRef<BatchKind> in);
   LogicalResult accumulate(func::FuncOp func);
-  /// The parts the full batch is split into: micro-batches on every rank.
+  /// The micro-batches of the global batch: K on every rank.
   int64_t getParts() const { return microBatches * dataParallel; }
+  /// Whether the IR's batch is the global one, which the ranks split
+  /// (otherwise it is each rank's: `rank-batch`).
+  bool splitsAcrossRanks() const { return dataParallel > 1 && !rankBatch; }
+  /// The parts the IR's batch is cut into: the global batch's micro-batches,
+  /// or the rank's with `rank-batch`.
+  int64_t getSplit() const {
+    return splitsAcrossRanks() ? getParts() : microBatches;
+  }
 };
 
 /// The grid of --memopt-accumulate's data parallelism: one axis of ranks.
@@ -170,7 +178,9 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
     anyLocal |= k.isLocal();
     if (!k.isBatched())
       continue;
-    if (dim && *dim != k.dim && isSameShapeOp(op))
+    // Unsplit (one micro-batch of a rank's own batch), a batch of one can
+    // lose its position through reshapes harmlessly: nothing is sliced.
+    if (dim && *dim != k.dim && isSameShapeOp(op) && getSplit() > 1)
       return fail("its operands have their batch dimension at different "
                   "positions");
     if (!dim)
@@ -227,15 +237,21 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
   if (isa<ReshapeOp>(op)) {
     // Row-major: the batch dimension maps to the result dimension e whose
     // leading extents multiply to the operand's leading extents, and whose
-    // extent K divides (e.g. [B, T, C] -> [B*T, C] splits the leading dim).
+    // extent is the batch's (a batch of one included), or else one that K
+    // divides (e.g. [B, T, C] -> [B*T, C] splits the leading dim).
     ArrayRef<int64_t> from = getShape(op->getOperand(0));
     ArrayRef<int64_t> to = getShape(op->getResult(0));
     int64_t leading = 1;
     for (int64_t d = 0; d < *dim; ++d)
       leading *= from[d];
+    for (int64_t e = 0, prefix = 1;
+         e < static_cast<int64_t>(to.size()) && prefix <= leading;
+         prefix *= to[e++])
+      if (prefix == leading && to[e] == from[*dim])
+        return all(BatchKind::batched(e));
     int64_t prefix = 1;
     for (int64_t e = 0; e < static_cast<int64_t>(to.size()); ++e) {
-      if (prefix == leading && to[e] % getParts() == 0 && to[e] > 1)
+      if (prefix == leading && to[e] % getSplit() == 0 && to[e] > 1)
         return all(BatchKind::batched(e));
       prefix *= to[e];
       if (prefix > leading)
@@ -358,7 +374,7 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
       int64_t full = getShape(op->getOperand(0))[0];
       return op->emitOpError()
              << "computes its statistics over each micro-batch of "
-             << full / getParts()
+             << full / getSplit()
              << " instead of the full batch of " << full
              << " (micro-batches=" << static_cast<int64_t>(microBatches)
              << "), which changes the result; pass allow-batch-norm=true "
@@ -493,9 +509,11 @@ static RankedTensorType getMicroType(Type type, int64_t dim, int64_t k) {
 
 LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
   MLIRContext *ctx = &getContext();
-  // K micro-batches on each of `ranks` ranks: the IR's full-batch values
-  // split into `parts`.
-  const int64_t k = microBatches, ranks = dataParallel, parts = getParts();
+  // K micro-batches on each of `ranks` ranks: `parts` micro-batches of the
+  // global batch, the IR's batch values split into `split`.
+  const int64_t k = microBatches, ranks = dataParallel, parts = getParts(),
+                split = getSplit();
+  const bool acrossRanks = splitsAcrossRanks();
   if (!func.getBody().hasOneBlock())
     return func.emitOpError() << "has control flow; --memopt-accumulate "
                                  "expects one block";
@@ -529,11 +547,11 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
              << "' to be split into micro-batches";
     int64_t d = batchDim.getInt();
     int64_t size = type.getDimSize(d);
-    if (size % parts != 0)
+    if (size % split != 0)
       return func.emitOpError()
              << "argument " << label << " has a batch of " << size
              << " along dimension " << d << ", which micro-batches=" << k
-             << (ranks > 1 ? " x data-parallel=" + std::to_string(ranks)
+             << (acrossRanks ? " x data-parallel=" + std::to_string(ranks)
                            : std::string())
              << " does not divide";
     for (int64_t e = 0; e < d; ++e)
@@ -572,10 +590,10 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
       return failure();
     for (auto [v, kind] : llvm::zip(op.getResults(), rule->results)) {
       kinds[v] = kind;
-      if (kind.isBatched() && getShape(v)[kind.dim] % parts != 0)
+      if (kind.isBatched() && getShape(v)[kind.dim] % split != 0)
         return op.emitOpError()
                << "has a batch dimension " << kind.dim << " of extent "
-               << getShape(v)[kind.dim] << ", which " << parts
+               << getShape(v)[kind.dim] << ", which " << split
                << " micro-batches do not divide";
     }
     if (llvm::any_of(rule->results, [](BatchKind b) { return !b.isUniform(); })) {
@@ -630,10 +648,10 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
     }
 
   // 3-4. Rebuild. With data parallelism the batch arguments are the rank's
-  // share from here on.
+  // share from here on (with `rank-batch` they are already).
   OpBuilder b(returnOp);
   Location loc = func.getLoc();
-  if (ranks > 1) {
+  if (acrossRanks) {
     for (BlockArgument arg : batchArgs)
       arg.setType(getMicroType(arg.getType(), kinds.lookup(arg).dim, ranks));
     func.setType(FunctionType::get(ctx, body.getArgumentTypes(),
@@ -654,7 +672,7 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
   // holds the rank's share already, rebuilt at its shape (null after an
   // error).
   std::function<Value(Value)> getRankLabels = [&](Value labels) -> Value {
-    if (ranks == 1 || isa<BlockArgument>(labels))
+    if (!acrossRanks || isa<BlockArgument>(labels))
       return labels;
     auto reshape = labels.getDefiningOp<ReshapeOp>();
     Value input = reshape ? getRankLabels(reshape.getInput()) : Value();
@@ -757,7 +775,7 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
     Value &result = rebuilt[{value, dim}];
     if (result)
       return result;
-    RankedTensorType micro = getMicroType(value.getType(), dim, parts);
+    RankedTensorType micro = getMicroType(value.getType(), dim, split);
     Operation *def = value.getDefiningOp();
     if (auto broadcast = dyn_cast_or_null<BroadcastOp>(def)) {
       ArrayRef<int64_t> dims = broadcast.getDims();
@@ -778,7 +796,7 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
         return result = ConstantOp::create(b, def->getLoc(),
                                            splat.resizeSplat(micro));
       }
-    if (ranks > 1)
+    if (acrossRanks)
       return emitError(value.getLoc())
              << "a value of type " << value.getType()
              << " that does not depend on the batch has the batch's extent "
@@ -812,12 +830,12 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
     // Micro-batch result types and the slice limits along the batch.
     for (auto [result, kind] : llvm::zip(clone->getResults(), rule.results))
       if (kind.isBatched())
-        result.setType(getMicroType(result.getType(), kind.dim, parts));
+        result.setType(getMicroType(result.getType(), kind.dim, split));
     if (isa<SliceOp, SliceGradOp>(clone)) {
       int64_t d = rule.results[0].dim;
       SmallVector<int64_t> limits(
           clone->getAttrOfType<DenseI64ArrayAttr>("limits").asArrayRef());
-      limits[d] /= parts;
+      limits[d] /= split;
       clone->setAttr("limits", b.getDenseI64ArrayAttr(limits));
     }
     for (auto [from, to] : llvm::zip(op->getResults(), clone->getResults()))
@@ -856,9 +874,11 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
                clone->getAttrOfType<LossReductionAttr>("reduction")
                        .getValue() == LossReduction::Mean) {
       clone->setAttr("reduction", sum);
+      // Over the global batch: with `rank-batch`, every rank's elements.
       double inverse =
-          1.0 / cast<RankedTensorType>(op->getOperand(0).getType())
-                    .getNumElements();
+          1.0 / (cast<RankedTensorType>(op->getOperand(0).getType())
+                     .getNumElements() *
+                 static_cast<double>(acrossRanks ? 1 : ranks));
       auto makeScaled = [&](Value v) {
         return MulScalarOp::create(b, loc, f32Scalar, v,
                                    b.getF64FloatAttr(inverse))

@@ -22,6 +22,7 @@ void memopt::buildPlanningPipeline(OpPassManager &pm,
     AccumulatePassOptions accumulate;
     accumulate.microBatches = options.microBatches;
     accumulate.dataParallel = options.dataParallel;
+    accumulate.rankBatch = options.rankBatch;
     accumulate.allowBatchNorm = options.allowBatchNorm;
     pm.addPass(createAccumulatePass(accumulate));
   }

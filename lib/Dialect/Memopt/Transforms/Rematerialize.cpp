@@ -785,6 +785,7 @@ FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
   PlanningPipelineOptions planning;
   planning.microBatches = microBatches;
   planning.dataParallel = dataParallel;
+  planning.rankBatch = rankBatch;
   planning.zeroStage = zeroStage;
   planning.allowBatchNorm = accumulateAllowBatchNorm;
   planning.releaseGradients = releaseGradients;

@@ -38,6 +38,8 @@ struct PlanningPipelineOptions {
   /// The micro-batch loop (--memopt-accumulate) when either is above 1.
   int64_t microBatches = 1;
   int64_t dataParallel = 1;
+  /// The batch arguments are one rank's (--memopt-accumulate's rank-batch).
+  bool rankBatch = false;
   bool allowBatchNorm = false;
   /// --memopt-shard-optimizer's stage after the loop (0: none).
   int64_t zeroStage = 0;

@@ -257,7 +257,9 @@ def AccumulatePass : Pass<"memopt-accumulate", "mlir::ModuleOp"> {
     ranks before the loop and each accumulated value (the gradients and the
     loss) after it, with upstream `shard.all_reduce` on the one-axis grid
     `@memopt_ranks`; the step then equals the full batch's step on every
-    rank. The loop carries `memopt.data_parallel = N`, from which the
+    rank. With `rank-batch` the batch arguments are one rank's already: the
+    global batch is N times the IR's, and its means are over all of it. The
+    loop carries `memopt.data_parallel = N`, from which the
     lowering numbers the micro-batches of all ranks in one sequence (rank r's
     micro-batch i is micro-batch r * K + i of the full batch), so dropout
     draws the single-process masks.
@@ -276,6 +278,9 @@ def AccumulatePass : Pass<"memopt-accumulate", "mlir::ModuleOp"> {
            "Number of micro-batches the batch is split into">,
     Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
            "Number of ranks the batch is split across (data parallelism)">,
+    Option<"rankBatch", "rank-batch", "bool", /*default=*/"false",
+           "With data-parallel=N: the batch arguments hold one rank's batch "
+           "(the global batch is N times it) instead of the global batch">,
     Option<"allowBatchNorm", "allow-batch-norm", "bool", /*default=*/"false",
            "Accept batch norm with statistics of each micro-batch">
   ];
@@ -483,6 +488,8 @@ def RematerializePass : Pass<"memopt-remat", "mlir::ModuleOp"> {
            "the pipeline builds the step">,
     Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
            "The ranks --memopt-accumulate will split the batch across">,
+    Option<"rankBatch", "rank-batch", "bool", /*default=*/"false",
+           "--memopt-accumulate's rank-batch: the batch is each rank's">,
     Option<"zeroStage", "zero-stage", "int64_t", /*default=*/"0",
            "The ZeRO stage --memopt-shard-optimizer will apply (0: none)">,
     Option<"accumulateAllowBatchNorm", "accumulate-allow-batch-norm", "bool",
