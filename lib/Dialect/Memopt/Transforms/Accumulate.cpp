@@ -114,6 +114,9 @@ private:
   int64_t getSplit() const {
     return splitsAcrossRanks() ? getParts() : microBatches;
   }
+
+  /// The examples of the IR's batch (every batch argument has as many).
+  int64_t batchSize = 0;
 };
 
 /// The grid of --memopt-accumulate's data parallelism: one axis of ranks.
@@ -237,8 +240,9 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
   if (isa<ReshapeOp>(op)) {
     // Row-major: the batch dimension maps to the result dimension e whose
     // leading extents multiply to the operand's leading extents, and whose
-    // extent is the batch's (a batch of one included), or else one that K
-    // divides (e.g. [B, T, C] -> [B*T, C] splits the leading dim).
+    // extent is the operand dimension's or the batch's (B*T -> [B, T],
+    // a batch of one included), or else one that K divides (e.g.
+    // [B, T, C] -> [B*T, C] splits the leading dim).
     ArrayRef<int64_t> from = getShape(op->getOperand(0));
     ArrayRef<int64_t> to = getShape(op->getResult(0));
     int64_t leading = 1;
@@ -247,7 +251,7 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
     for (int64_t e = 0, prefix = 1;
          e < static_cast<int64_t>(to.size()) && prefix <= leading;
          prefix *= to[e++])
-      if (prefix == leading && to[e] == from[*dim])
+      if (prefix == leading && (to[e] == from[*dim] || to[e] == batchSize))
         return all(BatchKind::batched(e));
     int64_t prefix = 1;
     for (int64_t e = 0; e < static_cast<int64_t>(to.size()); ++e) {
@@ -562,6 +566,7 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
                << ": a micro-batch would not be contiguous";
     kinds[arg] = BatchKind::batched(d);
     batchArgs.push_back(arg);
+    batchSize = size;
   }
 
   // 1. Classify: after the loop, in the loop, or before it.
