@@ -5,8 +5,9 @@
 #   1. configures and builds memopt with the CUDA runtime for this GPU's
 #      architecture (reusing BUILD if it is already configured);
 #   2. runs the CUDA unit tests (kernels against f64 references) and the lit
-#      tests of the CUDA target (test/Target: compile checks and the parity
-#      of the CUDA runtime against the host runtime on every example model);
+#      tests of the CUDA target (test/Target: compile checks, the parity
+#      of the CUDA runtime against the host runtime on every example model,
+#      and two ranks on NCCL, plain and ZeRO-2, when mpirun is present);
 #   3. runs bench/gpu (GPT-2 small, batch 8 x 1024 tokens: step time and
 #      device memory, fp32/bf16 x remat none/blocks, next to PyTorch eager
 #      when torch with CUDA is installed);
@@ -88,7 +89,7 @@ if grep -q 'cuda-gpu) are unsupported' "$log/lit.log"; then
   littests="$littests; WARNING: lit did not detect the GPU"
   status=1
 fi
-parity=$(grep -E '^(mlp|gpt|cnn): ' "$log/lit.log" | sed 's/^/    /')
+parity=$(grep -E '^(mlp|gpt|cnn|cuda N=2[^:]*): ' "$log/lit.log" | sed 's/^/    /')
 tested=$(date +%s)
 
 # 3. Benchmark.
