@@ -48,12 +48,8 @@ import memopt_run  # noqa: E402
 
 STEPS = 4
 TOLERANCE = 1e-5
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
-          "--mca", "btl_vader_single_copy_mechanism", "none"]
-# As in data-parallel.py: OpenMPI leaks at MPI_Finalize.
-ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-if "ASAN_OPTIONS" in ENV:
-    ENV["ASAN_OPTIONS"] += ":detect_leaks=0"
+MPIRUN = memopt_run.MPIRUN
+ENV = memopt_run.MPI_ENV
 
 
 def train(out, workdir, ranks, params, save, steps=STEPS):

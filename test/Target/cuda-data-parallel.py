@@ -21,19 +21,20 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..",
+                                "Integration", "Inputs"))
+from memopt_run import MPIRUN  # noqa: E402
+
 STEPS = 4
 TOLERANCE = 1e-4
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
-          "--mca", "btl_vader_single_copy_mechanism", "none"]
 # Each rank its own NCCL host id, from its MPI rank.
 PER_RANK = ["sh", "-c",
             'NCCL_HOSTID=memopt-rank-$OMPI_COMM_WORLD_RANK exec "$@"', "sh"]
 
 
-def train(workdir, name, flags):
+def train(model, workdir, name, flags):
     out = os.path.join(workdir, name)
-    subprocess.run(["memopt-compile", os.path.join(
-        SRC, "examples", "gpt.mlir"), "-o", out, "--data-parallel=2",
+    subprocess.run(["memopt-compile", model, "-o", out, "--data-parallel=2",
         *flags], check=True, stdout=subprocess.DEVNULL)
     save = out + ".safetensors"
     run = subprocess.run(
@@ -52,21 +53,21 @@ def train(workdir, name, flags):
 
 
 def main():
-    global SRC
-    workdir, SRC = sys.argv[1], sys.argv[2]
+    workdir, src = sys.argv[1], sys.argv[2]
+    model = os.path.join(src, "examples", "gpt.mlir")
     single = os.path.join(workdir, "single")
-    subprocess.run(["memopt-compile", os.path.join(SRC, "examples",
-                                                   "gpt.mlir"), "-o", single],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["memopt-compile", model, "-o", single], check=True,
+                   stdout=subprocess.DEVNULL)
     subprocess.run([sys.executable, os.path.join(
-        SRC, "test", "Target", "Inputs", "cuda_inputs.py"),
+        os.path.dirname(__file__), "Inputs", "cuda_inputs.py"),
         os.path.join(single, "model.json"),
         os.path.join(workdir, "model.safetensors"),
         os.path.join(workdir, "batch.safetensors"), "--int-high", "16"],
         check=True)
-    host = train(workdir, "host", [])
-    cuda = train(workdir, "cuda", ["--target=cuda"])
-    zero = train(workdir, "cuda-zero2", ["--target=cuda", "--zero-stage=2"])
+    host = train(model, workdir, "host", [])
+    cuda = train(model, workdir, "cuda", ["--target=cuda"])
+    zero = train(model, workdir, "cuda-zero2",
+                 ["--target=cuda", "--zero-stage=2"])
 
     def line(label, run, extra=""):
         losses, hashes, _ = run

@@ -10,7 +10,8 @@ import subprocess
 import numpy as np
 
 __all__ = ["compile_model", "train", "losses", "ADAMW", "ADAMW_FLAGS",
-           "adamw", "first_step_gradients", "check_parity"]
+           "adamw", "first_step_gradients", "check_parity", "MPIRUN",
+           "MPI_ENV"]
 
 LOSS = re.compile(r"^step \d+ loss (\S+)", re.M)
 
@@ -24,6 +25,17 @@ ADAMW_FLAGS = ["--optimizer=adamw", "--lr=1e-3", "--betas=0.9,0.999",
 # g itself rather than of p.
 READ_LR = 1024.0
 
+
+# Data parallelism's launch: as root, more ranks than cores, in a container.
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe",
+          "--mca", "btl_vader_single_copy_mechanism", "none"]
+# One BLAS thread (bit-identical sums). In the sanitized build, leak
+# checking stays off in the programs that start MPI: OpenMPI's components
+# leak at MPI_Finalize, after they are unloaded, where no suppression can
+# name them. ASan's other checks stay on.
+MPI_ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+if "ASAN_OPTIONS" in MPI_ENV:
+    MPI_ENV["ASAN_OPTIONS"] += ":detect_leaks=0"
 
 def adamw(parameters):
     import torch

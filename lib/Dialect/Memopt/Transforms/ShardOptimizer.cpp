@@ -140,21 +140,27 @@ private:
   Attribute scope;
 };
 
-/// The gradient, parameter and state operands of an optimizer update.
+/// The operands of an optimizer update: its parameter, gradient and state,
+/// and the skip flag of loss scaling (null without).
 struct UpdateOperands {
   OpOperand *param;
   OpOperand *grad;
   SmallVector<OpOperand *, 2> states;
+  Value skip;
 };
 
 std::optional<UpdateOperands> getUpdateOperands(Operation *op) {
   if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
-    return UpdateOperands{&adamw.getParamMutable(), &adamw.getGradMutable(),
-                          {&adamw.getExpAvgMutable(),
-                           &adamw.getExpAvgSqMutable()}};
+    return UpdateOperands{
+        &adamw.getParamMutable(),
+        &adamw.getGradMutable(),
+        {&adamw.getExpAvgMutable(), &adamw.getExpAvgSqMutable()},
+        adamw.getSkip()};
   if (auto sgd = dyn_cast<SgdUpdateOp>(op))
-    return UpdateOperands{&sgd.getParamMutable(), &sgd.getGradMutable(),
-                          {&sgd.getMomentumBufferMutable()}};
+    return UpdateOperands{&sgd.getParamMutable(),
+                          &sgd.getGradMutable(),
+                          {&sgd.getMomentumBufferMutable()},
+                          sgd.getSkip()};
   return std::nullopt;
 }
 
@@ -242,9 +248,7 @@ void ShardOptimizerPass::runOnOperation() {
       return attr ? ("'" + attr.getValue() + "'").str() : "a parameter";
     };
     auto reduce = operands.grad->get().getDefiningOp<shard::AllReduceOp>();
-    bool skips = isa<AdamWUpdateOp>(update)
-                     ? bool(cast<AdamWUpdateOp>(update).getSkip())
-                     : bool(cast<SgdUpdateOp>(update).getSkip());
+    bool skips = bool(operands.skip);
     if (skips || !reduce || !reduce->hasOneUse() ||
         !isa<BlockArgument>(operands.param->get()) ||
         !paramType.getElementType().isF32()) {
@@ -256,6 +260,15 @@ void ShardOptimizerPass::runOnOperation() {
                       "rank's overflow check: use bf16)"
                     : "");
       return signalPassFailure();
+    }
+    for (OpOperand *state : operands.states) {
+      auto arg = dyn_cast<BlockArgument>(state->get());
+      if (!arg || arg.getOwner() != &body || !arg.hasOneUse()) {
+        update->emitOpError() << "of " << name(operands.param->get())
+                              << " cannot be sharded: its optimizer state is "
+                                 "not an argument read by this update only";
+        return signalPassFailure();
+      }
     }
     ShardShape shape{paramType.getNumElements(), ranks};
     OpBuilder b(update);
@@ -284,13 +297,7 @@ void ShardOptimizerPass::runOnOperation() {
 
     // The state arguments become shards, the parameter its slice.
     for (OpOperand *state : operands.states) {
-      auto arg = dyn_cast<BlockArgument>(state->get());
-      if (!arg || arg.getOwner() != &body || !arg.hasOneUse()) {
-        update->emitOpError() << "of " << name(operands.param->get())
-                              << " cannot be sharded: its optimizer state is "
-                                 "not an argument read by this update only";
-        return signalPassFailure();
-      }
+      auto arg = cast<BlockArgument>(state->get());
       arg.setType(sharder.getShardType(arg));
       func.setArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName,
                       b.getDenseI64ArrayAttr(paramType.getShape()));
