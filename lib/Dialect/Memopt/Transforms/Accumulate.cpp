@@ -609,6 +609,26 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
   if (loopOps.empty())
     return func.emitOpError() << "has no op that depends on the batch";
   DenseSet<Operation *> inLoop(llvm::from_range, loopOps);
+  // Casts that only the loop reads (a parameter's low-precision copy, and
+  // remat's recast of it) are made in the loop where they are read: made
+  // before it, each would live across the whole loop, every copy of every
+  // parameter at once (docs/Accumulation.md).
+  bool sunk = false;
+  for (Operation &op : llvm::reverse(body.without_terminator()))
+    if (isa<CastOp>(op) && !inLoop.contains(&op) && !after.contains(&op) &&
+        !op.use_empty() &&
+        llvm::all_of(op.getUsers(),
+                     [&](Operation *user) { return inLoop.contains(user); })) {
+      inLoop.insert(&op);
+      rules[&op] = OpRule{{BatchKind::uniform()}, {-1}};
+      sunk = true;
+    }
+  if (sunk) {
+    loopOps.clear();
+    for (Operation &op : body.without_terminator())
+      if (inLoop.contains(&op))
+        loopOps.push_back(&op);
+  }
 
   // Values that leave the loop: partial sums are accumulated; the new value
   // of a "state" argument updated per micro-batch (batch-norm running
