@@ -12,6 +12,7 @@
 
 #include "HostRuntime.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace memopt::host;
@@ -57,6 +58,54 @@ void memopt_all_reduce_sum(memopt_context *ctx, memopt_dtype dtype,
     collectiveFailed(ctx, entry, error, "no all-reduce installed");
 }
 
+
+void memopt_all_reduce_sum_many(memopt_context *ctx, int64_t num_tensors,
+                                void *const *data, const int64_t *sizes) {
+  const char *entry = "memopt_all_reduce_sum_many";
+  if (!checkAllReduceMany(ctx, entry, num_tensors, data, sizes))
+    return;
+  const memopt_collectives &c = ctx->collectives;
+  if (c.size <= 1)
+    return;
+  constexpr int64_t kBucket = MEMOPT_ALL_REDUCE_BUCKET_BYTES / sizeof(float);
+  char error[256] = "";
+  auto reduce = [&](float *values, int64_t n) {
+    if (n == 0)
+      return true;
+    if (c.all_reduce_sum_f32 &&
+        c.all_reduce_sum_f32(c.state, values, n, error, sizeof(error)) == 0)
+      return true;
+    collectiveFailed(ctx, entry, error, "no all-reduce installed");
+    return false;
+  };
+  // Consecutive tensors [first, last) that fit one bucket are packed,
+  // reduced with one call and unpacked; a larger one is reduced alone. The
+  // bucket is no larger than the small tensors need.
+  int64_t small = 0;
+  for (int64_t j = 0; j < num_tensors; ++j)
+    if (sizes[j] <= kBucket)
+      small = std::min(kBucket, small + sizes[j]);
+  Workspace bucket(ctx, small);
+  for (int64_t first = 0; first < num_tensors;) {
+    if (sizes[first] > kBucket) {
+      if (!reduce(static_cast<float *>(data[first]), sizes[first]))
+        return;
+      ++first;
+      continue;
+    }
+    int64_t last = first, packed = 0;
+    for (; last < num_tensors && packed + sizes[last] <= kBucket; ++last) {
+      std::memcpy(bucket.get() + packed, data[last],
+                  static_cast<size_t>(sizes[last]) * sizeof(float));
+      packed += sizes[last];
+    }
+    if (!reduce(bucket.get(), packed))
+      return;
+    for (int64_t offset = 0; first < last; offset += sizes[first++])
+      std::memcpy(data[first], bucket.get() + offset,
+                  static_cast<size_t>(sizes[first]) * sizeof(float));
+  }
+}
 
 void memopt_reduce_scatter_sum(memopt_context *ctx, memopt_dtype dtype,
                                const void *input, void *out, int64_t shard) {

@@ -127,6 +127,45 @@ TEST_F(RuntimeTest, CollectivesOfOneRankCopy) {
   expectOk();
 }
 
+/// Three ranks that hold the same values: each sum is 3 x the value. Counts
+/// the calls.
+int tripleInPlace(void *state, float *data, int64_t n, char *, size_t) {
+  ++*static_cast<int *>(state);
+  for (int64_t i = 0; i < n; ++i)
+    data[i] *= 3.0f;
+  return 0;
+}
+
+TEST_F(RuntimeTest, AllReduceManyPacksSmallTensorsIntoBuckets) {
+  const int64_t bucket = MEMOPT_ALL_REDUCE_BUCKET_BYTES / sizeof(float);
+  // Packed together: {3, 0}; a bucket's worth alone; {5}; one larger than a
+  // bucket, in place; {2}.
+  std::vector<int64_t> sizes = {3, 0, bucket, 5, bucket + 1, 2};
+  std::vector<std::vector<float>> tensors;
+  std::vector<void *> data;
+  for (int64_t n : sizes) {
+    tensors.emplace_back(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      tensors.back()[i] = static_cast<float>(tensors.size() * 1000 + i % 7);
+    data.push_back(tensors.back().data());
+  }
+  int calls = 0;
+  memopt_collectives c = {0, 3, &calls, tripleInPlace, nullptr, nullptr};
+  memopt_set_collectives(ctx, &c);
+  memopt_all_reduce_sum_many(ctx, static_cast<int64_t>(sizes.size()),
+                             data.data(), sizes.data());
+  expectOk();
+  EXPECT_EQ(calls, 5);
+  for (size_t j = 0; j < sizes.size(); ++j)
+    for (int64_t i = 0; i < sizes[j]; ++i)
+      ASSERT_EQ(tensors[j][i], 3.0f * static_cast<float>((j + 1) * 1000 + i % 7))
+          << "tensor " << j << " element " << i;
+  // The bucket is workspace: held during the call, counted in the
+  // high-water mark.
+  EXPECT_EQ(memopt_memory_high_water(ctx),
+            static_cast<uint64_t>(MEMOPT_ALL_REDUCE_BUCKET_BYTES));
+}
+
 TEST_F(RuntimeTest, ReduceScatterWithoutAReductionNamesTheRank) {
   expectError = true;
   memopt_collectives c = {1, 2, nullptr, nullptr, nullptr, nullptr};

@@ -1068,6 +1068,24 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     call.i64(window[0]).i64(window[1]);
     call.i64(strides[0]).i64(strides[1]);
     call.i64(padding[0]).i64(padding[1]);
+  } else if (name == "shard.all_reduce" && ins.size() > 1) {
+    // The sums of the accumulators after the loop, merged by bufferization:
+    // in place, one call.
+    if (!llvm::equal(ins, outs))
+      return fail("expected the same N f32 buffers in and out");
+    std::string dataArray = getGlobalName("data");
+    std::string placeholders;
+    for (size_t j = 0; j < ins.size(); ++j)
+      placeholders += j ? ", {}" : "{}";
+    emitc::VerbatimOp::create(
+        builder, loc,
+        builder.getStringAttr("void *" + dataArray + "[] = {{" +
+                              placeholders + "};"),
+        llvm::map_to_vector(outs, [&](Value v) { return getPointer(v); }));
+    callee = "memopt_all_reduce_sum_many";
+    call.i64(static_cast<int64_t>(ins.size())).verbatim(dataArray);
+    call.verbatim(getI64Array(llvm::map_to_vector(
+        ins, [&](Value v) { return numel(v); })));
   } else if (name == "shard.all_reduce") {
     // Data parallelism's sum over the ranks (--memopt-accumulate), in place
     // when bufferization gave it its operand's buffer.

@@ -640,6 +640,20 @@ int64_t memopt_world_size(const memopt_context *ctx);
 void memopt_all_reduce_sum(memopt_context *ctx, memopt_dtype dtype,
                            const void *input, void *out, int64_t n);
 
+/// The all-reduce (sum) of several f32 tensors in place, as few collective
+/// calls as their sizes allow: data[j][i] = the sum over the ranks of
+/// data[j][i] for each of the `num_tensors` tensors of sizes[j] elements.
+/// The host runtime packs consecutive tensors into buckets of at most
+/// MEMOPT_ALL_REDUCE_BUCKET_BYTES of workspace and reduces each bucket with
+/// one call (a larger tensor is reduced in place alone), as DDP's gradient
+/// buckets; the CUDA runtime issues the reductions as one NCCL group. Each
+/// element gets the same sum as memopt_all_reduce_sum gives it.
+void memopt_all_reduce_sum_many(memopt_context *ctx, int64_t num_tensors,
+                                void *const *data, const int64_t *sizes);
+
+/// The host runtime's bucket of memopt_all_reduce_sum_many, in bytes.
+#define MEMOPT_ALL_REDUCE_BUCKET_BYTES (4 << 20)
+
 /// `shard.reduce_scatter` (sum) of ZeRO (docs/DataParallel.md): `input`
 /// holds world_size x `shard` f32 elements and out[i] = the sum over the
 /// ranks of their input[rank * shard + i]: each rank gets the sum of its own

@@ -62,6 +62,10 @@
 //    of an argument whose result (possibly through more reshapes) is
 //    returned stays a copy: the end-of-step copies read their sources after
 //    the arguments have been updated.
+//  - Merged sums. A run of consecutive in-place f32 `shard.all_reduce`
+//    kernels (data parallelism's sums of the accumulators after the loop)
+//    becomes one kernel with every buffer in and out, which the runtime
+//    reduces in buckets (memopt_all_reduce_sum_many).
 //
 // Linear in the size of the body (block-order queries are amortised O(1)),
 // plus the uses of each value once for its last use.
@@ -351,6 +355,41 @@ static LogicalResult checkTrainStep(func::FuncOp func,
   if (!isa<func::ReturnOp>(func.getBody().front().getTerminator()))
     return func.emitOpError() << "must end with func.return";
   return success();
+}
+
+/// Data parallelism's sums over the ranks, one per accumulator after the
+/// micro-batch loop: each run of consecutive in-place f32 all-reduces
+/// becomes one kernel, which the runtime reduces in buckets (a few calls
+/// instead of one per gradient, as DDP does).
+static void mergeAllReduces(Block &body, OpBuilder &builder) {
+  auto isMergeable = [](Operation &op) {
+    auto kernel = dyn_cast<KernelOp>(op);
+    return kernel && kernel.getKernel() == "shard.all_reduce" &&
+           kernel.getIns().size() == 1 && kernel.getOuts().size() == 1 &&
+           kernel.getIns()[0] == kernel.getOuts()[0] &&
+           getElementTypeOrSelf(kernel.getIns()[0].getType()).isF32();
+  };
+  SmallVector<SmallVector<KernelOp>> runs(1);
+  for (Operation &op : body) {
+    if (isMergeable(op))
+      runs.back().push_back(cast<KernelOp>(op));
+    else if (!runs.back().empty())
+      runs.emplace_back();
+  }
+  for (SmallVector<KernelOp> &run : runs) {
+    if (run.size() < 2)
+      continue;
+    SmallVector<Value> buffers = llvm::map_to_vector(
+        run, [](KernelOp kernel) { return kernel.getIns()[0]; });
+    KernelOp last = run.back();
+    builder.setInsertionPointAfter(last);
+    auto merged =
+        KernelOp::create(builder, last.getLoc(), last.getKernel(), buffers,
+                         buffers, last.getOpAttributes());
+    merged->setDiscardableAttrs(last->getDiscardableAttrDictionary());
+    for (KernelOp kernel : run)
+      kernel.erase();
+  }
 }
 
 LogicalResult BufferizePass::bufferize(func::FuncOp func) {
@@ -799,6 +838,7 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
   }
   for (Operation *op : llvm::reverse(tensorOps))
     op->erase();
+  mergeAllReduces(body, builder);
 
   // 3. Deallocations, after the last user in the block of the buffer or of
   // a view of it.
