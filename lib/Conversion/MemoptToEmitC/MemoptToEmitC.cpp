@@ -166,6 +166,10 @@ private:
 
   /// A `static const` global holding `values` (nullptr when empty).
   std::string getI64Array(ArrayRef<int64_t> values);
+  /// A local array `<type>name[] = {...}` (type "void *", ...) of the
+  /// pointers of `buffers`, emitted at the builder's point; returns its name.
+  std::string emitPointerArray(Location loc, StringRef type, StringRef prefix,
+                               ArrayRef<Value> buffers);
   /// A global holding the elements of a non-splat constant.
   std::string getConstantData(DenseElementsAttr data, Type elementType);
   /// A fresh global name with `prefix`.
@@ -197,6 +201,21 @@ private:
 
 std::string TrainStepLowering::getGlobalName(StringRef prefix) {
   return (Twine("memopt_") + prefix + "_" + Twine(nextGlobal++)).str();
+}
+
+std::string TrainStepLowering::emitPointerArray(Location loc, StringRef type,
+                                                StringRef prefix,
+                                                ArrayRef<Value> buffers) {
+  std::string name = getGlobalName(prefix);
+  std::string placeholders;
+  for (size_t j = 0; j < buffers.size(); ++j)
+    placeholders += j ? ", {}" : "{}";
+  emitc::VerbatimOp::create(
+      builder, loc,
+      builder.getStringAttr(
+          (type + name + "[] = {{" + placeholders + "};").str()),
+      llvm::map_to_vector(buffers, [&](Value v) { return getPointer(v); }));
+  return name;
 }
 
 std::string TrainStepLowering::getI64Array(ArrayRef<int64_t> values) {
@@ -1073,15 +1092,7 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     // in place, one call.
     if (!llvm::equal(ins, outs))
       return fail("expected the same N f32 buffers in and out");
-    std::string dataArray = getGlobalName("data");
-    std::string placeholders;
-    for (size_t j = 0; j < ins.size(); ++j)
-      placeholders += j ? ", {}" : "{}";
-    emitc::VerbatimOp::create(
-        builder, loc,
-        builder.getStringAttr("void *" + dataArray + "[] = {{" +
-                              placeholders + "};"),
-        llvm::map_to_vector(outs, [&](Value v) { return getPointer(v); }));
+    std::string dataArray = emitPointerArray(loc, "void *", "data", outs);
     callee = "memopt_all_reduce_sum_many";
     call.i64(static_cast<int64_t>(ins.size())).verbatim(dataArray);
     call.verbatim(getI64Array(llvm::map_to_vector(
@@ -1338,8 +1349,6 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     ArrayRef<Value> results = ArrayRef<Value>(outs).drop_back();
     // Local arrays of the dtypes and of the gradient and result pointers.
     std::string dtypes = getGlobalName("dtypes");
-    std::string gradArray = getGlobalName("grads");
-    std::string resultArray = getGlobalName("results");
     std::string dtypeList;
     SmallVector<Value> dtypeValues;
     if (binding)
@@ -1348,22 +1357,13 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     unbound |= dtypeValues.size() != grads.size();
     for (Value g : dtypeValues)
       dtypeList += (dtypeList.empty() ? "" : ", ") + dtype(g).str();
-    std::string placeholders;
-    for (size_t j = 0; j < n; ++j)
-      placeholders += j ? ", {}" : "{}";
     emitc::VerbatimOp::create(builder, loc,
                               "const memopt_dtype " + dtypes + "[] = {" +
                                   dtypeList + "};");
-    emitc::VerbatimOp::create(
-        builder, loc,
-        builder.getStringAttr("const void *" + gradArray + "[] = {{" +
-                              placeholders + "};"),
-        llvm::map_to_vector(grads, [&](Value v) { return getPointer(v); }));
-    emitc::VerbatimOp::create(
-        builder, loc,
-        builder.getStringAttr("void *" + resultArray + "[] = {{" +
-                              placeholders + "};"),
-        llvm::map_to_vector(results, [&](Value v) { return getPointer(v); }));
+    std::string gradArray =
+        emitPointerArray(loc, "const void *", "grads", grads);
+    std::string resultArray = emitPointerArray(loc, "void *", "results",
+                                               results);
     SmallVector<int64_t> sizes =
         llvm::map_to_vector(grads, [&](Value v) { return numel(v); });
     callee = "memopt_unscale";
