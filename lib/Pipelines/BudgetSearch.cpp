@@ -522,8 +522,14 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
   }
 
   chooseCombination(result, options, plain);
+  // Adding rows moves them: `plain`, when it is one, is found again.
+  std::optional<size_t> plainRow;
+  if (plain && !plainExtra)
+    plainRow = plain - result.rows.data();
   if (!result.chosen && base.dataParallel == 1 &&
       addShardedRows(module, base, options, result)) {
+    if (plainRow)
+      plain = &result.rows[*plainRow];
     for (CombinationResult &row : result.rows)
       if (row.compiled() && row.combination.ranks > 1)
         row.extraFlops = std::max<int64_t>(
