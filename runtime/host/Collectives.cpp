@@ -94,16 +94,19 @@ void memopt_all_reduce_sum_many(memopt_context *ctx, int64_t num_tensors,
       continue;
     }
     int64_t last = first, packed = 0;
+    // (An empty tensor may have no pointer: nothing is copied for it.)
     for (; last < num_tensors && packed + sizes[last] <= kBucket; ++last) {
-      std::memcpy(bucket.get() + packed, data[last],
-                  static_cast<size_t>(sizes[last]) * sizeof(float));
+      if (sizes[last] > 0)
+        std::memcpy(bucket.get() + packed, data[last],
+                    static_cast<size_t>(sizes[last]) * sizeof(float));
       packed += sizes[last];
     }
     if (!reduce(bucket.get(), packed))
       return;
     for (int64_t offset = 0; first < last; offset += sizes[first++])
-      std::memcpy(data[first], bucket.get() + offset,
-                  static_cast<size_t>(sizes[first]) * sizeof(float));
+      if (sizes[first] > 0)
+        std::memcpy(data[first], bucket.get() + offset,
+                    static_cast<size_t>(sizes[first]) * sizeof(float));
   }
 }
 
