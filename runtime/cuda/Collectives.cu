@@ -87,7 +87,6 @@ void memopt_all_reduce_sum(memopt_context *ctx, memopt_dtype dtype,
                           ncclSum, ctx->nccl, ctx->stream));
 }
 
-
 void memopt_all_reduce_sum_many(memopt_context *ctx, int64_t num_tensors,
                                 void *const *data, const int64_t *sizes) {
   const char *entry = "memopt_all_reduce_sum_many";
@@ -108,8 +107,7 @@ void memopt_all_reduce_sum_many(memopt_context *ctx, int64_t num_tensors,
 void memopt_reduce_scatter_sum(memopt_context *ctx, memopt_dtype dtype,
                                const void *input, void *out, int64_t shard) {
   const char *entry = "memopt_reduce_scatter_sum";
-  if (!checkFloatTensors(ctx, entry, dtype, {shard}, {input, out}) ||
-      shard == 0)
+  if (!checkShardEntry(ctx, entry, dtype, input, out, shard))
     return;
   if (ctx->collectives.size <= 1)
     return copyDevice(ctx, entry, out, input, static_cast<size_t>(shard) * 4);
@@ -123,8 +121,7 @@ void memopt_reduce_scatter_sum(memopt_context *ctx, memopt_dtype dtype,
 void memopt_all_gather(memopt_context *ctx, memopt_dtype dtype,
                        const void *input, void *out, int64_t shard) {
   const char *entry = "memopt_all_gather";
-  if (!checkFloatTensors(ctx, entry, dtype, {shard}, {input, out}) ||
-      shard == 0)
+  if (!checkShardEntry(ctx, entry, dtype, input, out, shard))
     return;
   size_t bytes = static_cast<size_t>(shard) * dtypeSize(dtype);
   if (ctx->collectives.size <= 1)
@@ -139,8 +136,7 @@ void memopt_all_gather(memopt_context *ctx, memopt_dtype dtype,
 void memopt_all_slice(memopt_context *ctx, memopt_dtype dtype,
                       const void *input, void *out, int64_t shard) {
   const char *entry = "memopt_all_slice";
-  if (!checkFloatTensors(ctx, entry, dtype, {shard}, {input, out}) ||
-      shard == 0)
+  if (!checkShardEntry(ctx, entry, dtype, input, out, shard))
     return;
   size_t bytes = static_cast<size_t>(shard) * dtypeSize(dtype);
   copyDevice(ctx, entry, out,

@@ -77,6 +77,21 @@ bool parseStepCount(const std::string &text, int64_t &steps) {
   return true;
 }
 
+/// Reads a JSON array of non-negative integer extents into `shape`; false
+/// when it is not one.
+bool parseExtents(const nlohmann::json &json, std::vector<int64_t> &shape) {
+  if (!json.is_array())
+    return false;
+  for (const nlohmann::json &dim : json) {
+    if (!dim.is_number_unsigned() ||
+        dim.get<uint64_t>() >
+            static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return false;
+    shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
+  }
+  return true;
+}
+
 /// Parses one argument object of the model description.
 bool parseArgument(const nlohmann::json &json, size_t index,
                    ModelArgument &argument, std::string &error) {
@@ -113,14 +128,9 @@ bool parseArgument(const nlohmann::json &json, size_t index,
     error = where + " has no shape";
     return false;
   }
-  for (const nlohmann::json &dim : *shape) {
-    if (!dim.is_number_unsigned() ||
-        dim.get<uint64_t>() >
-            static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      error = where + " has a negative or non-integer dimension";
-      return false;
-    }
-    argument.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
+  if (!parseExtents(*shape, argument.shape)) {
+    error = where + " has a negative or non-integer dimension";
+    return false;
   }
   uint64_t numElements = 0;
   uint64_t elementBytes = getDtypeSize(argument.dtype);
@@ -129,7 +139,7 @@ bool parseArgument(const nlohmann::json &json, size_t index,
     error = where + " is too large";
     return false;
   }
-  argument.byteSize = numElements * elementBytes;
+  argument.byteSize = argument.wholeByteSize = numElements * elementBytes;
   if (const nlohmann::json *batchDim = field("batch_dim")) {
     if (!batchDim->is_number_unsigned() ||
         batchDim->get<uint64_t>() >= argument.shape.size() ||
@@ -142,30 +152,15 @@ bool parseArgument(const nlohmann::json &json, size_t index,
   if (const nlohmann::json *full = field("shard_of")) {
     std::vector<int64_t> dims;
     uint64_t fullElements = 0;
-    bool valid = full->is_array();
-    for (const nlohmann::json &dim : valid ? *full : nlohmann::json::array())
-      valid = valid && dim.is_number_unsigned() &&
-              dim.get<uint64_t>() <= static_cast<uint64_t>(
-                                         std::numeric_limits<int64_t>::max());
-    if (valid)
-      for (const nlohmann::json &dim : *full)
-        dims.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
-    if (!valid || argument.shape.size() != 1 ||
+    if (!parseExtents(*full, dims) || argument.shape.size() != 1 ||
         !getNumElements(dims, elementBytes, fullElements)) {
       error = where + " has an invalid shard_of";
       return false;
     }
     argument.shardOf = std::move(dims);
+    argument.wholeByteSize = fullElements * elementBytes;
   }
   return true;
-}
-
-/// The elements of `shape` (checked when the description was read).
-uint64_t countElements(const std::vector<int64_t> &shape) {
-  uint64_t n = 1;
-  for (int64_t dim : shape)
-    n *= static_cast<uint64_t>(dim);
-  return n;
 }
 
 /// Frees a context when the run ends, whichever way.
@@ -566,8 +561,7 @@ int TrainRun::readWhole(size_t i, std::vector<unsigned char> &bytes) {
                               sizeof(errorText)))
       return fail(DriverRuntimeError, "cannot gather '" + argument.name +
                                           "': " + errorText);
-  bytes.resize(countElements(*argument.shardOf) *
-               getDtypeSize(argument.dtype));
+  bytes.resize(argument.wholeByteSize);
   return DriverSuccess;
 }
 
@@ -747,7 +741,8 @@ bool memopt::driver::parseModelDescription(const std::string &json,
     for (const ModelArgument &argument : model.arguments) {
       if (!argument.shardOf)
         continue;
-      uint64_t full = countElements(*argument.shardOf);
+      uint64_t full =
+          argument.wholeByteSize / getDtypeSize(argument.dtype);
       uint64_t ranks = static_cast<uint64_t>(model.dataParallel);
       if (ranks < 2 || static_cast<uint64_t>(argument.shape[0]) !=
                            (full + ranks - 1) / ranks) {

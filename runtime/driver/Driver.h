@@ -60,6 +60,8 @@ struct ModelArgument {
   /// ("shard_of"): flattened, zero-padded to world size x shape[0], rank r
   /// holding elements [r * shape[0], (r + 1) * shape[0]).
   std::optional<std::vector<int64_t>> shardOf;
+  /// Bytes of the whole tensor: byteSize, or the shardOf tensor's.
+  uint64_t wholeByteSize = 0;
 };
 
 /// The "loss_scale" section of the model description (mixed precision).

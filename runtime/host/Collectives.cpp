@@ -58,7 +58,6 @@ void memopt_all_reduce_sum(memopt_context *ctx, memopt_dtype dtype,
     collectiveFailed(ctx, entry, error, "no all-reduce installed");
 }
 
-
 void memopt_all_reduce_sum_many(memopt_context *ctx, int64_t num_tensors,
                                 void *const *data, const int64_t *sizes) {
   const char *entry = "memopt_all_reduce_sum_many";
@@ -113,8 +112,7 @@ void memopt_all_reduce_sum_many(memopt_context *ctx, int64_t num_tensors,
 void memopt_reduce_scatter_sum(memopt_context *ctx, memopt_dtype dtype,
                                const void *input, void *out, int64_t shard) {
   const char *entry = "memopt_reduce_scatter_sum";
-  if (!checkFloatTensors(ctx, entry, dtype, {shard}, {input, out}) ||
-      shard == 0)
+  if (!checkShardEntry(ctx, entry, dtype, input, out, shard))
     return;
   const memopt_collectives &c = ctx->collectives;
   const auto *in = static_cast<const float *>(input);
@@ -133,26 +131,25 @@ void memopt_reduce_scatter_sum(memopt_context *ctx, memopt_dtype dtype,
 void memopt_all_gather(memopt_context *ctx, memopt_dtype dtype,
                        const void *input, void *out, int64_t shard) {
   const char *entry = "memopt_all_gather";
-  if (!checkFloatTensors(ctx, entry, dtype, {shard}, {input, out}) ||
-      shard == 0)
+  if (!checkShardEntry(ctx, entry, dtype, input, out, shard))
     return;
   const memopt_collectives &c = ctx->collectives;
   int64_t bytes = shard * static_cast<int64_t>(dtypeSize(dtype));
   auto *gathered = static_cast<unsigned char *>(out);
   std::memcpy(gathered + c.rank * bytes, input, static_cast<size_t>(bytes));
+  if (c.size <= 1)
+    return;
   char error[256] = "";
   for (int64_t root = 0; root < c.size; ++root)
-    if (c.size > 1 &&
-        (!c.broadcast || c.broadcast(c.state, gathered + root * bytes, bytes,
-                                     root, error, sizeof(error)) != 0))
+    if (!c.broadcast || c.broadcast(c.state, gathered + root * bytes, bytes,
+                                    root, error, sizeof(error)) != 0)
       return collectiveFailed(ctx, entry, error, "no broadcast installed");
 }
 
 void memopt_all_slice(memopt_context *ctx, memopt_dtype dtype,
                       const void *input, void *out, int64_t shard) {
   const char *entry = "memopt_all_slice";
-  if (!checkFloatTensors(ctx, entry, dtype, {shard}, {input, out}) ||
-      shard == 0)
+  if (!checkShardEntry(ctx, entry, dtype, input, out, shard))
     return;
   size_t bytes = static_cast<size_t>(shard) * dtypeSize(dtype);
   std::memcpy(out,

@@ -119,8 +119,6 @@ private:
   int64_t batchSize = 0;
 };
 
-/// The grid of --memopt-accumulate's data parallelism: one axis of ranks.
-
 } // namespace
 
 /// Ops whose operands (other than masks) and result share one shape and
@@ -181,9 +179,7 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
     anyLocal |= k.isLocal();
     if (!k.isBatched())
       continue;
-    // Unsplit (one micro-batch of a rank's own batch), a batch of one can
-    // lose its position through reshapes harmlessly: nothing is sliced.
-    if (dim && *dim != k.dim && isSameShapeOp(op) && getSplit() > 1)
+    if (dim && *dim != k.dim && isSameShapeOp(op))
       return fail("its operands have their batch dimension at different "
                   "positions");
     if (!dim)
@@ -1017,7 +1013,8 @@ void AccumulatePass::runOnOperation() {
   }
   if (getParts() == 1)
     return;
-  if (dataParallel > 1 && !SymbolTable::lookupSymbolIn(module, kRanksGridName)) {
+  if (dataParallel > 1 &&
+      !SymbolTable::lookupSymbolIn(module, kRanksGridName)) {
     OpBuilder builder = OpBuilder::atBlockBegin(module.getBody());
     shard::GridOp::create(builder, module.getLoc(), kRanksGridName,
                           ArrayRef<int64_t>{dataParallel});

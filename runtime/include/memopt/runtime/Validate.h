@@ -419,6 +419,16 @@ inline bool checkUnscale(memopt_context *ctx, const char *entry,
   return true;
 }
 
+/// ZeRO's collectives (memopt_reduce_scatter_sum, memopt_all_gather,
+/// memopt_all_slice) on slices of `shard` elements: whether the arguments
+/// are valid and there is anything to move (an empty slice is a no-op).
+inline bool checkShardEntry(memopt_context *ctx, const char *entry,
+                            memopt_dtype dtype, const void *input, void *out,
+                            int64_t shard) {
+  return checkFloatTensors(ctx, entry, dtype, {shard}, {input, out}) &&
+         shard > 0;
+}
+
 /// memopt_all_reduce_sum_many: `numTensors` tensors (f32 by definition:
 /// the entry takes no dtype).
 inline bool checkAllReduceMany(memopt_context *ctx, const char *entry,
