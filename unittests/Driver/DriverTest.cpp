@@ -275,6 +275,22 @@ TEST_F(DriverTest, RejectsBadModelDescriptions) {
       {withArguments(R"({"role": "param", "dtype": "f32", "shape": []},)" +
                      loss),
        "argument 0 has no name"},
+      // ZeRO shards: a shape of non-negative extents, a 1-D shard, and the
+      // ranks' cut of the whole tensor.
+      {withArguments(R"({"name": "m", "role": "optim", "dtype": "f32",)"
+                     R"( "shape": [3], "shard_of": [-10]},)" +
+                     loss),
+       "argument 0 ('m') has an invalid shard_of"},
+      {withArguments(R"({"name": "m", "role": "optim", "dtype": "f32",)"
+                     R"( "shape": [3, 1], "shard_of": [10]},)" +
+                     loss),
+       "argument 0 ('m') has an invalid shard_of"},
+      {R"({"arena_bytes": 0, "data_parallel": 4, "arguments": [)"
+       R"({"name": "m", "role": "optim", "dtype": "f32", "shape": [2],)"
+       R"( "shard_of": [10]},)" +
+           loss + "]}",
+       "argument 'm' is a shard of 10 elements, which 2 elements on each of "
+       "4 rank(s) do not cut evenly"},
   };
   for (const auto &[json, message] : cases) {
     ModelDescription model;
