@@ -90,14 +90,18 @@ static Value getRootBuffer(Value value) {
   return value;
 }
 
-/// The pool of an argument with `memopt.role = role` (null: none).
-static MemoryPoolKind getArgumentPool(StringAttr role) {
+/// The pool of an argument with `memopt.role = role` (null: none); `shard`
+/// when it is a ZeRO shard (`memopt.shard_of`).
+static MemoryPoolKind getArgumentPool(StringAttr role, bool shard = false) {
   std::optional<ArgumentRole> kind =
       role ? symbolizeArgumentRole(role.getValue()) : std::nullopt;
   if (!kind)
     return MemoryPoolKind::Data;
   switch (*kind) {
   case ArgumentRole::Param:
+    // A sharded parameter is the f32 master of a "param_copy".
+    return shard ? MemoryPoolKind::MasterParams : MemoryPoolKind::Params;
+  case ArgumentRole::ParamCopy:
     return MemoryPoolKind::Params;
   case ArgumentRole::Optim:
     return MemoryPoolKind::Optimizer;
@@ -140,14 +144,23 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
     for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
       auto role = func.getArgAttrOfType<StringAttr>(
           index, MemoptDialect::kRoleAttrName);
-      MemoryPoolKind pool = getArgumentPool(role);
+      auto shardOf = func.getArgAttrOfType<DenseI64ArrayAttr>(
+          index, MemoptDialect::kShardOfAttrName);
+      MemoryPoolKind pool = getArgumentPool(role, bool(shardOf));
       auto memref = dyn_cast<MemRefType>(type);
       int64_t bytes = memref ? getMemRefSizeInBytes(memref, op).value_or(0) : 0;
       argumentBytes[static_cast<unsigned>(pool)] =
           saturatingAdd(argumentBytes[static_cast<unsigned>(pool)], bytes);
-      if (pool == MemoryPoolKind::Params && memref && memref.hasStaticShape()) {
+      // Parameters are counted whole, once: by their master when ZeRO
+      // shards it, not by the copy.
+      if (role && role.getValue() ==
+                      stringifyArgumentRole(ArgumentRole::Param) &&
+          memref && memref.hasStaticShape()) {
         ++numParameterTensors;
-        numParameters = saturatingAdd(numParameters, memref.getNumElements());
+        numParameters = saturatingAdd(
+            numParameters,
+            shardOf ? ShapedType::getNumElements(shardOf.asArrayRef())
+                    : memref.getNumElements());
       }
       if (role && role.getValue() == "loss" && !func.isExternal() &&
           !lossArgument)
@@ -272,10 +285,13 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
           kernel.getOuts().size() != 1)
         continue;
       auto arg = dyn_cast<BlockArgument>(getRootBuffer(kernel.getIns()[0]));
+      // (Not ZeRO's sharded master: the cast of its new slice is gathered
+      // into the "param_copy" argument, counted with the arguments.)
       if (!arg || arg.getOwner() != &func.getFunctionBody().front() ||
-          getArgumentPool(func.getArgAttrOfType<StringAttr>(
-              arg.getArgNumber(), MemoptDialect::kRoleAttrName)) !=
-              MemoryPoolKind::Params)
+          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                            MemoptDialect::kRoleAttrName) !=
+              stringifyArgumentRole(ArgumentRole::Param) ||
+          func.getArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName))
         continue;
       if (std::optional<unsigned> id = lookupBuffer(kernel.getOuts()[0])) {
         buffers[*id].pool = MemoryPoolKind::Params;

@@ -329,13 +329,14 @@ static void explain(ExploreResult &result, const ExploreOptions &options,
         single = &row;
     lines.push_back(llvm::formatv(
         "ZeRO stage {0} over {1} ranks applied: no combination fits one "
-        "device{2}; each rank keeps 1/{1} of the optimizer state{3} and "
-        "trains the model's batch ({4} examples per step over all ranks; "
+        "device{2}; each rank keeps 1/{1} of the optimizer state{3}{4} and "
+        "trains the model's batch ({5} examples per step over all ranks; "
         "run with mpirun -np {1})",
         c.zeroStage, c.ranks,
         single ? " (the smallest, " + single->combination.str() + ", needs " +
                      formatBytes(single->plannedPeakBytes) + ")"
                : std::string(),
+        c.precision != "none" ? ", of the f32 master weights" : "",
         c.zeroStage == 2 ? " and of the gradients" : "",
         result.samplesPerStep * c.ranks));
   }

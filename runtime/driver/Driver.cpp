@@ -17,6 +17,7 @@
 #include "Driver.h"
 
 #include "memopt/runtime/Collectives.h"
+#include "memopt/runtime/Float16.h"
 
 #include <nlohmann/json.hpp>
 
@@ -61,8 +62,25 @@ const char *getRoleName(Role role) {
     return "optim";
   case Role::Loss:
     return "loss";
+  case Role::ParamCopy:
+    return "param_copy";
   }
   return "?";
+}
+
+/// Rounds the f32 values in `bytes` to `dtype` (f16 or bf16) in place, as
+/// `memopt.cast` does: the low-precision copy of a sharded master.
+void castToCopy(std::vector<unsigned char> &bytes, TensorDtype dtype) {
+  size_t count = bytes.size() / sizeof(float);
+  for (size_t i = 0; i < count; ++i) {
+    float value;
+    std::memcpy(&value, bytes.data() + i * sizeof(float), sizeof(float));
+    uint16_t bits = dtype == TensorDtype::BF16
+                        ? memopt::runtime::floatToBFloat16Bits(value)
+                        : memopt::runtime::floatToHalfBits(value);
+    std::memcpy(bytes.data() + i * sizeof(bits), &bits, sizeof(bits));
+  }
+  bytes.resize(count * sizeof(uint16_t));
 }
 
 bool parseStepCount(const std::string &text, int64_t &steps) {
@@ -295,6 +313,7 @@ int TrainRun::bindTensors() {
     const std::string *path = nullptr;
     switch (argument.role) {
     case Role::Param:
+    case Role::ParamCopy:
     case Role::State:
     case Role::Optim:
       reader = &params;
@@ -321,11 +340,14 @@ int TrainRun::bindTensors() {
                                         getRoleName(argument.role) +
                                         ") not found in '" + *path + "'");
     }
-    if (entry->dtype != argument.dtype)
+    // A copy is made from its f32 master.
+    TensorDtype dtype =
+        argument.role == Role::ParamCopy ? TensorDtype::F32 : argument.dtype;
+    if (entry->dtype != dtype)
       return fail(DriverInputError,
                   "tensor '" + argument.name + "' in '" + *path +
                       "' has dtype " + getSafetensorsDtypeName(entry->dtype) +
-                      ", expected " + getSafetensorsDtypeName(argument.dtype));
+                      ", expected " + getSafetensorsDtypeName(dtype));
     // Data parallelism: the batch file holds every rank's share, and a
     // ZeRO shard's tensor is whole.
     std::vector<int64_t> expected = argument.shardOf.value_or(argument.shape);
@@ -410,6 +432,8 @@ int TrainRun::loadArena() {
                               errorText, sizeof(errorText)))
       return fail(DriverRuntimeError, "cannot broadcast '" + argument.name +
                                           "' from rank 0: " + errorText);
+    if (argument.role == Role::ParamCopy)
+      castToCopy(staging, argument.dtype);
     if (bytes)
       memopt_copy_from_host(ctx.get(), base + offsets[i],
                             staging.data() + from, bytes);
@@ -617,7 +641,8 @@ int TrainRun::run() {
 bool memopt::driver::parseRole(const std::string &name, Role &role) {
   static const std::pair<const char *, Role> kRoles[] = {
       {"param", Role::Param}, {"input", Role::Input}, {"label", Role::Label},
-      {"state", Role::State}, {"optim", Role::Optim}, {"loss", Role::Loss}};
+      {"state", Role::State}, {"optim", Role::Optim}, {"loss", Role::Loss},
+      {"param_copy", Role::ParamCopy}};
   for (const auto &[spelling, value] : kRoles) {
     if (name == spelling) {
       role = value;
@@ -670,7 +695,10 @@ bool memopt::driver::parseModelDescription(const std::string &json,
       ModelArgument argument;
       if (!parseArgument((*arguments)[i], i, argument, error))
         return false;
-      if (!names.insert(argument.name).second) {
+      // A copy has the name of its master.
+      if (!names.insert((argument.role == Role::ParamCopy ? "copy:" : "") +
+                        argument.name)
+               .second) {
         error = "argument name '" + argument.name + "' appears twice";
         return false;
       }
@@ -736,6 +764,25 @@ bool memopt::driver::parseModelDescription(const std::string &json,
         return false;
       }
       model.dataParallel = static_cast<int64_t>(ranks->get<uint64_t>());
+    }
+    // A copy's master is the sharded f32 param of its name and shape.
+    for (const ModelArgument &copy : model.arguments) {
+      if (copy.role != Role::ParamCopy)
+        continue;
+      auto master = std::find_if(
+          model.arguments.begin(), model.arguments.end(),
+          [&](const ModelArgument &argument) {
+            return argument.role == Role::Param && argument.name == copy.name;
+          });
+      if (master == model.arguments.end() ||
+          master->dtype != TensorDtype::F32 ||
+          master->shardOf != copy.shape ||
+          (copy.dtype != TensorDtype::F16 && copy.dtype != TensorDtype::BF16)) {
+        error = "argument '" + copy.name +
+                "' (param_copy) is not the f16 or bf16 copy of a sharded f32 "
+                "param of its name and shape";
+        return false;
+      }
     }
     // A shard holds ceil(n / ranks) elements of an n-element tensor.
     for (const ModelArgument &argument : model.arguments) {

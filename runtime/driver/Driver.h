@@ -36,10 +36,14 @@ extern "C" void memopt_driver_stop_collectives(void);
 
 namespace memopt::driver {
 
-/// The role of a training-step argument (`memopt.role`).
-enum class Role { Param, Input, Label, State, Optim, Loss };
+/// The role of a training-step argument (`memopt.role`). A ParamCopy is the
+/// low-precision copy of the "param" of its name, whose f32 master weights
+/// ZeRO shards: loaded as the cast of the master's checkpoint tensor, never
+/// saved.
+enum class Role { Param, Input, Label, State, Optim, Loss, ParamCopy };
 
-/// Parses "param", "input", "label", "state", "optim" or "loss".
+/// Parses "param", "input", "label", "state", "optim", "loss" or
+/// "param_copy".
 bool parseRole(const std::string &name, Role &role);
 
 /// Parses a model dtype ("f32", "f16", "bf16", "i64", "i32", "i1").

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostRuntime.h"
-#include "Float16.h"
+#include "memopt/runtime/Float16.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -15,6 +15,7 @@
 #include <new>
 
 using namespace memopt::host;
+using namespace memopt::runtime;
 
 //===----------------------------------------------------------------------===//
 // Internal helpers

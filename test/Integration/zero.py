@@ -6,6 +6,10 @@
 #   gathers from its shards), and every rank ends with one state hash.
 # - Resumed from that checkpoint, each rank loads its shard of the optimizer
 #   state: 2 more steps are again byte-identical to data parallelism's.
+# - The same in BF16: the matmuls' weights are held as bf16 copies whose
+#   f32 master weights are sharded with the optimizer state, which the
+#   driver makes from the checkpoint's f32 masters and --save gathers back;
+#   the copies are the casts the data-parallel step makes, bit for bit.
 # - 2 ranks x 2 micro-batches, with SGD and momentum (whose buffer is
 #   sharded too): stage 1 scatters the same accumulators (bit-identical);
 #   stage 2 scatters each micro-batch's gradient and sums the slices in
@@ -30,6 +34,8 @@
 # CHECK: gpt N=2 K=1: stage 2: 4 losses bit-identical, checkpoint byte-identical, 1 state hash on 2 ranks
 # CHECK: resumed: stage 1: 2 losses bit-identical, checkpoint byte-identical
 # CHECK: resumed: stage 2: 2 losses bit-identical, checkpoint byte-identical
+# CHECK: gpt-bf16 N=2 K=1: stage 1: 4 losses bit-identical, checkpoint byte-identical, 1 state hash on 2 ranks
+# CHECK: gpt-bf16 N=2 K=1: stage 2: 4 losses bit-identical, checkpoint byte-identical, 1 state hash on 2 ranks
 # CHECK: gpt N=2 K=2: stage 1: 4 losses bit-identical, checkpoint byte-identical
 # CHECK: gpt N=2 K=2: stage 2: 4 losses and the state within 1e-05
 # CHECK: mlp N=4 K=1: stage 1: 4 losses and the state within 1e-05
@@ -138,7 +144,7 @@ def run(workdir, model, ranks, k, stages, exact, label, uneven=False,
                 runs[stage], runs[0], exact(stage))
         losses, hashes, lines, _ = runs[stage]
         print(", %d state hash on %d ranks" % (len(hashes), lines)
-              if label == "gpt" and k == 1 else "")
+              if label.startswith("gpt") and k == 1 else "")
     return runs
 
 
@@ -161,6 +167,9 @@ def main():
         compare("resumed: stage %d" % stage, resumed[stage], resumed[0], True)
         print()
 
+    run(os.path.join(workdir, "gpt1-bf16"), gpt, 2, 1, [1, 2],
+        lambda stage: True, "gpt-bf16", uneven=True,
+        optimizer=["--mixed-precision=bf16"])
     run(os.path.join(workdir, "gpt2"), gpt, 2, 2, [1, 2],
         lambda stage: stage == 1, "gpt", uneven=True, optimizer=SGD)
     run(os.path.join(workdir, "mlp4"), mlp, 4, 1, [1, 2],

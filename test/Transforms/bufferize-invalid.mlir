@@ -30,7 +30,7 @@ func.func @train_step(%x: tensor<4xf32> {memopt.role = "input", memopt.name = "x
 
 // -----
 
-// expected-error @+1 {{'func.func' op must return the loss ('tensor<f32>') and then the new value of each of its 1 param, state and optim arguments, got 1 result}}
+// expected-error @+1 {{'func.func' op must return the loss ('tensor<f32>') and then the new value of each of its 1 param, state, optim and param_copy arguments, got 1 result}}
 func.func @train_step(%w: tensor<4xf32> {memopt.role = "param", memopt.name = "w"})
     -> tensor<f32> attributes {memopt.train_step} {
   %s = memopt.reduce_sum %w dims [0] : tensor<4xf32> to tensor<f32>

@@ -291,6 +291,26 @@ TEST_F(DriverTest, RejectsBadModelDescriptions) {
            loss + "]}",
        "argument 'm' is a shard of 10 elements, which 2 elements on each of "
        "4 rank(s) do not cut evenly"},
+      // A low-precision copy needs the sharded f32 master of its name and
+      // shape.
+      {withArguments(R"({"name": "w", "role": "param_copy", "dtype": "bf16",)"
+                     R"( "shape": [4]},)" +
+                     loss),
+       "argument 'w' (param_copy) is not the f16 or bf16 copy of a sharded "
+       "f32 param of its name and shape"},
+      {R"({"arena_bytes": 0, "data_parallel": 2, "arguments": [)"
+       R"({"name": "w", "role": "param", "dtype": "f32", "shape": [2],)"
+       R"( "shard_of": [4]},)"
+       R"({"name": "w", "role": "param_copy", "dtype": "bf16",)"
+       R"( "shape": [2, 2]},)" +
+           loss + "]}",
+       "argument 'w' (param_copy) is not the f16 or bf16 copy"},
+      {R"({"arena_bytes": 0, "data_parallel": 2, "arguments": [)"
+       R"({"name": "w", "role": "param", "dtype": "f32", "shape": [2],)"
+       R"( "shard_of": [4]},)"
+       R"({"name": "w", "role": "param_copy", "dtype": "f32", "shape": [4]},)" +
+           loss + "]}",
+       "argument 'w' (param_copy) is not the f16 or bf16 copy"},
   };
   for (const auto &[json, message] : cases) {
     ModelDescription model;
@@ -299,6 +319,23 @@ TEST_F(DriverTest, RejectsBadModelDescriptions) {
     EXPECT_NE(error.find(message), std::string::npos)
         << "'" << error << "' lacks '" << message << "'";
   }
+}
+
+TEST_F(DriverTest, ParsesAParamCopyWithTheNameOfItsMaster) {
+  ModelDescription model;
+  std::string error;
+  ASSERT_TRUE(parseModelDescription(
+      R"({"arena_bytes": 0, "data_parallel": 2, "arguments": [)"
+      R"({"name": "w", "role": "param", "dtype": "f32", "shape": [3],)"
+      R"( "shard_of": [5]},)"
+      R"({"name": "w", "role": "param_copy", "dtype": "f16", "shape": [5]},)"
+      R"({"name": "loss", "role": "loss", "dtype": "f32", "shape": []}]})",
+      model, error))
+      << error;
+  ASSERT_EQ(model.arguments.size(), 3u);
+  EXPECT_EQ(model.arguments[1].role, Role::ParamCopy);
+  EXPECT_EQ(model.arguments[1].byteSize, 10u);
+  EXPECT_EQ(model.arguments[0].wholeByteSize, 20u);
 }
 
 TEST_F(DriverTest, ParsesTheLossScale) {

@@ -16,7 +16,7 @@
 #include "CudaRuntime.h"
 #include "ArgumentErrorCases.h"
 #include "DTypeRuleCalls.h"
-#include "Float16.h"
+#include "memopt/runtime/Float16.h"
 #include "PhiloxKnownAnswers.h"
 
 #include "gtest/gtest.h"
@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-using memopt::host::bfloat16BitsToFloat;
-using memopt::host::floatToBFloat16Bits;
+using memopt::runtime::bfloat16BitsToFloat;
+using memopt::runtime::floatToBFloat16Bits;
 
 namespace {
 
@@ -521,9 +521,9 @@ std::vector<uint8_t> storeAs(memopt_dtype dtype, std::vector<float> &values) {
     }
     uint16_t bits = dtype == MEMOPT_BF16
                         ? floatToBFloat16Bits(values[i])
-                        : memopt::host::floatToHalfBits(values[i]);
+                        : memopt::runtime::floatToHalfBits(values[i]);
     values[i] = dtype == MEMOPT_BF16 ? bfloat16BitsToFloat(bits)
-                                     : memopt::host::halfBitsToFloat(bits);
+                                     : memopt::runtime::halfBitsToFloat(bits);
     std::memcpy(bytes.data() + 2 * i, &bits, 2);
   }
   return bytes;
@@ -541,7 +541,7 @@ std::vector<float> widen(memopt_dtype dtype, const std::vector<uint8_t> &bytes,
     uint16_t bits;
     std::memcpy(&bits, bytes.data() + 2 * i, 2);
     values[i] = dtype == MEMOPT_BF16 ? bfloat16BitsToFloat(bits)
-                                     : memopt::host::halfBitsToFloat(bits);
+                                     : memopt::runtime::halfBitsToFloat(bits);
   }
   return values;
 }

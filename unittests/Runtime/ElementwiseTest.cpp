@@ -9,12 +9,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Float16.h"
+#include "memopt/runtime/Float16.h"
 #include "RuntimeTestUtil.h"
 
 #include <limits>
 
-using namespace memopt::host;
+using namespace memopt::runtime;
 using namespace memopt::test;
 
 namespace {

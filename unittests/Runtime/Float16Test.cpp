@@ -7,14 +7,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Float16.h"
+#include "memopt/runtime/Float16.h"
 #include "RuntimeTestUtil.h"
 
 #include <cfenv>
 #include <cfloat>
 #include <limits>
 
-using namespace memopt::host;
+using namespace memopt::runtime;
 using memopt::test::RuntimeTest;
 
 namespace {

@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Float16.h"
+#include "memopt/runtime/Float16.h"
 #include "RuntimeTestUtil.h"
 
-using namespace memopt::host;
+using namespace memopt::runtime;
 using namespace memopt::test;
 
 namespace {

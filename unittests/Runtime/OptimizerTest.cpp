@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Float16.h"
+#include "memopt/runtime/Float16.h"
 #include "RuntimeTestUtil.h"
 
 #include <limits>
@@ -116,8 +116,8 @@ TEST_F(RuntimeTest, UnscaleFindsNonFiniteValuesAcrossTensors) {
   EXPECT_EQ(scaled, 512.0f);
 
   std::vector<float> a = {2048.0f, -512.0f};
-  std::vector<uint16_t> b = {memopt::host::floatToHalfBits(256.0f),
-                             memopt::host::floatToHalfBits(1.0f)};
+  std::vector<uint16_t> b = {memopt::runtime::floatToHalfBits(256.0f),
+                             memopt::runtime::floatToHalfBits(1.0f)};
   memopt_dtype dtypes[] = {MEMOPT_F32, MEMOPT_F16};
   const void *grads[] = {a.data(), b.data()};
   void *results[] = {a.data(), b.data()};
@@ -126,8 +126,8 @@ TEST_F(RuntimeTest, UnscaleFindsNonFiniteValuesAcrossTensors) {
   memopt_unscale(ctx, &scale, 2, dtypes, grads, results, sizes, &foundInf);
   EXPECT_EQ(foundInf, 0);
   EXPECT_EQ(a, (std::vector<float>{2.0f, -0.5f}));
-  EXPECT_EQ(memopt::host::halfBitsToFloat(b[0]), 0.25f);
-  EXPECT_EQ(memopt::host::halfBitsToFloat(b[1]), 1.0f / 1024);
+  EXPECT_EQ(memopt::runtime::halfBitsToFloat(b[0]), 0.25f);
+  EXPECT_EQ(memopt::runtime::halfBitsToFloat(b[1]), 1.0f / 1024);
 
   for (float bad :
        {INFINITY, -INFINITY, std::numeric_limits<float>::quiet_NaN()}) {

@@ -873,7 +873,7 @@ func.func @missing_role(%x: tensor<4xf32> {memopt.role = "input", memopt.name = 
 
 // -----
 
-// expected-error @+1 {{argument #0 attribute 'memopt.role' must be one of "param", "input", "label", "state", "optim", "loss", got "weight"}}
+// expected-error @+1 {{argument #0 attribute 'memopt.role' must be one of "param", "input", "label", "state", "optim", "loss", "param_copy", got "weight"}}
 func.func @bad_role(%w: tensor<4xf32> {memopt.role = "weight", memopt.name = "w"}) {
   return
 }

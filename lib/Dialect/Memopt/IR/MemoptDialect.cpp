@@ -70,6 +70,7 @@ std::optional<ArgumentRole> memopt::symbolizeArgumentRole(StringRef name) {
       .Case("state", ArgumentRole::State)
       .Case("optim", ArgumentRole::Optim)
       .Case("loss", ArgumentRole::Loss)
+      .Case("param_copy", ArgumentRole::ParamCopy)
       .Default(std::nullopt);
 }
 
@@ -87,6 +88,8 @@ StringRef memopt::stringifyArgumentRole(ArgumentRole role) {
     return "optim";
   case ArgumentRole::Loss:
     return "loss";
+  case ArgumentRole::ParamCopy:
+    return "param_copy";
   }
   llvm_unreachable("unknown argument role");
 }
@@ -109,7 +112,7 @@ LogicalResult MemoptDialect::verifyRegionArgAttribute(Operation *op,
     auto role = dyn_cast<StringAttr>(attr.getValue());
     if (!role || !symbolizeArgumentRole(role.getValue()))
       return argError() << "must be one of \"param\", \"input\", \"label\", "
-                           "\"state\", \"optim\", \"loss\", got "
+                           "\"state\", \"optim\", \"loss\", \"param_copy\", got "
                         << attr.getValue();
     return success();
   }

@@ -10,9 +10,10 @@
 // ops all have static shapes:
 //
 //  1. Destinations. The loss result is written into the new `%loss`
-//     argument. The new value of each "param", "state" and "optim" argument
-//     is written by its producing kernel straight into that argument's memref
-//     when that cannot clobber a value still needed: every other use of the
+//     argument. The new value of each "param", "state", "optim" and
+//     "param_copy" argument is written by its producing kernel straight
+//     into that argument's memref when that cannot clobber a value still
+//     needed: every other use of the
 //     old argument comes before the producer, or is the producer itself and
 //     the runtime entry allows that output to alias that input (elementwise
 //     entries, optimizer updates, batch-norm running statistics, loss-scale
@@ -267,7 +268,7 @@ static LogicalResult checkTrainStep(func::FuncOp func,
                                 << " already has role \"loss\": the function "
                                    "looks bufferized";
     if (*kind == ArgumentRole::Param || *kind == ArgumentRole::State ||
-        *kind == ArgumentRole::Optim)
+        *kind == ArgumentRole::Optim || *kind == ArgumentRole::ParamCopy)
       updated.push_back(index);
   }
 
@@ -278,7 +279,7 @@ static LogicalResult checkTrainStep(func::FuncOp func,
     return func.emitOpError()
            << "must return the loss (" << lossType
            << ") and then the new value of each of its " << updated.size()
-           << " param, state and optim arguments, got " << results.size()
+           << " param, state, optim and param_copy arguments, got " << results.size()
            << " result" << (results.size() == 1 ? "" : "s");
   for (auto [position, argIndex] : llvm::enumerate(updated))
     if (results[position + 1] != func.getArgumentTypes()[argIndex])

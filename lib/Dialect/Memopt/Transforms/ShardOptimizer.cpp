@@ -19,6 +19,15 @@
 //     no communication), its gradient slice and its state shards; the new
 //     slices are all-gathered (`shard.all_gather`) and unpadded into the
 //     parameter, which every rank holds whole.
+//  5. Mixed precision: a parameter that the step reads only through one
+//     low-precision cast (bf16 or f16; rematerialization's recasts too) is
+//     held as that whole copy, a new argument of role "param_copy", and its
+//     f32 master weights become a shard like the optimizer state (the ZeRO
+//     paper's 2 + 2 + 12/N bytes per parameter). The update's new master
+//     slice is cast and all-gathered into the copy (half the bytes of an
+//     f32 gather); the cast of a slice is the slice of the cast, so the
+//     step computes what the unsharded one does. A parameter that the step
+//     also reads in f32 (a norm's weight, an embedding) stays whole.
 //
 // Stage 2 (`stage=2`) also shards the gradient accumulators: the
 // reduce-scatter moves into the micro-batch loop, where each micro-batch's
@@ -166,6 +175,30 @@ std::optional<UpdateOperands> getUpdateOperands(Operation *op) {
 
 } // namespace
 
+/// The element type of the low-precision copy through which the step reads
+/// `param`, the f32 parameter that `update` updates, when its master weights
+/// can be sharded: every other use of `param` is a `memopt.cast` to that one
+/// type (mixed precision's copy, and rematerialization's recasts), and only
+/// `returnOp` reads the new value. Null otherwise: the parameter stays whole.
+static Type getMasterCopyElement(BlockArgument param, Operation *update,
+                                 func::ReturnOp returnOp) {
+  Type element;
+  for (Operation *user : param.getUsers()) {
+    if (user == update)
+      continue;
+    auto castOp = dyn_cast<CastOp>(user);
+    Type to = castOp ? getElementTypeOrSelf(castOp.getType()) : Type();
+    if (!to || to.isF32() || (element && element != to))
+      return Type();
+    element = to;
+  }
+  bool returnedOnly = llvm::all_of(update->getResult(0).getUsers(),
+                                   [&](Operation *user) {
+                                     return user == returnOp.getOperation();
+                                   });
+  return returnedOnly ? element : Type();
+}
+
 /// Stage 2: the loop accumulates the rank's slice of gradient `result` (a
 /// result of `loop`), reduce-scattered after each micro-batch. Returns the
 /// loop's result, now the slice, or null after an error.
@@ -302,14 +335,60 @@ void ShardOptimizerPass::runOnOperation() {
       func.setArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName,
                       b.getDenseI64ArrayAttr(paramType.getShape()));
     }
-    operands.param->set(sharder.slice(operands.param->get()));
     RankedTensorType shardType = sharder.getShardType(grad);
+    auto param = cast<BlockArgument>(operands.param->get());
+    Value newParam = update->getResult(0);
+    Type copyElement = getMasterCopyElement(param, update, returnOp);
+    if (!func.getArgAttr(param.getArgNumber(), MemoptDialect::kNameAttrName))
+      copyElement = Type();
+    if (!copyElement) {
+      operands.param->set(sharder.slice(param));
+    } else {
+      // The argument becomes the rank's shard of the f32 master weights;
+      // the step reads a whole low-precision copy instead of casting the
+      // master, and gathers the copy's new slices after the update.
+      auto copyType = RankedTensorType::get(paramType.getShape(), copyElement);
+      if (failed(func.insertArgument(
+          body.getNumArguments(), copyType,
+          b.getDictionaryAttr(
+              {b.getNamedAttr(MemoptDialect::kRoleAttrName,
+                              b.getStringAttr(stringifyArgumentRole(
+                                  ArgumentRole::ParamCopy))),
+               b.getNamedAttr(MemoptDialect::kNameAttrName,
+                              func.getArgAttr(param.getArgNumber(),
+                                              MemoptDialect::kNameAttrName))}),
+          param.getLoc()))) {
+        update->emitOpError() << "cannot add the copy of " << name(param);
+        return signalPassFailure();
+      }
+      Value copy = body.getArguments().back();
+      for (Operation *user : llvm::make_early_inc_range(param.getUsers())) {
+        if (user == update)
+          continue;
+        user->getResult(0).replaceAllUsesWith(copy);
+        user->erase();
+      }
+      param.setType(shardType);
+      func.setArgAttr(param.getArgNumber(), MemoptDialect::kShardOfAttrName,
+                      b.getDenseI64ArrayAttr(paramType.getShape()));
+    }
     for (OpResult result : update->getResults())
       result.setType(shardType);
 
-    // The new parameter, whole on every rank.
+    // The new parameter (or its copy), whole on every rank.
     b.setInsertionPointAfter(update);
-    Value newParam = update->getResult(0);
+    if (copyElement) {
+      auto castOp = CastOp::create(
+          b, loc, RankedTensorType::get({shape.getShard()}, copyElement),
+          newParam);
+      if (Attribute scope = update->getAttr(MemoptDialect::kScopeAttrName))
+        castOp->setAttr(MemoptDialect::kScopeAttrName, scope);
+      returnOp->insertOperands(
+          returnOp.getNumOperands(),
+          sharder.gather(castOp, cast<RankedTensorType>(
+                                     body.getArguments().back().getType())));
+      continue;
+    }
     SmallVector<OpOperand *> uses = llvm::map_to_vector(
         newParam.getUses(), [](OpOperand &use) { return &use; });
     Value whole = sharder.gather(newParam, paramType);

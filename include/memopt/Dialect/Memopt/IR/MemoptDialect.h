@@ -42,7 +42,10 @@ inline bool isCollectiveKernel(llvm::StringRef kernel) {
 }
 
 /// The roles a function argument can play in training (`memopt.role`).
-enum class ArgumentRole { Param, Input, Label, State, Optim, Loss };
+/// ParamCopy is the whole low-precision copy of a parameter whose f32 master
+/// weights ZeRO shards (--memopt-shard-optimizer): it has the name of its
+/// "param" master, from which the driver loads it, and is never saved.
+enum class ArgumentRole { Param, Input, Label, State, Optim, Loss, ParamCopy };
 
 /// Returns the role named by `memopt.role = "<name>"`, or std::nullopt.
 std::optional<ArgumentRole> symbolizeArgumentRole(llvm::StringRef name);

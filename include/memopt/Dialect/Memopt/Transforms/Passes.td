@@ -287,7 +287,8 @@ def AccumulatePass : Pass<"memopt-accumulate", "mlir::ModuleOp"> {
 }
 
 def ShardOptimizerPass : Pass<"memopt-shard-optimizer", "mlir::ModuleOp"> {
-  let summary = "ZeRO: each rank updates and keeps 1/N of the optimizer state";
+  let summary = "ZeRO: each rank updates and keeps 1/N of the optimizer state "
+                "and master weights";
   let description = [{
     Rewrites the data-parallel step of `--memopt-accumulate` (option
     `data-parallel=N`, N >= 2) so that each rank updates its 1/N slice of
@@ -301,6 +302,13 @@ def ShardOptimizerPass : Pass<"memopt-shard-optimizer", "mlir::ModuleOp"> {
     keeps whole. `stage=2` also shards the gradient accumulators: each
     micro-batch's gradient is reduce-scattered inside the loop and added to
     the rank's slice.
+
+    In mixed precision, a parameter that the step reads only through one
+    bf16 or f16 `memopt.cast` is held as that whole copy, a new argument of
+    role `"param_copy"` and the parameter's name, appended after the others
+    (its new value after the other results); the parameter argument becomes
+    the shard of its f32 master weights, and the update's new slice is cast
+    and all-gathered into the copy.
 
     The parameters equal the data-parallel step's: bit for bit with two
     ranks. Parameters other than f32 and FP16 dynamic loss scaling (whose

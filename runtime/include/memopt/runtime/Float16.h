@@ -4,18 +4,20 @@
 // round-to-nearest-even, the rounding of `memopt.cast`, of CUDA's
 // __float2half_rn / __float2bfloat16_rn and of the F16C instructions. The
 // host runtime stores f16/bf16 tensors as uint16_t bit patterns and computes
-// in f32 through these functions, so mixed precision is testable on a CPU.
+// in f32 through these functions, so mixed precision is testable on a CPU;
+// the driver casts a checkpoint's f32 master weights to a parameter's
+// low-precision copy with them (ZeRO, docs/DataParallel.md).
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MEMOPT_RUNTIME_HOST_FLOAT16_H
-#define MEMOPT_RUNTIME_HOST_FLOAT16_H
+#ifndef MEMOPT_RUNTIME_FLOAT16_H
+#define MEMOPT_RUNTIME_FLOAT16_H
 
 #include <cstdint>
 #include <cstring>
 
 namespace memopt {
-namespace host {
+namespace runtime {
 
 /// The bit pattern of `f`.
 inline uint32_t floatBits(float f) {
@@ -110,7 +112,7 @@ inline float bfloat16BitsToFloat(uint16_t b) {
   return bitsToFloat(static_cast<uint32_t>(b) << 16);
 }
 
-} // namespace host
+} // namespace runtime
 } // namespace memopt
 
-#endif // MEMOPT_RUNTIME_HOST_FLOAT16_H
+#endif // MEMOPT_RUNTIME_FLOAT16_H
