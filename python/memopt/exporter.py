@@ -1281,15 +1281,19 @@ def _split(ex, call):
 
 
 def _pad(ex, call):
-    """F.pad in constant mode with value 0: negative amounts crop (a slice),
-    positive ones pad (memopt.slice_grad, whose backward is the slice)."""
+    """F.pad in constant mode: negative amounts crop (a slice), positive ones
+    pad with zeros (memopt.slice_grad, whose backward is the slice), and a
+    value other than 0 is added where the padding is (a constant over the
+    padded dimensions, broadcast over the others)."""
     x = _float_input(ex, call.args["input"])
     amounts = list(ex.const(call.args["pad"], "padding"))
     mode, value = ex.const(call.args["mode"]), ex.const(call.args["value"])
     if mode != "constant":
         ex.fail("mode='%s' is not supported (only 'constant')" % mode)
-    if value not in (None, 0, 0.0):
-        ex.fail("padding with value=%r is not supported (only 0)" % value)
+    if not isinstance(value, (int, float, type(None))) or (
+            value is not None and not math.isfinite(value)):
+        ex.fail("padding with value=%r is not supported (a finite number)"
+                % (value,))
     if len(amounts) % 2 or len(amounts) // 2 > x.rank:
         ex.fail("the padding %s does not pair up with the dimensions of %s"
                 % (amounts, x.type))
@@ -1305,7 +1309,18 @@ def _pad(ex, call):
     if not any(low) and not any(high):
         return x
     shape = [lo + d + hi for lo, d, hi in zip(low, x.shape, high)]
-    return ex.emit.pad(x, low, shape)
+    y = ex.emit.pad(x, low, shape)
+    if not value:
+        return y
+    padded = len(amounts) // 2
+    fill = np.full(shape[-padded:], value, dtype=np.float32)
+    fill[tuple(slice(lo, lo + d) for lo, d in
+               zip(low[-padded:], x.shape[-padded:]))] = 0
+    fill = ex.emit.constant(fill, "f32")
+    if padded < x.rank:
+        fill = ex.emit.broadcast(fill, list(range(x.rank - padded, x.rank)),
+                                 shape)
+    return ex.emit.binary("add", y, fill)
 
 
 def _roll(ex, call):
@@ -1716,22 +1731,61 @@ def _pool(kind):
         stride = kernel if stride is None or stride == [] or stride == () \
             else _pair(stride)
         padding = _pair(options.get("padding", 0))
-        if options.get("ceil_mode"):
-            if kind != "max_pool2d":
-                ex.fail("ceil_mode=True is supported for max pooling only")
-            x = _ceil_mode_rows(ex, x, ex.out_shape(call), kernel, stride,
-                                padding)
         if options.get("return_indices"):
             ex.fail("return_indices=True is not supported")
         if _pair(options.get("dilation", 1)) != (1, 1):
             ex.fail("dilation is not supported")
-        if options.get("divisor_override") is not None:
-            ex.fail("divisor_override is not supported")
-        if not options.get("count_include_pad", True) and padding != (0, 0):
-            ex.fail("count_include_pad=False with padding is not supported")
-        return ex.emit.pool(kind, x, ex.out_shape(call), kernel, stride,
-                            padding)
+        shape = ex.out_shape(call)
+        divisor = options.get("divisor_override")
+        include_pad = options.get("count_include_pad", True)
+        if kind == "avg_pool2d" and (
+                options.get("ceil_mode") or divisor is not None or
+                (not include_pad and padding != (0, 0))):
+            return _windowed_average(ex, x, shape, kernel, stride, padding,
+                                     include_pad, divisor)
+        if options.get("ceil_mode"):
+            x = _ceil_mode_rows(ex, x, shape, kernel, stride, padding)
+        return ex.emit.pool(kind, x, shape, kernel, stride, padding)
     return handler
+
+
+def _windowed_average(ex, x, shape, kernel, stride, padding, include_pad,
+                      divisor):
+    """Average pooling with the windows and divisors of PyTorch's
+    avg_pool2d in every mode (ceil mode, count_include_pad, divisor_override)
+    as two averaging matmuls: window i of a dimension of n covers [start,
+    end) with start = i * stride - padding and end = min(start + kernel,
+    n + padding), clamped to [0, n); the divisor is the window's size before
+    clamping (count_include_pad) or after, per dimension, and their product
+    is the 2-D window's, or `divisor` for all."""
+    def averaging(n, m, i):
+        a = np.zeros((m, n), dtype=np.float32)
+        for row in range(m):
+            start = row * stride[i] - padding[i]
+            end = min(start + kernel[i], n + padding[i])
+            count = end - start
+            start, end = max(start, 0), min(end, n)
+            if start >= end:
+                continue
+            if divisor is not None:
+                count = divisor if i == 0 else 1
+            elif not include_pad:
+                count = end - start
+            a[row, start:end] = 1.0 / count
+        return a
+    return _separable_average(ex, x, averaging(x.shape[2], shape[2], 0),
+                              averaging(x.shape[3], shape[3], 1))
+
+
+def _separable_average(ex, x, rows, columns):
+    """``rows`` x X x ``columns``^T over the last two dimensions of ``x``
+    (N C H W), the two averaging matrices given as numpy arrays."""
+    y = ex.emit.matmul(x, ex.emit.constant(columns, "f32"),
+                       transpose_rhs=True)                      # N C H ow
+    y = ex.emit.transpose(y, [0, 1, 3, 2])                      # N C ow H
+    y = ex.emit.matmul(y, ex.emit.constant(rows, "f32"),
+                       transpose_rhs=True)                      # N C ow oh
+    return ex.emit.transpose(y, [0, 1, 3, 2])
 
 
 def _ceil_mode_rows(ex, x, shape, kernel, stride, padding):
@@ -1772,11 +1826,8 @@ def _adaptive_avg_pool(ex, call):
         for i in range(m):
             lo, hi = (i * n) // m, -(-((i + 1) * n) // m)
             a[i, lo:hi] = 1.0 / (hi - lo)
-        return ex.emit.constant(a, "f32")
-    y = ex.emit.matmul(x, averaging(w, ow), transpose_rhs=True)  # N C H ow
-    y = ex.emit.transpose(y, [0, 1, 3, 2])                       # N C ow H
-    y = ex.emit.matmul(y, averaging(h, oh), transpose_rhs=True)  # N C ow oh
-    return ex.emit.transpose(y, [0, 1, 3, 2])
+        return a
+    return _separable_average(ex, x, averaging(h, oh), averaging(w, ow))
 
 
 # -- Attention and transformer layers -------------------------------------

@@ -23,7 +23,9 @@ error is one sample of rounding, whose size varies tenfold from step to step
 under mixed precision. The floor is FLOOR_ULPS units of f32 roundoff of the
 true value's norm, so that a PyTorch run that happens to be exact does not
 make the bound zero. Under mixed precision ("bf16") PyTorch's own run
-is torch.autocast's; the values compared are f32 all the same.
+is torch.autocast's (`autocast`: the CPU autocast of PyTorch 1.13 with
+the CUDA policy's f32 norms, which it lacks); the values compared are f32
+all the same.
 
 Trajectories test the whole step (forward, backward, optimizer) but are
 blind to a gradient scaled uniformly (Adam's update is scale-invariant), and
@@ -36,13 +38,14 @@ chaotic models (batch norm on tiny batches) amplify rounding without bound;
     print(verdict.summary())     # or verdict.failures
 """
 
+import contextlib
 import copy
 import math
 
 import numpy as np
 import torch
 
-__all__ = ["Oracle", "Run", "Verdict", "run_pytorch", "FACTOR",
+__all__ = ["Oracle", "Run", "Verdict", "autocast", "run_pytorch", "FACTOR",
            "FLOOR_ULPS", "ORDERS", "UNIT_ROUNDOFF"]
 
 # How much further from float64 than PyTorch a candidate may be. Measured on
@@ -61,6 +64,53 @@ FLOOR_ULPS = 4.0
 UNIT_ROUNDOFF = 2.0 ** -24
 # PyTorch 1.13's CPU autocast has bf16 only.
 _AUTOCAST = {"bf16": torch.bfloat16}
+
+
+@contextlib.contextmanager
+def autocast(precision):
+    """torch.autocast on the CPU to `precision` ("bf16"; None: no autocast),
+    with two repairs that make PyTorch 1.13's CPU autocast the policy of its
+    CUDA autocast (REFERENCE.md), which memopt's mixed precision follows:
+
+    - layer and group norms run in f32 (inputs, affine parameters and
+      result): the CPU policy leaves them out, so a bf16 input meets the
+      norm's f32 weight and the call fails;
+    - hardtanh (ReLU6) runs on the f32 values of its bf16 input and returns
+      them in bf16, which is exact both ways: the CPU kernels have no bf16
+      backward for it.
+    """
+    if precision is None:
+        yield
+        return
+    functional = torch.nn.functional
+    saved = {name: getattr(functional, name)
+             for name in ("layer_norm", "group_norm", "hardtanh")}
+
+    def in_f32(function):
+        def run(input, *args, **kwargs):
+            with torch.autocast("cpu", enabled=False):
+                return function(
+                    input.float(),
+                    *[a.float() if torch.is_tensor(a) else a for a in args],
+                    **{k: v.float() if torch.is_tensor(v) else v
+                       for k, v in kwargs.items()})
+        return run
+
+    def hardtanh(input, *args, **kwargs):
+        if input.dtype != torch.bfloat16:
+            return saved["hardtanh"](input, *args, **kwargs)
+        kwargs.pop("inplace", None)
+        return saved["hardtanh"](input.float(), *args[:2]).to(input.dtype)
+
+    functional.layer_norm = in_f32(saved["layer_norm"])
+    functional.group_norm = in_f32(saved["group_norm"])
+    functional.hardtanh = hardtanh
+    try:
+        with torch.autocast("cpu", dtype=_AUTOCAST[precision]):
+            yield
+    finally:
+        for name, function in saved.items():
+            setattr(functional, name, function)
 
 
 class Run:
@@ -85,10 +135,10 @@ def state_of(model):
 
 
 def run_pytorch(model, batch, steps, optimizer, dtype=torch.float32,
-                micro_batches=1, autocast=None, hook=None):
+                micro_batches=1, precision=None, hook=None):
     """Trains a copy of `model` for `steps` steps in `dtype` (floating
     parameters, buffers and inputs converted), optionally under
-    torch.autocast to `autocast` ("bf16"). Each step runs
+    `autocast(precision)` ("bf16"). Each step runs
     `micro_batches` forwards and backwards over equal slices of the batch,
     each loss divided by their number (PyTorch's accumulation loop), then
     `optimizer(parameters).step()`. `hook(model)`, if given, is called on
@@ -111,8 +161,7 @@ def run_pytorch(model, batch, steps, optimizer, dtype=torch.float32,
         total = 0.0
         for i in range(micro_batches):
             micro = {k: v[i * part:(i + 1) * part] for k, v in batch.items()}
-            with torch.autocast("cpu", dtype=_AUTOCAST.get(autocast),
-                                enabled=autocast is not None):
+            with autocast(precision):
                 loss = model(**micro)
             (loss.float() / micro_batches).backward()
             total += loss.item() / micro_batches
@@ -212,11 +261,11 @@ class Oracle:
         # largest distance over the runs (kept instead of the runs, so that
         # a large model needs the memory of one run).
         self.own_distance = {}
-        autocast = None if precision == "f32" else precision
+        low = None if precision == "f32" else precision
         for order in range(ORDERS):
             self.add_run(run_pytorch(
                 model, _permuted(batch, order, micro_batches), steps,
-                optimizer, torch.float32, micro_batches, autocast))
+                optimizer, torch.float32, micro_batches, low))
         self.steps = steps
 
     def add_run(self, run):
