@@ -153,8 +153,8 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
           saturatingAdd(argumentBytes[static_cast<unsigned>(pool)], bytes);
       // Parameters are counted whole, once: by their master when ZeRO
       // shards it, not by the copy.
-      if (role && role.getValue() ==
-                      stringifyArgumentRole(ArgumentRole::Param) &&
+      if (role &&
+          role.getValue() == stringifyArgumentRole(ArgumentRole::Param) &&
           memref && memref.hasStaticShape()) {
         ++numParameterTensors;
         numParameters = saturatingAdd(

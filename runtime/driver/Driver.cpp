@@ -640,8 +640,9 @@ int TrainRun::run() {
 
 bool memopt::driver::parseRole(const std::string &name, Role &role) {
   static const std::pair<const char *, Role> kRoles[] = {
-      {"param", Role::Param}, {"input", Role::Input}, {"label", Role::Label},
-      {"state", Role::State}, {"optim", Role::Optim}, {"loss", Role::Loss},
+      {"param", Role::Param},         {"input", Role::Input},
+      {"label", Role::Label},         {"state", Role::State},
+      {"optim", Role::Optim},         {"loss", Role::Loss},
       {"param_copy", Role::ParamCopy}};
   for (const auto &[spelling, value] : kRoles) {
     if (name == spelling) {
@@ -696,9 +697,9 @@ bool memopt::driver::parseModelDescription(const std::string &json,
       if (!parseArgument((*arguments)[i], i, argument, error))
         return false;
       // A copy has the name of its master.
-      if (!names.insert((argument.role == Role::ParamCopy ? "copy:" : "") +
-                        argument.name)
-               .second) {
+      std::string key =
+          (argument.role == Role::ParamCopy ? "copy:" : "") + argument.name;
+      if (!names.insert(key).second) {
         error = "argument name '" + argument.name + "' appears twice";
         return false;
       }
@@ -769,14 +770,13 @@ bool memopt::driver::parseModelDescription(const std::string &json,
     for (const ModelArgument &copy : model.arguments) {
       if (copy.role != Role::ParamCopy)
         continue;
-      auto master = std::find_if(
-          model.arguments.begin(), model.arguments.end(),
-          [&](const ModelArgument &argument) {
-            return argument.role == Role::Param && argument.name == copy.name;
-          });
+      auto master = std::find_if(model.arguments.begin(), model.arguments.end(),
+                                 [&](const ModelArgument &argument) {
+                                   return argument.role == Role::Param &&
+                                          argument.name == copy.name;
+                                 });
       if (master == model.arguments.end() ||
-          master->dtype != TensorDtype::F32 ||
-          master->shardOf != copy.shape ||
+          master->dtype != TensorDtype::F32 || master->shardOf != copy.shape ||
           (copy.dtype != TensorDtype::F16 && copy.dtype != TensorDtype::BF16)) {
         error = "argument '" + copy.name +
                 "' (param_copy) is not the f16 or bf16 copy of a sharded f32 "

@@ -16,8 +16,8 @@
 #include "CudaRuntime.h"
 #include "ArgumentErrorCases.h"
 #include "DTypeRuleCalls.h"
-#include "memopt/runtime/Float16.h"
 #include "PhiloxKnownAnswers.h"
+#include "memopt/runtime/Float16.h"
 
 #include "gtest/gtest.h"
 

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "memopt/runtime/Float16.h"
 #include "RuntimeTestUtil.h"
+#include "memopt/runtime/Float16.h"
 
 using namespace memopt::runtime;
 using namespace memopt::test;

@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "memopt/runtime/Float16.h"
 #include "RuntimeTestUtil.h"
+#include "memopt/runtime/Float16.h"
 
 #include <limits>
 

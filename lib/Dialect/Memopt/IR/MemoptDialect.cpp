@@ -111,9 +111,10 @@ LogicalResult MemoptDialect::verifyRegionArgAttribute(Operation *op,
   if (name == kRoleAttrName) {
     auto role = dyn_cast<StringAttr>(attr.getValue());
     if (!role || !symbolizeArgumentRole(role.getValue()))
-      return argError() << "must be one of \"param\", \"input\", \"label\", "
-                           "\"state\", \"optim\", \"loss\", \"param_copy\", got "
-                        << attr.getValue();
+      return argError()
+             << "must be one of \"param\", \"input\", \"label\", "
+                "\"state\", \"optim\", \"loss\", \"param_copy\", got "
+             << attr.getValue();
     return success();
   }
   if (name == kNameAttrName) {

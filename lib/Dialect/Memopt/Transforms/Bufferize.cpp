@@ -279,8 +279,8 @@ static LogicalResult checkTrainStep(func::FuncOp func,
     return func.emitOpError()
            << "must return the loss (" << lossType
            << ") and then the new value of each of its " << updated.size()
-           << " param, state, optim and param_copy arguments, got " << results.size()
-           << " result" << (results.size() == 1 ? "" : "s");
+           << " param, state, optim and param_copy arguments, got "
+           << results.size() << " result" << (results.size() == 1 ? "" : "s");
   for (auto [position, argIndex] : llvm::enumerate(updated))
     if (results[position + 1] != func.getArgumentTypes()[argIndex])
       return func.emitOpError()

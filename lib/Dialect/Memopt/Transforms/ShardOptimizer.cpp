@@ -130,6 +130,12 @@ public:
     return value;
   }
 
+  /// `value` cast to `element`, in the same shape.
+  Value castTo(Value value, Type element) {
+    return build<CastOp>(
+        llvm::cast<RankedTensorType>(value.getType()).clone(element), value);
+  }
+
   RankedTensorType getShardType(Value value) const {
     return RankedTensorType::get({shape.getShard()},
                                  getElementTypeOrSelf(value.getType()));
@@ -192,10 +198,10 @@ static Type getMasterCopyElement(BlockArgument param, Operation *update,
       return Type();
     element = to;
   }
-  bool returnedOnly = llvm::all_of(update->getResult(0).getUsers(),
-                                   [&](Operation *user) {
-                                     return user == returnOp.getOperation();
-                                   });
+  bool returnedOnly =
+      llvm::all_of(update->getResult(0).getUsers(), [&](Operation *user) {
+        return user == returnOp.getOperation();
+      });
   return returnedOnly ? element : Type();
 }
 
@@ -235,6 +241,151 @@ static Value shardAccumulator(scf::ForOp loop, OpResult result,
   return result;
 }
 
+/// `value` quoted by its `memopt.name` when it is a named argument.
+static std::string describeParam(func::FuncOp func, Value value) {
+  auto arg = dyn_cast<BlockArgument>(value);
+  auto attr = arg ? func.getArgAttrOfType<StringAttr>(
+                        arg.getArgNumber(), MemoptDialect::kNameAttrName)
+                  : StringAttr();
+  return attr ? ("'" + attr.getValue() + "'").str() : "a parameter";
+}
+
+/// Checks that `update` has the form ZeRO shards: an f32 parameter
+/// argument, the ranks' sum of an accumulator as its gradient, optimizer
+/// state arguments that only it reads, and no loss-scaling skip.
+static LogicalResult checkUpdate(func::FuncOp func, Operation *update,
+                                 const UpdateOperands &operands) {
+  auto paramType = cast<RankedTensorType>(operands.param->get().getType());
+  auto reduce = operands.grad->get().getDefiningOp<shard::AllReduceOp>();
+  bool skips = bool(operands.skip);
+  if (skips || !reduce || !reduce->hasOneUse() ||
+      !isa<BlockArgument>(operands.param->get()) ||
+      !paramType.getElementType().isF32())
+    return update->emitOpError()
+           << "of " << describeParam(func, operands.param->get())
+           << " cannot be sharded: ZeRO updates f32 parameters whose gradient "
+              "is the ranks' sum of an accumulator"
+           << (skips ? " (FP16 dynamic loss scaling skips steps on every "
+                       "rank's overflow check: use bf16)"
+                     : "");
+  for (OpOperand *state : operands.states) {
+    auto arg = dyn_cast<BlockArgument>(state->get());
+    if (!arg || arg.getOwner() != &func.getBody().front() || !arg.hasOneUse())
+      return update->emitOpError()
+             << "of " << describeParam(func, operands.param->get())
+             << " cannot be sharded: its optimizer state is not an argument "
+                "read by this update only";
+  }
+  return success();
+}
+
+/// Mixed precision (point 5): appends the whole `element` copy of `param`
+/// as a "param_copy" argument, reads it where the step cast `param`, and
+/// makes `param` its master's shard of type `shardType`. Returns the copy,
+/// or null after an error.
+static BlockArgument addMasterCopy(func::FuncOp func, BlockArgument param,
+                                   Operation *update, Type element,
+                                   RankedTensorType shardType) {
+  auto paramType = cast<RankedTensorType>(param.getType());
+  Builder b(func.getContext());
+  Block &body = func.getBody().front();
+  NamedAttribute attrs[] = {
+      b.getNamedAttr(
+          MemoptDialect::kRoleAttrName,
+          b.getStringAttr(stringifyArgumentRole(ArgumentRole::ParamCopy))),
+      b.getNamedAttr(
+          MemoptDialect::kNameAttrName,
+          func.getArgAttr(param.getArgNumber(), MemoptDialect::kNameAttrName))};
+  if (failed(func.insertArgument(
+          body.getNumArguments(),
+          RankedTensorType::get(paramType.getShape(), element),
+          b.getDictionaryAttr(attrs), param.getLoc()))) {
+    update->emitOpError() << "cannot add the copy of "
+                          << describeParam(func, param);
+    return BlockArgument();
+  }
+  BlockArgument copy = body.getArguments().back();
+  for (Operation *user : llvm::make_early_inc_range(param.getUsers())) {
+    if (user == update)
+      continue;
+    user->getResult(0).replaceAllUsesWith(copy);
+    user->erase();
+  }
+  param.setType(shardType);
+  func.setArgAttr(param.getArgNumber(), MemoptDialect::kShardOfAttrName,
+                  b.getDenseI64ArrayAttr(paramType.getShape()));
+  return copy;
+}
+
+/// Shards `update` (checked by checkUpdate) over `ranks` ranks at `stage`.
+static LogicalResult shardUpdate(func::FuncOp func, Operation *update,
+                                 int64_t ranks, int64_t stage) {
+  UpdateOperands operands = *getUpdateOperands(update);
+  auto paramType = cast<RankedTensorType>(operands.param->get().getType());
+  auto reduce = operands.grad->get().getDefiningOp<shard::AllReduceOp>();
+  auto returnOp = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  ShardShape shape{paramType.getNumElements(), ranks};
+  OpBuilder b(update);
+  Sharder sharder(b, update->getLoc(), shape,
+                  update->getAttr(MemoptDialect::kScopeAttrName));
+
+  // The gradient's slice: scattered after the loop (stage 1) or in it.
+  Value grad;
+  if (stage == 2) {
+    auto loop = reduce.getInput().getDefiningOp<scf::ForOp>();
+    if (!loop)
+      return reduce.emitOpError() << "sums no accumulator of the micro-batch "
+                                     "loop: stage 2 has nothing to shard";
+    grad = shardAccumulator(loop, cast<OpResult>(reduce.getInput()), shape);
+    if (!grad)
+      return failure();
+  } else {
+    grad = sharder.reduceScatter(reduce.getInput());
+  }
+  operands.grad->set(grad);
+  reduce.erase();
+
+  // The state arguments become shards, the parameter its slice or, read
+  // through a low-precision copy, its master's shard.
+  for (OpOperand *state : operands.states) {
+    auto arg = cast<BlockArgument>(state->get());
+    arg.setType(sharder.getShardType(arg));
+    func.setArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName,
+                    b.getDenseI64ArrayAttr(paramType.getShape()));
+  }
+  RankedTensorType shardType = sharder.getShardType(grad);
+  auto param = cast<BlockArgument>(operands.param->get());
+  Value newParam = update->getResult(0);
+  Type copyElement = getMasterCopyElement(param, update, returnOp);
+  BlockArgument copy;
+  if (copyElement &&
+      func.getArgAttr(param.getArgNumber(), MemoptDialect::kNameAttrName)) {
+    copy = addMasterCopy(func, param, update, copyElement, shardType);
+    if (!copy)
+      return failure();
+  } else {
+    operands.param->set(sharder.slice(param));
+  }
+  for (OpResult result : update->getResults())
+    result.setType(shardType);
+
+  // The new parameter (or its copy), whole on every rank.
+  b.setInsertionPointAfter(update);
+  if (copy) {
+    Value low = sharder.castTo(newParam, copyElement);
+    returnOp->insertOperands(
+        returnOp.getNumOperands(),
+        sharder.gather(low, cast<RankedTensorType>(copy.getType())));
+    return success();
+  }
+  SmallVector<OpOperand *> uses = llvm::map_to_vector(
+      newParam.getUses(), [](OpOperand &use) { return &use; });
+  Value whole = sharder.gather(newParam, paramType);
+  for (OpOperand *use : uses)
+    use->set(whole);
+  return success();
+}
+
 void ShardOptimizerPass::runOnOperation() {
   ModuleOp module = getOperation();
   if (stage != 1 && stage != 2) {
@@ -254,7 +405,6 @@ void ShardOptimizerPass::runOnOperation() {
         << kRanksGridName << ")";
     return signalPassFailure();
   }
-  int64_t ranks = ranksGrid.getShape()[0];
   FailureOr<FunctionOpInterface> step = findTrainStep(module, "shard");
   if (failed(step))
     return signalPassFailure();
@@ -264,137 +414,16 @@ void ShardOptimizerPass::runOnOperation() {
     return signalPassFailure();
   }
   Block &body = func.getBody().front();
-  auto returnOp = cast<func::ReturnOp>(body.getTerminator());
-
   SmallVector<Operation *> updates;
   for (Operation &op : body)
-    if (getUpdateOperands(&op))
+    if (std::optional<UpdateOperands> operands = getUpdateOperands(&op)) {
+      if (failed(checkUpdate(func, &op, *operands)))
+        return signalPassFailure();
       updates.push_back(&op);
-  for (Operation *update : updates) {
-    UpdateOperands operands = *getUpdateOperands(update);
-    auto paramType = cast<RankedTensorType>(operands.param->get().getType());
-    auto name = [&](Value v) -> std::string {
-      auto arg = dyn_cast<BlockArgument>(v);
-      auto attr = arg ? func.getArgAttrOfType<StringAttr>(
-                            arg.getArgNumber(), MemoptDialect::kNameAttrName)
-                      : StringAttr();
-      return attr ? ("'" + attr.getValue() + "'").str() : "a parameter";
-    };
-    auto reduce = operands.grad->get().getDefiningOp<shard::AllReduceOp>();
-    bool skips = bool(operands.skip);
-    if (skips || !reduce || !reduce->hasOneUse() ||
-        !isa<BlockArgument>(operands.param->get()) ||
-        !paramType.getElementType().isF32()) {
-      update->emitOpError()
-          << "of " << name(operands.param->get())
-          << " cannot be sharded: ZeRO updates f32 parameters whose gradient "
-             "is the ranks' sum of an accumulator"
-          << (skips ? " (FP16 dynamic loss scaling skips steps on every "
-                      "rank's overflow check: use bf16)"
-                    : "");
+    }
+  for (Operation *update : updates)
+    if (failed(shardUpdate(func, update, ranksGrid.getShape()[0], stage)))
       return signalPassFailure();
-    }
-    for (OpOperand *state : operands.states) {
-      auto arg = dyn_cast<BlockArgument>(state->get());
-      if (!arg || arg.getOwner() != &body || !arg.hasOneUse()) {
-        update->emitOpError() << "of " << name(operands.param->get())
-                              << " cannot be sharded: its optimizer state is "
-                                 "not an argument read by this update only";
-        return signalPassFailure();
-      }
-    }
-    ShardShape shape{paramType.getNumElements(), ranks};
-    OpBuilder b(update);
-    Location loc = update->getLoc();
-    Sharder sharder(b, loc, shape,
-                    update->getAttr(MemoptDialect::kScopeAttrName));
-
-    // The gradient's slice: scattered after the loop (stage 1) or in it.
-    Value grad;
-    if (stage == 2) {
-      auto loop = reduce.getInput().getDefiningOp<scf::ForOp>();
-      grad = loop ? shardAccumulator(loop, cast<OpResult>(reduce.getInput()),
-                                     shape)
-                  : Value();
-      if (!grad) {
-        if (!loop)
-          reduce.emitOpError() << "sums no accumulator of the micro-batch "
-                                  "loop: stage 2 has nothing to shard";
-        return signalPassFailure();
-      }
-    } else {
-      grad = sharder.reduceScatter(reduce.getInput());
-    }
-    operands.grad->set(grad);
-    reduce.erase();
-
-    // The state arguments become shards, the parameter its slice.
-    for (OpOperand *state : operands.states) {
-      auto arg = cast<BlockArgument>(state->get());
-      arg.setType(sharder.getShardType(arg));
-      func.setArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName,
-                      b.getDenseI64ArrayAttr(paramType.getShape()));
-    }
-    RankedTensorType shardType = sharder.getShardType(grad);
-    auto param = cast<BlockArgument>(operands.param->get());
-    Value newParam = update->getResult(0);
-    Type copyElement = getMasterCopyElement(param, update, returnOp);
-    if (!func.getArgAttr(param.getArgNumber(), MemoptDialect::kNameAttrName))
-      copyElement = Type();
-    if (!copyElement) {
-      operands.param->set(sharder.slice(param));
-    } else {
-      // The argument becomes the rank's shard of the f32 master weights;
-      // the step reads a whole low-precision copy instead of casting the
-      // master, and gathers the copy's new slices after the update.
-      auto copyType = RankedTensorType::get(paramType.getShape(), copyElement);
-      if (failed(func.insertArgument(
-          body.getNumArguments(), copyType,
-          b.getDictionaryAttr(
-              {b.getNamedAttr(MemoptDialect::kRoleAttrName,
-                              b.getStringAttr(stringifyArgumentRole(
-                                  ArgumentRole::ParamCopy))),
-               b.getNamedAttr(MemoptDialect::kNameAttrName,
-                              func.getArgAttr(param.getArgNumber(),
-                                              MemoptDialect::kNameAttrName))}),
-          param.getLoc()))) {
-        update->emitOpError() << "cannot add the copy of " << name(param);
-        return signalPassFailure();
-      }
-      Value copy = body.getArguments().back();
-      for (Operation *user : llvm::make_early_inc_range(param.getUsers())) {
-        if (user == update)
-          continue;
-        user->getResult(0).replaceAllUsesWith(copy);
-        user->erase();
-      }
-      param.setType(shardType);
-      func.setArgAttr(param.getArgNumber(), MemoptDialect::kShardOfAttrName,
-                      b.getDenseI64ArrayAttr(paramType.getShape()));
-    }
-    for (OpResult result : update->getResults())
-      result.setType(shardType);
-
-    // The new parameter (or its copy), whole on every rank.
-    b.setInsertionPointAfter(update);
-    if (copyElement) {
-      auto castOp = CastOp::create(
-          b, loc, RankedTensorType::get({shape.getShard()}, copyElement),
-          newParam);
-      if (Attribute scope = update->getAttr(MemoptDialect::kScopeAttrName))
-        castOp->setAttr(MemoptDialect::kScopeAttrName, scope);
-      returnOp->insertOperands(
-          returnOp.getNumOperands(),
-          sharder.gather(castOp, cast<RankedTensorType>(
-                                     body.getArguments().back().getType())));
-      continue;
-    }
-    SmallVector<OpOperand *> uses = llvm::map_to_vector(
-        newParam.getUses(), [](OpOperand &use) { return &use; });
-    Value whole = sharder.gather(newParam, paramType);
-    for (OpOperand *use : uses)
-      use->set(whole);
-  }
   func.setType(FunctionType::get(&getContext(), body.getArgumentTypes(),
-                                 returnOp.getOperandTypes()));
+                                 body.getTerminator()->getOperandTypes()));
 }
