@@ -58,6 +58,13 @@ struct AutodiffPass : public memopt::impl::AutodiffPassBase<AutodiffPass> {
 private:
   /// Checks the hyper-parameters; reports the first bad one.
   LogicalResult verifyOptions(Location loc, OptimizerKind kind);
+
+  /// The `kind` update of `param` by `grad` with its optimizer state
+  /// `slots` at optimizer step `step`, skipped when `skip` (loss scaling's
+  /// overflow flag, null without) is set.
+  Operation *buildUpdate(OpBuilder &b, Location loc, OptimizerKind kind,
+                         Value param, Value grad, ValueRange slots, Value step,
+                         Value skip);
 };
 
 } // namespace
@@ -86,6 +93,22 @@ LogicalResult AutodiffPass::verifyOptions(Location loc, OptimizerKind kind) {
   return success();
 }
 
+Operation *AutodiffPass::buildUpdate(OpBuilder &b, Location loc,
+                                     OptimizerKind kind, Value param,
+                                     Value grad, ValueRange slots, Value step,
+                                     Value skip) {
+  Type type = param.getType();
+  if (kind == OptimizerKind::AdamW)
+    return AdamWUpdateOp::create(
+        b, loc, type, type, type, param, grad, slots[0], slots[1], step, skip,
+        b.getF64FloatAttr(lr), b.getF64FloatAttr(beta1),
+        b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
+        b.getF64FloatAttr(weightDecay));
+  return SgdUpdateOp::create(b, loc, type, type, param, grad, slots[0], skip,
+                             b.getF64FloatAttr(lr), b.getF64FloatAttr(momentum),
+                             b.getF64FloatAttr(weightDecay));
+}
+
 /// Returns the role of argument `index` of `func`, if it has one.
 static std::optional<ArgumentRole> roleOf(FunctionOpInterface func,
                                           unsigned index) {
@@ -94,6 +117,147 @@ static std::optional<ArgumentRole> roleOf(FunctionOpInterface func,
   if (!role)
     return std::nullopt;
   return symbolizeArgumentRole(role.getValue());
+}
+
+/// The train step's arguments: the loss function's, then the optimizer
+/// state ("optim"): each parameter's slots, the step counter and, with a
+/// dynamic loss scale, the scale and its growth tracker.
+struct StepSignature {
+  SmallVector<Type> argTypes;
+  SmallVector<DictionaryAttr> argAttrs;
+  /// The "param" arguments, and the names of each one's state slots.
+  SmallVector<unsigned> params;
+  SmallVector<StringRef> slotNames;
+  unsigned stepIndex = 0;
+  /// The loss scale's argument (its growth tracker's is the next); 0 when
+  /// the scale is not dynamic.
+  unsigned scaleIndex = 0;
+};
+
+static StepSignature buildSignature(func::FuncOp loss, OptimizerKind kind,
+                                    bool dynamicScale) {
+  Builder b(loss.getContext());
+  StepSignature signature;
+  signature.argTypes.assign(loss.getArgumentTypes().begin(),
+                            loss.getArgumentTypes().end());
+  for (unsigned i = 0; i < loss.getNumArguments(); ++i)
+    signature.argAttrs.push_back(loss.getArgAttrDict(i));
+  auto optimArg = [&](Type type, const Twine &name) {
+    signature.argTypes.push_back(type);
+    signature.argAttrs.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr(MemoptDialect::kRoleAttrName, b.getStringAttr("optim")),
+         b.getNamedAttr(MemoptDialect::kNameAttrName,
+                        b.getStringAttr(name))}));
+  };
+  for (unsigned i = 0; i < loss.getNumArguments(); ++i)
+    if (roleOf(loss, i) == ArgumentRole::Param)
+      signature.params.push_back(i);
+  if (kind == OptimizerKind::AdamW)
+    signature.slotNames = {"exp_avg", "exp_avg_sq"};
+  else
+    signature.slotNames = {"momentum_buffer"};
+  for (unsigned p : signature.params) {
+    StringRef name =
+        loss.getArgAttrOfType<StringAttr>(p, MemoptDialect::kNameAttrName)
+            .getValue();
+    for (StringRef slot : signature.slotNames)
+      optimArg(signature.argTypes[p], "optimizer." + name + "." + slot);
+  }
+  auto stepType = RankedTensorType::get({}, b.getI64Type());
+  signature.stepIndex = signature.argTypes.size();
+  optimArg(stepType, "optimizer.step");
+  if (dynamicScale) {
+    signature.scaleIndex = signature.argTypes.size();
+    optimArg(RankedTensorType::get({}, b.getF32Type()),
+             "optimizer.loss_scale");
+    optimArg(stepType, "optimizer.growth_tracker");
+  }
+  return signature;
+}
+
+/// The one function marked `memopt.loss` of `module`: one block of memopt
+/// ops. Reports why not otherwise.
+static FailureOr<func::FuncOp> findLossFunction(ModuleOp module) {
+  SmallVector<func::FuncOp> losses;
+  module.walk([&](func::FuncOp func) {
+    if (func->hasAttr(MemoptDialect::kLossAttrName))
+      losses.push_back(func);
+  });
+  if (losses.size() != 1)
+    return emitError(module.getLoc())
+           << "--memopt-autodiff expects exactly one function marked "
+              "memopt.loss, found "
+           << losses.size();
+  func::FuncOp loss = losses.front();
+  if (!llvm::hasSingleElement(loss.getBody()))
+    return loss.emitError() << "cannot differentiate a loss function with "
+                               "control flow (more than one block)";
+  for (Operation &op : loss.getBody().front().without_terminator())
+    if (!isa<MemoptDialect>(op.getDialect()))
+      return op.emitError()
+             << "cannot differentiate '" << op.getName()
+             << "': only memopt ops may appear in a loss function";
+  return loss;
+}
+
+/// Runs the forward's vector-Jacobian products in reverse order at the end
+/// of `b`'s block, accumulating into `grads` (seeded with the loss's) the
+/// gradient of every `varied` value; each backward op takes its forward
+/// op's scope. Counts the ops built in `gradientOps`.
+static LogicalResult buildReverseSweep(OpBuilder &b,
+                                       ArrayRef<Operation *> forwardOps,
+                                       const DenseSet<Value> &varied,
+                                       DenseMap<Value, Value> &grads,
+                                       unsigned &gradientOps) {
+  for (Operation *op : llvm::reverse(forwardOps)) {
+    SmallVector<Value> resultGrads;
+    for (Value result : op->getResults())
+      resultGrads.push_back(grads.lookup(result));
+    if (llvm::all_of(resultGrads, [](Value g) { return !g; }) ||
+        llvm::none_of(op->getOperands(),
+                      [&](Value v) { return varied.contains(v); }))
+      continue;
+    auto differentiable = dyn_cast<DifferentiableOpInterface>(op);
+    if (!differentiable) {
+      op->emitError() << "'" << op->getName()
+                      << "' is not differentiable, but the loss depends on "
+                         "it through a parameter";
+      return failure();
+    }
+    Operation *last = &b.getInsertionBlock()->back();
+    SmallVector<Value> operandGrads;
+    // On failure the op has reported why.
+    if (failed(differentiable.buildVectorJacobianProduct(b, resultGrads,
+                                                         operandGrads)))
+      return failure();
+    if (operandGrads.size() != op->getNumOperands()) {
+      op->emitError() << "the gradient of '" << op->getName() << "' has "
+                      << operandGrads.size() << " operand gradients, expected "
+                      << op->getNumOperands();
+      return failure();
+    }
+    // Backward ops speak in the forward op's scope.
+    Attribute scope = op->getAttr(MemoptDialect::kScopeAttrName);
+    for (Operation *it = last->getNextNode(); it; it = it->getNextNode()) {
+      ++gradientOps;
+      if (scope)
+        it->setAttr(MemoptDialect::kScopeAttrName, scope);
+    }
+    for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
+      if (!grad || !varied.contains(operand))
+        continue;
+      Value &sum = grads[operand];
+      if (!sum) {
+        sum = grad;
+        continue;
+      }
+      sum = AddOp::create(b, op->getLoc(), sum.getType(), sum, grad);
+      ++gradientOps;
+      if (scope)
+        sum.getDefiningOp()->setAttr(MemoptDialect::kScopeAttrName, scope);
+    }
+  }
+  return success();
 }
 
 void AutodiffPass::runOnOperation() {
@@ -109,65 +273,11 @@ void AutodiffPass::runOnOperation() {
   if (failed(verifyOptions(module.getLoc(), *kind)))
     return signalPassFailure();
 
-  SmallVector<func::FuncOp> losses;
-  module.walk([&](func::FuncOp func) {
-    if (func->hasAttr(MemoptDialect::kLossAttrName))
-      losses.push_back(func);
-  });
-  if (losses.size() != 1) {
-    emitError(module.getLoc()) << "--memopt-autodiff expects exactly one function "
-                          "marked memopt.loss, found "
-                       << losses.size();
+  FailureOr<func::FuncOp> found = findLossFunction(module);
+  if (failed(found))
     return signalPassFailure();
-  }
-  func::FuncOp loss = losses.front();
-  if (!llvm::hasSingleElement(loss.getBody())) {
-    loss.emitError() << "cannot differentiate a loss function with control "
-                        "flow (more than one block)";
-    return signalPassFailure();
-  }
+  func::FuncOp loss = *found;
   Block &forwardBody = loss.getBody().front();
-  for (Operation &op : forwardBody.without_terminator()) {
-    if (!isa<MemoptDialect>(op.getDialect())) {
-      op.emitError() << "cannot differentiate '" << op.getName()
-                     << "': only memopt ops may appear in a loss function";
-      return signalPassFailure();
-    }
-  }
-
-  // The signature: the loss function's arguments, then the optimizer state.
-  OpBuilder b(loss);
-  Location loc = loss.getLoc();
-  unsigned numForwardArgs = loss.getNumArguments();
-  SmallVector<Type> argTypes(loss.getArgumentTypes());
-  SmallVector<DictionaryAttr> argAttrs;
-  for (unsigned i = 0; i < numForwardArgs; ++i)
-    argAttrs.push_back(loss.getArgAttrDict(i));
-  auto optimArg = [&](Type type, const Twine &name) {
-    argTypes.push_back(type);
-    argAttrs.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr(MemoptDialect::kRoleAttrName, b.getStringAttr("optim")),
-         b.getNamedAttr(MemoptDialect::kNameAttrName,
-                        b.getStringAttr(name))}));
-  };
-  SmallVector<unsigned> params;
-  for (unsigned i = 0; i < numForwardArgs; ++i)
-    if (roleOf(loss, i) == ArgumentRole::Param)
-      params.push_back(i);
-  SmallVector<StringRef> slotNames =
-      *kind == OptimizerKind::AdamW
-          ? SmallVector<StringRef>{"exp_avg", "exp_avg_sq"}
-          : SmallVector<StringRef>{"momentum_buffer"};
-  for (unsigned p : params) {
-    StringRef name =
-        loss.getArgAttrOfType<StringAttr>(p, MemoptDialect::kNameAttrName)
-            .getValue();
-    for (StringRef slot : slotNames)
-      optimArg(argTypes[p], "optimizer." + name + "." + slot);
-  }
-  auto stepType = RankedTensorType::get({}, b.getI64Type());
-  unsigned stepIndex = argTypes.size();
-  optimArg(stepType, "optimizer.step");
 
   // Loss scaling: a dynamic scale and its growth tracker are optimizer state.
   std::optional<LossScaleConfig> lossScale;
@@ -178,13 +288,17 @@ void AutodiffPass::runOnOperation() {
       return signalPassFailure();
     lossScale = *config;
   }
+  OpBuilder b(loss);
+  Location loc = loss.getLoc();
+  unsigned numForwardArgs = loss.getNumArguments();
+  StepSignature signature =
+      buildSignature(loss, *kind, lossScale && lossScale->dynamic);
+  ArrayRef<Type> argTypes = signature.argTypes;
+  ArrayRef<unsigned> params = signature.params;
+  ArrayRef<StringRef> slotNames = signature.slotNames;
+  unsigned stepIndex = signature.stepIndex, scaleIndex = signature.scaleIndex;
+  auto stepType = RankedTensorType::get({}, b.getI64Type());
   auto scaleType = RankedTensorType::get({}, b.getF32Type());
-  unsigned scaleIndex = 0;
-  if (lossScale && lossScale->dynamic) {
-    scaleIndex = argTypes.size();
-    optimArg(scaleType, "optimizer.loss_scale");
-    optimArg(stepType, "optimizer.growth_tracker");
-  }
 
   // Results: the loss, then the new value of every param, state and optim
   // argument in argument order.
@@ -199,7 +313,7 @@ void AutodiffPass::runOnOperation() {
 
   auto step = func::FuncOp::create(b, loc, "train_step",
                                    b.getFunctionType(argTypes, resultTypes));
-  step.setAllArgAttrs(argAttrs);
+  step.setAllArgAttrs(signature.argAttrs);
   step->setAttr(MemoptDialect::kTrainStepAttrName, UnitAttr::get(ctx));
   if (lossScale)
     step->setAttr(MemoptDialect::kLossScaleAttrName,
@@ -243,54 +357,8 @@ void AutodiffPass::runOnOperation() {
                                     b.getF32FloatAttr(1.0));
   grads[lossValue] = scale ? scale : ConstantOp::create(b, loc, one);
   unsigned gradientOps = 0;
-  for (Operation *op : llvm::reverse(forwardOps)) {
-    SmallVector<Value> resultGrads;
-    for (Value result : op->getResults())
-      resultGrads.push_back(grads.lookup(result));
-    if (llvm::all_of(resultGrads, [](Value g) { return !g; }) ||
-        llvm::none_of(op->getOperands(),
-                      [&](Value v) { return varied.contains(v); }))
-      continue;
-    auto differentiable = dyn_cast<DifferentiableOpInterface>(op);
-    if (!differentiable) {
-      op->emitError() << "'" << op->getName()
-                      << "' is not differentiable, but the loss depends on "
-                         "it through a parameter";
-      return signalPassFailure();
-    }
-    Operation *last = &entry->back();
-    SmallVector<Value> operandGrads;
-    // On failure the op has reported why.
-    if (failed(differentiable.buildVectorJacobianProduct(b, resultGrads,
-                                                         operandGrads)))
-      return signalPassFailure();
-    if (operandGrads.size() != op->getNumOperands()) {
-      op->emitError() << "the gradient of '" << op->getName() << "' has "
-                      << operandGrads.size() << " operand gradients, expected "
-                      << op->getNumOperands();
-      return signalPassFailure();
-    }
-    // Backward ops speak in the forward op's scope.
-    Attribute scope = op->getAttr(MemoptDialect::kScopeAttrName);
-    for (Operation *it = last->getNextNode(); it; it = it->getNextNode()) {
-      ++gradientOps;
-      if (scope)
-        it->setAttr(MemoptDialect::kScopeAttrName, scope);
-    }
-    for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
-      if (!grad || !varied.contains(operand))
-        continue;
-      Value &sum = grads[operand];
-      if (!sum) {
-        sum = grad;
-        continue;
-      }
-      sum = AddOp::create(b, op->getLoc(), sum.getType(), sum, grad);
-      ++gradientOps;
-      if (scope)
-        sum.getDefiningOp()->setAttr(MemoptDialect::kScopeAttrName, scope);
-    }
-  }
+  if (failed(buildReverseSweep(b, forwardOps, varied, grads, gradientOps)))
+    return signalPassFailure();
 
   // 4. Optimizer update, after unscaling and checking the gradients.
   Value foundInf;
@@ -315,7 +383,6 @@ void AutodiffPass::runOnOperation() {
   unsigned slot = numForwardArgs;
   for (unsigned p : params) {
     Value param = entry->getArgument(p);
-    auto type = cast<RankedTensorType>(param.getType());
     Value grad = grads.lookup(param);
     if (!grad) {
       // No gradient reaches it: as torch.optim with a None gradient, the
@@ -330,21 +397,10 @@ void AutodiffPass::runOnOperation() {
     Attribute scope;
     if (Operation *use = param.use_empty() ? nullptr : *param.user_begin())
       scope = use->getAttr(MemoptDialect::kScopeAttrName);
-    Operation *update;
-    if (*kind == OptimizerKind::AdamW) {
-      update = AdamWUpdateOp::create(
-          b, loc, type, type, type, param, grad, entry->getArgument(slot),
-          entry->getArgument(slot + 1), newStep, foundInf,
-          b.getF64FloatAttr(lr), b.getF64FloatAttr(beta1),
-          b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
-          b.getF64FloatAttr(weightDecay));
-    } else {
-      update = SgdUpdateOp::create(b, loc, type, type, param, grad,
-                                   entry->getArgument(slot), foundInf,
-                                   b.getF64FloatAttr(lr),
-                                   b.getF64FloatAttr(momentum),
-                                   b.getF64FloatAttr(weightDecay));
-    }
+    Operation *update = buildUpdate(
+        b, loc, *kind, param, grad,
+        entry->getArguments().slice(slot, slotNames.size()), newStep,
+        foundInf);
     if (scope)
       update->setAttr(MemoptDialect::kScopeAttrName, scope);
     updated[p] = update->getResult(0);
