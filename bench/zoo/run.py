@@ -17,12 +17,13 @@ F.cross_entropy(model(x), y), it runs the stages
             gradients; the first step's gradients only for a chaotic
             training (the oracle's docstring): a net with batch norm, on
             batches of 2, or one whose float64 loss grows over the steps
-            (it diverges at this learning rate and batch). Where memopt is outside the oracle, PyTorch's own
-            step on its native CPU kernels (oneDNN off) is added to the
-            oracle's runs and the comparison repeated: on batches of 2 some
-            gradients are ill-conditioned enough that two correct f32
-            kernels differ by more than the oracle's sample orders (which
-            all run oneDNN) do. A model that passes only so says so.
+            (it diverges at this learning rate and batch). Where memopt is
+            outside the oracle, PyTorch's own step on its native CPU
+            kernels (oneDNN off) is added to the oracle's runs and the
+            comparison repeated: on batches of 2 some gradients are
+            ill-conditioned enough that two correct f32 kernels differ by
+            more than the oracle's sample orders (which all run oneDNN) do.
+            A model that passes only so says so.
 
 and stops a model at its first failing stage, recording the stage and the
 first line of the error, then goes on with the next model. It prints one

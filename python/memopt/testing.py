@@ -99,8 +99,9 @@ def autocast(precision):
     def hardtanh(input, *args, **kwargs):
         if input.dtype != torch.bfloat16:
             return saved["hardtanh"](input, *args, **kwargs)
-        kwargs.pop("inplace", None)
-        return saved["hardtanh"](input.float(), *args[:2]).to(input.dtype)
+        kwargs.pop("inplace", None)  # the result is a new bf16 tensor
+        return saved["hardtanh"](input.float(), *args[:2],
+                                 **kwargs).to(input.dtype)
 
     functional.layer_norm = in_f32(saved["layer_norm"])
     functional.group_norm = in_f32(saved["group_norm"])

@@ -313,7 +313,6 @@ int TrainRun::bindTensors() {
     const std::string *path = nullptr;
     switch (argument.role) {
     case Role::Param:
-    case Role::ParamCopy:
     case Role::State:
     case Role::Optim:
       reader = &params;
@@ -325,6 +324,8 @@ int TrainRun::bindTensors() {
       path = &options.batchPath;
       break;
     case Role::Loss:
+    // Made from its master's tensor when the master is loaded.
+    case Role::ParamCopy:
       continue;
     }
     if (argument.role == Role::Optim && !firstOptim)
@@ -340,14 +341,11 @@ int TrainRun::bindTensors() {
                                         getRoleName(argument.role) +
                                         ") not found in '" + *path + "'");
     }
-    // A copy is made from its f32 master.
-    TensorDtype dtype =
-        argument.role == Role::ParamCopy ? TensorDtype::F32 : argument.dtype;
-    if (entry->dtype != dtype)
+    if (entry->dtype != argument.dtype)
       return fail(DriverInputError,
                   "tensor '" + argument.name + "' in '" + *path +
                       "' has dtype " + getSafetensorsDtypeName(entry->dtype) +
-                      ", expected " + getSafetensorsDtypeName(dtype));
+                      ", expected " + getSafetensorsDtypeName(argument.dtype));
     // Data parallelism: the batch file holds every rank's share, and a
     // ZeRO shard's tensor is whole.
     std::vector<int64_t> expected = argument.shardOf.value_or(argument.shape);
@@ -432,11 +430,17 @@ int TrainRun::loadArena() {
                               errorText, sizeof(errorText)))
       return fail(DriverRuntimeError, "cannot broadcast '" + argument.name +
                                           "' from rank 0: " + errorText);
-    if (argument.role == Role::ParamCopy)
-      castToCopy(staging, argument.dtype);
     if (bytes)
       memopt_copy_from_host(ctx.get(), base + offsets[i],
                             staging.data() + from, bytes);
+    // The whole low-precision copy of a sharded master, from the same
+    // (broadcast) tensor.
+    if (argument.copyIndex) {
+      const ModelArgument &copy = model.arguments[*argument.copyIndex];
+      castToCopy(staging, copy.dtype);
+      memopt_copy_from_host(ctx.get(), base + offsets[*argument.copyIndex],
+                            staging.data(), copy.byteSize);
+    }
     if (argument.name == "optimizer.step" &&
         argument.dtype == TensorDtype::I64 && argument.shape.empty()) {
       int64_t updates = 0;
@@ -767,7 +771,8 @@ bool memopt::driver::parseModelDescription(const std::string &json,
       model.dataParallel = static_cast<int64_t>(ranks->get<uint64_t>());
     }
     // A copy's master is the sharded f32 param of its name and shape.
-    for (const ModelArgument &copy : model.arguments) {
+    for (size_t i = 0; i < model.arguments.size(); ++i) {
+      const ModelArgument &copy = model.arguments[i];
       if (copy.role != Role::ParamCopy)
         continue;
       auto master = std::find_if(model.arguments.begin(), model.arguments.end(),
@@ -783,6 +788,7 @@ bool memopt::driver::parseModelDescription(const std::string &json,
                 "param of its name and shape";
         return false;
       }
+      master->copyIndex = i;
     }
     // A shard holds ceil(n / ranks) elements of an n-element tensor.
     for (const ModelArgument &argument : model.arguments) {

@@ -66,6 +66,9 @@ struct ModelArgument {
   std::optional<std::vector<int64_t>> shardOf;
   /// Bytes of the whole tensor: byteSize, or the shardOf tensor's.
   uint64_t wholeByteSize = 0;
+  /// A sharded f32 master: the index of its "param_copy" argument, which
+  /// is loaded from the same checkpoint tensor.
+  std::optional<size_t> copyIndex;
 };
 
 /// The "loss_scale" section of the model description (mixed precision).

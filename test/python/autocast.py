@@ -2,8 +2,9 @@
 # autocast with the CUDA policy's repairs. A layer norm of a bf16 input
 # runs in f32 and equals the f32 norm of the same values (plain CPU
 # autocast fails on it: a bf16 input meets the norm's f32 weight); ReLU6 of
-# a bf16 tensor is exact and has a backward; outside the context the
-# functions are PyTorch's own again.
+# a bf16 tensor is exact and has a backward, and hardtanh takes its bounds
+# by position or by name; outside the context the functions are PyTorch's
+# own again.
 #
 # REQUIRES: torch
 # RUN: %python %s | FileCheck %s
@@ -11,6 +12,7 @@
 # CHECK: layer_norm: f32, equal to the f32 norm: True
 # CHECK: group_norm: f32, equal to the f32 norm: True
 # CHECK: relu6: bf16 exact True, gradient exact True
+# CHECK: hardtanh bounds by name: True
 # CHECK: restored: True
 
 import torch
@@ -45,5 +47,9 @@ exact = y6.dtype == torch.bfloat16 and torch.equal(
 mask = ((x6.detach() > 0) & (x6.detach() < 6)).to(torch.bfloat16)
 print("relu6: bf16 exact %s, gradient exact %s" % (
     exact, torch.equal(x6.grad, mask)))
+with autocast("bf16"):
+    named = F.hardtanh(x * 8, min_val=0.0, max_val=6.0)
+print("hardtanh bounds by name: %s" % torch.equal(
+    named.float(), (x * 8).float().clamp(0, 6)))
 print("restored: %s" % (
     (F.layer_norm, F.group_norm, F.hardtanh) == functions))

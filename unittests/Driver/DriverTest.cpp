@@ -336,6 +336,7 @@ TEST_F(DriverTest, ParsesAParamCopyWithTheNameOfItsMaster) {
   EXPECT_EQ(model.arguments[1].role, Role::ParamCopy);
   EXPECT_EQ(model.arguments[1].byteSize, 10u);
   EXPECT_EQ(model.arguments[0].wholeByteSize, 20u);
+  EXPECT_EQ(model.arguments[0].copyIndex, std::optional<size_t>(1));
 }
 
 TEST_F(DriverTest, ParsesTheLossScale) {

@@ -182,12 +182,15 @@ std::optional<UpdateOperands> getUpdateOperands(Operation *op) {
 } // namespace
 
 /// The element type of the low-precision copy through which the step reads
-/// `param`, the f32 parameter that `update` updates, when its master weights
-/// can be sharded: every other use of `param` is a `memopt.cast` to that one
-/// type (mixed precision's copy, and rematerialization's recasts), and only
-/// `returnOp` reads the new value. Null otherwise: the parameter stays whole.
-static Type getMasterCopyElement(BlockArgument param, Operation *update,
-                                 func::ReturnOp returnOp) {
+/// `param`, the f32 parameter of `func` that `update` updates, when its
+/// master weights can be sharded: `param` is named (its copy takes the
+/// name), every other use of it is a `memopt.cast` to that one type (mixed
+/// precision's copy, and rematerialization's recasts), and only `returnOp`
+/// reads the new value. Null otherwise: the parameter stays whole.
+static Type getMasterCopyElement(func::FuncOp func, BlockArgument param,
+                                 Operation *update, func::ReturnOp returnOp) {
+  if (!func.getArgAttr(param.getArgNumber(), MemoptDialect::kNameAttrName))
+    return Type();
   Type element;
   for (Operation *user : param.getUsers()) {
     if (user == update)
@@ -356,10 +359,9 @@ static LogicalResult shardUpdate(func::FuncOp func, Operation *update,
   RankedTensorType shardType = sharder.getShardType(grad);
   auto param = cast<BlockArgument>(operands.param->get());
   Value newParam = update->getResult(0);
-  Type copyElement = getMasterCopyElement(param, update, returnOp);
+  Type copyElement = getMasterCopyElement(func, param, update, returnOp);
   BlockArgument copy;
-  if (copyElement &&
-      func.getArgAttr(param.getArgNumber(), MemoptDialect::kNameAttrName)) {
+  if (copyElement) {
     copy = addMasterCopy(func, param, update, copyElement, shardType);
     if (!copy)
       return failure();
