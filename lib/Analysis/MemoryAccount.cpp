@@ -210,11 +210,14 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
     }
   }
   // With gradient accumulation the loss argument receives a copy of the
-  // loss accumulator after the loop; the forward of each micro-batch ends
-  // where the accumulator is updated, inside the loop.
+  // loss accumulator after the loop (with data parallelism, its sum over the
+  // ranks); the forward of each micro-batch ends where the accumulator is
+  // updated, inside the loop.
   if (lossIndex >= 0)
     for (auto [kernel, index] : kernels)
-      if (index == lossIndex && kernel.getKernel() == "memopt.reshape" &&
+      if (index == lossIndex &&
+          (kernel.getKernel() == "memopt.reshape" ||
+           kernel.getKernel() == "shard.all_reduce") &&
           kernel.getIns().size() == 1)
         if (std::optional<unsigned> id = lookupBuffer(kernel.getIns()[0]))
           for (KernelOp writer : writers[*id])
@@ -337,11 +340,15 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
     }
     return id;
   };
+  // (Counted once per buffer: data parallelism's flat buffer holds every
+  // gradient.)
+  llvm::SmallDenseSet<unsigned> heldGradients;
   for (auto [kernel, index] : kernels) {
     llvm::StringRef name = kernel.getKernel();
     if ((name == "memopt.adamw_update" || name == "memopt.sgd_update") &&
         kernel.getIns().size() >= 2)
-      if (std::optional<unsigned> id = getHeldGradient(kernel.getIns()[1]))
+      if (std::optional<unsigned> id = getHeldGradient(kernel.getIns()[1]);
+          id && heldGradients.insert(*id).second)
         modelState.grads = saturatingAdd(modelState.grads,
                                          buffers[*id].getSizeBytes());
   }
@@ -399,7 +406,7 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
   if (firstBackwardIndex >= 0) {
     llvm::StringMap<int64_t> saved;
     for (const AccountedBuffer &buffer : buffers)
-      if (buffer.producer && buffer.pool != MemoryPoolKind::Params &&
+      if (buffer.producer && buffer.pool == MemoryPoolKind::Activations &&
           buffer.producerIndex <= lossIndex &&
           buffer.interval.start <= firstBackwardIndex &&
           firstBackwardIndex <= buffer.interval.end)

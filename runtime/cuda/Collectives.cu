@@ -87,23 +87,6 @@ void memopt_all_reduce_sum(memopt_context *ctx, memopt_dtype dtype,
                           ncclSum, ctx->nccl, ctx->stream));
 }
 
-void memopt_all_reduce_sum_many(memopt_context *ctx, int64_t num_tensors,
-                                void *const *data, const int64_t *sizes) {
-  const char *entry = "memopt_all_reduce_sum_many";
-  if (!checkAllReduceMany(ctx, entry, num_tensors, data, sizes) ||
-      ctx->collectives.size <= 1 || !ensureCommunicator(ctx, entry))
-    return;
-  // One group: NCCL launches the reductions together.
-  if (!checkNccl(ctx, entry, "ncclGroupStart", ncclGroupStart()))
-    return;
-  for (int64_t j = 0; j < num_tensors; ++j)
-    if (sizes[j] > 0)
-      checkNccl(ctx, entry, "ncclAllReduce",
-                ncclAllReduce(data[j], data[j], static_cast<size_t>(sizes[j]),
-                              ncclFloat32, ncclSum, ctx->nccl, ctx->stream));
-  checkNccl(ctx, entry, "ncclGroupEnd", ncclGroupEnd());
-}
-
 void memopt_reduce_scatter_sum(memopt_context *ctx, memopt_dtype dtype,
                                const void *input, void *out, int64_t shard) {
   const char *entry = "memopt_reduce_scatter_sum";

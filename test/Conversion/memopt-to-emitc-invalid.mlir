@@ -65,7 +65,7 @@ func.func @train_step(%x: memref<2x3xf32> {memopt.role = "input", memopt.name = 
 
 func.func @train_step(%loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
     attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
-  // expected-error @+1 {{'arith.constant' op cannot be lowered to runtime calls (expected memopt.kernel, memref.alloc, memref.dealloc, memref.reinterpret_cast or the micro-batch loop)}}
+  // expected-error @+1 {{'arith.constant' op cannot be lowered to runtime calls (expected memopt.kernel, memref.alloc, memref.dealloc, memref.reinterpret_cast, memref.view or the micro-batch loop)}}
   %c = arith.constant 1.0 : f32
   return
 }
@@ -77,5 +77,18 @@ func.func @train_step(%x: memref<8xf32> {memopt.role = "input", memopt.name = "x
     attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
   // expected-error @+1 {{'memref.reinterpret_cast' op is not a view of a whole dense buffer with the same element type (only reshapes can be lowered)}}
   %v = memref.reinterpret_cast %x to offset: [2], sizes: [4], strides: [1] : memref<8xf32> to memref<4xf32, strided<[1], offset: 2>>
+  return
+}
+
+// -----
+
+// A slot of a flat byte buffer must sit at a constant offset.
+func.func @train_step(%loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
+    attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
+  %flat = memref.alloc() {memopt.offset = 0 : i64} : memref<256xi8>
+  %c64 = arith.constant 64 : index
+  %shift = arith.addi %c64, %c64 : index
+  // expected-error @+1 {{'memref.view' op is not a static slot of a runtime dtype at a constant byte offset}}
+  %slot = memref.view %flat[%shift][] : memref<256xi8> to memref<4xf32>
   return
 }

@@ -22,24 +22,15 @@ namespace {
 /// the world: `data[r]` is rank r's.
 struct FakeWorld {
   std::vector<std::vector<float>> data;
-  /// This rank: as MPI_Reduce, a reduction writes `out` on its root only.
+  /// This rank.
   int64_t rank = 0;
-  /// The start of this rank's own buffer: offsets into it address the same
-  /// elements of every rank's.
-  const void *base = nullptr;
 
-  size_t offsetOf(const void *pointer) const {
-    return static_cast<size_t>(static_cast<const char *>(pointer) -
-                               static_cast<const char *>(base)) /
-           sizeof(float);
-  }
-
-  static int reduceSum(void *state, const float *input, float *out, int64_t n,
-                       int64_t root, char *, size_t) {
+  /// As MPI_Reduce_scatter_block: this rank's slice of every rank's input.
+  static int reduceScatterSum(void *state, const float *, float *out, int64_t n,
+                              char *, size_t) {
     auto *world = static_cast<FakeWorld *>(state);
-    if (root != world->rank)
-      return 0;
-    size_t offset = world->offsetOf(input);
+    ++world->calls;
+    size_t offset = static_cast<size_t>(world->rank * n);
     for (int64_t i = 0; i < n; ++i) {
       float sum = 0.0f;
       for (const std::vector<float> &rank : world->data)
@@ -49,14 +40,20 @@ struct FakeWorld {
     return 0;
   }
 
-  static int broadcast(void *state, void *data, int64_t bytes, int64_t root,
-                       char *, size_t) {
+  /// As MPI_Allgather in place: slice r of `data` gets rank r's input,
+  /// except this rank's own, which must be there already.
+  static int allGather(void *state, void *data, int64_t bytes, char *, size_t) {
     auto *world = static_cast<FakeWorld *>(state);
-    // The root's shard of an all-gather is its input, at the slice's place.
-    size_t count = static_cast<size_t>(bytes) / sizeof(float);
-    std::memcpy(data, world->data[root].data(), count * sizeof(float));
+    ++world->calls;
+    for (size_t r = 0; r < world->data.size(); ++r)
+      if (static_cast<int64_t>(r) != world->rank)
+        std::memcpy(static_cast<char *>(data) + r * bytes,
+                    world->data[r].data(), static_cast<size_t>(bytes));
     return 0;
   }
+
+  /// The callback calls made.
+  int calls = 0;
 };
 
 memopt_collectives makeCollectives(FakeWorld &world, int64_t rank) {
@@ -65,8 +62,8 @@ memopt_collectives makeCollectives(FakeWorld &world, int64_t rank) {
   c.rank = rank;
   c.size = static_cast<int64_t>(world.data.size());
   c.state = &world;
-  c.broadcast = FakeWorld::broadcast;
-  c.reduce_sum_f32 = FakeWorld::reduceSum;
+  c.reduce_scatter_sum_f32 = FakeWorld::reduceScatterSum;
+  c.all_gather = FakeWorld::allGather;
   return c;
 }
 
@@ -78,7 +75,6 @@ TEST_F(RuntimeTest, ReduceScatterSumsTheRanksSlice) {
     for (int i = 0; i < 6; ++i)
       world.data.back().push_back(10.0f * r + i);
   }
-  world.base = world.data[1].data();
   memopt_collectives c = makeCollectives(world, 1);
   memopt_set_collectives(ctx, &c);
   EXPECT_EQ(memopt_rank(ctx), 1);
@@ -87,8 +83,10 @@ TEST_F(RuntimeTest, ReduceScatterSumsTheRanksSlice) {
   memopt_reduce_scatter_sum(ctx, MEMOPT_F32, world.data[1].data(), out.data(),
                             2);
   expectOk();
-  // Slice 1 is elements 2 and 3: (2 + 12 + 22), (3 + 13 + 23).
+  // Slice 1 is elements 2 and 3: (2 + 12 + 22), (3 + 13 + 23), in one
+  // call.
   EXPECT_EQ(out, (std::vector<float>{36.0f, 39.0f}));
+  EXPECT_EQ(world.calls, 1);
 }
 
 TEST_F(RuntimeTest, AllGatherPlacesEachRanksSlice) {
@@ -100,6 +98,7 @@ TEST_F(RuntimeTest, AllGatherPlacesEachRanksSlice) {
   memopt_all_gather(ctx, MEMOPT_F32, world.data[2].data(), out.data(), 2);
   expectOk();
   EXPECT_EQ(out, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(world.calls, 1);
 }
 
 TEST_F(RuntimeTest, AllSliceTakesTheRanksSliceOfAnyDtype) {
@@ -127,54 +126,18 @@ TEST_F(RuntimeTest, CollectivesOfOneRankCopy) {
   expectOk();
 }
 
-/// Three ranks that hold the same values: each sum is 3 x the value. Counts
-/// the calls.
-int tripleInPlace(void *state, float *data, int64_t n, char *, size_t) {
-  ++*static_cast<int *>(state);
-  for (int64_t i = 0; i < n; ++i)
-    data[i] *= 3.0f;
-  return 0;
-}
-
-TEST_F(RuntimeTest, AllReduceManyPacksSmallTensorsIntoBuckets) {
-  const int64_t bucket = MEMOPT_ALL_REDUCE_BUCKET_BYTES / sizeof(float);
-  // Packed together: {3, 0}; a bucket's worth alone; {5}; one larger than a
-  // bucket, in place; {2}.
-  std::vector<int64_t> sizes = {3, 0, bucket, 5, bucket + 1, 2};
-  std::vector<std::vector<float>> tensors;
-  std::vector<void *> data;
-  for (int64_t n : sizes) {
-    tensors.emplace_back(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-      tensors.back()[i] = static_cast<float>(tensors.size() * 1000 + i % 7);
-    data.push_back(tensors.back().data());
-  }
-  int calls = 0;
-  memopt_collectives c = {0, 3, &calls, tripleInPlace, nullptr, nullptr};
-  memopt_set_collectives(ctx, &c);
-  memopt_all_reduce_sum_many(ctx, static_cast<int64_t>(sizes.size()),
-                             data.data(), sizes.data());
-  expectOk();
-  EXPECT_EQ(calls, 5);
-  for (size_t j = 0; j < sizes.size(); ++j)
-    for (int64_t i = 0; i < sizes[j]; ++i)
-      ASSERT_EQ(tensors[j][i], 3.0f * static_cast<float>((j + 1) * 1000 + i % 7))
-          << "tensor " << j << " element " << i;
-  // The bucket is workspace: held during the call, counted in the
-  // high-water mark.
-  EXPECT_EQ(memopt_memory_high_water(ctx),
-            static_cast<uint64_t>(MEMOPT_ALL_REDUCE_BUCKET_BYTES));
-}
-
 TEST_F(RuntimeTest, ReduceScatterWithoutAReductionNamesTheRank) {
   expectError = true;
-  memopt_collectives c = {1, 2, nullptr, nullptr, nullptr, nullptr};
+  memopt_collectives c = {};
+  c.rank = 1;
+  c.size = 2;
   memopt_set_collectives(ctx, &c);
   std::vector<float> in(4, 1.0f), out(2, 0.0f);
   memopt_reduce_scatter_sum(ctx, MEMOPT_F32, in.data(), out.data(), 2);
   EXPECT_EQ(memopt_get_status(ctx), MEMOPT_ERROR_COLLECTIVE);
-  EXPECT_EQ(std::string(memopt_get_error_message(ctx)),
-            "memopt_reduce_scatter_sum: rank 1 of 2: no reduction installed");
+  EXPECT_EQ(
+      std::string(memopt_get_error_message(ctx)),
+      "memopt_reduce_scatter_sum: rank 1 of 2: no reduce-scatter installed");
 }
 
 } // namespace

@@ -159,6 +159,7 @@ private:
   LogicalResult lowerOps(Block &block, int64_t arenaBytes);
   LogicalResult lowerAlloc(memref::AllocOp alloc, int64_t arenaBytes);
   LogicalResult lowerView(memref::ReinterpretCastOp view);
+  LogicalResult lowerSlot(memref::ViewOp view);
   LogicalResult lowerKernel(KernelOp kernel);
 
   /// Emits `callee` with the arguments of `call`.
@@ -282,8 +283,10 @@ LogicalResult TrainStepLowering::lowerAlloc(memref::AllocOp alloc,
   if (!offset)
     return alloc.emitOpError() << "has no '" << MemoptDialect::kOffsetAttrName
                                << "' (run --memopt-plan-buffers first)";
-  if (getDTypeName(type.getElementType()).empty() || !type.hasStaticShape() ||
-      !type.getLayout().isIdentity())
+  // (An i8 allocation is a byte buffer that memref.view slots subdivide.)
+  if ((getDTypeName(type.getElementType()).empty() &&
+       !type.getElementType().isInteger(8)) ||
+      !type.hasStaticShape() || !type.getLayout().isIdentity())
     return alloc.emitOpError()
            << "allocates " << type << ", which the runtime cannot address";
   int64_t bytes =
@@ -305,6 +308,30 @@ LogicalResult TrainStepLowering::lowerAlloc(memref::AllocOp alloc,
       pointerType == address.getType()
           ? address
           : emitc::CastOp::create(builder, loc, pointerType, address);
+  return success();
+}
+
+LogicalResult TrainStepLowering::lowerSlot(memref::ViewOp view) {
+  // The slots --memopt-bufferize cuts from a flat byte buffer: a dense
+  // static buffer of a runtime dtype at a constant byte offset.
+  MemRefType type = view.getType();
+  std::optional<int64_t> shift = getConstantIntValue(view.getByteShift());
+  Value pointer = getPointer(view.getSource());
+  if (!shift || !type.hasStaticShape() ||
+      getDTypeName(type.getElementType()).empty())
+    return view.emitOpError() << "is not a static slot of a runtime dtype at "
+                                 "a constant byte offset";
+  if (!pointer)
+    return view.emitOpError() << "views a buffer that is not a planned "
+                                 "allocation";
+  Location loc = view.getLoc();
+  Value offset = emitc::ConstantOp::create(builder, loc, builder.getI64Type(),
+                                           builder.getI64IntegerAttr(*shift));
+  Value address =
+      emitc::AddOp::create(builder, loc, pointer.getType(), pointer, offset);
+  pointers[view] = emitc::CastOp::create(
+      builder, loc,
+      emitc::PointerType::get(getStorageType(type.getElementType())), address);
   return success();
 }
 
@@ -452,6 +479,7 @@ LogicalResult TrainStepLowering::lowerOps(Block &block, int64_t arenaBytes) {
             .Case([&](memref::DeallocOp) { return success(); })
             .Case(
                 [&](memref::ReinterpretCastOp view) { return lowerView(view); })
+            .Case([&](memref::ViewOp view) { return lowerSlot(view); })
             .Case([&](KernelOp kernel) {
               if (emitScopes) {
                 auto scopeAttr = kernel->getAttrOfType<StringAttr>(
@@ -489,7 +517,8 @@ LogicalResult TrainStepLowering::lowerOps(Block &block, int64_t arenaBytes) {
               return other->emitOpError()
                      << "cannot be lowered to runtime calls (expected "
                         "memopt.kernel, memref.alloc, memref.dealloc, "
-                        "memref.reinterpret_cast or the micro-batch loop)";
+                        "memref.reinterpret_cast, memref.view or the "
+                        "micro-batch loop)";
             });
     if (failed(result))
       return failure();
@@ -1087,16 +1116,6 @@ LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
     call.i64(window[0]).i64(window[1]);
     call.i64(strides[0]).i64(strides[1]);
     call.i64(padding[0]).i64(padding[1]);
-  } else if (name == "shard.all_reduce" && ins.size() > 1) {
-    // The sums of the accumulators after the loop, merged by bufferization:
-    // in place, one call.
-    if (!llvm::equal(ins, outs))
-      return fail("expected the same N f32 buffers in and out");
-    std::string dataArray = emitPointerArray(loc, "void *", "data", outs);
-    callee = "memopt_all_reduce_sum_many";
-    call.i64(static_cast<int64_t>(ins.size())).verbatim(dataArray);
-    call.verbatim(getI64Array(llvm::map_to_vector(
-        ins, [&](Value v) { return numel(v); })));
   } else if (name == "shard.all_reduce") {
     // Data parallelism's sum over the ranks (--memopt-accumulate), in place
     // when bufferization gave it its operand's buffer.

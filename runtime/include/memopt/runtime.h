@@ -614,11 +614,16 @@ typedef struct memopt_collectives {
   /// Rank `root`'s `bytes` bytes at `data` (host memory) to every rank.
   int (*broadcast)(void *state, void *data, int64_t bytes, int64_t root,
                    char *error, size_t error_size);
-  /// On rank `root` only: out[i] = the sum over the ranks of their input[i],
-  /// `n` f32 values in host memory (`out` is not written on the others).
-  int (*reduce_sum_f32)(void *state, const float *input, float *out,
-                        int64_t n, int64_t root, char *error,
-                        size_t error_size);
+  /// out[i] = the sum over the ranks of their input[rank * n + i]: `input`
+  /// holds size x `n` f32 values in host memory and each rank receives the
+  /// sum of its own slice, `n` values, at `out`, which does not overlap
+  /// `input`.
+  int (*reduce_scatter_sum_f32)(void *state, const float *input, float *out,
+                                int64_t n, char *error, size_t error_size);
+  /// In place on host memory: `data` holds size x `bytes` bytes, rank r's
+  /// own at r x `bytes`; afterwards every slice holds its rank's bytes.
+  int (*all_gather)(void *state, void *data, int64_t bytes, char *error,
+                    size_t error_size);
 } memopt_collectives;
 
 /// Installs `collectives` (copied; NULL: one rank) for the context's
@@ -640,34 +645,20 @@ int64_t memopt_world_size(const memopt_context *ctx);
 void memopt_all_reduce_sum(memopt_context *ctx, memopt_dtype dtype,
                            const void *input, void *out, int64_t n);
 
-/// The all-reduce (sum) of several f32 tensors in place, as few collective
-/// calls as their sizes allow: data[j][i] = the sum over the ranks of
-/// data[j][i] for each of the `num_tensors` tensors of sizes[j] elements.
-/// The host runtime packs consecutive tensors into buckets of at most
-/// MEMOPT_ALL_REDUCE_BUCKET_BYTES of workspace and reduces each bucket with
-/// one call (a larger tensor is reduced in place alone), as DDP's gradient
-/// buckets; the CUDA runtime issues the reductions as one NCCL group. Each
-/// element gets the same sum as memopt_all_reduce_sum gives it.
-void memopt_all_reduce_sum_many(memopt_context *ctx, int64_t num_tensors,
-                                void *const *data, const int64_t *sizes);
-
-/// The host runtime's bucket of memopt_all_reduce_sum_many, in bytes.
-#define MEMOPT_ALL_REDUCE_BUCKET_BYTES (4 << 20)
-
 /// `shard.reduce_scatter` (sum) of ZeRO (docs/DataParallel.md): `input`
 /// holds world_size x `shard` f32 elements and out[i] = the sum over the
 /// ranks of their input[rank * shard + i]: each rank gets the sum of its own
-/// slice. `out` must not overlap `input`. With one rank, a copy. The host
-/// runtime reduces through the collectives' reduce_sum_f32 (MPI), one root
-/// per slice; the CUDA runtime with ncclReduceScatter.
+/// slice. `out` must not overlap `input`. With one rank, a copy. One call of
+/// the collectives' reduce_scatter_sum_f32 on the host runtime
+/// (MPI_Reduce_scatter_block), ncclReduceScatter on the CUDA runtime.
 void memopt_reduce_scatter_sum(memopt_context *ctx, memopt_dtype dtype,
                                const void *input, void *out, int64_t shard);
 
 /// `shard.all_gather` of ZeRO: out[r * shard + i] = rank r's input[i], for
 /// world_size x `shard` elements of any floating dtype. `out` must not
-/// overlap `input`. With one rank, a copy. The host runtime gathers through
-/// the collectives' broadcast (MPI), one root per slice; the CUDA runtime
-/// with ncclAllGather.
+/// overlap `input`. With one rank, a copy. One call of the collectives'
+/// all_gather on the host runtime (MPI_Allgather), ncclAllGather on the CUDA
+/// runtime.
 void memopt_all_gather(memopt_context *ctx, memopt_dtype dtype,
                        const void *input, void *out, int64_t shard);
 

@@ -908,7 +908,7 @@ LogicalResult DropoutOp::verify() {
   if (stream < 0)
     return emitOpError() << "'stream' must be >= 0, got " << stream;
   int64_t rank = getType().getRank();
-  if (getShared() < 0 || getShared() > rank)
+  if (getShared() > static_cast<uint64_t>(rank))
     return emitOpError() << "'shared' must be between 0 and the rank "
                          << rank << ", got " << getShared();
   return expectSameTypes(

@@ -429,21 +429,6 @@ inline bool checkShardEntry(memopt_context *ctx, const char *entry,
          shard > 0;
 }
 
-/// memopt_all_reduce_sum_many: `numTensors` tensors (f32 by definition:
-/// the entry takes no dtype).
-inline bool checkAllReduceMany(memopt_context *ctx, const char *entry,
-                               int64_t numTensors, void *const *data,
-                               const int64_t *sizes) {
-  if (!checkExtents(ctx, entry, {numTensors}) ||
-      !checkPointers(ctx, entry, numTensors, {data, sizes}))
-    return false;
-  for (int64_t j = 0; j < numTensors; ++j)
-    if (!checkExtents(ctx, entry, {sizes[j]}) ||
-        !checkPointers(ctx, entry, sizes[j], {data[j]}))
-      return false;
-  return true;
-}
-
 /// memopt_update_scale.
 inline bool checkUpdateScale(memopt_context *ctx, const char *entry,
                              std::initializer_list<const void *> scalars,
