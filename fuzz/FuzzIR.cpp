@@ -2,15 +2,8 @@
 
 #include "FuzzIR.h"
 
-#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Pipelines/Pipelines.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
-#include "mlir/Dialect/EmitC/IR/EmitC.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
 
@@ -21,10 +14,7 @@ using namespace mlir;
 MLIRContext &memopt::fuzz::getContext() {
   static MLIRContext *context = [] {
     DialectRegistry registry;
-    registry.insert<memopt::MemoptDialect, arith::ArithDialect,
-                    bufferization::BufferizationDialect, emitc::EmitCDialect,
-                    func::FuncDialect, memref::MemRefDialect, scf::SCFDialect,
-                    tensor::TensorDialect>();
+    memopt::registerAllDialects(registry);
     auto *ctx = new MLIRContext(registry, MLIRContext::Threading::DISABLED);
     ctx->loadAllAvailableDialects();
     // Drop every diagnostic: rejecting an input is not a finding.

@@ -98,7 +98,8 @@ static CombinationResult compileCombination(ModuleOp module,
                                             int64_t arenaBudgetBytes = 0) {
   CombinationResult row;
   row.combination = combination;
-  MemoptPipelineOptions pipeline = base;
+  MemoptPipelineOptions pipeline;
+  pipeline.copyOptionValuesFrom(base);
   row.error = applyCombination(combination, arenaBudgetBytes, pipeline);
   if (!row.compiled())
     return row;

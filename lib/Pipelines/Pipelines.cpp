@@ -22,7 +22,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Pipelines/Pipelines.h"
+#include "memopt/Conversion/Passes.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/STLExtras.h"
@@ -118,6 +128,16 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
                 spell("loss-scale-growth-interval",
                       std::to_string(options.lossScaleGrowthInterval)) +
                 "': expected an integer >= 1");
+  if (!(options.lossScaleGrowthFactor > 1) ||
+      !std::isfinite(options.lossScaleGrowthFactor))
+    return fail("invalid --loss-scale-growth-factor='" +
+                formatNumber(options.lossScaleGrowthFactor) +
+                "': expected a number > 1");
+  if (!(options.lossScaleBackoffFactor > 0 &&
+        options.lossScaleBackoffFactor < 1))
+    return fail("invalid --loss-scale-backoff-factor='" +
+                formatNumber(options.lossScaleBackoffFactor) +
+                "': expected a number in (0, 1)");
   if (!(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 &&
         options.beta2 < 1))
     return fail("invalid --betas='" +
@@ -183,109 +203,11 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
   pm.addPass(createVerifyPlanPass());
 }
 
-namespace {
-/// The textual options of --memopt-pipeline.
-struct PipelineCLOptions : public PassPipelineOptions<PipelineCLOptions> {
-  Option<std::string> optimizer{*this, "optimizer",
-                                llvm::cl::desc("adamw or sgd"),
-                                llvm::cl::init("adamw")};
-  Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
-                    llvm::cl::init(1e-3)};
-  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"),
-                       llvm::cl::init(0.9)};
-  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"),
-                       llvm::cl::init(0.999)};
-  Option<double> eps{*this, "eps", llvm::cl::desc("AdamW epsilon"),
-                     llvm::cl::init(1e-8)};
-  Option<double> weightDecay{*this, "weight-decay",
-                             llvm::cl::desc("Weight decay"),
-                             llvm::cl::init(0.01)};
-  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
-                          llvm::cl::init(0.0)};
-  Option<int64_t> microBatches{
-      *this, "micro-batches",
-      llvm::cl::desc("Gradient accumulation: micro-batches per step"),
-      llvm::cl::init(1)};
-  Option<int64_t> dataParallel{
-      *this, "data-parallel",
-      llvm::cl::desc("Data parallelism: ranks the batch is split across"),
-      llvm::cl::init(1)};
-  Option<bool> rankBatch{
-      *this, "rank-batch",
-      llvm::cl::desc("With data-parallel: the batch is each rank's (the "
-                     "global batch is N times it)"),
-      llvm::cl::init(false)};
-  Option<int64_t> zeroStage{
-      *this, "zero-stage",
-      llvm::cl::desc("ZeRO over the data-parallel ranks: 0 none, 1 shards "
-                     "the optimizer state, 2 also the gradients"),
-      llvm::cl::init(0)};
-  Option<bool> accumulateAllowBatchNorm{
-      *this, "accumulate-allow-batch-norm",
-      llvm::cl::desc("Accept batch norm's per-micro-batch statistics"),
-      llvm::cl::init(false)};
-  Option<double> planTimeLimit{
-      *this, "plan-time-limit",
-      llvm::cl::desc("Seconds the buffer placer may search"),
-      llvm::cl::init(1.0)};
-  Option<std::string> mixedPrecision{*this, "mixed-precision",
-                                     llvm::cl::desc("none, bf16 or fp16"),
-                                     llvm::cl::init("none")};
-  Option<std::string> lossScale{
-      *this, "loss-scale",
-      llvm::cl::desc("dynamic, none or a static scale (default: none for "
-                     "bf16, dynamic for f16)"),
-      llvm::cl::init("")};
-  Option<double> lossScaleInit{*this, "loss-scale-init",
-                               llvm::cl::desc("Initial dynamic loss scale"),
-                               llvm::cl::init(65536.0)};
-  Option<int64_t> lossScaleGrowthInterval{
-      *this, "loss-scale-growth-interval",
-      llvm::cl::desc("Good steps before the dynamic loss scale grows"),
-      llvm::cl::init(2000)};
-  Option<std::string> remat{
-      *this, "remat",
-      llvm::cl::desc("Remat strategy: none, blocks, sqrt, revolve, budget, "
-                     "selective or auto"),
-      llvm::cl::init("none")};
-  Option<int64_t> memoryBudget{
-      *this, "memory-budget",
-      llvm::cl::desc("Bytes the planned arena may take (remat budget/auto)"),
-      llvm::cl::init(0)};
-  Option<int64_t> rematSnapshots{
-      *this, "remat-snapshots",
-      llvm::cl::desc("revolve: snapshot slots (0: logarithmic)"),
-      llvm::cl::init(0)};
-  Option<bool> cheapRecompute{
-      *this, "cheap-recompute",
-      llvm::cl::desc("Recompute cheap ops in the backward where that keeps "
-                     "fewer bytes (the minimal saved set)"),
-      llvm::cl::init(true)};
-  Option<bool> fusedAttention{
-      *this, "fused-attention",
-      llvm::cl::desc("Form memopt.attention (no score matrices)"),
-      llvm::cl::init(true)};
-  Option<bool> fusedLmLoss{
-      *this, "fused-lm-loss",
-      llvm::cl::desc("Form memopt.linear_cross_entropy (no logits)"),
-      llvm::cl::init(true)};
-  Option<bool> releaseGradients{
-      *this, "release-gradients",
-      llvm::cl::desc("Run each optimizer update as soon as its gradient is "
-                     "complete (one micro-batch, no loss scaling)"),
-      llvm::cl::init(true)};
-  Option<int64_t> lmLossChunk{
-      *this, "lm-loss-chunk",
-      llvm::cl::desc("Classes per chunk of the fused linear cross-entropy "
-                     "(0: from the memory account)"),
-      llvm::cl::init(0)};
-  Option<bool> bufferReuse{
-      *this, "buffer-reuse",
-      llvm::cl::desc("Share buffer memory (false: every buffer its own "
-                     "bytes, no in-place results, no reshape views)"),
-      llvm::cl::init(true)};
-};
-} // namespace
+void memopt::buildEmitCPipeline(OpPassManager &pm, bool emitScopes) {
+  ConvertMemoptToEmitCPassOptions lowering;
+  lowering.emitScopes = emitScopes;
+  pm.addPass(createConvertMemoptToEmitCPass(lowering));
+}
 
 void memopt::registerMemoptPipelines() {
   // The checks memopt-compile makes, with its messages, before any pass runs.
@@ -295,36 +217,11 @@ void memopt::registerMemoptPipelines() {
       [](OpPassManager &pm, llvm::StringRef text,
          llvm::function_ref<LogicalResult(const llvm::Twine &)> errorHandler)
           -> LogicalResult {
-        PipelineCLOptions cl;
-        if (failed(cl.parseFromString(text)))
-          return failure();
         MemoptPipelineOptions options;
-        options.optimizer = cl.optimizer;
-        options.lr = cl.lr;
-        options.beta1 = cl.beta1;
-        options.beta2 = cl.beta2;
-        options.eps = cl.eps;
-        options.weightDecay = cl.weightDecay;
-        options.momentum = cl.momentum;
-        options.planTimeLimit = cl.planTimeLimit;
-        options.lossScale = cl.lossScale;
-        options.lossScaleInit = cl.lossScaleInit;
-        options.lossScaleGrowthInterval = cl.lossScaleGrowthInterval;
-        options.remat = cl.remat;
-        options.memoryBudget = cl.memoryBudget;
-        options.rematSnapshots = cl.rematSnapshots;
-        options.microBatches = cl.microBatches;
-        options.dataParallel = cl.dataParallel;
-        options.rankBatch = cl.rankBatch;
-        options.zeroStage = cl.zeroStage;
-        options.accumulateAllowBatchNorm = cl.accumulateAllowBatchNorm;
-        options.bufferReuse = cl.bufferReuse;
-        options.cheapRecompute = cl.cheapRecompute;
-        options.fuseAttention = cl.fusedAttention;
-        options.fuseLmLoss = cl.fusedLmLoss;
-        options.lmLossChunk = cl.lmLossChunk;
-        options.releaseGradients = cl.releaseGradients;
-        llvm::Error error = setMixedPrecision(options, cl.mixedPrecision);
+        if (failed(options.parseFromString(text)))
+          return failure();
+        llvm::Error error = setMixedPrecision(
+            options, static_cast<const std::string &>(options.mixedPrecision));
         if (!error)
           error = validateMemoptPipelineOptions(options);
         if (error)
@@ -332,7 +229,19 @@ void memopt::registerMemoptPipelines() {
         buildMemoptPipeline(pm, options);
         return success();
       },
-      [](llvm::function_ref<void(const mlir::detail::PassOptions &)> optHandler) {
-        optHandler(PipelineCLOptions());
-      });
+      [](llvm::function_ref<void(const mlir::detail::PassOptions &)>
+             optHandler) { optHandler(MemoptPipelineOptions()); });
+}
+
+void memopt::registerAllDialects(DialectRegistry &registry) {
+  registry.insert<MemoptDialect, arith::ArithDialect,
+                  bufferization::BufferizationDialect, emitc::EmitCDialect,
+                  func::FuncDialect, memref::MemRefDialect, scf::SCFDialect,
+                  shard::ShardDialect, tensor::TensorDialect>();
+}
+
+void memopt::registerAllPasses() {
+  registerMemoptPasses();
+  registerMemoptConversionPasses();
+  registerMemoptPipelines();
 }

@@ -53,12 +53,12 @@ cl::opt<std::string> cudaArch(
              "those the CUDA runtime was built for; default: all of them)"),
     cl::value_desc("list"), cl::cat(compileCategory));
 
-cl::opt<std::string> optimizer("optimizer", cl::init("adamw"),
-                               cl::desc("Optimizer: adamw or sgd"),
+cl::opt<std::string> optimizer("optimizer",
+                               cl::desc("Optimizer: adamw (default) or sgd"),
                                cl::value_desc("adamw|sgd"),
                                cl::cat(compileCategory));
 
-cl::opt<std::string> lr("lr", cl::init("1e-3"), cl::desc("Learning rate"),
+cl::opt<std::string> lr("lr", cl::desc("Learning rate (default 1e-3)"),
                         cl::value_desc("number"), cl::cat(compileCategory));
 
 cl::opt<std::string>
@@ -66,16 +66,16 @@ cl::opt<std::string>
                 cl::desc("Weight decay (default 0.01 for adamw, 0 for sgd)"),
                 cl::value_desc("number"), cl::cat(compileCategory));
 
-cl::opt<std::string> betas("betas", cl::init("0.9,0.999"),
-                           cl::desc("AdamW moment decays, as b1,b2"),
+cl::opt<std::string> betas("betas",
+                           cl::desc("AdamW moment decays, as b1,b2 (default "
+                                    "0.9,0.999)"),
                            cl::value_desc("b1,b2"), cl::cat(compileCategory));
 
-cl::opt<std::string> eps("eps", cl::init("1e-8"),
-                         cl::desc("AdamW denominator term"),
+cl::opt<std::string> eps("eps",
+                         cl::desc("AdamW denominator term (default 1e-8)"),
                          cl::value_desc("number"), cl::cat(compileCategory));
 
-cl::opt<std::string> momentum("momentum", cl::init("0"),
-                              cl::desc("SGD momentum"),
+cl::opt<std::string> momentum("momentum", cl::desc("SGD momentum (default 0)"),
                               cl::value_desc("number"),
                               cl::cat(compileCategory));
 
@@ -91,14 +91,16 @@ cl::opt<std::string> lossScale(
              "for bf16, dynamic for fp16)"),
     cl::value_desc("dynamic|none|number"), cl::cat(compileCategory));
 
-cl::opt<std::string> lossScaleInit("loss-scale-init", cl::init("65536"),
-                                   cl::desc("Initial dynamic loss scale"),
+cl::opt<std::string> lossScaleInit("loss-scale-init",
+                                   cl::desc("Initial dynamic loss scale "
+                                            "(default 65536, GradScaler's)"),
                                    cl::value_desc("number"),
                                    cl::cat(compileCategory));
 
 cl::opt<std::string> lossScaleGrowthInterval(
-    "loss-scale-growth-interval", cl::init("2000"),
-    cl::desc("Good steps before the dynamic loss scale doubles"),
+    "loss-scale-growth-interval",
+    cl::desc("Good steps before the dynamic loss scale doubles (default "
+             "2000, GradScaler's)"),
     cl::value_desc("n"), cl::cat(compileCategory));
 
 cl::opt<std::string> report("report", cl::init("text"),
@@ -140,7 +142,7 @@ cl::opt<std::string>
           cl::value_desc("strategy"), cl::cat(compileCategory));
 
 cl::opt<std::string>
-    rematSnapshots("remat-snapshots", cl::init("0"),
+    rematSnapshots("remat-snapshots",
                    cl::desc("--remat=revolve: snapshot slots (0: "
                             "logarithmic in the depth)"),
                    cl::value_desc("n"), cl::cat(compileCategory));
@@ -211,7 +213,7 @@ cl::opt<bool> noReleaseGradients(
     cl::cat(compileCategory));
 
 cl::opt<std::string> lmLossChunk(
-    "lm-loss-chunk", cl::init("0"),
+    "lm-loss-chunk",
     cl::desc("Classes per chunk of the fused linear cross-entropy (0: the "
              "most whose f32 logits fit in one f32 copy of the hidden "
              "states; docs/Fusion.md)"),
@@ -290,24 +292,32 @@ llvm::Error checkTarget() {
 /// optimizer or strategy, what needs the budget search).
 llvm::Error setPipelineOptions(bool budgetSearch,
                                MemoptPipelineOptions &options) {
-  bool isSgd = optimizer == "sgd";
-  if (isSgd && (betas.getNumOccurrences() || eps.getNumOccurrences()))
-    return fail(llvm::Twine("--") +
-                (betas.getNumOccurrences() ? "betas" : "eps") +
+  // A flag the user did not give keeps the pipeline's default.
+  auto given = [](const cl::Option &flag) { return flag.getNumOccurrences(); };
+  if (given(optimizer))
+    options.optimizer = optimizer;
+  bool isSgd = options.optimizer == "sgd";
+  if (isSgd && (given(betas) || given(eps)))
+    return fail(llvm::Twine("--") + (given(betas) ? "betas" : "eps") +
                 " applies to --optimizer=adamw only");
-  if (optimizer == "adamw" && momentum.getNumOccurrences())
+  if (!isSgd && given(momentum))
     return fail("--momentum applies to --optimizer=sgd only");
-  options.optimizer = optimizer;
-  options.lr = toNumber(lr);
-  options.eps = toNumber(eps);
-  options.momentum = toNumber(momentum);
+  if (given(lr))
+    options.lr = toNumber(lr);
+  if (given(eps))
+    options.eps = toNumber(eps);
+  if (given(momentum))
+    options.momentum = toNumber(momentum);
   // torch.optim's defaults: AdamW decays by 0.01, SGD not at all.
-  options.weightDecay = weightDecay.getNumOccurrences() ? toNumber(weightDecay)
-                        : isSgd                         ? 0.0
-                                                        : 0.01;
-  auto [beta1, beta2] = llvm::StringRef(betas).split(',');
-  options.beta1 = toNumber(beta1);
-  options.beta2 = toNumber(beta2);
+  if (given(weightDecay))
+    options.weightDecay = toNumber(weightDecay);
+  else if (isSgd)
+    options.weightDecay = 0.0;
+  if (given(betas)) {
+    auto [beta1, beta2] = llvm::StringRef(betas).split(',');
+    options.beta1 = toNumber(beta1);
+    options.beta2 = toNumber(beta2);
+  }
 
   options.remat = remat;
   // The budget strategy's arena budget comes from the budget search
@@ -322,10 +332,13 @@ llvm::Error setPipelineOptions(bool budgetSearch,
       return fail("invalid --remat-snapshots='" + rematSnapshots +
                   "': expected a positive integer");
   }
-  options.microBatches = microBatches;
-  options.dataParallel = dataParallel;
+  if (given(microBatches))
+    options.microBatches = microBatches;
+  if (given(dataParallel))
+    options.dataParallel = dataParallel;
+  if (given(zeroStage))
+    options.zeroStage = zeroStage;
   options.rankBatch = rankBatch;
-  options.zeroStage = zeroStage;
   options.accumulateAllowBatchNorm = accumulateAllowBatchNorm;
   // The budget search compiles its candidates with the same options, so
   // the peak it reports is the one built.
@@ -360,8 +373,10 @@ llvm::Error setPipelineOptions(bool budgetSearch,
                 "--loss-scale-growth-interval need --mixed-precision=bf16 or "
                 "fp16");
   options.lossScale = lossScale;
-  options.lossScaleInit = toNumber(lossScaleInit);
-  options.lossScaleGrowthInterval = toInteger(lossScaleGrowthInterval);
+  if (given(lossScaleInit))
+    options.lossScaleInit = toNumber(lossScaleInit);
+  if (given(lossScaleGrowthInterval))
+    options.lossScaleGrowthInterval = toInteger(lossScaleGrowthInterval);
 
   return validateMemoptPipelineOptions(
       options, [](llvm::StringRef flag) -> std::optional<std::string> {
@@ -426,8 +441,7 @@ llvm::Error setSearchOptions(ExploreOptions &options) {
 
 } // namespace
 
-llvm::Expected<CompileOptions> memopt::getCompileOptions() {
-  CompileOptions options;
+llvm::Error memopt::getCompileOptions(CompileOptions &options) {
   options.inputFilename = inputFilename;
   options.outputDir = outputDir;
   options.target = target;
@@ -440,7 +454,7 @@ llvm::Expected<CompileOptions> memopt::getCompileOptions() {
   options.budgetSearch = explore || memoryBudget.getNumOccurrences() ||
                          deviceName.getNumOccurrences();
   if (llvm::Error error = checkTarget())
-    return std::move(error);
+    return error;
   if (report != "text" && report != "json")
     return fail("unknown --report='" + report + "' (expected text or json)");
   if (outputDir.empty() && !reportOnly && !explore)
@@ -448,11 +462,10 @@ llvm::Expected<CompileOptions> memopt::getCompileOptions() {
                 "--report-only or --explore)");
   if (llvm::Error error =
           setPipelineOptions(options.budgetSearch, options.pipeline))
-    return std::move(error);
+    return error;
   if (options.budgetSearch)
-    if (llvm::Error error = setSearchOptions(options.search))
-      return std::move(error);
-  return options;
+    return setSearchOptions(options.search);
+  return llvm::Error::success();
 }
 
 void memopt::hideUnrelatedOptions() {

@@ -46,9 +46,9 @@ struct CompileOptions {
   ExploreOptions search;
 };
 
-/// Reads and checks the command line that llvm::cl parsed; the error is one
-/// line, without the tool's name.
-llvm::Expected<CompileOptions> getCompileOptions();
+/// Reads and checks the command line that llvm::cl parsed into `options`;
+/// the error is one line, without the tool's name.
+llvm::Error getCompileOptions(CompileOptions &options);
 
 /// Keeps --help to memopt-compile's options, the generic ones and MLIR's
 /// `-mlir-*` instrumentation (timing, IR printing, statistics) rather than

@@ -36,23 +36,12 @@
 #include "Report.h"
 
 #include "memopt/Analysis/MemoryAccount.h"
-#include "memopt/Conversion/Passes.h"
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
-#include "memopt/Dialect/Memopt/Transforms/Passes.h"
 #include "memopt/Pipelines/Pipelines.h"
 #include "memopt/Support/ByteSize.h"
 #include "memopt/Support/ModelState.h"
 #include "memopt/Target/Cpp/EmitCpp.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
-#include "mlir/Dialect/EmitC/IR/EmitC.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Shard/IR/ShardDialect.h"
-#include "mlir/Dialect/Shard/IR/ShardOps.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -477,11 +466,11 @@ bool searchBudget(ModuleOp module, const memopt::CompileOptions &flags,
 //===----------------------------------------------------------------------===//
 
 bool compile(MLIRContext &context, const char *argv0) {
-  llvm::Expected<memopt::CompileOptions> parsed = memopt::getCompileOptions();
-  if (!parsed)
-    return fail(llvm::toString(parsed.takeError()));
-  const memopt::CompileOptions &flags = *parsed;
-  memopt::MemoptPipelineOptions options = flags.pipeline;
+  memopt::CompileOptions flags;
+  if (llvm::Error error = memopt::getCompileOptions(flags))
+    return fail(llvm::toString(std::move(error)));
+  memopt::MemoptPipelineOptions options;
+  options.copyOptionValuesFrom(flags.pipeline);
 
   std::string errorMessage;
   std::unique_ptr<llvm::MemoryBuffer> input =
@@ -566,14 +555,8 @@ bool compile(MLIRContext &context, const char *argv0) {
   PassManager lowering(&context, ModuleOp::getOperationName());
   if (failed(applyPassManagerCLOptions(lowering)))
     return false;
-  std::string pipelineError;
-  llvm::raw_string_ostream pipelineErrorStream(pipelineError);
   // On the GPU, errors surface away from their call: name the module scope.
-  if (failed(parsePassPipeline(flags.target == "cuda"
-                                   ? "convert-memopt-to-emitc{emit-scopes=true}"
-                                   : "convert-memopt-to-emitc",
-                               lowering, pipelineErrorStream)))
-    return fail("cannot build the lowering: " + pipelineError);
+  memopt::buildEmitCPipeline(lowering, flags.target == "cuda");
   if (failed(lowering.run(*module)))
     return false;
   std::string stepCpp;
@@ -611,11 +594,11 @@ bool compile(MLIRContext &context, const char *argv0) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  // The passes first: --mlir-print-ir-after and its kin name them.
+  memopt::registerAllPasses();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerAsmPrinterCLOptions();
-  memopt::registerMemoptPasses();
-  memopt::registerMemoptConversionPasses();
   memopt::hideUnrelatedOptions();
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -627,10 +610,7 @@ int main(int argc, char **argv) {
       "prints the memory report.\n");
 
   DialectRegistry registry;
-  registry.insert<memopt::MemoptDialect, arith::ArithDialect,
-                  bufferization::BufferizationDialect, emitc::EmitCDialect,
-                  func::FuncDialect, memref::MemRefDialect, scf::SCFDialect,
-                  shard::ShardDialect, tensor::TensorDialect>();
+  memopt::registerAllDialects(registry);
   MLIRContext context(registry);
   // One message per problem: no dump of the failing operation after each
   // error unless --mlir-print-op-on-diagnostic asks for it.

@@ -6,20 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "memopt/Conversion/Passes.h"
-#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
-#include "memopt/Dialect/Memopt/Transforms/Passes.h"
 #include "memopt/Pipelines/Pipelines.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
-#include "mlir/Dialect/EmitC/IR/EmitC.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Shard/IR/ShardDialect.h"
-#include "mlir/Dialect/Shard/IR/ShardOps.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
@@ -44,16 +32,10 @@ int main(int argc, char **argv) {
   argv = args.data();
 
   mlir::registerTransformsPasses();
-  memopt::registerMemoptPasses();
-  memopt::registerMemoptConversionPasses();
-  memopt::registerMemoptPipelines();
+  memopt::registerAllPasses();
 
   mlir::DialectRegistry registry;
-  registry.insert<memopt::MemoptDialect, mlir::arith::ArithDialect,
-                  mlir::bufferization::BufferizationDialect,
-                  mlir::emitc::EmitCDialect, mlir::func::FuncDialect,
-                  mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
-                  mlir::shard::ShardDialect, mlir::tensor::TensorDialect>();
+  memopt::registerAllDialects(registry);
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "memopt optimizer driver\n", registry));
 }

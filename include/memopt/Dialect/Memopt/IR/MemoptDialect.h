@@ -60,7 +60,9 @@ llvm::FailureOr<mlir::FunctionOpInterface>
 findTrainStep(mlir::ModuleOp module, llvm::StringRef purpose);
 
 /// The loss scaling recorded by `memopt.loss_scale` on a `memopt.loss`
-/// function (docs/MixedPrecision.md), with GradScaler's parameters.
+/// function (docs/MixedPrecision.md), with GradScaler's parameters. Its
+/// defaults are the only copy of GradScaler's: --memopt-mixed-precision's
+/// and the pipeline's options take theirs from here.
 struct LossScaleConfig {
   /// Dynamic (GradScaler) or static (a constant scale).
   bool dynamic = true;

@@ -122,13 +122,17 @@ def MixedPrecisionPass : Pass<"memopt-mixed-precision", "mlir::ModuleOp"> {
     Option<"lossScale", "loss-scale", "std::string", /*default=*/"\"\"",
            "dynamic, none or a static scale (a positive number); the "
            "default is none for bf16 and dynamic for f16">,
-    Option<"lossScaleInit", "loss-scale-init", "double", /*default=*/"65536.0",
+    Option<"lossScaleInit", "loss-scale-init", "double",
+           /*default=*/"::memopt::LossScaleConfig().scale",
            "Dynamic loss scaling: the initial scale">,
-    Option<"growthFactor", "growth-factor", "double", /*default=*/"2.0",
+    Option<"growthFactor", "growth-factor", "double",
+           /*default=*/"::memopt::LossScaleConfig().growthFactor",
            "Dynamic loss scaling: the factor the scale grows by">,
-    Option<"backoffFactor", "backoff-factor", "double", /*default=*/"0.5",
+    Option<"backoffFactor", "backoff-factor", "double",
+           /*default=*/"::memopt::LossScaleConfig().backoffFactor",
            "Dynamic loss scaling: the factor the scale shrinks by on overflow">,
-    Option<"growthInterval", "growth-interval", "int64_t", /*default=*/"2000",
+    Option<"growthInterval", "growth-interval", "int64_t",
+           /*default=*/"::memopt::LossScaleConfig().growthInterval",
            "Dynamic loss scaling: successive good steps before the scale grows">
   ];
   let statistics = [
