@@ -123,23 +123,59 @@ llvm::StringRef memopt::getReportedScope(Operation *op) {
   return "";
 }
 
+/// What the steps of the account share while it is built: the liveness,
+/// the argument that receives the loss, the scratch buffer of each
+/// allocation, the kernels in program order with their indices, the
+/// kernels that write each buffer, and the low-precision parameter copies.
+struct MemoryAccount::Walk {
+  explicit Walk(Operation *op) : liveness(op), numOps(liveness.getNumOps()) {}
+
+  /// The buffer `value` is (a view of), if it is a scratch buffer.
+  std::optional<unsigned> lookupBuffer(Value value) const {
+    auto it = bufferOf.find(getRootBuffer(value));
+    if (it == bufferOf.end())
+      return std::nullopt;
+    return it->second;
+  }
+
+  BufferLiveness liveness;
+  int64_t numOps;
+  Value lossArgument;
+  llvm::DenseMap<Value, unsigned> bufferOf;
+  SmallVector<std::pair<KernelOp, int64_t>> kernels;
+  std::vector<SmallVector<KernelOp, 1>> writers;
+  /// One copy per parameter and element type, however often it is made.
+  llvm::DenseMap<std::pair<unsigned, Type>, int64_t> copyBytes;
+};
+
 MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
   assert(alignment >= 1 && "alignment must be positive");
-  BufferLiveness liveness(op);
-  int64_t numOps = liveness.getNumOps();
-  timeline.resize(numOps);
+  Walk walk(op);
+  timeline.resize(walk.numOps);
   op->walk<WalkOrder::PreOrder>([&](Operation *nested) {
-    int64_t index = liveness.getIndex(nested);
+    int64_t index = walk.liveness.getIndex(nested);
     if (index >= 0)
       timeline[index].op = nested;
   });
-
   if (auto arena =
           op->getAttrOfType<IntegerAttr>(MemoptDialect::kArenaBytesAttrName))
     arenaBytes = arena.getInt();
 
-  // 1. Arguments, by role.
-  Value lossArgument;
+  countArguments(walk, op);
+  collectBuffers(walk, op);
+  markGradients(walk);
+  markParamCopies(walk, op);
+  countModelState(walk);
+  computeTimeline(walk, alignment);
+  collectSavedActivations();
+  countFlops(walk);
+  LLVM_DEBUG(llvm::dbgs() << "memory account: " << buffers.size()
+                          << " buffers, peak at " << peakIndex << ", LB "
+                          << lowerBoundBytes << "\n");
+}
+
+/// 1. Arguments, by role; the parameters' count and the loss argument.
+void MemoryAccount::countArguments(Walk &walk, Operation *op) {
   if (auto func = dyn_cast<FunctionOpInterface>(op)) {
     for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
       auto role = func.getArgAttrOfType<StringAttr>(
@@ -163,14 +199,16 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
                     : memref.getNumElements());
       }
       if (role && role.getValue() == "loss" && !func.isExternal() &&
-          !lossArgument)
-        lossArgument = func.getArgument(index);
+          !walk.lossArgument)
+        walk.lossArgument = func.getArgument(index);
     }
   }
+}
 
-  // 2. Scratch buffers, their producers and writers.
-  llvm::DenseMap<Value, unsigned> bufferOf;
-  for (const BufferInterval &interval : liveness.getBuffers()) {
+/// 2. Scratch buffers, their producers, writers and scopes; where the
+/// forward ends and the backward starts.
+void MemoryAccount::collectBuffers(Walk &walk, Operation *op) {
+  for (const BufferInterval &interval : walk.liveness.getBuffers()) {
     memref::AllocOp alloc = interval.alloc;
     AccountedBuffer buffer;
     buffer.interval = interval;
@@ -179,29 +217,22 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
     if (auto offset =
             alloc->getAttrOfType<IntegerAttr>(MemoptDialect::kOffsetAttrName))
       buffer.offset = offset.getInt();
-    bufferOf[alloc.getResult()] = buffers.size();
+    walk.bufferOf[alloc.getResult()] = buffers.size();
     buffers.push_back(std::move(buffer));
   }
-  auto lookupBuffer = [&](Value value) -> std::optional<unsigned> {
-    auto it = bufferOf.find(getRootBuffer(value));
-    if (it == bufferOf.end())
-      return std::nullopt;
-    return it->second;
-  };
 
-  SmallVector<std::pair<KernelOp, int64_t>> kernels;
   op->walk<WalkOrder::PreOrder>([&](KernelOp kernel) {
-    kernels.emplace_back(kernel, liveness.getIndex(kernel));
+    walk.kernels.emplace_back(kernel, walk.liveness.getIndex(kernel));
   });
-  std::vector<SmallVector<KernelOp, 1>> writers(buffers.size());
-  for (auto [kernel, index] : kernels) {
+  walk.writers.resize(buffers.size());
+  for (auto [kernel, index] : walk.kernels) {
     for (Value out : kernel.getOuts()) {
-      if (lossArgument && out == lossArgument && lossIndex < 0)
+      if (walk.lossArgument && out == walk.lossArgument && lossIndex < 0)
         lossIndex = index;
-      std::optional<unsigned> id = lookupBuffer(out);
+      std::optional<unsigned> id = walk.lookupBuffer(out);
       if (!id)
         continue;
-      writers[*id].push_back(kernel);
+      walk.writers[*id].push_back(kernel);
       AccountedBuffer &buffer = buffers[*id];
       if (!buffer.producer) {
         buffer.producer = kernel;
@@ -214,16 +245,16 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
   // ranks); the forward of each micro-batch ends where the accumulator is
   // updated, inside the loop.
   if (lossIndex >= 0)
-    for (auto [kernel, index] : kernels)
+    for (auto [kernel, index] : walk.kernels)
       if (index == lossIndex &&
           (kernel.getKernel() == "memopt.reshape" ||
            kernel.getKernel() == "shard.all_reduce") &&
           kernel.getIns().size() == 1)
-        if (std::optional<unsigned> id = lookupBuffer(kernel.getIns()[0]))
-          for (KernelOp writer : writers[*id])
+        if (std::optional<unsigned> id = walk.lookupBuffer(kernel.getIns()[0]))
+          for (KernelOp writer : walk.writers[*id])
             if (writer->getParentOfType<scf::ForOp>() &&
-                liveness.getIndex(writer) < lossIndex) {
-              lossIndex = liveness.getIndex(writer);
+                walk.liveness.getIndex(writer) < lossIndex) {
+              lossIndex = walk.liveness.getIndex(writer);
               break;
             }
   for (AccountedBuffer &buffer : buffers) {
@@ -232,23 +263,26 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
       buffer.scope = buffer.interval.scope.getValue().str();
   }
   if (lossIndex >= 0)
-    for (auto [kernel, index] : kernels)
+    for (auto [kernel, index] : walk.kernels)
       if (index > lossIndex) {
         firstBackwardIndex = index;
         break;
       }
+}
 
+/// 2. (cont.) Gradient buffers.
+void MemoryAccount::markGradients(Walk &walk) {
   // Gradients: the update's `grad` operand, then backwards through the
-  // kernels of the backward pass that only sum, copy or rescale gradients.
+  // walk.kernels of the backward pass that only sum, copy or rescale gradients.
   SmallVector<unsigned> worklist;
   auto markGrad = [&](Value value) {
-    std::optional<unsigned> id = lookupBuffer(value);
+    std::optional<unsigned> id = walk.lookupBuffer(value);
     if (!id || buffers[*id].pool == MemoryPoolKind::Grads)
       return;
     buffers[*id].pool = MemoryPoolKind::Grads;
     worklist.push_back(*id);
   };
-  for (auto [kernel, index] : kernels) {
+  for (auto [kernel, index] : walk.kernels) {
     llvm::StringRef name = kernel.getKernel();
     if ((name == "memopt.adamw_update" || name == "memopt.sgd_update") &&
         kernel.getIns().size() >= 2)
@@ -256,8 +290,8 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
   }
   while (!worklist.empty()) {
     unsigned id = worklist.pop_back_val();
-    for (KernelOp writer : writers[id]) {
-      if (liveness.getIndex(writer) <= lossIndex)
+    for (KernelOp writer : walk.writers[id]) {
+      if (walk.liveness.getIndex(writer) <= lossIndex)
         continue;
       llvm::StringRef name = writer.getKernel();
       auto ins = writer.getIns();
@@ -270,20 +304,22 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
       } else if (name == "memopt.unscale") {
         // unscale(scale, d_1..d_n) -> (g_1..g_n, found_inf).
         for (auto [position, out] : llvm::enumerate(writer.getOuts()))
-          if (lookupBuffer(out) == id && position + 1 < ins.size())
+          if (walk.lookupBuffer(out) == id && position + 1 < ins.size())
             markGrad(ins[position + 1]);
       }
     }
   }
+}
 
+/// 2. (cont.) Low-precision parameter copies and their f32 masters.
+void MemoryAccount::markParamCopies(Walk &walk, Operation *op) {
   // Mixed precision: a cast of a "param" argument is the parameter's
   // low-precision copy (pool params) and the argument its f32 master. The
   // model state counts one copy per parameter and element type, however
   // often it is made (rematerialization recomputes copies).
-  llvm::DenseMap<std::pair<unsigned, Type>, int64_t> copyBytes;
   if (auto func = dyn_cast<FunctionOpInterface>(op); func && !func.isExternal()) {
     llvm::SmallDenseSet<unsigned> masters;
-    for (auto [kernel, index] : kernels) {
+    for (auto [kernel, index] : walk.kernels) {
       if (kernel.getKernel() != "memopt.cast" || kernel.getIns().size() != 1 ||
           kernel.getOuts().size() != 1)
         continue;
@@ -296,12 +332,13 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
               stringifyArgumentRole(ArgumentRole::Param) ||
           func.getArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName))
         continue;
-      if (std::optional<unsigned> id = lookupBuffer(kernel.getOuts()[0])) {
+      if (std::optional<unsigned> id = walk.lookupBuffer(kernel.getOuts()[0])) {
         buffers[*id].pool = MemoryPoolKind::Params;
         Type copyType = kernel.getOuts()[0].getType();
         if (auto shaped = dyn_cast<ShapedType>(copyType))
           copyType = shaped.getElementType();
-        copyBytes[{arg.getArgNumber(), copyType}] = buffers[*id].getSizeBytes();
+        walk.copyBytes[{arg.getArgNumber(), copyType}] =
+            buffers[*id].getSizeBytes();
       }
       masters.insert(arg.getArgNumber());
     }
@@ -315,25 +352,28 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
               bytes);
     }
   }
+}
 
+/// The model state: weights, master weights, optimizer state, gradients.
+void MemoryAccount::countModelState(Walk &walk) {
   modelState.weights =
       argumentBytes[static_cast<unsigned>(MemoryPoolKind::Params)];
   modelState.masterWeights =
       argumentBytes[static_cast<unsigned>(MemoryPoolKind::MasterParams)];
   modelState.optimizer =
       argumentBytes[static_cast<unsigned>(MemoryPoolKind::Optimizer)];
-  for (const auto &entry : copyBytes)
+  for (const auto &entry : walk.copyBytes)
     modelState.weights = saturatingAdd(modelState.weights, entry.second);
   // A gradient that ZeRO stage 1 scatters after the loop is held whole
   // until then: the step's gradient is the scattered buffer.
   auto getHeldGradient = [&](Value grad) {
-    std::optional<unsigned> id = lookupBuffer(grad);
-    while (id && writers[*id].size() == 1 &&
+    std::optional<unsigned> id = walk.lookupBuffer(grad);
+    while (id && walk.writers[*id].size() == 1 &&
            llvm::is_contained({llvm::StringRef("shard.reduce_scatter"),
                                llvm::StringRef("memopt.slice_grad")},
-                              writers[*id].front().getKernel())) {
+                              walk.writers[*id].front().getKernel())) {
       std::optional<unsigned> source =
-          lookupBuffer(writers[*id].front().getIns()[0]);
+          walk.lookupBuffer(walk.writers[*id].front().getIns()[0]);
       if (!source)
         break;
       id = source;
@@ -343,7 +383,7 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
   // (Counted once per buffer: data parallelism's flat buffer holds every
   // gradient.)
   llvm::SmallDenseSet<unsigned> heldGradients;
-  for (auto [kernel, index] : kernels) {
+  for (auto [kernel, index] : walk.kernels) {
     llvm::StringRef name = kernel.getKernel();
     if ((name == "memopt.adamw_update" || name == "memopt.sgd_update") &&
         kernel.getIns().size() >= 2)
@@ -352,16 +392,18 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
         modelState.grads = saturatingAdd(modelState.grads,
                                          buffers[*id].getSizeBytes());
   }
+}
 
-  // 3. Live scratch bytes per program point, and the peak.
-  SmallVector<int64_t> gradDelta(numOps + 1, 0), activationDelta(numOps + 1, 0),
-      paramDelta(numOps + 1, 0);
+/// 3. Live scratch bytes per program point, the peak and the lower bound.
+void MemoryAccount::computeTimeline(Walk &walk, int64_t alignment) {
+  SmallVector<int64_t> gradDelta(walk.numOps + 1, 0),
+      activationDelta(walk.numOps + 1, 0), paramDelta(walk.numOps + 1, 0);
   std::vector<Buffer> problem;
   for (const AccountedBuffer &buffer : buffers) {
     const BufferInterval &interval = buffer.interval;
     int64_t size = buffer.getSizeBytes();
     if (size <= 0 || interval.start < 0 || interval.end < interval.start ||
-        interval.end >= numOps)
+        interval.end >= walk.numOps)
       continue;
     SmallVector<int64_t> &delta =
         buffer.pool == MemoryPoolKind::Grads    ? gradDelta
@@ -372,7 +414,7 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
     problem.push_back({interval.id, interval.start, interval.end + 1, size});
   }
   int64_t grads = 0, activations = 0, paramCopies = 0;
-  for (int64_t index = 0; index < numOps; ++index) {
+  for (int64_t index = 0; index < walk.numOps; ++index) {
     grads += gradDelta[index];
     activations += activationDelta[index];
     paramCopies += paramDelta[index];
@@ -401,8 +443,10 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
     poolsAtPeak[static_cast<unsigned>(MemoryPoolKind::Params)] +=
         timeline[peakIndex].params;
   }
+}
 
-  // 4. Activations saved for the backward pass, by scope.
+/// 4. Activations saved for the backward pass, by scope.
+void MemoryAccount::collectSavedActivations() {
   if (firstBackwardIndex >= 0) {
     llvm::StringMap<int64_t> saved;
     for (const AccountedBuffer &buffer : buffers)
@@ -418,9 +462,11 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
       return a.second != b.second ? a.second > b.second : a.first < b.first;
     });
   }
+}
 
-  // 5. FLOPs.
-  for (auto [kernel, index] : kernels) {
+/// 5. FLOPs.
+void MemoryAccount::countFlops(Walk &walk) {
+  for (auto [kernel, index] : walk.kernels) {
     OpCost cost = getOpCost(kernel);
     int64_t flops = cost.flops;
     fused.recomputeFlops = saturatingAdd(fused.recomputeFlops,
@@ -437,9 +483,6 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
     else
       backwardFlops = saturatingAdd(backwardFlops, flops);
   }
-  LLVM_DEBUG(llvm::dbgs() << "memory account: " << buffers.size()
-                          << " buffers, peak at " << peakIndex << ", LB "
-                          << lowerBoundBytes << "\n");
 }
 
 int64_t MemoryAccount::getTotalBytesAtPeak() const {

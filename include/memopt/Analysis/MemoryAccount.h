@@ -234,6 +234,18 @@ public:
   void print(llvm::raw_ostream &os) const;
 
 private:
+  /// The steps of the constructor (the file comment of MemoryAccount.cpp),
+  /// and what they share.
+  struct Walk;
+  void countArguments(Walk &walk, mlir::Operation *op);
+  void collectBuffers(Walk &walk, mlir::Operation *op);
+  void markGradients(Walk &walk);
+  void markParamCopies(Walk &walk, mlir::Operation *op);
+  void countModelState(Walk &walk);
+  void computeTimeline(Walk &walk, int64_t alignment);
+  void collectSavedActivations();
+  void countFlops(Walk &walk);
+
   std::optional<int64_t> arenaBytes;
   int64_t lowerBoundBytes = 0;
   PoolBytes argumentBytes{};
