@@ -124,6 +124,37 @@ __device__ __forceinline__ float blockMax(float v, float *shared) {
   return best;
 }
 
+/// The maximum of a row of `n` values and the sum of exp(value - maximum),
+/// over the block (every thread gets both): the two parts of a stable
+/// log-sum-exp, shared by softmax and cross-entropy.
+template <typename T>
+__device__ __forceinline__ float2 rowMaxExpSum(const T *row, int64_t n,
+                                               float *shared) {
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    m = fmaxf(m, toF32(row[j]));
+  m = blockMax(m, shared);
+  float s = 0.0f;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    s += expf(toF32(row[j]) - m);
+  return make_float2(m, blockSum(s, shared));
+}
+
+/// The launch shapes of the row and column reductions (Reduce.cu, Norm.cu,
+/// Loss.cu, LinearLoss.cu): a block of kRowBlock threads per row when the
+/// reduced elements are contiguous, kColTile columns x kColRows row-threads
+/// when they are strided. Fixed, so that every sum has one order run to run.
+constexpr int kRowBlock = 256;
+constexpr int kColTile = 32;
+constexpr int kColRows = 8;
+
+/// The grid of a block-per-row kernel over `rows` rows (at least one block;
+/// the kernels stride over rows beyond the grid).
+inline unsigned rowGrid(int64_t rows) {
+  return static_cast<unsigned>(rows < 65535 * 16 ? (rows > 0 ? rows : 1)
+                                                 : 65535 * 16);
+}
+
 /// Records a device-side error; the first one wins.
 __device__ __forceinline__ void raiseDeviceError(memopt_device_error *error,
                                                  int code, int site,

@@ -37,14 +37,8 @@ using namespace memopt::cuda;
 
 namespace {
 
-constexpr int kRowBlock = 256;
-constexpr int kColTile = 32;
-constexpr int kColRows = 16;
-
-unsigned rowGrid(int64_t rows) {
-  return static_cast<unsigned>(rows < 65535 * 16 ? (rows > 0 ? rows : 1)
-                                                 : 65535 * 16);
-}
+/// Row-threads of the bias gradient's column sums (kColTile columns each).
+constexpr int kBiasRows = 16;
 
 uint64_t round256(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -224,23 +218,23 @@ __global__ void chunkGradKernel(float *logits, T *rounded, const T *bias,
   }
 }
 
-/// out[j] = sum over rows of x[r, j], rounded once: 32 columns x kColRows
+/// out[j] = sum over rows of x[r, j], rounded once: 32 columns x kBiasRows
 /// row-threads a block, fixed order.
 template <typename T>
 __global__ void columnSumKernel(const float *x, int64_t rows, int64_t width,
                                 T *out) {
-  __shared__ float partial[kColRows][kColTile + 1];
+  __shared__ float partial[kBiasRows][kColTile + 1];
   int tx = threadIdx.x, ty = threadIdx.y;
   int64_t col = blockIdx.x * int64_t(kColTile) + tx;
   float acc = 0.0f;
   if (col < width)
-    for (int64_t r = ty; r < rows; r += kColRows)
+    for (int64_t r = ty; r < rows; r += kBiasRows)
       acc += x[r * width + col];
   partial[ty][tx] = acc;
   __syncthreads();
   if (ty == 0 && col < width) {
     float total = partial[0][tx];
-    for (int r = 1; r < kColRows; ++r)
+    for (int r = 1; r < kBiasRows; ++r)
       total += partial[r][tx];
     out[col] = fromF32<T>(total);
   }
@@ -412,7 +406,7 @@ void memopt_linear_cross_entropy_grad(
       if (grad_bias) {
         columnSumKernel<T>
             <<<static_cast<unsigned>((width + kColTile - 1) / kColTile),
-               dim3(kColTile, kColRows), 0, ctx->stream>>>(
+               dim3(kColTile, kBiasRows), 0, ctx->stream>>>(
                 parts.logits, rows, width, static_cast<T *>(grad_bias) + c0);
         checkLaunch(ctx, entry, "columnSumKernel");
       }

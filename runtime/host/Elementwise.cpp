@@ -1,10 +1,8 @@
-//===- Elementwise.cpp - host elementwise kernels and reductions ----------===//
+//===- Elementwise.cpp - host elementwise kernels -------------------------===//
 //
-// Unary, binary and scalar arithmetic, activation gradients, clamp and
-// reductions.
-// Every kernel stages f16/bf16 operands in f32, computes in f32 (reductions
-// accumulate in double, sequentially, so results do not depend on
-// threading), and rounds once into the output dtype.
+// Unary, binary and scalar arithmetic, activation gradients and clamp.
+// Every kernel stages f16/bf16 operands in f32, computes in f32 and rounds
+// once into the output dtype.
 //
 //===----------------------------------------------------------------------===//
 
@@ -209,43 +207,5 @@ void memopt_clamp_grad(memopt_context *ctx, memopt_dtype dtype,
   F32Output y(ctx, dtype, out, n);
   for (int64_t i = 0; i < n; ++i)
     y[i] = clampPasses(x[i], l, h, inclusive != 0) ? g[i] : 0.0f;
-  y.commit();
-}
-
-void memopt_reduce(memopt_context *ctx, memopt_reduce_op op,
-                   memopt_dtype in_dtype, const void *input,
-                   memopt_dtype out_dtype, void *out, int64_t outer,
-                   int64_t reduced, int64_t inner) {
-  const char *entry = "memopt_reduce";
-  if (!checkReduce(ctx, entry, op, in_dtype, input, out_dtype, out, outer,
-                   reduced, inner))
-    return;
-  int64_t total = outer * reduced * inner;
-  F32Input x(ctx, in_dtype, input, total);
-  F32Output y(ctx, out_dtype, out, outer * inner);
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < inner; ++i) {
-      const float *row = x.get() + o * reduced * inner + i;
-      if (op == MEMOPT_REDUCE_MAX) {
-        float best = row[0];
-        for (int64_t r = 1; r < reduced; ++r) {
-          float v = row[r * inner];
-          if (std::isnan(v) || v > best)
-            best = v;
-          if (std::isnan(best))
-            break;
-        }
-        y[o * inner + i] = best;
-        continue;
-      }
-      double sum = 0.0;
-      for (int64_t r = 0; r < reduced; ++r)
-        sum += row[r * inner];
-      if (op == MEMOPT_REDUCE_MEAN)
-        sum = reduced ? sum / static_cast<double>(reduced)
-                      : std::numeric_limits<double>::quiet_NaN();
-      y[o * inner + i] = static_cast<float>(sum);
-    }
-  }
   y.commit();
 }
