@@ -465,56 +465,133 @@ static void flattenAllReduces(Block &body, OpBuilder &builder,
   }
 }
 
-LogicalResult BufferizePass::bufferize(func::FuncOp func) {
-  SmallVector<unsigned> updated;
-  if (failed(checkTrainStep(func, updated)))
-    return failure();
+namespace {
 
-  MLIRContext *ctx = &getContext();
-  bool reuseInPlace = reuse && inPlace;
-  bool reuseViews = reuse && aliasReshapes;
-  Block &body = func.getBody().front();
-  auto returnOp = cast<func::ReturnOp>(body.getTerminator());
-  unsigned numArgs = func.getNumArguments();
+/// Bufferizes one train step: the steps of the file comment, and the state
+/// they share (each value's buffer, each buffer's storage and last read).
+class StepBufferizer {
+public:
+  StepBufferizer(func::FuncOp func, bool reuse, bool inPlace,
+                 bool aliasReshapes)
+      : ctx(func.getContext()), func(func), body(func.getBody().front()),
+        returnOp(cast<func::ReturnOp>(body.getTerminator())),
+        numArgs(func.getNumArguments()), reuseInPlace(reuse && inPlace),
+        reuseViews(reuse && aliasReshapes), b(ctx), builder(ctx) {}
 
-  // 1. Destinations: the argument each in-place value is written into
-  // (numArgs stands for the new loss argument), and the copies into updated
-  // arguments at the end, as (source value, argument index).
+  /// Rewrites the step; `updated` are the arguments it returns new values
+  /// of (checkTrainStep).
+  LogicalResult run(ArrayRef<unsigned> updated);
+
+  // What was made, for the pass's statistics.
+  unsigned numKernels = 0, numAllocs = 0, numCopies = 0, reused = 0, views = 0;
+  size_t getNumInPlace() const { return destination.size(); }
+
+private:
+  /// 1. The argument each in-place value is written into, and the copies.
+  LogicalResult chooseDestinations(ArrayRef<unsigned> updated);
+  /// The new signature: memrefs, plus the loss, and no results.
+  LogicalResult convertSignature();
+  /// The returned values, and the program positions of the ops.
+  void numberPositions();
+  /// 2. Kernels, views and loops for the ops of `block`.
+  LogicalResult bufferizeBlock(Block &block);
+  /// A micro-batch view: a dynamic offset into its source's buffer.
+  LogicalResult bufferizeSlice(tensor::ExtractSliceOp slice);
+  /// The micro-batch loop: accumulators become buffers updated in place
+  /// across iterations; body values get buffers in the body.
+  LogicalResult bufferizeLoop(scf::ForOp loop);
+  /// A reshape whose result has no destination: a view of its operand's
+  /// buffer, unless it is a returned view of an argument. False when it
+  /// stays a copy.
+  bool bufferizeReshapeAsView(Operation &op);
+  /// Any other op: a kernel (or one per run of reduced dimensions) writing
+  /// into its destination, a dying operand or a new buffer.
+  void bufferizeKernel(Operation &op);
+  /// The copies into updated arguments, the return, the tensor ops erased,
+  /// the flat gradient buffer and 3. the deallocations.
+  void finish();
+
+  /// Whether `value`'s producer may write it into argument `arg`: every
+  /// other reader of the argument comes first. With `reuse`, a reshape may
+  /// become a view of the argument: its users read the argument too
+  /// (counting them for a reshape that stays a copy only makes this more
+  /// conservative).
+  bool canWriteInto(OpResult value, BlockArgument arg);
+  /// A loop's result lives in the loop's accumulator: copied at the end.
+  static bool isKernelResult(Value v) {
+    return isa<OpResult>(v) && !isa<scf::ForOp>(v.getDefiningOp());
+  }
+  int64_t getUsePosition(Value value, Operation *user);
+  int64_t getLastUse(Value value);
+  void store(Value value, Value memref);
+  /// The buffer of an operand of `op` that `result` may overwrite, or null.
+  /// A kernel with several results (the unscale) overwrites an operand only
+  /// when it is a whole buffer or a reshape view (identity layout) and no
+  /// other operand is stored in the same alloc: the runtime reads and writes
+  /// one tensor pair after the other.
+  Value findDyingOperand(Operation &op, OpResult result);
+  Value newAlloc(Location loc, MemRefType type);
+  void copyInto(Location loc, Value from, Value to);
+  /// Whether the producer of `value` (in the loop body) may write it into
+  /// the buffer of the loop's `iterArg`: every other reader of the
+  /// iteration's value comes first, or is the producer and may alias it.
+  bool canWriteIntoIterArg(OpResult value, BlockArgument iterArg);
+
+  MLIRContext *ctx;
+  func::FuncOp func;
+  Block &body;
+  func::ReturnOp returnOp;
+  unsigned numArgs;
+  bool reuseInPlace, reuseViews;
+  Builder b;
+  OpBuilder builder;
+
+  /// The argument each in-place value is written into (numArgs stands for
+  /// the new loss argument), and the copies into updated arguments at the
+  /// end, as (source value, argument index).
   DenseMap<Value, unsigned> destination;
   SmallVector<std::pair<Value, unsigned>> copies;
   DenseMap<unsigned, Value> newValueOf;
+  /// Values returned, directly or through reshapes.
+  DenseSet<Value> returned;
+  /// Program positions of the ops in pre-order (the return is last), and
+  /// the last position inside each loop.
+  DenseMap<Operation *, int64_t> position, loopEnd;
+  /// `buffer` maps each tensor value to the memref holding it, `storageOf`
+  /// each memref to the alloc or argument it lives in, and `storageEnd` each
+  /// alloc to the last position at which a value stored in it is read.
+  /// `loopDestination` maps a value yielded by a loop to the accumulator
+  /// buffer it is written into.
+  DenseMap<Value, Value> buffer, storageOf, loopDestination;
+  DenseMap<Value, int64_t> storageEnd;
+  SmallVector<Value> allocs;
+  SmallVector<Operation *> tensorOps;
+};
+
+} // namespace
+
+LogicalResult StepBufferizer::run(ArrayRef<unsigned> updated) {
+  if (failed(chooseDestinations(updated)) || failed(convertSignature()))
+    return failure();
+  numberPositions();
+  for (BlockArgument arg : body.getArguments())
+    buffer[arg] = storageOf[arg] = arg;
+  if (failed(bufferizeBlock(body)))
+    return failure();
+  finish();
+  LLVM_DEBUG(llvm::dbgs() << "bufferized @" << func.getName() << ": "
+                          << allocs.size() << " buffers, " << destination.size()
+                          << " written in place, " << reused
+                          << " into a dying operand, " << views << " views, "
+                          << copies.size() << " copies\n");
+  return success();
+}
+
+LogicalResult StepBufferizer::chooseDestinations(ArrayRef<unsigned> updated) {
   for (auto [position, argIndex] : llvm::enumerate(updated))
     newValueOf[argIndex] = returnOp.getOperand(position + 1);
 
-  // With `reuse`, a reshape may become a view of the argument: its users
-  // read the argument too (counting them for a reshape that stays a copy only
-  // makes this more conservative).
-  auto canWriteInto = [&](OpResult value, BlockArgument arg) {
-    Operation *producer = value.getOwner();
-    SmallVector<Value> readers = {arg};
-    while (!readers.empty()) {
-      for (OpOperand &use : readers.pop_back_val().getUses()) {
-        Operation *user = body.findAncestorOpInBlock(*use.getOwner());
-        if (user == producer) {
-          if (!mayOverwriteOperand(producer, value.getResultNumber(),
-                                   use.getOperandNumber()))
-            return false;
-          continue;
-        }
-        if (!user->isBeforeInBlock(producer))
-          return false;
-        if (reuseViews && isa<ReshapeOp>(use.getOwner()))
-          readers.push_back(use.getOwner()->getResult(0));
-      }
-    }
-    return true;
-  };
-
   Value loss = returnOp.getOperand(0);
-  // A loop's result lives in the loop's accumulator: copied at the end.
-  auto isKernelResult = [](Value v) {
-    return isa<OpResult>(v) && !isa<scf::ForOp>(v.getDefiningOp());
-  };
   if (isKernelResult(loss))
     destination[loss] = numArgs;
   else
@@ -545,11 +622,12 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
     else
       copies.push_back({value, argIndex});
   }
+  return success();
+}
 
-  // The new signature: memrefs, plus the loss, and no results.
+LogicalResult StepBufferizer::convertSignature() {
   for (BlockArgument arg : body.getArguments())
     arg.setType(toMemRef(arg.getType()));
-  Builder b(ctx);
   NamedAttribute lossAttrs[] = {
       b.getNamedAttr(MemoptDialect::kRoleAttrName, b.getStringAttr("loss")),
       b.getNamedAttr(MemoptDialect::kNameAttrName, b.getStringAttr("loss"))};
@@ -558,10 +636,13 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
           numArgs, lossMemRef, b.getDictionaryAttr(lossAttrs), func.getLoc())))
     return func.emitOpError() << "cannot add the loss argument";
   func.setType(FunctionType::get(ctx, body.getArgumentTypes(), {}));
+  return success();
+}
 
+void StepBufferizer::numberPositions() {
   // Values that are returned, directly or through reshapes: a reshape of an
   // argument among them stays a copy (see the header).
-  DenseSet<Value> returned(llvm::from_range, returnOp.getOperands());
+  returned.insert_range(returnOp.getOperands());
   for (Operation &op : llvm::reverse(body.without_terminator()))
     if (isa<ReshapeOp>(op) && returned.contains(op.getResult(0)))
       returned.insert(op.getOperand(0));
@@ -570,7 +651,6 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
   // last position inside each loop, and the last position at which each
   // value is read: a read inside a loop that the value is not defined in
   // counts at the end of that loop (the next iteration reads it again).
-  DenseMap<Operation *, int64_t> position, loopEnd;
   {
     int64_t next = 0;
     func.walk<WalkOrder::PreOrder>([&](Operation *op) {
@@ -581,319 +661,323 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
       loopEnd[loop] = position.lookup(loop.getBody()->getTerminator());
     });
   }
-  auto getUsePosition = [&](Value value, Operation *user) {
-    Operation *ancestor = value.getParentBlock()->findAncestorOpInBlock(*user);
-    if (ancestor && ancestor != user)
-      return loopEnd.lookup(ancestor);
-    return position.lookup(user);
-  };
-  auto getLastUse = [&](Value value) {
-    int64_t last = -1;
-    if (Operation *producer = value.getDefiningOp())
-      last = position.lookup(producer);
-    for (Operation *user : value.getUsers())
-      last = std::max(last, getUsePosition(value, user));
-    return last;
-  };
+}
 
-  // 2. Kernels. `buffer` maps each tensor value to the memref holding it,
-  // `storageOf` each memref to the alloc or argument it lives in, and
-  // `storageEnd` each alloc to the last position at which a value stored in
-  // it is read. `loopDestination` maps a value yielded by a loop to the
-  // accumulator buffer it is written into.
-  DenseMap<Value, Value> buffer, storageOf, loopDestination;
-  DenseMap<Value, int64_t> storageEnd;
-  for (BlockArgument arg : body.getArguments())
-    buffer[arg] = storageOf[arg] = arg;
-  auto store = [&](Value value, Value memref) {
-    buffer[value] = memref;
-    Value storage = storageOf.lookup(memref);
-    if (storage.getDefiningOp<memref::AllocOp>())
-      storageEnd[storage] = std::max(storageEnd[storage], getLastUse(value));
-  };
-  // The buffer of an operand of `op` that `result` may overwrite, or null.
-  // A kernel with several results (the unscale) overwrites an operand only
-  // when it is a whole buffer or a reshape view (identity layout) and no
-  // other operand is stored in the same alloc: the runtime reads and writes
-  // one tensor pair after the other.
-  auto findDyingOperand = [&](Operation &op, OpResult result) -> Value {
-    if (!reuseInPlace)
-      return Value();
-    for (unsigned index : getReusableOperands(&op, result.getResultNumber())) {
-      Value operand = op.getOperand(index);
-      Value memref = buffer.lookup(operand);
-      Value storage = storageOf.lookup(memref);
-      if (operand.getType() != result.getType() ||
-          !storage.getDefiningOp<memref::AllocOp>() ||
-          storageEnd.lookup(storage) != position.lookup(&op))
-        continue;
-      if (op.getNumResults() > 1 &&
-          (!cast<MemRefType>(memref.getType()).getLayout().isIdentity() ||
-           llvm::any_of(op.getOpOperands(), [&](OpOperand &other) {
-             return other.getOperandNumber() != index &&
-                    storageOf.lookup(buffer.lookup(other.get())) == storage;
-           })))
-        continue;
-      return memref;
-    }
-    return Value();
-  };
-  SmallVector<Value> allocs;
-  SmallVector<Operation *> tensorOps;
-  unsigned reused = 0, views = 0;
-  OpBuilder builder(ctx);
-  auto newAlloc = [&](Location loc, MemRefType type) {
-    Value out = memref::AllocOp::create(builder, loc, type);
-    allocs.push_back(out);
-    storageOf[out] = out;
-    ++numAllocs;
-    return out;
-  };
-  auto copyInto = [&](Location loc, Value from, Value to) {
-    KernelOp::create(builder, loc, ReshapeOp::getOperationName(),
-                     ValueRange{from}, ValueRange{to},
-                     b.getDictionaryAttr({}));
-    ++numCopies;
-  };
-
-  // Whether the producer of `value` (in the loop body) may write it into the
-  // buffer of the loop's `iterArg`: every other reader of the iteration's
-  // value comes first, or is the producer and may alias it.
-  auto canWriteIntoIterArg = [&](OpResult value, BlockArgument iterArg) {
-    Operation *producer = value.getOwner();
-    if (producer->getBlock() != iterArg.getOwner())
-      return false;
-    for (OpOperand &use : iterArg.getUses()) {
-      Operation *user =
-          iterArg.getOwner()->findAncestorOpInBlock(*use.getOwner());
+bool StepBufferizer::canWriteInto(OpResult value, BlockArgument arg) {
+  Operation *producer = value.getOwner();
+  SmallVector<Value> readers = {arg};
+  while (!readers.empty()) {
+    for (OpOperand &use : readers.pop_back_val().getUses()) {
+      Operation *user = body.findAncestorOpInBlock(*use.getOwner());
       if (user == producer) {
         if (!mayOverwriteOperand(producer, value.getResultNumber(),
                                  use.getOperandNumber()))
           return false;
         continue;
       }
-      if (!user->isBeforeInBlock(producer) || isa<ReshapeOp>(user))
+      if (!user->isBeforeInBlock(producer))
         return false;
+      if (reuseViews && isa<ReshapeOp>(use.getOwner()))
+        readers.push_back(use.getOwner()->getResult(0));
     }
-    return true;
-  };
+  }
+  return true;
+}
 
-  std::function<LogicalResult(Block &)> bufferizeBlock =
-      [&](Block &block) -> LogicalResult {
-    for (Operation &op : llvm::make_early_inc_range(block.without_terminator())) {
-      builder.setInsertionPoint(&op);
-      if (isa<arith::ConstantIndexOp, arith::MulIOp, arith::AddIOp>(op))
-        continue;
-      tensorOps.push_back(&op);
+int64_t StepBufferizer::getUsePosition(Value value, Operation *user) {
+  Operation *ancestor = value.getParentBlock()->findAncestorOpInBlock(*user);
+  if (ancestor && ancestor != user)
+    return loopEnd.lookup(ancestor);
+  return position.lookup(user);
+}
 
-      // A micro-batch view: a dynamic offset into its source's buffer.
-      if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
-        Value source = buffer.lookup(slice.getSource());
-        auto sourceType = cast<MemRefType>(source.getType());
-        if (!sourceType.getLayout().isIdentity())
-          return slice.emitOpError() << "slices a view; expected a buffer";
-        SmallVector<int64_t> strides = sourceType.getStridesAndOffset().first;
-        ArrayRef<int64_t> sizes = slice.getStaticSizes();
-        // Contiguous: only full dimensions after the first partial one,
-        // and dimensions of extent 1 before it.
-        size_t first = 0;
-        while (first < sizes.size() && sizes[first] == 1)
-          ++first;
-        bool contiguous = true;
-        for (size_t d = first + 1; d < sizes.size(); ++d)
-          contiguous &= sizes[d] == sourceType.getDimSize(d);
-        if (!contiguous)
-          return slice.emitOpError()
-                 << "is not a contiguous part of its source";
-        Value offset = arith::ConstantIndexOp::create(builder, op.getLoc(), 0);
-        for (auto [d, ofr] : llvm::enumerate(slice.getMixedOffsets())) {
-          Value term;
-          if (auto v = dyn_cast<Value>(ofr))
-            term = v;
-          else if (int64_t c = *getConstantIntValue(ofr))
-            term = arith::ConstantIndexOp::create(builder, op.getLoc(), c);
-          else
-            continue;
-          Value stride =
-              arith::ConstantIndexOp::create(builder, op.getLoc(), strides[d]);
-          Value scaled =
-              arith::MulIOp::create(builder, op.getLoc(), term, stride);
-          offset = arith::AddIOp::create(builder, op.getLoc(), offset, scaled);
-        }
-        auto type = MemRefType::get(
-            slice.getType().getShape(), sourceType.getElementType(),
-            StridedLayoutAttr::get(ctx, ShapedType::kDynamic, strides));
-        SmallVector<OpFoldResult> viewSizes = llvm::map_to_vector(
-            slice.getType().getShape(),
-            [&](int64_t size) -> OpFoldResult { return b.getIndexAttr(size); });
-        SmallVector<OpFoldResult> viewStrides = llvm::map_to_vector(
-            strides, [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); });
-        Value view = memref::ReinterpretCastOp::create(
-            builder, op.getLoc(), type, source, OpFoldResult(offset), viewSizes,
-            viewStrides);
-        storageOf[view] = storageOf.lookup(source);
-        store(slice.getResult(), view);
-        ++views;
-        continue;
-      }
+int64_t StepBufferizer::getLastUse(Value value) {
+  int64_t last = -1;
+  if (Operation *producer = value.getDefiningOp())
+    last = position.lookup(producer);
+  for (Operation *user : value.getUsers())
+    last = std::max(last, getUsePosition(value, user));
+  return last;
+}
 
-      // The micro-batch loop: accumulators become buffers updated in place
-      // across iterations; body values get buffers in the body.
-      if (auto loop = dyn_cast<scf::ForOp>(op)) {
-        Block *loopBody = loop.getBody();
-        auto yield = cast<scf::YieldOp>(loopBody->getTerminator());
-        SmallVector<Value> accumulators;
-        for (auto [init, iterArg, result, yielded] :
-             llvm::zip(loop.getInitArgs(), loop.getRegionIterArgs(),
-                       loop.getResults(), yield.getOperands())) {
-          Value initBuffer = buffer.lookup(init);
-          Value storage = storageOf.lookup(initBuffer);
-          Value acc;
-          if (isa<OpResult>(init) && init.hasOneUse() &&
-              storage.getDefiningOp<memref::AllocOp>() && storage == initBuffer &&
-              storageEnd.lookup(storage) == position.lookup(loop)) {
-            acc = initBuffer;
-          } else {
-            acc = newAlloc(loop.getLoc(), toMemRef(init.getType()));
-            copyInto(loop.getLoc(), initBuffer, acc);
-          }
-          accumulators.push_back(acc);
-          buffer[iterArg] = acc;
-          storageEnd[acc] =
-              std::max(storageEnd.lookup(acc), loopEnd.lookup(loop));
-          auto yieldedResult = dyn_cast<OpResult>(yielded);
-          if (yieldedResult && !loopDestination.contains(yielded) &&
-              canWriteIntoIterArg(yieldedResult, iterArg))
-            loopDestination[yielded] = acc;
-          // A chain of adds onto the accumulator (one per partial sum,
-          // --memopt-accumulate) updates it in place link by link.
-          SmallVector<Value> chain;
-          for (Value link = yielded;;) {
-            auto add = link.getDefiningOp<AddOp>();
-            if (!add || add->getBlock() != loopBody ||
-                loopDestination.contains(link) != (link == yielded))
-              break;
-            chain.push_back(link);
-            if (add.getLhs() == iterArg) {
-              if (canWriteIntoIterArg(cast<OpResult>(link), iterArg))
-                for (Value v : chain)
-                  loopDestination[v] = acc;
-              break;
-            }
-            link = add.getLhs();
-            if (!link.hasOneUse())
-              break;
-          }
-        }
-        if (failed(bufferizeBlock(*loopBody)))
-          return failure();
-        // Values the body computed elsewhere are copied at its end.
-        builder.setInsertionPoint(yield);
-        for (auto [acc, yielded, iterArg] :
-             llvm::zip(accumulators, yield.getOperands(),
-                       loop.getRegionIterArgs()))
-          if (yielded != iterArg && loopDestination.lookup(yielded) != acc)
-            copyInto(yield.getLoc(), buffer.lookup(yielded), acc);
-        // The loop on buffers: no iter_args.
-        builder.setInsertionPoint(loop);
-        auto newLoop = scf::ForOp::create(builder, loop.getLoc(),
-                                          loop.getLowerBound(),
-                                          loop.getUpperBound(), loop.getStep());
-        for (NamedAttribute attr : loop->getDiscardableAttrs())
-          newLoop->setAttr(attr.getName(), attr.getValue());
-        Block *newBody = newLoop.getBody();
-        newBody->getOperations().splice(newBody->begin(),
-                                        loopBody->getOperations(),
-                                        loopBody->begin(), yield->getIterator());
-        loop.getInductionVar().replaceAllUsesWith(newLoop.getInductionVar());
-        for (auto [result, acc] : llvm::zip(loop.getResults(), accumulators))
-          store(result, acc);
-        continue;
-      }
+void StepBufferizer::store(Value value, Value memref) {
+  buffer[value] = memref;
+  Value storage = storageOf.lookup(memref);
+  if (storage.getDefiningOp<memref::AllocOp>())
+    storageEnd[storage] = std::max(storageEnd[storage], getLastUse(value));
+}
 
-      // A reshape whose result has no destination: a view of its operand's
-      // buffer, unless it is a returned view of an argument.
-      if (auto reshape = dyn_cast<ReshapeOp>(op);
-          reuseViews && reshape && !destination.contains(reshape.getResult()) &&
-          !loopDestination.contains(reshape.getResult())) {
-        Value source = buffer.lookup(reshape.getInput());
-        bool ofArgument = isa<BlockArgument>(storageOf.lookup(source));
-        MemRefType type = toMemRef(reshape.getResult().getType());
-        if (!(ofArgument && returned.contains(reshape.getResult())) &&
-            type.getElementType() ==
-                cast<MemRefType>(source.getType()).getElementType() &&
-            cast<MemRefType>(source.getType()).getLayout().isIdentity()) {
-          SmallVector<int64_t> strides = type.getStridesAndOffset().first;
-          Value view = memref::ReinterpretCastOp::create(
-              builder, op.getLoc(), type, source, /*offset=*/0,
-              type.getShape(), strides);
-          storageOf[view] = storageOf.lookup(source);
-          store(reshape.getResult(), view);
-          ++views;
-          continue;
-        }
-      }
-      SmallVector<Value> outs;
-      for (OpResult result : op.getResults()) {
-        Value out;
-        if (auto it = destination.find(result); it != destination.end()) {
-          out = body.getArgument(it->second);
-        } else if ((out = loopDestination.lookup(result))) {
-        } else if ((out = findDyingOperand(op, result))) {
-          ++reused;
-        } else {
-          out = newAlloc(op.getLoc(), toMemRef(result.getType()));
-        }
-        outs.push_back(out);
-        store(result, out);
-      }
-      // A kernel's scratch is a planned buffer: one more output, dead right
-      // after the kernel.
-      if (std::optional<MemRefType> scratch = getScratchType(&op))
-        outs.push_back(newAlloc(op.getLoc(), *scratch));
-      SmallVector<Value> ins =
-          llvm::map_to_vector(op.getOperands(), [&](Value operand) {
-            return buffer.lookup(operand);
-          });
-      auto emitKernel = [&](ValueRange kernelIns, ValueRange kernelOuts,
-                            DictionaryAttr attrs) {
-        auto kernel =
-            KernelOp::create(builder, op.getLoc(), op.getName().getStringRef(),
-                             kernelIns, kernelOuts, attrs);
-        for (NamedAttribute attr : op.getDiscardableAttrs())
-          kernel->setAttr(attr.getName(), attr.getValue());
-        ++numKernels;
-      };
-      SmallVector<SmallVector<int64_t>> runs = getReductionRuns(&op);
-      if (runs.size() <= 1) {
-        emitKernel(ins, outs, getInherentAttrs(&op));
-        continue;
-      }
-      // One kernel per run, last run first (so that the earlier dimension
-      // numbers stay valid), through f32 intermediates.
-      Value current = ins.front();
-      SmallVector<int64_t> shape(
-          cast<ShapedType>(current.getType()).getShape());
-      for (size_t i = runs.size(); i-- > 0;) {
-        for (int64_t d : llvm::reverse(runs[i]))
-          shape.erase(shape.begin() + d);
-        Value next = outs.front();
-        if (i != 0)
-          next = newAlloc(op.getLoc(), MemRefType::get(shape, b.getF32Type()));
-        emitKernel(current, next,
-                   b.getDictionaryAttr(b.getNamedAttr(
-                       "dims", b.getDenseI64ArrayAttr(runs[i]))));
-        current = next;
-      }
+Value StepBufferizer::findDyingOperand(Operation &op, OpResult result) {
+  if (!reuseInPlace)
+    return Value();
+  for (unsigned index : getReusableOperands(&op, result.getResultNumber())) {
+    Value operand = op.getOperand(index);
+    Value memref = buffer.lookup(operand);
+    Value storage = storageOf.lookup(memref);
+    if (operand.getType() != result.getType() ||
+        !storage.getDefiningOp<memref::AllocOp>() ||
+        storageEnd.lookup(storage) != position.lookup(&op))
+      continue;
+    if (op.getNumResults() > 1 &&
+        (!cast<MemRefType>(memref.getType()).getLayout().isIdentity() ||
+         llvm::any_of(op.getOpOperands(), [&](OpOperand &other) {
+           return other.getOperandNumber() != index &&
+                  storageOf.lookup(buffer.lookup(other.get())) == storage;
+         })))
+      continue;
+    return memref;
+  }
+  return Value();
+}
+
+Value StepBufferizer::newAlloc(Location loc, MemRefType type) {
+  Value out = memref::AllocOp::create(builder, loc, type);
+  allocs.push_back(out);
+  storageOf[out] = out;
+  ++numAllocs;
+  return out;
+}
+
+void StepBufferizer::copyInto(Location loc, Value from, Value to) {
+  KernelOp::create(builder, loc, ReshapeOp::getOperationName(),
+                   ValueRange{from}, ValueRange{to}, b.getDictionaryAttr({}));
+  ++numCopies;
+}
+
+bool StepBufferizer::canWriteIntoIterArg(OpResult value,
+                                         BlockArgument iterArg) {
+  Operation *producer = value.getOwner();
+  if (producer->getBlock() != iterArg.getOwner())
+    return false;
+  for (OpOperand &use : iterArg.getUses()) {
+    Operation *user =
+        iterArg.getOwner()->findAncestorOpInBlock(*use.getOwner());
+    if (user == producer) {
+      if (!mayOverwriteOperand(producer, value.getResultNumber(),
+                               use.getOperandNumber()))
+        return false;
+      continue;
     }
-    return success();
-  };
-  if (failed(bufferizeBlock(body)))
+    if (!user->isBeforeInBlock(producer) || isa<ReshapeOp>(user))
+      return false;
+  }
+  return true;
+}
+
+LogicalResult StepBufferizer::bufferizeBlock(Block &block) {
+  for (Operation &op : llvm::make_early_inc_range(block.without_terminator())) {
+    builder.setInsertionPoint(&op);
+    if (isa<arith::ConstantIndexOp, arith::MulIOp, arith::AddIOp>(op))
+      continue;
+    tensorOps.push_back(&op);
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op)) {
+      if (failed(bufferizeSlice(slice)))
+        return failure();
+    } else if (auto loop = dyn_cast<scf::ForOp>(op)) {
+      if (failed(bufferizeLoop(loop)))
+        return failure();
+    } else if (!bufferizeReshapeAsView(op)) {
+      bufferizeKernel(op);
+    }
+  }
+  return success();
+}
+
+LogicalResult StepBufferizer::bufferizeSlice(tensor::ExtractSliceOp slice) {
+  Operation &op = *slice;
+  Value source = buffer.lookup(slice.getSource());
+  auto sourceType = cast<MemRefType>(source.getType());
+  if (!sourceType.getLayout().isIdentity())
+    return slice.emitOpError() << "slices a view; expected a buffer";
+  SmallVector<int64_t> strides = sourceType.getStridesAndOffset().first;
+  ArrayRef<int64_t> sizes = slice.getStaticSizes();
+  // Contiguous: only full dimensions after the first partial one,
+  // and dimensions of extent 1 before it.
+  size_t first = 0;
+  while (first < sizes.size() && sizes[first] == 1)
+    ++first;
+  bool contiguous = true;
+  for (size_t d = first + 1; d < sizes.size(); ++d)
+    contiguous &= sizes[d] == sourceType.getDimSize(d);
+  if (!contiguous)
+    return slice.emitOpError() << "is not a contiguous part of its source";
+  Value offset = arith::ConstantIndexOp::create(builder, op.getLoc(), 0);
+  for (auto [d, ofr] : llvm::enumerate(slice.getMixedOffsets())) {
+    Value term;
+    if (auto v = dyn_cast<Value>(ofr))
+      term = v;
+    else if (int64_t c = *getConstantIntValue(ofr))
+      term = arith::ConstantIndexOp::create(builder, op.getLoc(), c);
+    else
+      continue;
+    Value stride =
+        arith::ConstantIndexOp::create(builder, op.getLoc(), strides[d]);
+    Value scaled = arith::MulIOp::create(builder, op.getLoc(), term, stride);
+    offset = arith::AddIOp::create(builder, op.getLoc(), offset, scaled);
+  }
+  auto type = MemRefType::get(
+      slice.getType().getShape(), sourceType.getElementType(),
+      StridedLayoutAttr::get(ctx, ShapedType::kDynamic, strides));
+  SmallVector<OpFoldResult> viewSizes = llvm::map_to_vector(
+      slice.getType().getShape(),
+      [&](int64_t size) -> OpFoldResult { return b.getIndexAttr(size); });
+  SmallVector<OpFoldResult> viewStrides = llvm::map_to_vector(
+      strides, [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); });
+  Value view = memref::ReinterpretCastOp::create(builder, op.getLoc(), type,
+                                                 source, OpFoldResult(offset),
+                                                 viewSizes, viewStrides);
+  storageOf[view] = storageOf.lookup(source);
+  store(slice.getResult(), view);
+  ++views;
+  return success();
+}
+
+LogicalResult StepBufferizer::bufferizeLoop(scf::ForOp loop) {
+  Block *loopBody = loop.getBody();
+  auto yield = cast<scf::YieldOp>(loopBody->getTerminator());
+  SmallVector<Value> accumulators;
+  for (auto [init, iterArg, result, yielded] :
+       llvm::zip(loop.getInitArgs(), loop.getRegionIterArgs(),
+                 loop.getResults(), yield.getOperands())) {
+    Value initBuffer = buffer.lookup(init);
+    Value storage = storageOf.lookup(initBuffer);
+    Value acc;
+    if (isa<OpResult>(init) && init.hasOneUse() &&
+        storage.getDefiningOp<memref::AllocOp>() && storage == initBuffer &&
+        storageEnd.lookup(storage) == position.lookup(loop)) {
+      acc = initBuffer;
+    } else {
+      acc = newAlloc(loop.getLoc(), toMemRef(init.getType()));
+      copyInto(loop.getLoc(), initBuffer, acc);
+    }
+    accumulators.push_back(acc);
+    buffer[iterArg] = acc;
+    storageEnd[acc] = std::max(storageEnd.lookup(acc), loopEnd.lookup(loop));
+    auto yieldedResult = dyn_cast<OpResult>(yielded);
+    if (yieldedResult && !loopDestination.contains(yielded) &&
+        canWriteIntoIterArg(yieldedResult, iterArg))
+      loopDestination[yielded] = acc;
+    // A chain of adds onto the accumulator (one per partial sum,
+    // --memopt-accumulate) updates it in place link by link.
+    SmallVector<Value> chain;
+    for (Value link = yielded;;) {
+      auto add = link.getDefiningOp<AddOp>();
+      if (!add || add->getBlock() != loopBody ||
+          loopDestination.contains(link) != (link == yielded))
+        break;
+      chain.push_back(link);
+      if (add.getLhs() == iterArg) {
+        if (canWriteIntoIterArg(cast<OpResult>(link), iterArg))
+          for (Value v : chain)
+            loopDestination[v] = acc;
+        break;
+      }
+      link = add.getLhs();
+      if (!link.hasOneUse())
+        break;
+    }
+  }
+  if (failed(bufferizeBlock(*loopBody)))
     return failure();
-  numInPlace += destination.size();
-  numReused += reused;
-  numViews += views;
+  // Values the body computed elsewhere are copied at its end.
+  builder.setInsertionPoint(yield);
+  for (auto [acc, yielded, iterArg] :
+       llvm::zip(accumulators, yield.getOperands(), loop.getRegionIterArgs()))
+    if (yielded != iterArg && loopDestination.lookup(yielded) != acc)
+      copyInto(yield.getLoc(), buffer.lookup(yielded), acc);
+  // The loop on buffers: no iter_args.
+  builder.setInsertionPoint(loop);
+  auto newLoop =
+      scf::ForOp::create(builder, loop.getLoc(), loop.getLowerBound(),
+                         loop.getUpperBound(), loop.getStep());
+  for (NamedAttribute attr : loop->getDiscardableAttrs())
+    newLoop->setAttr(attr.getName(), attr.getValue());
+  Block *newBody = newLoop.getBody();
+  newBody->getOperations().splice(newBody->begin(), loopBody->getOperations(),
+                                  loopBody->begin(), yield->getIterator());
+  loop.getInductionVar().replaceAllUsesWith(newLoop.getInductionVar());
+  for (auto [result, acc] : llvm::zip(loop.getResults(), accumulators))
+    store(result, acc);
+  return success();
+}
 
+bool StepBufferizer::bufferizeReshapeAsView(Operation &op) {
+  if (auto reshape = dyn_cast<ReshapeOp>(op);
+      reuseViews && reshape && !destination.contains(reshape.getResult()) &&
+      !loopDestination.contains(reshape.getResult())) {
+    Value source = buffer.lookup(reshape.getInput());
+    bool ofArgument = isa<BlockArgument>(storageOf.lookup(source));
+    MemRefType type = toMemRef(reshape.getResult().getType());
+    if (!(ofArgument && returned.contains(reshape.getResult())) &&
+        type.getElementType() ==
+            cast<MemRefType>(source.getType()).getElementType() &&
+        cast<MemRefType>(source.getType()).getLayout().isIdentity()) {
+      SmallVector<int64_t> strides = type.getStridesAndOffset().first;
+      Value view = memref::ReinterpretCastOp::create(builder, op.getLoc(), type,
+                                                     source, /*offset=*/0,
+                                                     type.getShape(), strides);
+      storageOf[view] = storageOf.lookup(source);
+      store(reshape.getResult(), view);
+      ++views;
+      return true;
+    }
+  }
+  return false;
+}
+
+void StepBufferizer::bufferizeKernel(Operation &op) {
+  SmallVector<Value> outs;
+  for (OpResult result : op.getResults()) {
+    Value out;
+    if (auto it = destination.find(result); it != destination.end()) {
+      out = body.getArgument(it->second);
+    } else if ((out = loopDestination.lookup(result))) {
+    } else if ((out = findDyingOperand(op, result))) {
+      ++reused;
+    } else {
+      out = newAlloc(op.getLoc(), toMemRef(result.getType()));
+    }
+    outs.push_back(out);
+    store(result, out);
+  }
+  // A kernel's scratch is a planned buffer: one more output, dead right
+  // after the kernel.
+  if (std::optional<MemRefType> scratch = getScratchType(&op))
+    outs.push_back(newAlloc(op.getLoc(), *scratch));
+  SmallVector<Value> ins = llvm::map_to_vector(
+      op.getOperands(), [&](Value operand) { return buffer.lookup(operand); });
+  auto emitKernel = [&](ValueRange kernelIns, ValueRange kernelOuts,
+                        DictionaryAttr attrs) {
+    auto kernel =
+        KernelOp::create(builder, op.getLoc(), op.getName().getStringRef(),
+                         kernelIns, kernelOuts, attrs);
+    for (NamedAttribute attr : op.getDiscardableAttrs())
+      kernel->setAttr(attr.getName(), attr.getValue());
+    ++numKernels;
+  };
+  SmallVector<SmallVector<int64_t>> runs = getReductionRuns(&op);
+  if (runs.size() <= 1) {
+    emitKernel(ins, outs, getInherentAttrs(&op));
+    return;
+  }
+  // One kernel per run, last run first (so that the earlier dimension
+  // numbers stay valid), through f32 intermediates.
+  Value current = ins.front();
+  SmallVector<int64_t> shape(cast<ShapedType>(current.getType()).getShape());
+  for (size_t i = runs.size(); i-- > 0;) {
+    for (int64_t d : llvm::reverse(runs[i]))
+      shape.erase(shape.begin() + d);
+    Value next = outs.front();
+    if (i != 0)
+      next = newAlloc(op.getLoc(), MemRefType::get(shape, b.getF32Type()));
+    emitKernel(current, next,
+               b.getDictionaryAttr(
+                   b.getNamedAttr("dims", b.getDenseI64ArrayAttr(runs[i]))));
+    current = next;
+  }
+}
+
+void StepBufferizer::finish() {
   builder.setInsertionPoint(returnOp);
   for (auto [value, argIndex] : copies) {
     KernelOp::create(builder, returnOp.getLoc(), ReshapeOp::getOperationName(),
@@ -937,6 +1021,21 @@ LogicalResult BufferizePass::bufferize(func::FuncOp func) {
                           << " written in place, " << reused
                           << " into a dying operand, " << views << " views, "
                           << copies.size() << " copies\n");
+}
+
+LogicalResult BufferizePass::bufferize(func::FuncOp func) {
+  SmallVector<unsigned> updated;
+  if (failed(checkTrainStep(func, updated)))
+    return failure();
+  StepBufferizer bufferizer(func, reuse, inPlace, aliasReshapes);
+  if (failed(bufferizer.run(updated)))
+    return failure();
+  numKernels += bufferizer.numKernels;
+  numAllocs += bufferizer.numAllocs;
+  numCopies += bufferizer.numCopies;
+  numInPlace += bufferizer.getNumInPlace();
+  numReused += bufferizer.reused;
+  numViews += bufferizer.views;
   return success();
 }
 
