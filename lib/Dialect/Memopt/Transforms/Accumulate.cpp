@@ -102,7 +102,6 @@ struct AccumulatePass
   void runOnOperation() override;
 
 private:
-  FailureOr<OpRule> inferOp(Operation *op, ArrayRef<BatchKind> in);
   LogicalResult accumulate(func::FuncOp func);
   /// The micro-batches of the global batch: K on every rank.
   int64_t getParts() const { return microBatches * dataParallel; }
@@ -154,26 +153,63 @@ static ArrayRef<int64_t> getShape(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
-FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
-                                          ArrayRef<BatchKind> in) {
-  OpRule rule;
-  rule.sliceOperand.assign(op->getNumOperands(), -1);
-  unsigned numResults = op->getNumResults();
-  auto all = [&](BatchKind kind) {
+namespace {
+
+/// The propagation rule of one op (step 2 of the file comment), from its
+/// operands' kinds: what the op's results are, and which uniform operands
+/// must be rebuilt at the micro-batch shape. One method per family of ops,
+/// which returns nullopt for an op that is not one of the family's.
+class RuleInference {
+public:
+  /// `split`: the parts the IR's batch is cut into, of `batchSize`
+  /// examples in all; `allowBatchNorm`: the pass's allow-batch-norm.
+  RuleInference(Operation *op, ArrayRef<BatchKind> in, int64_t microBatches,
+                int64_t split, int64_t batchSize, bool allowBatchNorm)
+      : op(op), in(in), microBatches(microBatches), split(split),
+        batchSize(batchSize), allowBatchNorm(allowBatchNorm),
+        numResults(op->getNumResults()) {
+    rule.sliceOperand.assign(op->getNumOperands(), -1);
+  }
+
+  FailureOr<OpRule> infer();
+
+private:
+  using Result = std::optional<FailureOr<OpRule>>;
+  Result inferElementwise();
+  Result inferShape();
+  Result inferLinear();
+  Result inferNorm();
+  Result inferConvolution();
+  Result inferLoss();
+
+  /// The rule with every result of `kind`.
+  OpRule all(BatchKind kind) {
     rule.results.assign(numResults, kind);
     return rule;
-  };
-  auto fail = [&](const Twine &why) -> FailureOr<OpRule> {
-    return op->emitOpError() << "cannot be split into "
-                             << static_cast<int64_t>(microBatches)
+  }
+  FailureOr<OpRule> fail(const Twine &why) {
+    return op->emitOpError() << "cannot be split into " << microBatches
                              << " micro-batches: " << why;
-  };
-  if (llvm::all_of(in, [](BatchKind k) { return k.isUniform(); }))
-    return all(BatchKind::uniform());
+  }
 
-  // The batch dimension shared by the batched operands, if any.
+  Operation *op;
+  ArrayRef<BatchKind> in;
+  int64_t microBatches, split, batchSize;
+  bool allowBatchNorm;
+  unsigned numResults;
+  OpRule rule;
+  /// The batch dimension shared by the batched operands, if any, and
+  /// whether an operand is a sum over the batch or a per-micro-batch
+  /// statistic.
   std::optional<int64_t> dim;
   bool anyPartial = false, anyLocal = false;
+};
+
+} // namespace
+
+FailureOr<OpRule> RuleInference::infer() {
+  if (llvm::all_of(in, [](BatchKind k) { return k.isUniform(); }))
+    return all(BatchKind::uniform());
   for (BatchKind k : in) {
     anyPartial |= k.isPartial();
     anyLocal |= k.isLocal();
@@ -186,6 +222,17 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
       dim = k.dim;
   }
 
+  for (auto family :
+       {&RuleInference::inferElementwise, &RuleInference::inferShape,
+        &RuleInference::inferLinear, &RuleInference::inferNorm,
+        &RuleInference::inferConvolution, &RuleInference::inferLoss})
+    if (Result result = (this->*family)())
+      return *result;
+  return fail("no rule says where its batch dimension goes");
+}
+
+/// Elementwise ops, and the loss scaling.
+RuleInference::Result RuleInference::inferElementwise() {
   if (isSameShapeOp(op)) {
     if (dim) {
       if (anyPartial || anyLocal)
@@ -221,7 +268,11 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
       return fail("it must scale the loss by a batch-independent scale");
     return all(BatchKind::partial());
   }
+  return std::nullopt;
+}
 
+/// Broadcasts, transposes, reshapes, slices and concatenations.
+RuleInference::Result RuleInference::inferShape() {
   // Single-input shape ops: a sum or a statistic stays one.
   if (isa<BroadcastOp, ReshapeOp, TransposeOp, SliceOp, SliceGradOp>(op) &&
       !dim)
@@ -251,7 +302,7 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
         return all(BatchKind::batched(e));
     int64_t prefix = 1;
     for (int64_t e = 0; e < static_cast<int64_t>(to.size()); ++e) {
-      if (prefix == leading && to[e] % getSplit() == 0 && to[e] > 1)
+      if (prefix == leading && to[e] % split == 0 && to[e] > 1)
         return all(BatchKind::batched(e));
       prefix *= to[e];
       if (prefix > leading)
@@ -280,6 +331,11 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
         rule.sliceOperand[i] = *dim;
     return all(BatchKind::batched(*dim));
   }
+  return std::nullopt;
+}
+
+/// Reductions, matmuls and embeddings.
+RuleInference::Result RuleInference::inferLinear() {
   if (isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op)) {
     ArrayRef<int64_t> dims = op->getAttrOfType<DenseI64ArrayAttr>("dims");
     if (!dim) {
@@ -350,6 +406,11 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
       return fail("expected per-item gradients and indices");
     return all(BatchKind::partial());
   }
+  return std::nullopt;
+}
+
+/// Layer, RMS and batch norms, with their gradients.
+RuleInference::Result RuleInference::inferNorm() {
   if (isa<LayerNormOp, RmsNormOp>(op)) {
     int64_t normalised = getRank(op->getOperand(1));
     if (!in[0].isBatched() || in[0].dim >= getRank(op->getOperand(0)) - normalised ||
@@ -374,8 +435,7 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
       int64_t full = getShape(op->getOperand(0))[0];
       return op->emitOpError()
              << "computes its statistics over each micro-batch of "
-             << full / getSplit()
-             << " instead of the full batch of " << full
+             << full / split << " instead of the full batch of " << full
              << " (micro-batches=" << static_cast<int64_t>(microBatches)
              << "), which changes the result; pass allow-batch-norm=true "
                 "(memopt-compile --accumulate-allow-batch-norm) to accept "
@@ -392,6 +452,11 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
     rule.results[0] = BatchKind::batched(0);
     return rule;
   }
+  return std::nullopt;
+}
+
+/// Convolutions and pooling.
+RuleInference::Result RuleInference::inferConvolution() {
   if (isa<Conv2DOp, Conv2DGradInputOp, MaxPool2DOp, AvgPool2DOp,
           AvgPool2DGradOp, MaxPool2DGradOp>(op)) {
     if (!in[0].isBatched() || in[0].dim != 0 ||
@@ -407,6 +472,11 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
       return fail("expected a batch along dimension 0 of NCHW images");
     return all(BatchKind::partial());
   }
+  return std::nullopt;
+}
+
+/// Attention and the losses, fused or not.
+RuleInference::Result RuleInference::inferLoss() {
   if (isa<AttentionOp, AttentionGradOp>(op)) {
     // q, k, v (and out, lse, grad_out) split along the leading batch
     // dimension, where the dropout's element numbering puts micro-batch i
@@ -466,7 +536,7 @@ FailureOr<OpRule> AccumulatePass::inferOp(Operation *op,
                    ? BatchKind::partial()
                    : BatchKind::batched(in[0].dim));
   }
-  return fail("no rule says where its batch dimension goes");
+  return std::nullopt;
 }
 
 /// `type` with dimension `dim` divided by `k`.
@@ -586,7 +656,9 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
       continue;
     }
     // 2. Propagation.
-    FailureOr<OpRule> rule = inferOp(&op, in);
+    FailureOr<OpRule> rule =
+        RuleInference(&op, in, microBatches, split, batchSize, allowBatchNorm)
+            .infer();
     if (failed(rule))
       return failure();
     for (auto [v, kind] : llvm::zip(op.getResults(), rule->results)) {
