@@ -113,9 +113,6 @@ private:
   int64_t getSplit() const {
     return splitsAcrossRanks() ? getParts() : microBatches;
   }
-
-  /// The examples of the IR's batch (every batch argument has as many).
-  int64_t batchSize = 0;
 };
 
 } // namespace
@@ -577,24 +574,105 @@ static RankedTensorType getMicroType(Type type, int64_t dim, int64_t k) {
   return RankedTensorType::get(shape, tensor.getElementType());
 }
 
-LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
-  MLIRContext *ctx = &getContext();
-  // K micro-batches on each of `ranks` ranks: `parts` micro-batches of the
-  // global batch, the IR's batch values split into `split`.
-  const int64_t k = microBatches, ranks = dataParallel, parts = getParts(),
-                split = getSplit();
-  const bool acrossRanks = splitsAcrossRanks();
-  if (!func.getBody().hasOneBlock())
-    return func.emitOpError() << "has control flow; --memopt-accumulate "
-                                 "expects one block";
-  Block &body = func.getBody().front();
-  auto returnOp = dyn_cast<func::ReturnOp>(body.getTerminator());
-  if (!returnOp)
-    return func.emitOpError() << "must end with func.return";
+namespace {
 
-  // Batch arguments.
+/// Builds the micro-batch loop of one train step (steps 1-4 of the file
+/// comment), over the state the steps share.
+class StepAccumulator {
+public:
+  /// `k` micro-batches on each of `ranks` ranks: `parts` micro-batches of
+  /// the global batch, the IR's batch values split into `split`.
+  StepAccumulator(func::FuncOp func, Block &body, func::ReturnOp returnOp,
+                  int64_t k, int64_t ranks, int64_t parts, int64_t split,
+                  bool acrossRanks, bool allowBatchNorm)
+      : ctx(func.getContext()), func(func), body(body), returnOp(returnOp),
+        k(k), ranks(ranks), parts(parts), split(split),
+        acrossRanks(acrossRanks), allowBatchNorm(allowBatchNorm), b(returnOp),
+        loc(func.getLoc()),
+        f32Scalar(RankedTensorType::get({}, b.getF32Type())) {}
+
+  LogicalResult run();
+
+private:
+  /// The batch arguments, checked, and their batch dimension.
+  LogicalResult findBatchArguments();
+  /// 1-2. After the loop, in the loop or before it; each value's kind.
+  LogicalResult classify();
+  /// The values that leave the loop: accumulated or carried.
+  LogicalResult findEscapingValues();
+  /// 3-4. Rebuild: the rank's share of the batch arguments, then the loop.
+  void splitAcrossRanks();
+  LogicalResult buildLoop();
+  LogicalResult sliceBatchArguments();
+  /// Clones one loop op at the micro-batch shape; a mean loss becomes a sum
+  /// scaled by one over the full batch's count.
+  LogicalResult cloneOp(Operation *op);
+  void accumulateAndYield();
+  void finishAfterLoop();
+
+  /// The sum over all ranks of a rank's partial value.
+  Value sumOverRanks(Value partial);
+  // The rank's share of full-batch labels: views of a batch argument, which
+  // holds the rank's share already, rebuilt at its shape (null after an
+  // error).
+  Value getRankLabels(Value labels);
+  Value getInverseCount(Value labels, int64_t ignoreIndex);
+  RankedTensorType accumulatorType(Value v);
+  Value index(int64_t value);
+  /// A view of `value` (full batch) at this micro-batch along `dim`.
+  FailureOr<Value> sliceAt(Value value, int64_t dim);
+  /// A batch-independent value at the micro-batch shape along `dim`: a
+  /// broadcast or a splat rebuilt at that shape, otherwise a slice of it.
+  FailureOr<Value> getMicro(Value value, int64_t dim);
+  static void copyScope(Operation *from, Operation *to) {
+    if (Attribute scope = from->getAttr(MemoptDialect::kScopeAttrName))
+      to->setAttr(MemoptDialect::kScopeAttrName, scope);
+  }
+
+  MLIRContext *ctx;
+  func::FuncOp func;
+  Block &body;
+  func::ReturnOp returnOp;
+  const int64_t k, ranks, parts, split;
+  const bool acrossRanks, allowBatchNorm;
+  OpBuilder b;
+  Location loc;
+  RankedTensorType f32Scalar;
+  /// The examples of the IR's batch (every batch argument has as many).
+  int64_t batchSize = 0;
+
   DenseMap<Value, BatchKind> kinds;
   SmallVector<BlockArgument> batchArgs;
+  DenseSet<Operation *> after, inLoop;
+  SmallVector<Operation *> loopOps;
+  DenseMap<Operation *, OpRule> rules;
+  DenseMap<Value, BlockArgument> stateOfResult;
+  llvm::SetVector<Value> accumulated, carried;
+  DenseMap<std::pair<Value, int64_t>, Value> inverseCounts, rebuilt;
+  scf::ForOp loop;
+  Block *loopBody = nullptr;
+  Value iv;
+  IRMapping map;
+};
+
+} // namespace
+
+LogicalResult StepAccumulator::run() {
+  if (failed(findBatchArguments()) || failed(classify()) ||
+      failed(findEscapingValues()))
+    return failure();
+  splitAcrossRanks();
+  if (failed(buildLoop()) || failed(sliceBatchArguments()))
+    return failure();
+  for (Operation *op : loopOps)
+    if (failed(cloneOp(op)))
+      return failure();
+  accumulateAndYield();
+  finishAfterLoop();
+  return success();
+}
+
+LogicalResult StepAccumulator::findBatchArguments() {
   for (BlockArgument arg : body.getArguments()) {
     unsigned i = arg.getArgNumber();
     auto role = func.getArgAttrOfType<StringAttr>(i, MemoptDialect::kRoleAttrName);
@@ -634,11 +712,11 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
     batchArgs.push_back(arg);
     batchSize = size;
   }
+  return success();
+}
 
+LogicalResult StepAccumulator::classify() {
   // 1. Classify: after the loop, in the loop, or before it.
-  DenseSet<Operation *> after;
-  SmallVector<Operation *> loopOps;
-  DenseMap<Operation *, OpRule> rules;
   for (Operation &op : body.without_terminator()) {
     if (!isa<MemoptDialect>(op.getDialect()) || op.getNumRegions() != 0)
       return op.emitOpError() << "is not a memopt tensor op; "
@@ -657,8 +735,7 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
     }
     // 2. Propagation.
     FailureOr<OpRule> rule =
-        RuleInference(&op, in, microBatches, split, batchSize, allowBatchNorm)
-            .infer();
+        RuleInference(&op, in, k, split, batchSize, allowBatchNorm).infer();
     if (failed(rule))
       return failure();
     for (auto [v, kind] : llvm::zip(op.getResults(), rule->results)) {
@@ -676,7 +753,7 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
   }
   if (loopOps.empty())
     return func.emitOpError() << "has no op that depends on the batch";
-  DenseSet<Operation *> inLoop(llvm::from_range, loopOps);
+  inLoop.insert_range(loopOps);
   // Casts that only the loop reads (a parameter's low-precision copy, and
   // remat's recast of it) are made in the loop where they are read: made
   // before it, each would live across the whole loop, every copy of every
@@ -697,11 +774,13 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
       if (inLoop.contains(&op))
         loopOps.push_back(&op);
   }
+  return success();
+}
 
+LogicalResult StepAccumulator::findEscapingValues() {
   // Values that leave the loop: partial sums are accumulated; the new value
   // of a "state" argument updated per micro-batch (batch-norm running
   // statistics) is carried by the loop.
-  DenseMap<Value, BlockArgument> stateOfResult;
   {
     unsigned position = 1;
     for (BlockArgument arg : body.getArguments()) {
@@ -716,7 +795,6 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
       ++position;
     }
   }
-  llvm::SetVector<Value> accumulated, carried;
   for (Operation *op : loopOps)
     for (Value v : op->getResults()) {
       bool escapes = llvm::any_of(v.getUsers(), [&](Operation *user) {
@@ -739,74 +817,76 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
                   "gradients and the loss, and state updates can be)";
       }
     }
+  return success();
+}
 
-  // 3-4. Rebuild. With data parallelism the batch arguments are the rank's
-  // share from here on (with `rank-batch` they are already).
-  OpBuilder b(returnOp);
-  Location loc = func.getLoc();
+void StepAccumulator::splitAcrossRanks() {
   if (acrossRanks) {
     for (BlockArgument arg : batchArgs)
       arg.setType(getMicroType(arg.getType(), kinds.lookup(arg).dim, ranks));
     func.setType(FunctionType::get(ctx, body.getArgumentTypes(),
                                    func.getResultTypes()));
   }
-  // The sum over all ranks of a rank's partial value.
-  auto sumOverRanks = [&](Value partial) -> Value {
-    if (ranks == 1)
-      return partial;
-    return shard::AllReduceOp::create(b, loc, partial, kRanksGridName,
-                                      ArrayRef<shard::GridAxis>{0},
-                                      shard::ReductionKind::Sum)
-        .getResult();
-  };
-  auto f32Scalar = RankedTensorType::get({}, b.getF32Type());
-  DenseMap<std::pair<Value, int64_t>, Value> inverseCounts;
-  // The rank's share of full-batch labels: views of a batch argument, which
-  // holds the rank's share already, rebuilt at its shape (null after an
-  // error).
-  std::function<Value(Value)> getRankLabels = [&](Value labels) -> Value {
-    if (!acrossRanks || isa<BlockArgument>(labels))
-      return labels;
-    auto reshape = labels.getDefiningOp<ReshapeOp>();
-    Value input = reshape ? getRankLabels(reshape.getInput()) : Value();
-    if (!input) {
-      if (!reshape)
-        emitError(labels.getLoc())
-            << "the labels of a loss are computed, not a view of a label "
-               "argument: data parallelism cannot count each rank's share";
+}
+
+Value StepAccumulator::sumOverRanks(Value partial) {
+  if (ranks == 1)
+    return partial;
+  return shard::AllReduceOp::create(b, loc, partial, kRanksGridName,
+                                    ArrayRef<shard::GridAxis>{0},
+                                    shard::ReductionKind::Sum)
+      .getResult();
+}
+
+Value StepAccumulator::getRankLabels(Value labels) {
+  if (!acrossRanks || isa<BlockArgument>(labels))
+    return labels;
+  auto reshape = labels.getDefiningOp<ReshapeOp>();
+  Value input = reshape ? getRankLabels(reshape.getInput()) : Value();
+  if (!input) {
+    if (!reshape)
+      emitError(labels.getLoc())
+          << "the labels of a loss are computed, not a view of a label "
+             "argument: data parallelism cannot count each rank's share";
+    return Value();
+  }
+  return ReshapeOp::create(
+      b, reshape.getLoc(),
+      getMicroType(labels.getType(), kinds.lookup(labels).dim, ranks), input);
+}
+
+Value StepAccumulator::getInverseCount(Value labels, int64_t ignoreIndex) {
+  Value &inverse = inverseCounts[{labels, ignoreIndex}];
+  if (!inverse) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(returnOp);
+    Value rankLabels = getRankLabels(labels);
+    if (!rankLabels)
       return Value();
-    }
-    return ReshapeOp::create(
-        b, reshape.getLoc(),
-        getMicroType(labels.getType(), kinds.lookup(labels).dim, ranks),
-        input);
-  };
-  auto getInverseCount = [&](Value labels, int64_t ignoreIndex) -> Value {
-    Value &inverse = inverseCounts[{labels, ignoreIndex}];
-    if (!inverse) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(returnOp);
-      Value rankLabels = getRankLabels(labels);
-      if (!rankLabels)
-        return Value();
-      Value count = sumOverRanks(LabelCountOp::create(
-          b, loc, f32Scalar, rankLabels, b.getI64IntegerAttr(ignoreIndex)));
-      Value one = ConstantOp::create(
-          b, loc, DenseElementsAttr::get(f32Scalar, b.getF32FloatAttr(1.0)));
-      inverse = DivOp::create(b, loc, f32Scalar, one, count);
-    }
-    return inverse;
-  };
+    Value count = sumOverRanks(LabelCountOp::create(
+        b, loc, f32Scalar, rankLabels, b.getI64IntegerAttr(ignoreIndex)));
+    Value one = ConstantOp::create(
+        b, loc, DenseElementsAttr::get(f32Scalar, b.getF32FloatAttr(1.0)));
+    inverse = DivOp::create(b, loc, f32Scalar, one, count);
+  }
+  return inverse;
+}
+
+RankedTensorType StepAccumulator::accumulatorType(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return RankedTensorType::get(type.getShape(), b.getF32Type());
+}
+
+Value StepAccumulator::index(int64_t value) {
+  return arith::ConstantIndexOp::create(b, loc, value);
+}
+
+LogicalResult StepAccumulator::buildLoop() {
   // Counts are made before the loop is built (they read full-batch labels).
   for (Operation *op : loopOps)
     if (std::optional<MeanCrossEntropy> ce = getMeanCrossEntropy(op))
       if (!getInverseCount(ce->labels, ce->ignoreIndex))
         return failure();
-
-  auto accumulatorType = [&](Value v) {
-    auto type = cast<RankedTensorType>(v.getType());
-    return RankedTensorType::get(type.getShape(), b.getF32Type());
-  };
   SmallVector<Value> inits;
   for (Value v : accumulated) {
     RankedTensorType type = accumulatorType(v);
@@ -815,43 +895,40 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
   }
   for (Value v : carried)
     inits.push_back(stateOfResult.lookup(v));
-
-  auto index = [&](int64_t value) -> Value {
-    return arith::ConstantIndexOp::create(b, loc, value);
-  };
-  auto loop = scf::ForOp::create(b, loc, index(0), index(k), index(1), inits);
+  loop = scf::ForOp::create(b, loc, index(0), index(k), index(1), inits);
   loop->setAttr("memopt.micro_batches", b.getI64IntegerAttr(k));
   if (ranks > 1)
     loop->setAttr("memopt.data_parallel", b.getI64IntegerAttr(ranks));
-  Block *loopBody = loop.getBody();
+  loopBody = loop.getBody();
   b.setInsertionPointToStart(loopBody);
-  Value iv = loop.getInductionVar();
+  iv = loop.getInductionVar();
 
-  IRMapping map;
   for (auto [v, iterArg] :
        llvm::zip(carried, loop.getRegionIterArgs().drop_front(accumulated.size())))
     map.map(stateOfResult.lookup(v), iterArg);
+  return success();
+}
 
-  // A view of `value` (full batch) at this micro-batch along `dim`.
-  auto sliceAt = [&](Value value, int64_t dim) -> FailureOr<Value> {
-    auto type = cast<RankedTensorType>(value.getType());
-    for (int64_t e = 0; e < dim; ++e)
-      if (type.getDimSize(e) != 1)
-        return emitError(value.getLoc())
-               << "cannot take a contiguous micro-batch of a value of type "
-               << type << " along dimension " << dim;
-    int64_t micro = type.getDimSize(dim) / k;
-    SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
-    SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
-    for (int64_t size : type.getShape())
-      sizes.push_back(b.getIndexAttr(size));
-    sizes[dim] = b.getIndexAttr(micro);
-    offsets[dim] = arith::MulIOp::create(b, loc, iv, index(micro)).getResult();
-    return tensor::ExtractSliceOp::create(
-               b, loc, getMicroType(type, dim, k), value, offsets, sizes,
-               strides)
-        .getResult();
-  };
+FailureOr<Value> StepAccumulator::sliceAt(Value value, int64_t dim) {
+  auto type = cast<RankedTensorType>(value.getType());
+  for (int64_t e = 0; e < dim; ++e)
+    if (type.getDimSize(e) != 1)
+      return emitError(value.getLoc())
+             << "cannot take a contiguous micro-batch of a value of type "
+             << type << " along dimension " << dim;
+  int64_t micro = type.getDimSize(dim) / k;
+  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
+  for (int64_t size : type.getShape())
+    sizes.push_back(b.getIndexAttr(size));
+  sizes[dim] = b.getIndexAttr(micro);
+  offsets[dim] = arith::MulIOp::create(b, loc, iv, index(micro)).getResult();
+  return tensor::ExtractSliceOp::create(b, loc, getMicroType(type, dim, k),
+                                        value, offsets, sizes, strides)
+      .getResult();
+}
+
+LogicalResult StepAccumulator::sliceBatchArguments() {
   for (BlockArgument arg : batchArgs) {
     if (arg.use_empty())
       continue;
@@ -860,141 +937,139 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
       return failure();
     map.map(arg, *slice);
   }
+  return success();
+}
 
-  // A batch-independent value at the micro-batch shape along `dim`: a
-  // broadcast or a splat rebuilt at that shape, otherwise a slice of it.
-  DenseMap<std::pair<Value, int64_t>, Value> rebuilt;
-  auto getMicro = [&](Value value, int64_t dim) -> FailureOr<Value> {
-    Value &result = rebuilt[{value, dim}];
-    if (result)
-      return result;
-    RankedTensorType micro = getMicroType(value.getType(), dim, split);
-    Operation *def = value.getDefiningOp();
-    if (auto broadcast = dyn_cast_or_null<BroadcastOp>(def)) {
-      ArrayRef<int64_t> dims = broadcast.getDims();
-      const int64_t *it = llvm::find(dims, dim);
-      if (it == dims.end() ||
-          getShape(broadcast.getInput())[it - dims.begin()] == 1) {
-        Operation *clone = b.clone(*def);
-        clone->getResult(0).setType(micro);
-        return result = clone->getResult(0);
-      }
-    }
-    DenseElementsAttr splat;
-    if (auto constant = dyn_cast_or_null<ConstantOp>(def))
-      if ((splat = dyn_cast<DenseElementsAttr>(constant.getValue())) &&
-          splat.isSplat()) {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(loop);
-        return result = ConstantOp::create(b, def->getLoc(),
-                                           splat.resizeSplat(micro));
-      }
-    if (acrossRanks)
-      return emitError(value.getLoc())
-             << "a value of type " << value.getType()
-             << " that does not depend on the batch has the batch's extent "
-                "along dimension "
-             << dim << ": each rank would need its own slice of it, which "
-                "data parallelism does not support (broadcast it from a "
-                "batch-independent shape instead)";
-    FailureOr<Value> slice = sliceAt(value, dim);
-    if (failed(slice))
-      return failure();
-    return result = *slice;
-  };
-
-  auto copyScope = [](Operation *from, Operation *to) {
-    if (Attribute scope = from->getAttr(MemoptDialect::kScopeAttrName))
-      to->setAttr(MemoptDialect::kScopeAttrName, scope);
-  };
-  for (Operation *op : loopOps) {
-    const OpRule &rule = rules[op];
-    Operation *clone = b.clone(*op, map);
-    b.setInsertionPoint(clone);
-    for (auto [i, dim] : llvm::enumerate(rule.sliceOperand)) {
-      if (dim < 0)
-        continue;
-      FailureOr<Value> micro = getMicro(op->getOperand(i), dim);
-      if (failed(micro))
-        return failure();
-      clone->setOperand(i, *micro);
-    }
-    b.setInsertionPointToEnd(loopBody);
-    // Micro-batch result types and the slice limits along the batch.
-    for (auto [result, kind] : llvm::zip(clone->getResults(), rule.results))
-      if (kind.isBatched())
-        result.setType(getMicroType(result.getType(), kind.dim, split));
-    if (isa<SliceOp, SliceGradOp>(clone)) {
-      int64_t d = rule.results[0].dim;
-      SmallVector<int64_t> limits(
-          clone->getAttrOfType<DenseI64ArrayAttr>("limits").asArrayRef());
-      limits[d] /= split;
-      clone->setAttr("limits", b.getDenseI64ArrayAttr(limits));
-    }
-    for (auto [from, to] : llvm::zip(op->getResults(), clone->getResults()))
-      map.map(from, to);
-
-    // Exact normalisation of mean losses by the full batch's count.
-    auto scaleAfter = [&](Value value, auto makeScaled) {
-      b.setInsertionPointAfter(clone);
-      Operation *scaled = makeScaled(value);
-      copyScope(op, scaled);
-      map.map(op->getResult(0), scaled->getResult(0));
-      b.setInsertionPointToEnd(loopBody);
-    };
-    auto scaleGradOperand = [&](auto makeScaled, unsigned index = 2) {
-      b.setInsertionPoint(clone);
-      Operation *scaled = makeScaled(clone->getOperand(index));
-      copyScope(op, scaled);
-      clone->setOperand(index, scaled->getResult(0));
-      b.setInsertionPointToEnd(loopBody);
-    };
-    auto sum = LossReductionAttr::get(ctx, LossReduction::Sum);
-    if (std::optional<MeanCrossEntropy> ce = getMeanCrossEntropy(op)) {
-      // A sum per micro-batch, scaled by the inverse of the full batch's
-      // label count (over every rank): the loss after it, or the incoming
-      // gradient before it.
-      clone->setAttr("reduction", sum);
-      Value inverse = getInverseCount(ce->labels, ce->ignoreIndex);
-      auto scale = [&](Value v) {
-        return MulOp::create(b, loc, f32Scalar, v, inverse).getOperation();
-      };
-      if (ce->gradOperand)
-        scaleGradOperand(scale, *ce->gradOperand);
-      else
-        scaleAfter(clone->getResult(0), scale);
-    } else if (isa<MseLossOp, MseLossGradOp>(clone) &&
-               clone->getAttrOfType<LossReductionAttr>("reduction")
-                       .getValue() == LossReduction::Mean) {
-      clone->setAttr("reduction", sum);
-      // Over the global batch: with `rank-batch`, every rank's elements.
-      double inverse =
-          1.0 / (cast<RankedTensorType>(op->getOperand(0).getType())
-                     .getNumElements() *
-                 static_cast<double>(acrossRanks ? 1 : ranks));
-      auto makeScaled = [&](Value v) {
-        return MulScalarOp::create(b, loc, f32Scalar, v,
-                                   b.getF64FloatAttr(inverse))
-            .getOperation();
-      };
-      if (isa<MseLossOp>(clone))
-        scaleAfter(clone->getResult(0), makeScaled);
-      else
-        scaleGradOperand(makeScaled);
-    } else if (isa<ReduceMeanOp>(clone) && rule.results[0].isPartial() &&
-               llvm::none_of(op->getOperands(), [&](Value v) {
-                 return kinds.lookup(v).isPartial();
-               })) {
-      // A mean over the batch: the mean of each micro-batch over the
-      // number of micro-batches of all ranks.
-      scaleAfter(clone->getResult(0), [&](Value v) {
-        return MulScalarOp::create(b, loc, v.getType(), v,
-                                   b.getF64FloatAttr(1.0 / parts))
-            .getOperation();
-      });
+FailureOr<Value> StepAccumulator::getMicro(Value value, int64_t dim) {
+  Value &result = rebuilt[{value, dim}];
+  if (result)
+    return result;
+  RankedTensorType micro = getMicroType(value.getType(), dim, split);
+  Operation *def = value.getDefiningOp();
+  if (auto broadcast = dyn_cast_or_null<BroadcastOp>(def)) {
+    ArrayRef<int64_t> dims = broadcast.getDims();
+    const int64_t *it = llvm::find(dims, dim);
+    if (it == dims.end() ||
+        getShape(broadcast.getInput())[it - dims.begin()] == 1) {
+      Operation *clone = b.clone(*def);
+      clone->getResult(0).setType(micro);
+      return result = clone->getResult(0);
     }
   }
+  DenseElementsAttr splat;
+  if (auto constant = dyn_cast_or_null<ConstantOp>(def))
+    if ((splat = dyn_cast<DenseElementsAttr>(constant.getValue())) &&
+        splat.isSplat()) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(loop);
+      return result =
+                 ConstantOp::create(b, def->getLoc(), splat.resizeSplat(micro));
+    }
+  if (acrossRanks)
+    return emitError(value.getLoc())
+           << "a value of type " << value.getType()
+           << " that does not depend on the batch has the batch's extent "
+              "along dimension "
+           << dim
+           << ": each rank would need its own slice of it, which "
+              "data parallelism does not support (broadcast it from a "
+              "batch-independent shape instead)";
+  FailureOr<Value> slice = sliceAt(value, dim);
+  if (failed(slice))
+    return failure();
+  return result = *slice;
+}
 
+LogicalResult StepAccumulator::cloneOp(Operation *op) {
+  const OpRule &rule = rules[op];
+  Operation *clone = b.clone(*op, map);
+  b.setInsertionPoint(clone);
+  for (auto [i, dim] : llvm::enumerate(rule.sliceOperand)) {
+    if (dim < 0)
+      continue;
+    FailureOr<Value> micro = getMicro(op->getOperand(i), dim);
+    if (failed(micro))
+      return failure();
+    clone->setOperand(i, *micro);
+  }
+  b.setInsertionPointToEnd(loopBody);
+  // Micro-batch result types and the slice limits along the batch.
+  for (auto [result, kind] : llvm::zip(clone->getResults(), rule.results))
+    if (kind.isBatched())
+      result.setType(getMicroType(result.getType(), kind.dim, split));
+  if (isa<SliceOp, SliceGradOp>(clone)) {
+    int64_t d = rule.results[0].dim;
+    SmallVector<int64_t> limits(
+        clone->getAttrOfType<DenseI64ArrayAttr>("limits").asArrayRef());
+    limits[d] /= split;
+    clone->setAttr("limits", b.getDenseI64ArrayAttr(limits));
+  }
+  for (auto [from, to] : llvm::zip(op->getResults(), clone->getResults()))
+    map.map(from, to);
+
+  // Exact normalisation of mean losses by the full batch's count.
+  auto scaleAfter = [&](Value value, auto makeScaled) {
+    b.setInsertionPointAfter(clone);
+    Operation *scaled = makeScaled(value);
+    copyScope(op, scaled);
+    map.map(op->getResult(0), scaled->getResult(0));
+    b.setInsertionPointToEnd(loopBody);
+  };
+  auto scaleGradOperand = [&](auto makeScaled, unsigned index = 2) {
+    b.setInsertionPoint(clone);
+    Operation *scaled = makeScaled(clone->getOperand(index));
+    copyScope(op, scaled);
+    clone->setOperand(index, scaled->getResult(0));
+    b.setInsertionPointToEnd(loopBody);
+  };
+  auto sum = LossReductionAttr::get(ctx, LossReduction::Sum);
+  if (std::optional<MeanCrossEntropy> ce = getMeanCrossEntropy(op)) {
+    // A sum per micro-batch, scaled by the inverse of the full batch's
+    // label count (over every rank): the loss after it, or the incoming
+    // gradient before it.
+    clone->setAttr("reduction", sum);
+    Value inverse = getInverseCount(ce->labels, ce->ignoreIndex);
+    auto scale = [&](Value v) {
+      return MulOp::create(b, loc, f32Scalar, v, inverse).getOperation();
+    };
+    if (ce->gradOperand)
+      scaleGradOperand(scale, *ce->gradOperand);
+    else
+      scaleAfter(clone->getResult(0), scale);
+  } else if (isa<MseLossOp, MseLossGradOp>(clone) &&
+             clone->getAttrOfType<LossReductionAttr>("reduction").getValue() ==
+                 LossReduction::Mean) {
+    clone->setAttr("reduction", sum);
+    // Over the global batch: with `rank-batch`, every rank's elements.
+    double inverse =
+        1.0 /
+        (cast<RankedTensorType>(op->getOperand(0).getType()).getNumElements() *
+         static_cast<double>(acrossRanks ? 1 : ranks));
+    auto makeScaled = [&](Value v) {
+      return MulScalarOp::create(b, loc, f32Scalar, v,
+                                 b.getF64FloatAttr(inverse))
+          .getOperation();
+    };
+    if (isa<MseLossOp>(clone))
+      scaleAfter(clone->getResult(0), makeScaled);
+    else
+      scaleGradOperand(makeScaled);
+  } else if (isa<ReduceMeanOp>(clone) && rule.results[0].isPartial() &&
+             llvm::none_of(op->getOperands(), [&](Value v) {
+               return kinds.lookup(v).isPartial();
+             })) {
+    // A mean over the batch: the mean of each micro-batch over the
+    // number of micro-batches of all ranks.
+    scaleAfter(clone->getResult(0), [&](Value v) {
+      return MulScalarOp::create(b, loc, v.getType(), v,
+                                 b.getF64FloatAttr(1.0 / parts))
+          .getOperation();
+    });
+  }
+  return success();
+}
+
+void StepAccumulator::accumulateAndYield() {
   // Accumulate right after each micro-batch sum is computed, so that the
   // parameter-sized partial gradient dies at once instead of living to the
   // end of the body; then yield. A parameter used twice (a tied embedding)
@@ -1026,7 +1101,9 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
     yields.push_back(map.lookup(v));
   b.setInsertionPointToEnd(loopBody);
   scf::YieldOp::create(b, loc, yields);
+}
 
+void StepAccumulator::finishAfterLoop() {
   // After the loop: the data-parallel all-reduce point, then the optimizer.
   b.setInsertionPointAfter(loop);
   for (auto [v, result] : llvm::zip(accumulated, loop.getResults())) {
@@ -1061,7 +1138,20 @@ LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*block)))
       if (isa<MemoptDialect>(op.getDialect()) && isOpTriviallyDead(&op))
         op.erase();
-  return success();
+}
+
+LogicalResult AccumulatePass::accumulate(func::FuncOp func) {
+  if (!func.getBody().hasOneBlock())
+    return func.emitOpError() << "has control flow; --memopt-accumulate "
+                                 "expects one block";
+  Block &body = func.getBody().front();
+  auto returnOp = dyn_cast<func::ReturnOp>(body.getTerminator());
+  if (!returnOp)
+    return func.emitOpError() << "must end with func.return";
+  return StepAccumulator(func, body, returnOp, microBatches, dataParallel,
+                         getParts(), getSplit(), splitsAcrossRanks(),
+                         allowBatchNorm)
+      .run();
 }
 
 void AccumulatePass::runOnOperation() {
