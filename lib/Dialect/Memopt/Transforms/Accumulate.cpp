@@ -612,12 +612,16 @@ private:
 
   /// The sum over all ranks of a rank's partial value.
   Value sumOverRanks(Value partial);
-  // The rank's share of full-batch labels: views of a batch argument, which
-  // holds the rank's share already, rebuilt at its shape (null after an
-  // error).
+  /// The rank's share of full-batch labels: views of a batch argument,
+  /// which holds the rank's share already, rebuilt at its shape (null after
+  /// an error).
   Value getRankLabels(Value labels);
+  /// One over the count of the full batch's labels (over every rank) that
+  /// are not `ignoreIndex`, made once per labels before the loop.
   Value getInverseCount(Value labels, int64_t ignoreIndex);
+  /// The f32 accumulator's type of a partial value.
   RankedTensorType accumulatorType(Value v);
+  /// An index constant.
   Value index(int64_t value);
   /// A view of `value` (full batch) at this micro-batch along `dim`.
   FailureOr<Value> sliceAt(Value value, int64_t dim);
