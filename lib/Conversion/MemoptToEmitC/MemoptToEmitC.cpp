@@ -630,8 +630,7 @@ private:
   SmallVector<int64_t> arrayAttr(StringRef attrName,
                                  ArrayRef<int64_t> def = {});
   /// An attribute of the tensor op's Memopt_Pair kind.
-  SmallVector<int64_t> pairAttr(StringRef attrName,
-                                ArrayRef<int64_t> def = {});
+  SmallVector<int64_t> pairAttr(StringRef attrName, ArrayRef<int64_t> def = {});
   /// An attribute with one entry per dimension of a rank-`rank` tensor.
   SmallVector<int64_t> perDimAttr(StringRef attrName, size_t rank);
   StringRef reduction();
@@ -641,6 +640,9 @@ private:
     missingName = attrName.str();
   }
 
+  /// Appends the current micro-batch's first element in the full batch's
+  /// numbering, i * `elements` in the micro-batch loop, 0 outside it.
+  void microBatchOffset(int64_t elements);
   /// Appends `v`'s pointer (nullptr for none) to the call.
   void ptr(Value v) { call.value(step.getPointer(v)); }
   void optionalPtr(std::optional<Value> v) {
@@ -673,8 +675,7 @@ KernelLowering::KernelLowering(TrainStepLowering &step, KernelOp kernel)
       binding(lookupRuntimeDTypeBinding(name)), call(step.ctx) {}
 
 LogicalResult KernelLowering::fail(const Twine &why) {
-  return kernel.emitOpError()
-         << "'" << name << "' cannot be lowered: " << why;
+  return kernel.emitOpError() << "'" << name << "' cannot be lowered: " << why;
 }
 
 LogicalResult KernelLowering::expectCounts(size_t numIns, size_t numOuts,
@@ -701,6 +702,18 @@ LogicalResult KernelLowering::elementwise(StringRef entry, StringRef kind,
   ptr(outs[0]);
   call.i64(numel(outs[0]));
   return success();
+}
+
+void KernelLowering::microBatchOffset(int64_t elements) {
+  if (!step.loopIndex) {
+    call.i64(0);
+    return;
+  }
+  Type indexType = step.builder.getIndexType();
+  Value size = emitc::ConstantOp::create(step.builder, loc, indexType,
+                                         step.builder.getIndexAttr(elements));
+  call.value(emitc::MulOp::create(step.builder, loc, indexType,
+                                  step.loopIndex, size));
 }
 
 StringRef KernelLowering::dtypeArg(unsigned slot) {
@@ -784,7 +797,13 @@ LogicalResult KernelLowering::lower() {
                   "view of one");
   call.value(step.context);
   std::optional<LogicalResult> built;
-  for (auto family : {&KernelLowering::lowerElementwise, &KernelLowering::lowerCopies, &KernelLowering::lowerLayout, &KernelLowering::lowerNormalization, &KernelLowering::lowerLinear, &KernelLowering::lowerCollectivesAndDropout, &KernelLowering::lowerLosses, &KernelLowering::lowerAttention, &KernelLowering::lowerOptimizer}) {
+  for (auto family :
+       {&KernelLowering::lowerElementwise, &KernelLowering::lowerCopies,
+        &KernelLowering::lowerLayout, &KernelLowering::lowerNormalization,
+        &KernelLowering::lowerLinear,
+        &KernelLowering::lowerCollectivesAndDropout,
+        &KernelLowering::lowerLosses, &KernelLowering::lowerAttention,
+        &KernelLowering::lowerOptimizer}) {
     built = (this->*family)();
     if (built)
       break;
@@ -1008,7 +1027,8 @@ std::optional<LogicalResult> KernelLowering::lowerLayout() {
         .verbatim(step.getI64Array(shapeOf(ins[0])))
         .verbatim(step.getI64Array(perDimAttr("dims", shapeOf(ins[0]).size())));
     ptr(outs[0]);
-    call.i64(shapeOf(outs[0]).size()).verbatim(step.getI64Array(shapeOf(outs[0])));
+    call.i64(shapeOf(outs[0]).size())
+        .verbatim(step.getI64Array(shapeOf(outs[0])));
   } else if (name == "memopt.transpose") {
     if (failed(expectCounts(1, 1)))
       return failure();
@@ -1017,8 +1037,8 @@ std::optional<LogicalResult> KernelLowering::lowerLayout() {
     ptr(ins[0]);
     call.i64(shapeOf(ins[0]).size())
         .verbatim(step.getI64Array(shapeOf(ins[0])))
-        .verbatim(
-            step.getI64Array(perDimAttr("permutation", shapeOf(ins[0]).size())));
+        .verbatim(step.getI64Array(
+            perDimAttr("permutation", shapeOf(ins[0]).size())));
     ptr(outs[0]);
   } else if (name == "memopt.slice" || name == "memopt.slice_grad") {
     if (failed(expectCounts(1, 1)))
@@ -1294,19 +1314,14 @@ std::optional<LogicalResult> KernelLowering::lowerCollectivesAndDropout() {
         .f64(f64Attr("p"))
         .i64(i64Attr("seed"))
         .i64(i64Attr("stream"));
-    if (step.loopIndex && static_cast<size_t>(shared) < shape.size()) {
-      // Inside the micro-batch loop: micro-batch i covers mask bits
-      // [i * numel / group, (i + 1) * numel / group) of the full batch's
-      // numbering. (With every dimension shared, one bit serves all
-      // micro-batches, as it serves the full batch: offset 0.)
-      Value size = emitc::ConstantOp::create(
-          step.builder, loc, step.builder.getIndexType(),
-          step.builder.getIndexAttr(numel(outs[0]) / group));
-      call.value(emitc::MulOp::create(step.builder, loc, step.builder.getIndexType(),
-                                      step.loopIndex, size));
-    } else {
+    // Inside the micro-batch loop: micro-batch i covers mask bits
+    // [i * numel / group, (i + 1) * numel / group) of the full batch's
+    // numbering. (With every dimension shared, one bit serves all
+    // micro-batches, as it serves the full batch: offset 0.)
+    if (static_cast<size_t>(shared) < shape.size())
+      microBatchOffset(numel(outs[0]) / group);
+    else
       call.i64(0);
-    }
   } else {
     return std::nullopt;
   }
@@ -1315,8 +1330,7 @@ std::optional<LogicalResult> KernelLowering::lowerCollectivesAndDropout() {
 
 /// The losses and the label count.
 std::optional<LogicalResult> KernelLowering::lowerLosses() {
-  if (name == "memopt.cross_entropy" ||
-             name == "memopt.cross_entropy_grad") {
+  if (name == "memopt.cross_entropy" || name == "memopt.cross_entropy_grad") {
     bool isGrad = name == "memopt.cross_entropy_grad";
     if (failed(expectCounts(isGrad ? 3 : 2, 1)))
       return failure();
@@ -1454,17 +1468,9 @@ std::optional<LogicalResult> KernelLowering::lowerAttention() {
     call.f64(dropoutP ? dropoutP.getValueAsDouble() : 0.0)
         .i64(i64Attr("seed", 0))
         .i64(i64Attr("stream", 0));
-    if (step.loopIndex) {
-      // Micro-batch i draws the dropout mask of its score elements in the
-      // full batch's numbering: offset i * (its score count).
-      Value size = emitc::ConstantOp::create(
-          step.builder, loc, step.builder.getIndexType(),
-          step.builder.getIndexAttr(batch * heads * q[rank - 2] * k[rank - 2]));
-      call.value(emitc::MulOp::create(step.builder, loc, step.builder.getIndexType(),
-                                      step.loopIndex, size));
-    } else {
-      call.i64(0);
-    }
+    // Micro-batch i draws the dropout mask of its score elements in the
+    // full batch's numbering: offset i * (its score count).
+    microBatchOffset(batch * heads * q[rank - 2] * k[rank - 2]);
   } else {
     return std::nullopt;
   }
@@ -1540,8 +1546,8 @@ std::optional<LogicalResult> KernelLowering::lowerOptimizer() {
                                   dtypeList + "};");
     std::string gradArray =
         step.emitPointerArray(loc, "const void *", "grads", grads);
-    std::string resultArray = step.emitPointerArray(loc, "void *", "results",
-                                               results);
+    std::string resultArray =
+        step.emitPointerArray(loc, "void *", "results", results);
     SmallVector<int64_t> sizes =
         llvm::map_to_vector(grads, [&](Value v) { return numel(v); });
     callee = "memopt_unscale";
