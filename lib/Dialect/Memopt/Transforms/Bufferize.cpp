@@ -408,7 +408,11 @@ static void flattenAllReduces(Block &body, OpBuilder &builder,
   MLIRContext *ctx = body.getParentOp()->getContext();
   Type f32 = Float32Type::get(ctx);
   for (SmallVector<KernelOp> &run : runs) {
-    if (run.size() < 2)
+    // (A buffer summed twice in a row stays as it is.)
+    llvm::SmallPtrSet<Value, 8> distinct;
+    for (KernelOp kernel : run)
+      distinct.insert(kernel.getIns()[0]);
+    if (run.size() < 2 || distinct.size() != run.size())
       continue;
     // The slots, and the allocation the flat buffer takes the place of.
     SmallVector<memref::AllocOp> accumulators;
