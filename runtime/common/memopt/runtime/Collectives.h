@@ -17,8 +17,8 @@ namespace memopt {
 namespace runtime {
 
 /// The collectives of a world of one rank.
-constexpr memopt_collectives kSingleRank = {
-    0, 1, nullptr, nullptr, nullptr, nullptr};
+constexpr memopt_collectives kSingleRank = {0,       1,       nullptr, nullptr,
+                                            nullptr, nullptr, nullptr};
 
 template <typename Context>
 void setCollectives(Context *ctx, const memopt_collectives *collectives) {
