@@ -124,6 +124,17 @@ __device__ __forceinline__ float blockMax(float v, float *shared) {
   return best;
 }
 
+/// The factor of a cross-entropy's gradient: the incoming gradient, divided
+/// (in double) by the count of labels under MEAN, 0 when every label is
+/// ignored.
+__device__ __forceinline__ float lossGradScale(const float *gradLoss,
+                                               const float *count, bool mean) {
+  double scale = *gradLoss;
+  if (mean)
+    scale = *count > 0.0f ? scale / static_cast<double>(*count) : 0.0;
+  return static_cast<float>(scale);
+}
+
 /// The maximum of a row of `n` values and the sum of exp(value - maximum),
 /// over the block (every thread gets both): the two parts of a stable
 /// log-sum-exp, shared by softmax and cross-entropy.

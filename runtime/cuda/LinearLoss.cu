@@ -193,10 +193,7 @@ __global__ void chunkGradKernel(float *logits, T *rounded, const T *bias,
                                 const float *gradLoss, const float *count,
                                 int64_t rows, int64_t width, int64_t c0,
                                 int64_t classes, int64_t ignore, bool mean) {
-  double scale = *gradLoss;
-  if (mean)
-    scale = *count > 0.0f ? scale / static_cast<double>(*count) : 0.0;
-  float sc = static_cast<float>(scale);
+  float sc = lossGradScale(gradLoss, count, mean);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     int64_t label = loadIndex(is64, labels, r);
     bool ignored = label == ignore || label < 0 || label >= classes;

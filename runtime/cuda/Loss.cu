@@ -93,10 +93,7 @@ crossEntropyGradKernel(const T *logits, bool is64, const void *labels,
                        int64_t rows, int64_t classes, int64_t ignore, bool mean,
                        float on, float off, memopt_device_error *error) {
   __shared__ float shared[32];
-  double scale = *gradLoss;
-  if (mean)
-    scale = *count > 0.0f ? scale / static_cast<double>(*count) : 0.0;
-  float sc = static_cast<float>(scale);
+  float sc = lossGradScale(gradLoss, count, mean);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     int64_t label = loadIndex(is64, labels, r);
     T *drow = dx + r * classes;
