@@ -13,7 +13,7 @@
 #      when torch with CUDA is installed);
 # and prints one summary. Designed to finish in under 10 minutes on an H200.
 #
-#   scripts/gpu-check.sh
+#   scripts/gpu-check.sh [--dry-run]   # --dry-run: print the steps, exit 2
 #   env: BUILD (build-gpu), JOBS (nproc), STEPS (5), GPT_ARGS (bench size),
 #        BENCH_TIMEOUT (360 s)
 #
@@ -28,8 +28,34 @@ jobs=${JOBS:-$(nproc)}
 start=$(date +%s)
 log=$(mktemp -d /tmp/memopt-gpu-check.XXXXXX)
 
-if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L | grep -q '^GPU '; then
+# What the run does, step by step (printed by --dry-run and without a GPU).
+plan() {
+  cat <<PLAN
+gpu-check would run:
+  1. build: cmake -G Ninja -S $root -B $build -DMEMOPT_ENABLE_CUDA=ON
+       -DMEMOPT_CUDA_ARCHITECTURES=<the GPU's compute capability>
+     ninja -C $build memopt-compile memopt-opt memopt_runtime_host
+       memopt_runtime_cuda memopt_driver MemoptCudaRuntimeTests
+  2. CUDA unit tests: $build/unittests/MemoptCudaRuntimeTests
+     (each test passes, fails or skips; kernels against f64 references)
+  3. lit on $build/test/Target: the CUDA target's compile checks, the
+     parity of the CUDA runtime against the host runtime on every example
+     model (cuda-parity.py), two ranks on NCCL, plain and ZeRO-2
+     (cuda-data-parallel.py, when mpirun is present)
+  4. bench/gpu/run.sh $build: GPT-2 small (batch 8 x 1024), fp32/bf16 x
+     remat none/blocks, step time and peak device memory next to PyTorch
+     eager's (when torch has CUDA), under a ${BENCH_TIMEOUT:-360} s limit
+  then one summary table.
+PLAN
+}
+
+if [ "${1:-}" = --dry-run ]; then
+  plan
+  exit 2
+fi
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
   echo "gpu-check: no NVIDIA GPU (nvidia-smi -L lists none)" >&2
+  plan
   exit 2
 fi
 for tool in cmake ninja nvcc; do

@@ -20,7 +20,8 @@ llvm_config.use_default_substitutions()
 # can run the parity tests on other kernels and thread counts.
 llvm_config.with_system_environment(["HOME", "TMPDIR", "OPENBLAS_CORETYPE",
                                      "OPENBLAS_NUM_THREADS",
-                                     "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS"])
+                                     "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS",
+                                     "MEMOPT_NUM_THREADS"])
 
 # Tools come from the build (memopt-*) and from LLVM (FileCheck, not, ...).
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

@@ -837,6 +837,9 @@ const char *memopt::driver::getDriverUsage() {
          "                 the memory high-water mark (arena + workspace)\n"
          "  --help         print this message\n"
          "\n"
+         "On the host runtime, MEMOPT_NUM_THREADS (else OMP_NUM_THREADS, else\n"
+         "the CPUs) threads run the kernels; the results do not depend on it.\n"
+         "\n"
          "Exit codes: 0 success, 1 bad command line or input files, 2 a\n"
          "runtime error.\n";
 }

@@ -1,18 +1,27 @@
 //===- Conv.cpp - host convolution and pooling ----------------------------===//
 //
-// conv2d and its two gradients as im2col + GEMM, one image and one group at
-// a time (the im2col workspace is [C/groups * KH * KW, OH * OW]):
+// conv2d and its two gradients as im2col + GEMM, a batch of images and one
+// group at a time. The im2col matrix of `imgs` images is [C/groups * KH *
+// KW, imgs * OH * OW] (image i's columns at i * OH * OW), so that a small
+// convolution is one GEMM wide enough for the BLAS's threads rather than
+// one narrow GEMM per image:
 //   forward      Y_g  = W_g * col(X_g)
 //   grad_input   dX_g = col2im(W_g^T * dY_g)
-//   grad_filter  dW_g = sum over images of dY_g * col(X_g)^T
-// Images are visited in order, so the filter gradient sums deterministically.
-// Max and average pooling are direct loops.
+//   grad_filter  dW_g = sum over batches of dY_g * col(X_g)^T
+// where Y_g and dY_g are the images' [O/groups, imgs * OH * OW] output
+// planes side by side, copied to and from the tensors' [N, O, OH, OW]
+// layout. The batch holds as many images as fit kColumnFloats of workspace
+// (at least one), so it depends on the shapes only and the filter gradient
+// sums in one order whatever the threads. im2col, col2im, the copies and
+// pooling run on the host threads (Parallel.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Gemm.h"
 #include "HostRuntime.h"
+#include "Parallel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -20,49 +29,153 @@ using namespace memopt::host;
 
 namespace {
 
-/// col[(ci * kh + i) * kw + j][y * ow + x] = image[ci][y*sh - ph + i*dh]
-/// [x*sw - pw + j*dw], zero outside; `image` is [cg, h, w].
-void im2col(const ConvShape &g, const float *image, float *col) {
-  int64_t cols = g.colCols();
-  for (int64_t ci = 0; ci < g.cg(); ++ci) {
-    for (int64_t i = 0; i < g.kh; ++i) {
-      for (int64_t j = 0; j < g.kw; ++j) {
-        float *row = col + ((ci * g.kh + i) * g.kw + j) * cols;
-        for (int64_t y = 0; y < g.oh; ++y) {
-          int64_t iy = y * g.sh - g.ph + i * g.dh;
-          for (int64_t x = 0; x < g.ow; ++x) {
-            int64_t ix = x * g.sw - g.pw + j * g.dw;
-            bool inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
-            row[y * g.ow + x] =
-                inside ? image[(ci * g.h + iy) * g.w + ix] : 0.0f;
-          }
-        }
-      }
-    }
-  }
+/// The workspace, in floats, that a batch of images may take: its im2col
+/// matrix and its output planes (8 MiB).
+constexpr int64_t kColumnFloats = int64_t(1) << 21;
+
+/// ceil(a / b) for b > 0.
+int64_t ceilDiv(int64_t a, int64_t b) {
+  return a >= 0 ? (a + b - 1) / b : -(-a / b);
 }
 
-/// The adjoint of im2col: image[...] += col[...] for every in-range entry.
-void col2im(const ConvShape &g, const float *col, float *image) {
-  int64_t cols = g.colCols();
-  for (int64_t ci = 0; ci < g.cg(); ++ci) {
+/// The images of one batch and the workspace their GEMMs use.
+class ConvBatches {
+public:
+  ConvBatches(memopt_context *ctx, const ConvShape &g)
+      : g(g), imgs(std::clamp<int64_t>(
+                  kColumnFloats / std::max<int64_t>(1, (g.colRows() + g.og()) *
+                                                           g.colCols()),
+                  1, g.n)),
+        col(ctx, g.colRows() * imgs * g.colCols(), /*zeroed=*/false),
+        planes(ctx, g.og() * imgs * g.colCols(), /*zeroed=*/false) {}
+
+  /// Images per batch.
+  int64_t size() const { return imgs; }
+  /// Columns of the batch starting at image `first`.
+  int64_t cols(int64_t first) const {
+    return std::min(imgs, g.n - first) * g.colCols();
+  }
+  float *colMatrix() { return col.get(); }
+  float *outputPlanes() { return planes.get(); }
+
+  /// col[(ci * kh + i) * kw + j][b * oh * ow + y * ow + x] = image b + first
+  /// of `x` at channel gi * cg + ci, row y*sh - ph + i*dh, column x*sw - pw
+  /// + j*dw; zero outside.
+  void im2col(const float *x, int64_t first, int64_t gi) {
+    int64_t count = std::min(imgs, g.n - first), rows = g.colRows();
+    int64_t p = g.colCols(), ld = count * p;
+    float *out = col.get();
+    parallelFor(count * rows, rowGrain(p), [&](int64_t begin, int64_t end) {
+      for (int64_t item = begin; item < end; ++item) {
+        int64_t b = item / rows, r = item % rows;
+        int64_t ci = r / (g.kh * g.kw), i = r / g.kw % g.kh, j = r % g.kw;
+        const float *image =
+            x + ((first + b) * g.c + gi * g.cg() + ci) * g.h * g.w;
+        float *row = out + r * ld + b * p;
+        int64_t shift = j * g.dw - g.pw, x0 = insideBegin(shift),
+                x1 = insideEnd(shift, x0);
+        for (int64_t y = 0; y < g.oh; ++y) {
+          int64_t iy = y * g.sh - g.ph + i * g.dh;
+          float *dst = row + y * g.ow;
+          if (iy < 0 || iy >= g.h) {
+            std::fill(dst, dst + g.ow, 0.0f);
+            continue;
+          }
+          const float *src = image + iy * g.w;
+          std::fill(dst, dst + x0, 0.0f);
+          if (g.sw == 1)
+            std::copy(src + x0 + shift, src + x1 + shift, dst + x0);
+          else
+            for (int64_t xo = x0; xo < x1; ++xo)
+              dst[xo] = src[xo * g.sw + shift];
+          std::fill(dst + x1, dst + g.ow, 0.0f);
+        }
+      }
+    });
+  }
+
+  /// The adjoint of im2col: adds the column matrix into images first.. of
+  /// `dx` (channel by channel, each in one fixed order).
+  void col2im(float *dx, int64_t first, int64_t gi) {
+    int64_t count = std::min(imgs, g.n - first), cg = g.cg();
+    int64_t p = g.colCols(), ld = count * p;
+    const float *in = col.get();
+    parallelFor(
+        count * cg, rowGrain(g.kh * g.kw * p), [&](int64_t begin, int64_t end) {
+          for (int64_t item = begin; item < end; ++item) {
+            int64_t b = item / cg, ci = item % cg;
+            float *image = dx + ((first + b) * g.c + gi * cg + ci) * g.h * g.w;
+            addColumns(in + ci * g.kh * g.kw * ld + b * p, ld, image);
+          }
+        });
+  }
+
+  /// Copies the batch's output planes of group gi into images first.. of
+  /// the [N, O, OH, OW] tensor `y`.
+  void storePlanes(float *y, int64_t first, int64_t gi) {
+    forEachPlane(first, gi, [&](int64_t offset, float *slot, size_t bytes) {
+      std::memcpy(y + offset, slot, bytes);
+    });
+  }
+
+  /// Copies group gi of images first.. of the [N, O, OH, OW] tensor `y`
+  /// into the batch's output planes.
+  void loadPlanes(const float *y, int64_t first, int64_t gi) {
+    forEachPlane(first, gi, [&](int64_t offset, float *slot, size_t bytes) {
+      std::memcpy(slot, y + offset, bytes);
+    });
+  }
+
+private:
+  /// Output column x reads input column x * sw + shift (shift = j * dw -
+  /// pw for kernel column j); those inside [0, w) are [insideBegin,
+  /// insideEnd).
+  int64_t insideBegin(int64_t shift) const {
+    return std::min(g.ow, ceilDiv(std::max<int64_t>(0, -shift), g.sw));
+  }
+  int64_t insideEnd(int64_t shift, int64_t begin) const {
+    return std::max(begin, std::min(g.ow, ceilDiv(g.w - shift, g.sw)));
+  }
+
+  /// Calls fn(offset in the tensor, slot in the planes, bytes) for every
+  /// plane of group gi of images first.. of the batch.
+  template <typename Fn> void forEachPlane(int64_t first, int64_t gi, Fn &&fn) {
+    int64_t count = std::min(imgs, g.n - first), og = g.og();
+    int64_t p = g.colCols(), ld = count * p;
+    float *m = planes.get();
+    size_t bytes = static_cast<size_t>(p) * sizeof(float);
+    parallelFor(count * og, rowGrain(p), [&](int64_t begin, int64_t end) {
+      for (int64_t item = begin; item < end; ++item) {
+        int64_t b = item / og, oc = item % og;
+        fn(((first + b) * g.o + gi * og + oc) * p, m + oc * ld + b * p, bytes);
+      }
+    });
+  }
+
+  /// image[...] += rows (ci fixed) of the column matrix, row stride `ld`.
+  void addColumns(const float *rows, int64_t ld, float *image) const {
     for (int64_t i = 0; i < g.kh; ++i) {
       for (int64_t j = 0; j < g.kw; ++j) {
-        const float *row = col + ((ci * g.kh + i) * g.kw + j) * cols;
+        const float *row = rows + (i * g.kw + j) * ld;
+        int64_t shift = j * g.dw - g.pw, x0 = insideBegin(shift),
+                x1 = insideEnd(shift, x0);
         for (int64_t y = 0; y < g.oh; ++y) {
           int64_t iy = y * g.sh - g.ph + i * g.dh;
           if (iy < 0 || iy >= g.h)
             continue;
-          for (int64_t x = 0; x < g.ow; ++x) {
-            int64_t ix = x * g.sw - g.pw + j * g.dw;
-            if (ix >= 0 && ix < g.w)
-              image[(ci * g.h + iy) * g.w + ix] += row[y * g.ow + x];
-          }
+          float *dst = image + iy * g.w;
+          const float *src = row + y * g.ow;
+          for (int64_t x = x0; x < x1; ++x)
+            dst[x * g.sw + shift] += src[x];
         }
       }
     }
   }
-}
+
+  const ConvShape &g;
+  int64_t imgs;
+  Workspace col, planes;
+};
 
 } // namespace
 
@@ -84,14 +197,15 @@ void memopt_conv2d(memopt_context *ctx, memopt_dtype dtype, const void *input,
   F32Input x(ctx, dtype, input, inSize);
   F32Input wt(ctx, dtype, filter, filterSize);
   F32Output y(ctx, dtype, out, outSize);
-  Workspace col(ctx, g.colRows() * g.colCols());
-  for (int64_t b = 0; b < n; ++b) {
+  ConvBatches batches(ctx, g);
+  for (int64_t b = 0; b < n; b += batches.size()) {
     for (int64_t gi = 0; gi < groups; ++gi) {
-      im2col(g, x.get() + (b * c + gi * g.cg()) * h * w, col.get());
-      sgemm(false, false, g.og(), g.colCols(), g.colRows(), 1.0f,
-            wt.get() + gi * g.og() * g.colRows(), g.colRows(), col.get(),
-            g.colCols(), 0.0f, y.get() + (b * o + gi * g.og()) * g.colCols(),
-            g.colCols());
+      int64_t cols = batches.cols(b);
+      batches.im2col(x.get(), b, gi);
+      sgemm(false, false, g.og(), cols, g.colRows(), 1.0f,
+            wt.get() + gi * g.og() * g.colRows(), g.colRows(),
+            batches.colMatrix(), cols, 0.0f, batches.outputPlanes(), cols);
+      batches.storePlanes(y.get(), b, gi);
     }
   }
   y.commit();
@@ -117,14 +231,15 @@ void memopt_conv2d_grad_input(memopt_context *ctx, memopt_dtype dtype,
   F32Input wt(ctx, dtype, filter, filterSize);
   F32Output dx(ctx, dtype, grad_input, inSize);
   std::memset(dx.get(), 0, static_cast<size_t>(inSize) * sizeof(float));
-  Workspace col(ctx, g.colRows() * g.colCols());
-  for (int64_t b = 0; b < n; ++b) {
+  ConvBatches batches(ctx, g);
+  for (int64_t b = 0; b < n; b += batches.size()) {
     for (int64_t gi = 0; gi < groups; ++gi) {
-      sgemm(true, false, g.colRows(), g.colCols(), g.og(), 1.0f,
+      int64_t cols = batches.cols(b);
+      batches.loadPlanes(dy.get(), b, gi);
+      sgemm(true, false, g.colRows(), cols, g.og(), 1.0f,
             wt.get() + gi * g.og() * g.colRows(), g.colRows(),
-            dy.get() + (b * o + gi * g.og()) * g.colCols(), g.colCols(), 0.0f,
-            col.get(), g.colCols());
-      col2im(g, col.get(), dx.get() + (b * c + gi * g.cg()) * h * w);
+            batches.outputPlanes(), cols, 0.0f, batches.colMatrix(), cols);
+      batches.col2im(dx.get(), b, gi);
     }
   }
   dx.commit();
@@ -150,14 +265,15 @@ void memopt_conv2d_grad_filter(memopt_context *ctx, memopt_dtype dtype,
   F32Input x(ctx, dtype, input, inSize);
   F32Output dw(ctx, dtype, grad_filter, filterSize);
   std::memset(dw.get(), 0, static_cast<size_t>(filterSize) * sizeof(float));
-  Workspace col(ctx, g.colRows() * g.colCols());
-  for (int64_t b = 0; b < n; ++b) {
+  ConvBatches batches(ctx, g);
+  for (int64_t b = 0; b < n; b += batches.size()) {
     for (int64_t gi = 0; gi < groups; ++gi) {
-      im2col(g, x.get() + (b * c + gi * g.cg()) * h * w, col.get());
-      sgemm(false, true, g.og(), g.colRows(), g.colCols(), 1.0f,
-            dy.get() + (b * o + gi * g.og()) * g.colCols(), g.colCols(),
-            col.get(), g.colCols(), 1.0f, dw.get() + gi * g.og() * g.colRows(),
-            g.colRows());
+      int64_t cols = batches.cols(b);
+      batches.im2col(x.get(), b, gi);
+      batches.loadPlanes(dy.get(), b, gi);
+      sgemm(false, true, g.og(), g.colRows(), cols, 1.0f,
+            batches.outputPlanes(), cols, batches.colMatrix(), cols, 1.0f,
+            dw.get() + gi * g.og() * g.colRows(), g.colRows());
     }
   }
   dw.commit();
@@ -211,13 +327,16 @@ void memopt_max_pool2d(memopt_context *ctx, memopt_dtype dtype,
     return;
   F32Input x(ctx, dtype, input, planes * h * w);
   F32Output y(ctx, dtype, out, planes * g.oh * g.ow);
-  for (int64_t p = 0; p < planes; ++p) {
-    const float *plane = x.get() + p * h * w;
-    for (int64_t oy = 0; oy < g.oh; ++oy)
-      for (int64_t ox = 0; ox < g.ow; ++ox)
-        y[(p * g.oh + oy) * g.ow + ox] =
-            plane[argmaxOfWindow(g, plane, oy, ox)];
-  }
+  parallelFor(planes, rowGrain(g.oh * g.ow * kh * kw),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t p = begin; p < end; ++p) {
+                  const float *plane = x.get() + p * h * w;
+                  for (int64_t oy = 0; oy < g.oh; ++oy)
+                    for (int64_t ox = 0; ox < g.ow; ++ox)
+                      y[(p * g.oh + oy) * g.ow + ox] =
+                          plane[argmaxOfWindow(g, plane, oy, ox)];
+                }
+              });
   y.commit();
 }
 
@@ -237,13 +356,16 @@ void memopt_max_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
   F32Input x(ctx, dtype, input, planes * h * w);
   F32Output dx(ctx, dtype, grad_input, planes * h * w);
   std::memset(dx.get(), 0, static_cast<size_t>(planes * h * w) * sizeof(float));
-  for (int64_t p = 0; p < planes; ++p) {
-    const float *plane = x.get() + p * h * w;
-    for (int64_t oy = 0; oy < g.oh; ++oy)
-      for (int64_t ox = 0; ox < g.ow; ++ox)
-        dx[p * h * w + argmaxOfWindow(g, plane, oy, ox)] +=
-            dy[(p * g.oh + oy) * g.ow + ox];
-  }
+  parallelFor(planes, rowGrain(g.oh * g.ow * kh * kw),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t p = begin; p < end; ++p) {
+                  const float *plane = x.get() + p * h * w;
+                  for (int64_t oy = 0; oy < g.oh; ++oy)
+                    for (int64_t ox = 0; ox < g.ow; ++ox)
+                      dx[p * h * w + argmaxOfWindow(g, plane, oy, ox)] +=
+                          dy[(p * g.oh + oy) * g.ow + ox];
+                }
+              });
   dx.commit();
 }
 
@@ -264,25 +386,28 @@ void memopt_avg_pool2d(memopt_context *ctx, memopt_dtype dtype,
   // Floor mode keeps every window inside the padded input, so the divisor
   // (padding counted) is always kh * kw.
   float inv = 1.0f / static_cast<float>(kh * kw);
-  for (int64_t p = 0; p < planes; ++p) {
-    const float *plane = x.get() + p * h * w;
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        float sum = 0.0f;
-        for (int64_t i = 0; i < kh; ++i) {
-          int64_t iy = oy * stride_h - pad_h + i;
-          if (iy < 0 || iy >= h)
-            continue;
-          for (int64_t j = 0; j < kw; ++j) {
-            int64_t ix = ox * stride_w - pad_w + j;
-            if (ix >= 0 && ix < w)
-              sum += plane[iy * w + ix];
-          }
-        }
-        y[(p * g.oh + oy) * g.ow + ox] = sum * inv;
-      }
-    }
-  }
+  parallelFor(planes, rowGrain(g.oh * g.ow * kh * kw),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t p = begin; p < end; ++p) {
+                  const float *plane = x.get() + p * h * w;
+                  for (int64_t oy = 0; oy < g.oh; ++oy) {
+                    for (int64_t ox = 0; ox < g.ow; ++ox) {
+                      float sum = 0.0f;
+                      for (int64_t i = 0; i < kh; ++i) {
+                        int64_t iy = oy * stride_h - pad_h + i;
+                        if (iy < 0 || iy >= h)
+                          continue;
+                        for (int64_t j = 0; j < kw; ++j) {
+                          int64_t ix = ox * stride_w - pad_w + j;
+                          if (ix >= 0 && ix < w)
+                            sum += plane[iy * w + ix];
+                        }
+                      }
+                      y[(p * g.oh + oy) * g.ow + ox] = sum * inv;
+                    }
+                  }
+                }
+              });
   y.commit();
 }
 
@@ -302,23 +427,26 @@ void memopt_avg_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
   F32Output dx(ctx, dtype, grad_input, planes * h * w);
   std::memset(dx.get(), 0, static_cast<size_t>(planes * h * w) * sizeof(float));
   float inv = 1.0f / static_cast<float>(kh * kw);
-  for (int64_t p = 0; p < planes; ++p) {
-    float *plane = dx.get() + p * h * w;
-    for (int64_t oy = 0; oy < g.oh; ++oy) {
-      for (int64_t ox = 0; ox < g.ow; ++ox) {
-        float share = dy[(p * g.oh + oy) * g.ow + ox] * inv;
-        for (int64_t i = 0; i < kh; ++i) {
-          int64_t iy = oy * stride_h - pad_h + i;
-          if (iy < 0 || iy >= h)
-            continue;
-          for (int64_t j = 0; j < kw; ++j) {
-            int64_t ix = ox * stride_w - pad_w + j;
-            if (ix >= 0 && ix < w)
-              plane[iy * w + ix] += share;
-          }
-        }
-      }
-    }
-  }
+  parallelFor(planes, rowGrain(g.oh * g.ow * kh * kw),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t p = begin; p < end; ++p) {
+                  float *plane = dx.get() + p * h * w;
+                  for (int64_t oy = 0; oy < g.oh; ++oy) {
+                    for (int64_t ox = 0; ox < g.ow; ++ox) {
+                      float share = dy[(p * g.oh + oy) * g.ow + ox] * inv;
+                      for (int64_t i = 0; i < kh; ++i) {
+                        int64_t iy = oy * stride_h - pad_h + i;
+                        if (iy < 0 || iy >= h)
+                          continue;
+                        for (int64_t j = 0; j < kw; ++j) {
+                          int64_t ix = ox * stride_w - pad_w + j;
+                          if (ix >= 0 && ix < w)
+                            plane[iy * w + ix] += share;
+                        }
+                      }
+                    }
+                  }
+                }
+              });
   dx.commit();
 }

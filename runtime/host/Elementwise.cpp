@@ -7,10 +7,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostRuntime.h"
+#include "Parallel.h"
 #include "memopt/runtime/ActivationMath.h"
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 using namespace memopt::host;
 using namespace memopt::runtime;
@@ -24,7 +26,7 @@ constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
-float applyUnary(memopt_unary_op op, float x) {
+inline float applyUnary(memopt_unary_op op, float x) {
   switch (op) {
   case MEMOPT_UNARY_NEG:
     return -x;
@@ -60,7 +62,7 @@ float applyUnary(memopt_unary_op op, float x) {
   return x;
 }
 
-float applyBinary(memopt_binary_op op, float a, float b) {
+inline float applyBinary(memopt_binary_op op, float a, float b) {
   switch (op) {
   case MEMOPT_BINARY_ADD:
     return a + b;
@@ -78,7 +80,8 @@ float applyBinary(memopt_binary_op op, float a, float b) {
   return a;
 }
 
-float applyActivationGrad(memopt_activation_grad_op op, float v, float g) {
+inline float applyActivationGrad(memopt_activation_grad_op op, float v,
+                                 float g) {
   switch (op) {
   case MEMOPT_GRAD_RELU:
     return v > 0.0f ? g : 0.0f;
@@ -111,6 +114,19 @@ float applyActivationGrad(memopt_activation_grad_op op, float v, float g) {
   return g;
 }
 
+/// Calls body(std::integral_constant<int, op>{}) for op in [K, Count): one
+/// loop per op with the op a constant, so that the compiler folds its switch
+/// and vectorizes what it can.
+template <int K, int Count, typename Body>
+void withConstantOp(int op, Body &&body) {
+  if constexpr (K < Count) {
+    if (op == K)
+      body(std::integral_constant<int, K>{});
+    else
+      withConstantOp<K + 1, Count>(op, body);
+  }
+}
+
 } // namespace
 
 void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
@@ -121,8 +137,13 @@ void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
     return;
   F32Input x(ctx, dtype, input, n);
   F32Output y(ctx, dtype, out, n);
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = applyUnary(op, x[i]);
+  withConstantOp<0, MEMOPT_UNARY_MISH + 1>(op, [&](auto k) {
+    constexpr auto kOp = static_cast<memopt_unary_op>(decltype(k)::value);
+    parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        y[i] = applyUnary(kOp, x[i]);
+    });
+  });
   y.commit();
 }
 
@@ -135,8 +156,13 @@ void memopt_binary(memopt_context *ctx, memopt_binary_op op, memopt_dtype dtype,
   F32Input a(ctx, dtype, lhs, n);
   F32Input b(ctx, dtype, rhs, n);
   F32Output y(ctx, dtype, out, n);
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = applyBinary(op, a[i], b[i]);
+  withConstantOp<0, MEMOPT_BINARY_MAXIMUM + 1>(op, [&](auto k) {
+    constexpr auto kOp = static_cast<memopt_binary_op>(decltype(k)::value);
+    parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        y[i] = applyBinary(kOp, a[i], b[i]);
+    });
+  });
   y.commit();
 }
 
@@ -149,19 +175,21 @@ void memopt_scalar(memopt_context *ctx, memopt_scalar_op op, memopt_dtype dtype,
   float v = static_cast<float>(value);
   F32Input x(ctx, dtype, input, n);
   F32Output y(ctx, dtype, out, n);
-  for (int64_t i = 0; i < n; ++i) {
-    switch (op) {
-    case MEMOPT_SCALAR_ADD:
-      y[i] = x[i] + v;
-      break;
-    case MEMOPT_SCALAR_MUL:
-      y[i] = x[i] * v;
-      break;
-    case MEMOPT_SCALAR_POW:
-      y[i] = std::pow(x[i], v);
-      break;
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      switch (op) {
+      case MEMOPT_SCALAR_ADD:
+        y[i] = x[i] + v;
+        break;
+      case MEMOPT_SCALAR_MUL:
+        y[i] = x[i] * v;
+        break;
+      case MEMOPT_SCALAR_POW:
+        y[i] = std::pow(x[i], v);
+        break;
+      }
     }
-  }
+  });
   y.commit();
 }
 
@@ -175,8 +203,14 @@ void memopt_activation_grad(memopt_context *ctx, memopt_activation_grad_op op,
   F32Input v(ctx, dtype, x_or_y, n);
   F32Input g(ctx, dtype, grad, n);
   F32Output y(ctx, dtype, out, n);
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = applyActivationGrad(op, v[i], g[i]);
+  withConstantOp<0, MEMOPT_GRAD_MISH + 1>(op, [&](auto k) {
+    constexpr auto kOp =
+        static_cast<memopt_activation_grad_op>(decltype(k)::value);
+    parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        y[i] = applyActivationGrad(kOp, v[i], g[i]);
+    });
+  });
   y.commit();
 }
 
@@ -189,8 +223,10 @@ void memopt_clamp(memopt_context *ctx, memopt_dtype dtype, const void *input,
   float l = static_cast<float>(lo), h = static_cast<float>(hi);
   F32Input x(ctx, dtype, input, n);
   F32Output y(ctx, dtype, out, n);
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = clampValue(x[i], l, h);
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      y[i] = clampValue(x[i], l, h);
+  });
   y.commit();
 }
 
@@ -205,7 +241,9 @@ void memopt_clamp_grad(memopt_context *ctx, memopt_dtype dtype,
   F32Input x(ctx, dtype, input, n);
   F32Input g(ctx, dtype, grad, n);
   F32Output y(ctx, dtype, out, n);
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = clampPasses(x[i], l, h, inclusive != 0) ? g[i] : 0.0f;
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      y[i] = clampPasses(x[i], l, h, inclusive != 0) ? g[i] : 0.0f;
+  });
   y.commit();
 }

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostRuntime.h"
+#include "Parallel.h"
 #include "memopt/runtime/Float16.h"
 
 #include <cmath>
@@ -41,13 +42,15 @@ void memopt::host::loadF32(memopt_dtype dtype, const void *src, float *dst,
     return;
   }
   const uint16_t *bits = static_cast<const uint16_t *>(src);
-  if (dtype == MEMOPT_F16) {
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = halfBitsToFloat(bits[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i)
-      dst[i] = bfloat16BitsToFloat(bits[i]);
-  }
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    if (dtype == MEMOPT_F16) {
+      for (int64_t i = begin; i < end; ++i)
+        dst[i] = halfBitsToFloat(bits[i]);
+    } else {
+      for (int64_t i = begin; i < end; ++i)
+        dst[i] = bfloat16BitsToFloat(bits[i]);
+    }
+  });
 }
 
 void memopt::host::storeF32(memopt_dtype dtype, const float *src, void *dst,
@@ -57,13 +60,15 @@ void memopt::host::storeF32(memopt_dtype dtype, const float *src, void *dst,
     return;
   }
   uint16_t *bits = static_cast<uint16_t *>(dst);
-  if (dtype == MEMOPT_F16) {
-    for (int64_t i = 0; i < n; ++i)
-      bits[i] = floatToHalfBits(src[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i)
-      bits[i] = floatToBFloat16Bits(src[i]);
-  }
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    if (dtype == MEMOPT_F16) {
+      for (int64_t i = begin; i < end; ++i)
+        bits[i] = floatToHalfBits(src[i]);
+    } else {
+      for (int64_t i = begin; i < end; ++i)
+        bits[i] = floatToBFloat16Bits(src[i]);
+    }
+  });
 }
 
 static void updateHighWater(memopt_context *ctx) {
@@ -297,8 +302,10 @@ void memopt_where(memopt_context *ctx, memopt_dtype dtype, const uint8_t *cond,
   const char *pa = static_cast<const char *>(a);
   const char *pb = static_cast<const char *>(b);
   char *po = static_cast<char *>(out);
-  for (int64_t i = 0; i < n; ++i)
-    std::memmove(po + i * size, (cond[i] ? pa : pb) + i * size, size);
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      std::memmove(po + i * size, (cond[i] ? pa : pb) + i * size, size);
+  });
 }
 
 void memopt_masked_fill(memopt_context *ctx, memopt_dtype dtype,
@@ -314,15 +321,16 @@ void memopt_masked_fill(memopt_context *ctx, memopt_dtype dtype,
                                          : 0;
   const char *in = static_cast<const char *>(input);
   char *po = static_cast<char *>(out);
-  for (int64_t i = 0; i < n; ++i) {
-    if (!mask[i]) {
-      std::memmove(po + i * size, in + i * size, size);
-    } else if (dtype == MEMOPT_F32) {
-      std::memcpy(po + i * size, &v, size);
-    } else {
-      std::memcpy(po + i * size, &bits, size);
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (!mask[i])
+        std::memmove(po + i * size, in + i * size, size);
+      else if (dtype == MEMOPT_F32)
+        std::memcpy(po + i * size, &v, size);
+      else
+        std::memcpy(po + i * size, &bits, size);
     }
-  }
+  });
 }
 
 //===----------------------------------------------------------------------===//

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,19 +64,23 @@ void releaseWorkspace(memopt_context *ctx, uint64_t bytes);
 /// alive.
 class Workspace {
 public:
-  Workspace(memopt_context *ctx, int64_t n)
-      : ctx(ctx), data(static_cast<size_t>(n > 0 ? n : 0)) {
-    acquireWorkspace(ctx, data.size() * sizeof(float));
+  /// `n` floats, zero unless `zeroed` is false (for a caller that writes
+  /// every float before reading it).
+  Workspace(memopt_context *ctx, int64_t n, bool zeroed = true)
+      : ctx(ctx), size(static_cast<size_t>(n > 0 ? n : 0)),
+        data(zeroed ? new float[size]() : new float[size]) {
+    acquireWorkspace(ctx, size * sizeof(float));
   }
-  ~Workspace() { releaseWorkspace(ctx, data.size() * sizeof(float)); }
+  ~Workspace() { releaseWorkspace(ctx, size * sizeof(float)); }
   Workspace(const Workspace &) = delete;
   Workspace &operator=(const Workspace &) = delete;
 
-  float *get() { return data.data(); }
+  float *get() { return data.get(); }
 
 private:
   memopt_context *ctx;
-  std::vector<float> data;
+  size_t size;
+  std::unique_ptr<float[]> data;
 };
 
 /// A read-only f32 view of a float tensor: the tensor itself when it is f32,
@@ -83,7 +88,7 @@ private:
 class F32Input {
 public:
   F32Input(memopt_context *ctx, memopt_dtype dtype, const void *src, int64_t n)
-      : copy(ctx, dtype == MEMOPT_F32 ? 0 : n) {
+      : copy(ctx, dtype == MEMOPT_F32 ? 0 : n, /*zeroed=*/false) {
     if (dtype == MEMOPT_F32) {
       ptr = static_cast<const float *>(src);
     } else {

@@ -11,9 +11,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostRuntime.h"
+#include "Parallel.h"
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 using namespace memopt::host;
 
@@ -92,13 +94,20 @@ void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
   if (count < 0)
     return;
   F32Input x(ctx, dtype, logits, rows * classes);
+  // The rows' losses in parallel, their sum in row order.
+  std::vector<double> rowLosses(static_cast<size_t>(rows), 0.0);
+  parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      int64_t label = loadIndex(label_dtype, labels, r);
+      if (label != ignore_index)
+        rowLosses[r] =
+            rowLoss(x.get() + r * classes, classes, label, label_smoothing);
+    }
+  });
   double total = 0.0;
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t label = loadIndex(label_dtype, labels, r);
-    if (label == ignore_index)
-      continue;
-    total += rowLoss(x.get() + r * classes, classes, label, label_smoothing);
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    if (loadIndex(label_dtype, labels, r) != ignore_index)
+      total += rowLosses[r];
   if (reduction == MEMOPT_REDUCTION_MEAN)
     total = count ? total / static_cast<double>(count)
                   : std::numeric_limits<double>::quiet_NaN();
@@ -132,21 +141,24 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
   float on = static_cast<float>(1.0 - label_smoothing + offTarget);
   F32Input x(ctx, dtype, logits, rows * classes);
   F32Output dx(ctx, dtype, out, rows * classes);
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t label = loadIndex(label_dtype, labels, r);
-    const float *row = x.get() + r * classes;
-    float *drow = dx.get() + r * classes;
-    if (label == ignore_index) {
-      for (int64_t j = 0; j < classes; ++j)
-        drow[j] = 0.0f;
-      continue;
+  parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      int64_t label = loadIndex(label_dtype, labels, r);
+      const float *row = x.get() + r * classes;
+      float *drow = dx.get() + r * classes;
+      if (label == ignore_index) {
+        for (int64_t j = 0; j < classes; ++j)
+          drow[j] = 0.0f;
+        continue;
+      }
+      double lse = logSumExp(row, classes);
+      for (int64_t j = 0; j < classes; ++j) {
+        float p =
+            static_cast<float>(std::exp(static_cast<double>(row[j]) - lse));
+        drow[j] = s * (p - (j == label ? on : off));
+      }
     }
-    double lse = logSumExp(row, classes);
-    for (int64_t j = 0; j < classes; ++j) {
-      float p = static_cast<float>(std::exp(static_cast<double>(row[j]) - lse));
-      drow[j] = s * (p - (j == label ? on : off));
-    }
-  }
+  });
   dx.commit();
 }
 
@@ -184,7 +196,9 @@ void memopt_mse_loss_grad(memopt_context *ctx, memopt_dtype dtype,
   F32Input x(ctx, dtype, input, n);
   F32Input t(ctx, dtype, target, n);
   F32Output dx(ctx, dtype, out, n);
-  for (int64_t i = 0; i < n; ++i)
-    dx[i] = s * (x[i] - t[i]);
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      dx[i] = s * (x[i] - t[i]);
+  });
   dx.commit();
 }

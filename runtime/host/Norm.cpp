@@ -8,7 +8,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostRuntime.h"
+#include "Parallel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -24,8 +26,9 @@ void softmaxForward(memopt_context *ctx, memopt_dtype dtype, const void *input,
   int64_t n = outer * dim * inner;
   F32Input x(ctx, dtype, input, n);
   F32Output y(ctx, dtype, out, n);
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < inner; ++i) {
+  parallelFor(outer * inner, rowGrain(dim), [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      int64_t o = k / inner, i = k % inner;
       const float *xs = x.get() + o * dim * inner + i;
       float *ys = y.get() + o * dim * inner + i;
       float maxValue = -INFINITY;
@@ -46,7 +49,7 @@ void softmaxForward(memopt_context *ctx, memopt_dtype dtype, const void *input,
           ys[r * inner] = std::exp(xs[r * inner] - shift) * inv;
       }
     }
-  }
+  });
   y.commit();
 }
 
@@ -57,8 +60,9 @@ void softmaxBackward(memopt_context *ctx, memopt_dtype dtype,
   F32Input y(ctx, dtype, output, n);
   F32Input g(ctx, dtype, grad, n);
   F32Output dx(ctx, dtype, out, n);
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < inner; ++i) {
+  parallelFor(outer * inner, rowGrain(dim), [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t o = item / inner, i = item % inner;
       int64_t base = o * dim * inner + i;
       double sum = 0.0;
       for (int64_t r = 0; r < dim; ++r) {
@@ -72,8 +76,27 @@ void softmaxBackward(memopt_context *ctx, memopt_dtype dtype,
         dx[k] = isLog ? g[k] - std::exp(y[k]) * s : y[k] * (g[k] - s);
       }
     }
-  }
+  });
   dx.commit();
+}
+
+/// Layer norm of one row: out = (x - mean) * rstd * w + b.
+void layerNormRow(const float *xs, const float *w, const float *b, float *ys,
+                  int64_t cols, double eps, float &mean, float &rstd) {
+  double sum = 0.0;
+  for (int64_t j = 0; j < cols; ++j)
+    sum += xs[j];
+  double mu = sum / static_cast<double>(cols);
+  double sq = 0.0;
+  for (int64_t j = 0; j < cols; ++j)
+    sq += (xs[j] - mu) * (xs[j] - mu);
+  double var = sq / static_cast<double>(cols);
+  float m = static_cast<float>(mu);
+  float s = static_cast<float>(1.0 / std::sqrt(var + eps));
+  for (int64_t j = 0; j < cols; ++j)
+    ys[j] = (xs[j] - m) * s * w[j] + b[j];
+  mean = m;
+  rstd = s;
 }
 
 } // namespace
@@ -126,24 +149,11 @@ void memopt_layer_norm(memopt_context *ctx, memopt_dtype dtype,
   F32Input w(ctx, w_dtype, weight, cols);
   F32Input b(ctx, w_dtype, bias, cols);
   F32Output y(ctx, dtype, out, rows * cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xs = x.get() + r * cols;
-    double sum = 0.0;
-    for (int64_t j = 0; j < cols; ++j)
-      sum += xs[j];
-    double mu = sum / static_cast<double>(cols);
-    double sq = 0.0;
-    for (int64_t j = 0; j < cols; ++j)
-      sq += (xs[j] - mu) * (xs[j] - mu);
-    double var = sq / static_cast<double>(cols);
-    float m = static_cast<float>(mu);
-    float s = static_cast<float>(1.0 / std::sqrt(var + eps));
-    float *ys = y.get() + r * cols;
-    for (int64_t j = 0; j < cols; ++j)
-      ys[j] = (xs[j] - m) * s * w[j] + b[j];
-    mean[r] = m;
-    rstd[r] = s;
-  }
+  parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      layerNormRow(x.get() + r * cols, w.get(), b.get(), y.get() + r * cols,
+                   cols, eps, mean[r], rstd[r]);
+  });
   y.commit();
 }
 
@@ -163,31 +173,48 @@ void memopt_layer_norm_grad(memopt_context *ctx, memopt_dtype dtype,
   F32Input x(ctx, dtype, input, n);
   F32Input w(ctx, w_dtype, weight, cols);
   F32Output dx(ctx, dtype, grad_input, n);
-  std::vector<double> dw(static_cast<size_t>(cols), 0.0);
-  std::vector<double> db(static_cast<size_t>(cols), 0.0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *dys = dy.get() + r * cols;
-    const float *xs = x.get() + r * cols;
-    float m = mean[r], s = rstd[r];
-    double sumG = 0.0, sumGX = 0.0;
-    for (int64_t j = 0; j < cols; ++j) {
-      float xhat = (xs[j] - m) * s;
-      float g = dys[j] * w[j];
-      sumG += g;
-      sumGX += static_cast<double>(g) * xhat;
-      dw[j] += static_cast<double>(dys[j]) * xhat;
-      db[j] += dys[j];
+  // The parameter gradients column by column, each summed over the rows in
+  // order, then the input gradient row by row (it may overwrite `grad`).
+  std::vector<float> dwF(static_cast<size_t>(cols));
+  std::vector<float> dbF(static_cast<size_t>(cols));
+  parallelFor(cols, rowGrain(rows), [&](int64_t first, int64_t last) {
+    std::vector<double> dw(static_cast<size_t>(last - first), 0.0);
+    std::vector<double> db(static_cast<size_t>(last - first), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *dys = dy.get() + r * cols;
+      const float *xs = x.get() + r * cols;
+      float m = mean[r], s = rstd[r];
+      for (int64_t j = first; j < last; ++j) {
+        float xhat = (xs[j] - m) * s;
+        dw[j - first] += static_cast<double>(dys[j]) * xhat;
+        db[j - first] += dys[j];
+      }
     }
-    float meanG = static_cast<float>(sumG / static_cast<double>(cols));
-    float meanGX = static_cast<float>(sumGX / static_cast<double>(cols));
-    float *dxs = dx.get() + r * cols;
-    for (int64_t j = 0; j < cols; ++j) {
-      float xhat = (xs[j] - m) * s;
-      dxs[j] = s * (dys[j] * w[j] - meanG - xhat * meanGX);
+    std::copy(dw.begin(), dw.end(), dwF.begin() + first);
+    std::copy(db.begin(), db.end(), dbF.begin() + first);
+  });
+  parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *dys = dy.get() + r * cols;
+      const float *xs = x.get() + r * cols;
+      float m = mean[r], s = rstd[r];
+      double sumG = 0.0, sumGX = 0.0;
+      for (int64_t j = 0; j < cols; ++j) {
+        float xhat = (xs[j] - m) * s;
+        float g = dys[j] * w[j];
+        sumG += g;
+        sumGX += static_cast<double>(g) * xhat;
+      }
+      float meanG = static_cast<float>(sumG / static_cast<double>(cols));
+      float meanGX = static_cast<float>(sumGX / static_cast<double>(cols));
+      float *dxs = dx.get() + r * cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        float xhat = (xs[j] - m) * s;
+        dxs[j] = s * (dys[j] * w[j] - meanG - xhat * meanGX);
+      }
     }
-  }
+  });
   dx.commit();
-  std::vector<float> dwF(dw.begin(), dw.end()), dbF(db.begin(), db.end());
   storeF32(w_dtype, dwF.data(), grad_weight, cols);
   storeF32(w_dtype, dbF.data(), grad_bias, cols);
 }
@@ -202,18 +229,20 @@ void memopt_rms_norm(memopt_context *ctx, memopt_dtype dtype, const void *input,
   F32Input x(ctx, dtype, input, rows * cols);
   F32Input w(ctx, w_dtype, weight, cols);
   F32Output y(ctx, dtype, out, rows * cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xs = x.get() + r * cols;
-    double sq = 0.0;
-    for (int64_t j = 0; j < cols; ++j)
-      sq += static_cast<double>(xs[j]) * xs[j];
-    float s = static_cast<float>(
-        1.0 / std::sqrt(sq / static_cast<double>(cols) + eps));
-    float *ys = y.get() + r * cols;
-    for (int64_t j = 0; j < cols; ++j)
-      ys[j] = xs[j] * s * w[j];
-    rstd[r] = s;
-  }
+  parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *xs = x.get() + r * cols;
+      double sq = 0.0;
+      for (int64_t j = 0; j < cols; ++j)
+        sq += static_cast<double>(xs[j]) * xs[j];
+      float s = static_cast<float>(
+          1.0 / std::sqrt(sq / static_cast<double>(cols) + eps));
+      float *ys = y.get() + r * cols;
+      for (int64_t j = 0; j < cols; ++j)
+        ys[j] = xs[j] * s * w[j];
+      rstd[r] = s;
+    }
+  });
   y.commit();
 }
 
@@ -231,24 +260,36 @@ void memopt_rms_norm_grad(memopt_context *ctx, memopt_dtype dtype,
   F32Input x(ctx, dtype, input, n);
   F32Input w(ctx, w_dtype, weight, cols);
   F32Output dx(ctx, dtype, grad_input, n);
-  std::vector<double> dw(static_cast<size_t>(cols), 0.0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *dys = dy.get() + r * cols;
-    const float *xs = x.get() + r * cols;
-    float s = rstd[r];
-    double sumGX = 0.0;
-    for (int64_t j = 0; j < cols; ++j) {
-      sumGX += static_cast<double>(dys[j]) * w[j] * xs[j];
-      dw[j] += static_cast<double>(dys[j]) * xs[j] * s;
+  // The weight gradient first: the input gradient may overwrite `grad`.
+  std::vector<float> dwF(static_cast<size_t>(cols));
+  parallelFor(cols, rowGrain(rows), [&](int64_t first, int64_t last) {
+    std::vector<double> dw(static_cast<size_t>(last - first), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *dys = dy.get() + r * cols;
+      const float *xs = x.get() + r * cols;
+      float s = rstd[r];
+      for (int64_t j = first; j < last; ++j)
+        dw[j - first] += static_cast<double>(dys[j]) * xs[j] * s;
     }
-    // d/dx_j of x_i * s: s * delta_ij - x_i * x_j * s^3 / cols.
-    float c = static_cast<float>(sumGX / static_cast<double>(cols) * s * s * s);
-    float *dxs = dx.get() + r * cols;
-    for (int64_t j = 0; j < cols; ++j)
-      dxs[j] = s * dys[j] * w[j] - xs[j] * c;
-  }
+    std::copy(dw.begin(), dw.end(), dwF.begin() + first);
+  });
+  parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *dys = dy.get() + r * cols;
+      const float *xs = x.get() + r * cols;
+      float s = rstd[r];
+      double sumGX = 0.0;
+      for (int64_t j = 0; j < cols; ++j)
+        sumGX += static_cast<double>(dys[j]) * w[j] * xs[j];
+      // d/dx_j of x_i * s: s * delta_ij - x_i * x_j * s^3 / cols.
+      float c =
+          static_cast<float>(sumGX / static_cast<double>(cols) * s * s * s);
+      float *dxs = dx.get() + r * cols;
+      for (int64_t j = 0; j < cols; ++j)
+        dxs[j] = s * dys[j] * w[j] - xs[j] * c;
+    }
+  });
   dx.commit();
-  std::vector<float> dwF(dw.begin(), dw.end());
   storeF32(w_dtype, dwF.data(), grad_weight, cols);
 }
 
@@ -272,38 +313,40 @@ void memopt_batch_norm(memopt_context *ctx, memopt_dtype dtype,
   int64_t count = batch * spatial, n = batch * channels * spatial;
   F32Input x(ctx, dtype, input, n);
   F32Output y(ctx, dtype, out, n);
-  for (int64_t c = 0; c < channels; ++c) {
-    double sum = 0.0;
-    for (int64_t b = 0; b < batch; ++b) {
-      const float *xs = x.get() + (b * channels + c) * spatial;
-      for (int64_t s = 0; s < spatial; ++s)
-        sum += xs[s];
+  parallelFor(channels, rowGrain(count), [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      double sum = 0.0;
+      for (int64_t b = 0; b < batch; ++b) {
+        const float *xs = x.get() + (b * channels + c) * spatial;
+        for (int64_t s = 0; s < spatial; ++s)
+          sum += xs[s];
+      }
+      double mu = sum / static_cast<double>(count);
+      double sq = 0.0;
+      for (int64_t b = 0; b < batch; ++b) {
+        const float *xs = x.get() + (b * channels + c) * spatial;
+        for (int64_t s = 0; s < spatial; ++s)
+          sq += (xs[s] - mu) * (xs[s] - mu);
+      }
+      double var = sq / static_cast<double>(count);
+      float m = static_cast<float>(mu);
+      float r = static_cast<float>(1.0 / std::sqrt(var + eps));
+      for (int64_t b = 0; b < batch; ++b) {
+        const float *xs = x.get() + (b * channels + c) * spatial;
+        float *ys = y.get() + (b * channels + c) * spatial;
+        for (int64_t s = 0; s < spatial; ++s)
+          ys[s] = (xs[s] - m) * r * weight[c] + bias[c];
+      }
+      double unbiased = sq / static_cast<double>(count - 1);
+      double oldMean = running_mean[c], oldVar = running_var[c];
+      mean[c] = m;
+      rstd[c] = r;
+      new_running_mean[c] =
+          static_cast<float>((1.0 - momentum) * oldMean + momentum * mu);
+      new_running_var[c] =
+          static_cast<float>((1.0 - momentum) * oldVar + momentum * unbiased);
     }
-    double mu = sum / static_cast<double>(count);
-    double sq = 0.0;
-    for (int64_t b = 0; b < batch; ++b) {
-      const float *xs = x.get() + (b * channels + c) * spatial;
-      for (int64_t s = 0; s < spatial; ++s)
-        sq += (xs[s] - mu) * (xs[s] - mu);
-    }
-    double var = sq / static_cast<double>(count);
-    float m = static_cast<float>(mu);
-    float r = static_cast<float>(1.0 / std::sqrt(var + eps));
-    for (int64_t b = 0; b < batch; ++b) {
-      const float *xs = x.get() + (b * channels + c) * spatial;
-      float *ys = y.get() + (b * channels + c) * spatial;
-      for (int64_t s = 0; s < spatial; ++s)
-        ys[s] = (xs[s] - m) * r * weight[c] + bias[c];
-    }
-    double unbiased = sq / static_cast<double>(count - 1);
-    double oldMean = running_mean[c], oldVar = running_var[c];
-    mean[c] = m;
-    rstd[c] = r;
-    new_running_mean[c] =
-        static_cast<float>((1.0 - momentum) * oldMean + momentum * mu);
-    new_running_var[c] =
-        static_cast<float>((1.0 - momentum) * oldVar + momentum * unbiased);
-  }
+  });
   y.commit();
 }
 
@@ -322,29 +365,31 @@ void memopt_batch_norm_grad(memopt_context *ctx, memopt_dtype dtype,
   F32Input dy(ctx, dtype, grad, n);
   F32Input x(ctx, dtype, input, n);
   F32Output dx(ctx, dtype, grad_input, n);
-  for (int64_t c = 0; c < channels; ++c) {
-    float m = mean[c], r = rstd[c];
-    double sumG = 0.0, sumGX = 0.0;
-    for (int64_t b = 0; b < batch; ++b) {
-      int64_t base = (b * channels + c) * spatial;
-      for (int64_t s = 0; s < spatial; ++s) {
-        float xhat = (x[base + s] - m) * r;
-        sumG += dy[base + s];
-        sumGX += static_cast<double>(dy[base + s]) * xhat;
+  parallelFor(channels, rowGrain(count), [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      float m = mean[c], r = rstd[c];
+      double sumG = 0.0, sumGX = 0.0;
+      for (int64_t b = 0; b < batch; ++b) {
+        int64_t base = (b * channels + c) * spatial;
+        for (int64_t s = 0; s < spatial; ++s) {
+          float xhat = (x[base + s] - m) * r;
+          sumG += dy[base + s];
+          sumGX += static_cast<double>(dy[base + s]) * xhat;
+        }
       }
-    }
-    float meanG = count ? static_cast<float>(sumG / count) : 0.0f;
-    float meanGX = count ? static_cast<float>(sumGX / count) : 0.0f;
-    float scale = weight[c] * r;
-    for (int64_t b = 0; b < batch; ++b) {
-      int64_t base = (b * channels + c) * spatial;
-      for (int64_t s = 0; s < spatial; ++s) {
-        float xhat = (x[base + s] - m) * r;
-        dx[base + s] = scale * (dy[base + s] - meanG - xhat * meanGX);
+      float meanG = count ? static_cast<float>(sumG / count) : 0.0f;
+      float meanGX = count ? static_cast<float>(sumGX / count) : 0.0f;
+      float scale = weight[c] * r;
+      for (int64_t b = 0; b < batch; ++b) {
+        int64_t base = (b * channels + c) * spatial;
+        for (int64_t s = 0; s < spatial; ++s) {
+          float xhat = (x[base + s] - m) * r;
+          dx[base + s] = scale * (dy[base + s] - meanG - xhat * meanGX);
+        }
       }
+      grad_weight[c] = static_cast<float>(sumGX);
+      grad_bias[c] = static_cast<float>(sumG);
     }
-    grad_weight[c] = static_cast<float>(sumGX);
-    grad_bias[c] = static_cast<float>(sumG);
-  }
+  });
   dx.commit();
 }

@@ -8,9 +8,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostRuntime.h"
+#include "Parallel.h"
 
 #include "memopt/runtime/OptimizerMath.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -49,11 +51,13 @@ void memopt_sgd_update(memopt_context *ctx, memopt_dtype dtype,
   F32Input buf(ctx, dtype, momentum_buffer, n);
   F32Output outP(ctx, dtype, new_param, n);
   F32Output outBuf(ctx, dtype, new_momentum_buffer, n);
-  for (int64_t i = 0; i < n; ++i) {
-    float b = buf[i];
-    outP[i] = sgdElement(c, p[i], g[i], b);
-    outBuf[i] = b;
-  }
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float b = buf[i];
+      outP[i] = sgdElement(c, p[i], g[i], b);
+      outBuf[i] = b;
+    }
+  });
   outP.commit();
   outBuf.commit();
 }
@@ -93,12 +97,14 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
   F32Output outP(ctx, dtype, new_param, n);
   F32Output outM(ctx, dtype, new_exp_avg, n);
   F32Output outV(ctx, dtype, new_exp_avg_sq, n);
-  for (int64_t i = 0; i < n; ++i) {
-    float mi = m[i], vi = v[i];
-    outP[i] = adamwElement(c, p[i], g[i], mi, vi);
-    outM[i] = mi;
-    outV[i] = vi;
-  }
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float mi = m[i], vi = v[i];
+      outP[i] = adamwElement(c, p[i], g[i], mi, vi);
+      outM[i] = mi;
+      outV[i] = vi;
+    }
+  });
   outP.commit();
   outM.commit();
   outV.commit();
@@ -127,20 +133,24 @@ void memopt_unscale(memopt_context *ctx, const float *scale,
                     sizes, found_inf))
     return;
   float inv = static_cast<float>(1.0 / static_cast<double>(*scale));
-  bool anyNonFinite = false;
+  std::atomic<bool> anyNonFinite{false};
   for (int64_t j = 0; j < num_tensors; ++j) {
     int64_t n = sizes[j];
     F32Input g(ctx, dtypes[j], grads[j], n);
     F32Output out(ctx, dtypes[j], results[j], n);
-    for (int64_t i = 0; i < n; ++i) {
-      float v = g[i];
-      if (!std::isfinite(v))
-        anyNonFinite = true;
-      out[i] = v * inv;
-    }
+    parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+      bool nonFinite = false;
+      for (int64_t i = begin; i < end; ++i) {
+        float v = g[i];
+        nonFinite |= !std::isfinite(v);
+        out[i] = v * inv;
+      }
+      if (nonFinite)
+        anyNonFinite.store(true, std::memory_order_relaxed);
+    });
     out.commit();
   }
-  *found_inf = anyNonFinite ? 1 : 0;
+  *found_inf = anyNonFinite.load(std::memory_order_relaxed) ? 1 : 0;
 }
 
 void memopt_update_scale(memopt_context *ctx, const float *scale,

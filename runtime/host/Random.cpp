@@ -11,6 +11,7 @@
 
 #include "Random.h"
 #include "HostRuntime.h"
+#include "Parallel.h"
 
 #include <cmath>
 
@@ -95,15 +96,18 @@ void memopt_dropout(memopt_context *ctx, memopt_dtype dtype, const void *input,
   float scale = mask.scale();
   F32Input x(ctx, dtype, input, n);
   F32Output y(ctx, dtype, out, n);
-  constexpr int64_t kRun = 256;
-  uint8_t keep[kRun];
+  // Each mask bit is a function of its position: ranges draw apart.
   int64_t bits = n / group;
-  for (int64_t start = 0; start < bits; start += kRun) {
-    int64_t count = bits - start < kRun ? bits - start : kRun;
-    mask.draw(offset + static_cast<uint64_t>(start), count, keep);
-    for (int64_t b = 0; b < count; ++b)
-      for (int64_t i = (start + b) * group, e = i + group; i < e; ++i)
-        y[i] = keep[b] ? x[i] * scale : 0.0f;
-  }
+  parallelFor(bits, rowGrain(group * 4), [&](int64_t first, int64_t last) {
+    constexpr int64_t kRun = 256;
+    uint8_t keep[kRun];
+    for (int64_t start = first; start < last; start += kRun) {
+      int64_t count = last - start < kRun ? last - start : kRun;
+      mask.draw(offset + static_cast<uint64_t>(start), count, keep);
+      for (int64_t b = 0; b < count; ++b)
+        for (int64_t i = (start + b) * group, e = i + group; i < e; ++i)
+          y[i] = keep[b] ? x[i] * scale : 0.0f;
+    }
+  });
   y.commit();
 }

@@ -9,7 +9,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostRuntime.h"
+#include "Parallel.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -25,24 +27,33 @@ void stridedCopy(size_t elementSize, const void *input, void *output,
   const char *in = static_cast<const char *>(input);
   char *out = static_cast<char *>(output);
   int64_t n = view.size(), rank = static_cast<int64_t>(view.shape.size());
-  std::vector<int64_t> index(static_cast<size_t>(rank), 0);
-  int64_t offset = view.base;
-  for (int64_t i = 0; i < n; ++i) {
-    if (scatter)
-      std::memcpy(out + offset * elementSize, in + i * elementSize,
-                  elementSize);
-    else
-      std::memcpy(out + i * elementSize, in + offset * elementSize,
-                  elementSize);
-    // Advance the multi-index (last dimension fastest).
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      offset += view.step[d];
-      if (++index[d] < view.shape[d])
-        break;
-      offset -= view.step[d] * view.shape[d];
-      index[d] = 0;
+  // The view is one-to-one, so the output's ranges can be copied apart.
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    // The multi-index and offset of element `begin`.
+    std::vector<int64_t> index(static_cast<size_t>(rank), 0);
+    int64_t offset = view.base;
+    for (int64_t d = rank - 1, rest = begin; d >= 0; --d) {
+      index[d] = rest % view.shape[d];
+      rest /= view.shape[d];
+      offset += index[d] * view.step[d];
     }
-  }
+    for (int64_t i = begin; i < end; ++i) {
+      if (scatter)
+        std::memcpy(out + offset * elementSize, in + i * elementSize,
+                    elementSize);
+      else
+        std::memcpy(out + i * elementSize, in + offset * elementSize,
+                    elementSize);
+      // Advance the multi-index (last dimension fastest).
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        offset += view.step[d];
+        if (++index[d] < view.shape[d])
+          break;
+        offset -= view.step[d] * view.shape[d];
+        index[d] = 0;
+      }
+    }
+  });
 }
 
 } // namespace
@@ -171,17 +182,20 @@ void memopt_embedding_grad(memopt_context *ctx, memopt_dtype dtype,
   F32Input g(ctx, dtype, grad, num_indices * dim);
   Workspace table(ctx, num_rows * dim);
   float *acc = table.get();
-  for (int64_t i = 0; i < num_rows * dim; ++i)
-    acc[i] = 0.0f;
-  // Index order is fixed, so repeated indices sum in a deterministic order.
-  for (int64_t i = 0; i < num_indices; ++i) {
-    int64_t index = loadIndex(index_dtype, indices, i);
-    if (index == padding_idx)
-      continue;
-    float *row = acc + index * dim;
-    const float *src = g.get() + i * dim;
-    for (int64_t j = 0; j < dim; ++j)
-      row[j] += src[j];
-  }
+  // Each thread owns a range of the columns and visits the indices in
+  // order, so repeated indices sum in one order whatever the threads.
+  parallelFor(dim, rowGrain(num_indices), [&](int64_t first, int64_t last) {
+    for (int64_t r = 0; r < num_rows; ++r)
+      std::fill(acc + r * dim + first, acc + r * dim + last, 0.0f);
+    for (int64_t i = 0; i < num_indices; ++i) {
+      int64_t index = loadIndex(index_dtype, indices, i);
+      if (index == padding_idx)
+        continue;
+      float *row = acc + index * dim;
+      const float *src = g.get() + i * dim;
+      for (int64_t j = first; j < last; ++j)
+        row[j] += src[j];
+    }
+  });
   storeF32(dtype, acc, out, num_rows * dim);
 }

@@ -351,6 +351,7 @@ bool buildTrain(const memopt::CompileOptions &flags, const char *argv0) {
     args.push_back("-lnccl");
   } else {
     args.push_back("-lopenblas");
+    args.push_back("-pthread");
   }
   args.push_back("-o");
   args.push_back(tmpPath);

@@ -1,0 +1,149 @@
+"""Host step time: memopt's training step against PyTorch eager on the CPU.
+
+    /usr/bin/python3 bench/host/run.py [--build BUILD] [--steps N]
+                                       [--threads T] [--only NAME,...]
+
+For every model below, exports it with memopt.export, compiles it with
+memopt-compile (AdamW, FP32, the default pipeline) for the host runtime,
+trains it for N steps (`OUT/train --stats`: the minimum step time, first
+step excluded) and times the same model, batch and torch.optim.AdamW in
+PyTorch eager (zero_grad, forward, backward, step; the minimum over N steps
+after one warm-up step). Both run with T threads (OpenBLAS and OpenMP for
+memopt, torch.set_num_threads for PyTorch), one after the other in the same
+run. Prints one Markdown table: both minimum step times, their ratio
+(memopt / PyTorch: below 1 is faster) and both first losses, which must
+agree (the same parameters and batch).
+
+The models: the bundled examples (examples/pytorch/models.py: mlp, gpt,
+cnn, llama at their example batches) and three larger ones whose step is
+dominated by compute rather than per-op overhead: a GPT of width 256, 4
+layers, 4 heads, sequence 256, vocabulary 8192, dropout 0.1, batch 4; the
+CNN at batch 64; and the MLP at batch 4096.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "examples", "pytorch"))
+
+ADAMW = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
+ADAMW_FLAGS = ["--optimizer=adamw", "--lr=1e-3", "--betas=0.9,0.999",
+               "--eps=1e-8", "--weight-decay=0.01"]
+
+
+def build_model(name):
+    """(model, batch dict) for NAME, deterministically."""
+    import torch
+    import models
+    if name in ("mlp", "gpt", "cnn", "llama"):
+        return models.build(name)
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(1)
+    if name == "gpt-256x4":
+        model = models.GPT(vocab=8192, block=256, embed=256, heads=4,
+                           layers=4, dropout=0.1)
+        return model, model.example_batch(generator)
+    if name == "cnn-b64":
+        model = models.CNN()
+        x = torch.randn(64, 3, 16, 16, generator=generator)
+        y = torch.randint(0, 10, (64,), generator=generator)
+        return model, {"x": x, "y": y}
+    if name == "mlp-b4096":
+        model = models.MLP()
+        x = torch.randn(4096, 64, generator=generator)
+        y = torch.randint(0, 10, (4096,), generator=generator)
+        return model, {"x": x, "y": y}
+    raise ValueError(f"unknown model {name}")
+
+
+MODELS = ("mlp", "gpt", "cnn", "llama", "gpt-256x4", "cnn-b64", "mlp-b4096")
+
+
+def time_torch(model, batch, steps):
+    """PyTorch eager: (minimum step seconds, first loss)."""
+    import torch
+    optimizer = torch.optim.AdamW(model.parameters(), **ADAMW)
+    args = tuple(batch.values())
+    best, first = float("inf"), None
+    for step in range(steps + 1):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(*args)
+        loss.backward()
+        optimizer.step()
+        elapsed = time.perf_counter() - start
+        if first is None:
+            first = loss.item()
+        if step > 0:
+            best = min(best, elapsed)
+    return best, first
+
+
+def time_memopt(build, name, model, batch, steps, threads, work):
+    """memopt on the host: (minimum step seconds, first loss)."""
+    import memopt
+    mlir = os.path.join(work, f"{name}.mlir")
+    out = os.path.join(work, name)
+    memopt.export(model, tuple(batch.values()), mlir)
+    batch_file = os.path.join(work, f"{name}.batch.safetensors")
+    memopt.safetensors.save(batch, batch_file)
+    subprocess.run([os.path.join(build, "bin", "memopt-compile"), mlir,
+                    "-o", out, *ADAMW_FLAGS], check=True,
+                   stdout=subprocess.DEVNULL)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads),
+               OMP_NUM_THREADS=str(threads))
+    run = subprocess.run([os.path.join(out, "train"), "--params",
+                          os.path.join(work, f"{name}.safetensors"),
+                          "--batch", batch_file, "--steps", str(steps + 1),
+                          "--stats"], check=True, capture_output=True,
+                         text=True, env=env).stdout
+    best = float(re.search(r"step_ms_min=(\S+)", run).group(1)) / 1e3
+    first = float(re.search(r"^step \d+ loss (\S+)", run, re.M).group(1))
+    return best, first
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--only", default=",".join(MODELS))
+    args = parser.parse_args()
+    import torch
+    torch.set_num_threads(args.threads)
+    names = args.only.split(",")
+    for name in names:
+        if name not in MODELS:
+            parser.error(f"unknown model '{name}' (known: {', '.join(MODELS)})")
+    print(f"threads {args.threads}, steps {args.steps}, torch "
+          f"{torch.__version__}")
+    print("| model | memopt min step (ms) | PyTorch min step (ms) | ratio "
+          "| memopt first loss | PyTorch first loss |")
+    print("|---|---:|---:|---:|---:|---:|")
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as work:
+        for name in names:
+            model, batch = build_model(name)
+            ours, our_loss = time_memopt(args.build, name, model, batch,
+                                         args.steps, args.threads, work)
+            # memopt trained from the exported copy of the parameters; the
+            # model is still at its initial state for PyTorch.
+            theirs, their_loss = time_torch(model, batch, args.steps)
+            worst = max(worst, ours / theirs)
+            print(f"| {name} | {ours * 1e3:.3f} | {theirs * 1e3:.3f} | "
+                  f"{ours / theirs:.2f} | {our_loss:.6f} | {their_loss:.6f} |",
+                  flush=True)
+    print(f"largest ratio {worst:.2f} (target: at most 1.00)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
