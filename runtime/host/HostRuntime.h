@@ -128,6 +128,24 @@ private:
   float *ptr;
 };
 
+/// sum(term(i) for i in [0, n)) in double, in an order that vectorizes and
+/// depends on n alone: eight running sums, sum k over the i = k (mod 8),
+/// added pairwise at the end. A single running sum would wait on each
+/// add's latency; eight independent ones fill the vector units.
+template <typename Term>
+inline double laneSum(int64_t n, Term &&term) {
+  constexpr int64_t kLanes = 8;
+  double lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t k = 0; k < kLanes; ++k)
+      lanes[k] += term(i + k);
+  for (int64_t k = 0; i < n; ++i, ++k)
+    lanes[k] += term(i);
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+         ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
 /// Reads index `i` of an I32 or I64 tensor.
 inline int64_t loadIndex(memopt_dtype dtype, const void *src, int64_t i) {
   if (dtype == MEMOPT_I32)

@@ -2,8 +2,8 @@
 //
 // Softmax and log-softmax (+grads) along the middle extent of
 // [outer, dim, inner], and layer, RMS and batch normalisation (+grads).
-// Statistics and every sum accumulate in double in a fixed order, then
-// round to f32 once; per-element arithmetic is f32.
+// Statistics and every sum accumulate in double in a fixed order (laneSum,
+// HostRuntime.h), then round to f32 once; per-element arithmetic is f32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,13 +83,12 @@ void softmaxBackward(memopt_context *ctx, memopt_dtype dtype,
 /// Layer norm of one row: out = (x - mean) * rstd * w + b.
 void layerNormRow(const float *xs, const float *w, const float *b, float *ys,
                   int64_t cols, double eps, float &mean, float &rstd) {
-  double sum = 0.0;
-  for (int64_t j = 0; j < cols; ++j)
-    sum += xs[j];
-  double mu = sum / static_cast<double>(cols);
-  double sq = 0.0;
-  for (int64_t j = 0; j < cols; ++j)
-    sq += (xs[j] - mu) * (xs[j] - mu);
+  double mu = laneSum(cols, [&](int64_t j) { return double(xs[j]); }) /
+              static_cast<double>(cols);
+  double sq = laneSum(cols, [&](int64_t j) {
+    double d = xs[j] - mu;
+    return d * d;
+  });
   double var = sq / static_cast<double>(cols);
   float m = static_cast<float>(mu);
   float s = static_cast<float>(1.0 / std::sqrt(var + eps));
@@ -198,13 +197,12 @@ void memopt_layer_norm_grad(memopt_context *ctx, memopt_dtype dtype,
       const float *dys = dy.get() + r * cols;
       const float *xs = x.get() + r * cols;
       float m = mean[r], s = rstd[r];
-      double sumG = 0.0, sumGX = 0.0;
-      for (int64_t j = 0; j < cols; ++j) {
+      double sumG =
+          laneSum(cols, [&](int64_t j) { return double(dys[j] * w[j]); });
+      double sumGX = laneSum(cols, [&](int64_t j) {
         float xhat = (xs[j] - m) * s;
-        float g = dys[j] * w[j];
-        sumG += g;
-        sumGX += static_cast<double>(g) * xhat;
-      }
+        return static_cast<double>(dys[j] * w[j]) * xhat;
+      });
       float meanG = static_cast<float>(sumG / static_cast<double>(cols));
       float meanGX = static_cast<float>(sumGX / static_cast<double>(cols));
       float *dxs = dx.get() + r * cols;
@@ -232,9 +230,8 @@ void memopt_rms_norm(memopt_context *ctx, memopt_dtype dtype, const void *input,
   parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float *xs = x.get() + r * cols;
-      double sq = 0.0;
-      for (int64_t j = 0; j < cols; ++j)
-        sq += static_cast<double>(xs[j]) * xs[j];
+      double sq = laneSum(
+          cols, [&](int64_t j) { return static_cast<double>(xs[j]) * xs[j]; });
       float s = static_cast<float>(
           1.0 / std::sqrt(sq / static_cast<double>(cols) + eps));
       float *ys = y.get() + r * cols;
@@ -278,9 +275,9 @@ void memopt_rms_norm_grad(memopt_context *ctx, memopt_dtype dtype,
       const float *dys = dy.get() + r * cols;
       const float *xs = x.get() + r * cols;
       float s = rstd[r];
-      double sumGX = 0.0;
-      for (int64_t j = 0; j < cols; ++j)
-        sumGX += static_cast<double>(dys[j]) * w[j] * xs[j];
+      double sumGX = laneSum(cols, [&](int64_t j) {
+        return static_cast<double>(dys[j]) * w[j] * xs[j];
+      });
       // d/dx_j of x_i * s: s * delta_ij - x_i * x_j * s^3 / cols.
       float c =
           static_cast<float>(sumGX / static_cast<double>(cols) * s * s * s);
@@ -318,15 +315,16 @@ void memopt_batch_norm(memopt_context *ctx, memopt_dtype dtype,
       double sum = 0.0;
       for (int64_t b = 0; b < batch; ++b) {
         const float *xs = x.get() + (b * channels + c) * spatial;
-        for (int64_t s = 0; s < spatial; ++s)
-          sum += xs[s];
+        sum += laneSum(spatial, [&](int64_t s) { return double(xs[s]); });
       }
       double mu = sum / static_cast<double>(count);
       double sq = 0.0;
       for (int64_t b = 0; b < batch; ++b) {
         const float *xs = x.get() + (b * channels + c) * spatial;
-        for (int64_t s = 0; s < spatial; ++s)
-          sq += (xs[s] - mu) * (xs[s] - mu);
+        sq += laneSum(spatial, [&](int64_t s) {
+          double d = xs[s] - mu;
+          return d * d;
+        });
       }
       double var = sq / static_cast<double>(count);
       float m = static_cast<float>(mu);
@@ -370,12 +368,13 @@ void memopt_batch_norm_grad(memopt_context *ctx, memopt_dtype dtype,
       float m = mean[c], r = rstd[c];
       double sumG = 0.0, sumGX = 0.0;
       for (int64_t b = 0; b < batch; ++b) {
-        int64_t base = (b * channels + c) * spatial;
-        for (int64_t s = 0; s < spatial; ++s) {
-          float xhat = (x[base + s] - m) * r;
-          sumG += dy[base + s];
-          sumGX += static_cast<double>(dy[base + s]) * xhat;
-        }
+        const float *dys = dy.get() + (b * channels + c) * spatial;
+        const float *xs = x.get() + (b * channels + c) * spatial;
+        sumG += laneSum(spatial, [&](int64_t s) { return double(dys[s]); });
+        sumGX += laneSum(spatial, [&](int64_t s) {
+          float xhat = (xs[s] - m) * r;
+          return static_cast<double>(dys[s]) * xhat;
+        });
       }
       float meanG = count ? static_cast<float>(sumG / count) : 0.0f;
       float meanGX = count ? static_cast<float>(sumGX / count) : 0.0f;

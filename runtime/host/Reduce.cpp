@@ -1,9 +1,10 @@
 //===- Reduce.cpp - host reductions ---------------------------------------===//
 //
 // memopt_reduce over the [outer, reduced, inner] view of a tensor: sums and
-// means accumulate in double, sequentially per output, so results do not
-// depend on threading; max propagates NaN as torch.amax does. Operands are
-// staged in f32 and the result rounded once into the output dtype.
+// means accumulate in double in a fixed order per output (laneSum), so
+// results do not depend on threading; max propagates NaN as torch.amax
+// does. Operands are staged in f32 and the result rounded once into the
+// output dtype.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,9 +45,9 @@ void memopt_reduce(memopt_context *ctx, memopt_reduce_op op,
                     y[o * inner + i] = best;
                     continue;
                   }
-                  double sum = 0.0;
-                  for (int64_t r = 0; r < reduced; ++r)
-                    sum += row[r * inner];
+                  double sum = laneSum(reduced, [&](int64_t r) {
+                    return double(row[r * inner]);
+                  });
                   if (op == MEMOPT_REDUCE_MEAN)
                     sum = reduced ? sum / static_cast<double>(reduced)
                                   : std::numeric_limits<double>::quiet_NaN();
