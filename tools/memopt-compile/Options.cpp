@@ -17,6 +17,8 @@
 #include "llvm/Support/CommandLine.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <deque>
 #include <limits>
 
 #ifndef MEMOPT_CUDA_ENABLED
@@ -54,28 +56,27 @@ cl::opt<std::string> cudaArch(
     cl::value_desc("list"), cl::cat(compileCategory));
 
 cl::opt<std::string> optimizer("optimizer",
-                               cl::desc("Optimizer: adamw (default) or sgd"),
+                               cl::desc("Optimizer: adamw or sgd"),
                                cl::value_desc("adamw|sgd"),
                                cl::cat(compileCategory));
 
-cl::opt<std::string> lr("lr", cl::desc("Learning rate (default 1e-3)"),
+cl::opt<std::string> lr("lr", cl::desc("Learning rate"),
                         cl::value_desc("number"), cl::cat(compileCategory));
 
 cl::opt<std::string>
     weightDecay("weight-decay",
-                cl::desc("Weight decay (default 0.01 for adamw, 0 for sgd)"),
+                cl::desc("Weight decay"),
                 cl::value_desc("number"), cl::cat(compileCategory));
 
 cl::opt<std::string> betas("betas",
-                           cl::desc("AdamW moment decays, as b1,b2 (default "
-                                    "0.9,0.999)"),
+                           cl::desc("AdamW moment decays, as b1,b2"),
                            cl::value_desc("b1,b2"), cl::cat(compileCategory));
 
 cl::opt<std::string> eps("eps",
-                         cl::desc("AdamW denominator term (default 1e-8)"),
+                         cl::desc("AdamW denominator term"),
                          cl::value_desc("number"), cl::cat(compileCategory));
 
-cl::opt<std::string> momentum("momentum", cl::desc("SGD momentum (default 0)"),
+cl::opt<std::string> momentum("momentum", cl::desc("SGD momentum"),
                               cl::value_desc("number"),
                               cl::cat(compileCategory));
 
@@ -92,15 +93,13 @@ cl::opt<std::string> lossScale(
     cl::value_desc("dynamic|none|number"), cl::cat(compileCategory));
 
 cl::opt<std::string> lossScaleInit("loss-scale-init",
-                                   cl::desc("Initial dynamic loss scale "
-                                            "(default 65536, GradScaler's)"),
+                                   cl::desc("Initial dynamic loss scale"),
                                    cl::value_desc("number"),
                                    cl::cat(compileCategory));
 
 cl::opt<std::string> lossScaleGrowthInterval(
     "loss-scale-growth-interval",
-    cl::desc("Good steps before the dynamic loss scale doubles (default "
-             "2000, GradScaler's)"),
+    cl::desc("Good steps before the dynamic loss scale doubles"),
     cl::value_desc("n"), cl::cat(compileCategory));
 
 cl::opt<std::string> report("report", cl::init("text"),
@@ -466,6 +465,32 @@ llvm::Error memopt::getCompileOptions(CompileOptions &options) {
   if (options.budgetSearch)
     return setSearchOptions(options.search);
   return llvm::Error::success();
+}
+
+void memopt::describeDefaults() {
+  // The flags' text, with the defaults of the pipeline options they set.
+  static const MemoptPipelineOptions defaults;
+  // The texts outlive the flags' references to them.
+  static std::deque<std::string> texts;
+  auto number = [](double value) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", value);
+    return std::string(text);
+  };
+  auto describe = [](cl::Option &flag, const std::string &value) {
+    texts.push_back((flag.HelpStr + " (default " + value + ")").str());
+    flag.setDescription(texts.back());
+  };
+  describe(optimizer, defaults.optimizer);
+  describe(lr, number(defaults.lr));
+  describe(betas, number(defaults.beta1) + "," + number(defaults.beta2));
+  describe(eps, number(defaults.eps));
+  // setPipelineOptions: SGD's default is torch.optim's, no decay.
+  describe(weightDecay, number(defaults.weightDecay) + " for adamw, 0 for sgd");
+  describe(momentum, number(defaults.momentum));
+  describe(lossScaleInit, number(defaults.lossScaleInit) + ", GradScaler's");
+  describe(lossScaleGrowthInterval,
+           std::to_string(defaults.lossScaleGrowthInterval) + ", GradScaler's");
 }
 
 void memopt::hideUnrelatedOptions() {

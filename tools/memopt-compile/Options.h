@@ -50,6 +50,10 @@ struct CompileOptions {
 /// the error is one line, without the tool's name.
 llvm::Error getCompileOptions(CompileOptions &options);
 
+/// Completes the help text of the flags that set a pipeline option with
+/// that option's default (MemoptPipelineOptions holds the numbers).
+void describeDefaults();
+
 /// Keeps --help to memopt-compile's options, the generic ones and MLIR's
 /// `-mlir-*` instrumentation (timing, IR printing, statistics) rather than
 /// every option linked in from libLLVM.

@@ -600,6 +600,7 @@ int main(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerAsmPrinterCLOptions();
+  memopt::describeDefaults();
   memopt::hideUnrelatedOptions();
   cl::ParseCommandLineOptions(
       argc, argv,
