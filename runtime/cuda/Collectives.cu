@@ -73,7 +73,7 @@ int64_t memopt_world_size(const memopt_context *ctx) {
 void memopt_all_reduce_sum(memopt_context *ctx, memopt_dtype dtype,
                            const void *input, void *out, int64_t n) {
   const char *entry = "memopt_all_reduce_sum";
-  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) || n == 0)
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) || isEmpty({n}))
     return;
   if (ctx->collectives.size <= 1) {
     if (input != out)

@@ -485,7 +485,7 @@ void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
                  double value) {
   const char *entry = "memopt_fill";
   if (!checkExtents(ctx, entry, {n}) || !checkPointers(ctx, entry, n, {dst}) ||
-      !checkElementSize(ctx, entry, dtype) || n == 0)
+      !checkElementSize(ctx, entry, dtype) || isEmpty({n}))
     return;
   switch (dtype) {
   case MEMOPT_F32:
@@ -522,7 +522,7 @@ void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
   const char *entry = "memopt_cast";
   if (!checkDTypes(ctx, entry, {in_dtype, out_dtype}) ||
       !checkExtents(ctx, entry, {n}) ||
-      !checkPointers(ctx, entry, n, {input, output}) || n == 0)
+      !checkPointers(ctx, entry, n, {input, output}) || isEmpty({n}))
     return;
   if (in_dtype == out_dtype) {
     MEMOPT_CUDA_CHECK(
@@ -563,7 +563,7 @@ void memopt_where(memopt_context *ctx, memopt_dtype dtype, const uint8_t *cond,
   const char *entry = "memopt_where";
   size_t size = checkElementSize(ctx, entry, dtype);
   if (!size || !checkExtents(ctx, entry, {n}) ||
-      !checkPointers(ctx, entry, n, {cond, a, b, out}) || n == 0)
+      !checkPointers(ctx, entry, n, {cond, a, b, out}) || isEmpty({n}))
     return;
   dispatchSize(size, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
@@ -578,7 +578,8 @@ void memopt_masked_fill(memopt_context *ctx, memopt_dtype dtype,
                         const void *input, const uint8_t *mask, double value,
                         void *out, int64_t n) {
   const char *entry = "memopt_masked_fill";
-  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, mask, out}) || n == 0)
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, mask, out}) ||
+      isEmpty({n}))
     return;
   float v = static_cast<float>(value);
   if (dtype == MEMOPT_F32) {

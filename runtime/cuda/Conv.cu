@@ -113,7 +113,7 @@ void launch(memopt_context *ctx, const char *entry, const char *name,
             std::initializer_list<const void *> operands, void *result,
             Kernel kernel) {
   if (!checkPointers(ctx, entry, total, operands) ||
-      !checkPointers(ctx, entry, total, {result}) || total == 0)
+      !checkPointers(ctx, entry, total, {result}) || isEmpty({total}))
     return;
   const void *a = operands.begin()[0];
   const void *b = operands.size() > 1 ? operands.begin()[1] : nullptr;

@@ -158,7 +158,7 @@ void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
   const char *entry = "memopt_unary";
   if (!checkElementwise(ctx, entry, op, MEMOPT_UNARY_MISH, dtype, n,
                         {input, out}) ||
-      n == 0)
+      isEmpty({n}))
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
@@ -173,7 +173,7 @@ void memopt_binary(memopt_context *ctx, memopt_binary_op op, memopt_dtype dtype,
   const char *entry = "memopt_binary";
   if (!checkElementwise(ctx, entry, op, MEMOPT_BINARY_MAXIMUM, dtype, n,
                         {lhs, rhs, out}) ||
-      n == 0)
+      isEmpty({n}))
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
@@ -189,7 +189,7 @@ void memopt_scalar(memopt_context *ctx, memopt_scalar_op op, memopt_dtype dtype,
   const char *entry = "memopt_scalar";
   if (!checkElementwise(ctx, entry, op, MEMOPT_SCALAR_POW, dtype, n,
                         {input, out}) ||
-      n == 0)
+      isEmpty({n}))
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
@@ -206,7 +206,7 @@ void memopt_activation_grad(memopt_context *ctx, memopt_activation_grad_op op,
   const char *entry = "memopt_activation_grad";
   if (!checkElementwise(ctx, entry, op, MEMOPT_GRAD_MISH, dtype, n,
                         {x_or_y, grad, out}) ||
-      n == 0)
+      isEmpty({n}))
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
@@ -221,7 +221,7 @@ void memopt_clamp(memopt_context *ctx, memopt_dtype dtype, const void *input,
                   double lo, double hi, void *out, int64_t n) {
   const char *entry = "memopt_clamp";
   if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) ||
-      !checkClampBounds(ctx, entry, lo, hi) || n == 0)
+      !checkClampBounds(ctx, entry, lo, hi) || isEmpty({n}))
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
@@ -237,7 +237,7 @@ void memopt_clamp_grad(memopt_context *ctx, memopt_dtype dtype,
                        double hi, int inclusive, void *out, int64_t n) {
   const char *entry = "memopt_clamp_grad";
   if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, grad, out}) ||
-      !checkClampBounds(ctx, entry, lo, hi) || n == 0)
+      !checkClampBounds(ctx, entry, lo, hi) || isEmpty({n}))
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);

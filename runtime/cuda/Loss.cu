@@ -207,7 +207,7 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
   if (!checkCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
                          classes, grad_loss, {logits, labels, out},
                          label_smoothing) ||
-      rows == 0)
+      isEmpty({rows}))
     return;
   float *count = workspaceFloats(ctx, entry, 1);
   if (!count)
@@ -260,7 +260,7 @@ void memopt_mse_loss_grad(memopt_context *ctx, memopt_dtype dtype,
   const char *entry = "memopt_mse_loss_grad";
   if (!checkMseLoss(ctx, entry, dtype, reduction, n, grad_loss,
                     {input, target, out}) ||
-      n == 0)
+      isEmpty({n}))
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);

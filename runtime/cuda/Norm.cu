@@ -336,7 +336,7 @@ void memopt_layer_norm(memopt_context *ctx, memopt_dtype dtype,
   const char *entry = "memopt_layer_norm";
   if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols, {input, out},
                  {mean, rstd}, {weight, bias}) ||
-      rows == 0)
+      isEmpty({rows}))
     return;
   if (cols == 0) {
     setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "empty rows");
@@ -368,7 +368,7 @@ void memopt_rms_norm(memopt_context *ctx, memopt_dtype dtype, const void *input,
   const char *entry = "memopt_rms_norm";
   if (!checkNorm(ctx, entry, dtype, w_dtype, rows, cols, {input, out}, {rstd},
                  {weight}) ||
-      rows == 0)
+      isEmpty({rows}))
     return;
   if (cols == 0) {
     setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "empty rows");
@@ -486,7 +486,7 @@ void memopt_batch_norm(memopt_context *ctx, memopt_dtype dtype,
                       /*training=*/true, {input, out},
                       {weight, bias, running_mean, running_var, mean, rstd,
                        new_running_mean, new_running_var}) ||
-      channels == 0)
+      isEmpty({channels}))
     return;
   if (channels > 65535 * 16) {
     setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "too many channels");
@@ -513,7 +513,7 @@ void memopt_batch_norm_grad(memopt_context *ctx, memopt_dtype dtype,
   if (!checkBatchNorm(ctx, entry, dtype, batch, channels, spatial,
                       /*training=*/false, {grad, input, grad_input},
                       {weight, mean, rstd, grad_weight, grad_bias}) ||
-      channels == 0)
+      isEmpty({channels}))
     return;
   if (channels > 65535 * 16) {
     setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, "too many channels");

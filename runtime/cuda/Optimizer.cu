@@ -114,7 +114,7 @@ void memopt_sgd_update(memopt_context *ctx, memopt_dtype dtype,
   if (!checkFloatTensors(
           ctx, entry, dtype, {n},
           {param, grad, momentum_buffer, new_param, new_momentum_buffer}) ||
-      n == 0)
+      isEmpty({n}))
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
@@ -139,7 +139,7 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
   if (!checkFloatTensors(ctx, entry, dtype, {n},
                          {param, grad, exp_avg, exp_avg_sq, new_param,
                           new_exp_avg, new_exp_avg_sq}) ||
-      !checkPointers(ctx, entry, 1, {step}) || n == 0)
+      !checkPointers(ctx, entry, 1, {step}) || isEmpty({n}))
     return;
   AdamWScalars scalars{lr, beta1, beta2, eps, weight_decay};
   dispatchFloat(dtype, [&](auto tag) {

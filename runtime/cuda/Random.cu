@@ -73,7 +73,7 @@ void memopt_dropout(memopt_context *ctx, memopt_dtype dtype, const void *input,
   const char *entry = "memopt_dropout";
   if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) ||
       !checkProbability(ctx, entry, p) || !checkGroup(ctx, entry, n, group) ||
-      n == 0)
+      isEmpty({n}))
     return;
   uint64_t mixed = seed ^ (stream * 0x9E3779B97F4A7C15ull);
   uint32_t threshold = static_cast<uint32_t>(std::ceil(p * 16777216.0));

@@ -134,7 +134,7 @@ void memopt_slice_grad(memopt_context *ctx, memopt_dtype dtype,
   StridedView view = sliceView(rank, in_shape, starts, limits, strides);
   int64_t total = numElements(rank, in_shape);
   if (!checkPointers(ctx, entry, total, {out}) ||
-      !checkPointers(ctx, entry, view.size(), {grad}) || total == 0)
+      !checkPointers(ctx, entry, view.size(), {grad}) || isEmpty({total}))
     return;
   if (!MEMOPT_CUDA_CHECK(ctx, entry,
                          cudaMemsetAsync(out, 0, total * size, ctx->stream)))

@@ -305,7 +305,8 @@ void memopt_batch_norm(memopt_context *ctx, memopt_dtype dtype,
   if (!checkBatchNorm(ctx, entry, dtype, batch, channels, spatial,
                       /*training=*/true, {input, out},
                       {weight, bias, running_mean, running_var, mean, rstd,
-                       new_running_mean, new_running_var}))
+                       new_running_mean, new_running_var}) ||
+      isEmpty({channels}))
     return;
   int64_t count = batch * spatial, n = batch * channels * spatial;
   F32Input x(ctx, dtype, input, n);
@@ -357,7 +358,8 @@ void memopt_batch_norm_grad(memopt_context *ctx, memopt_dtype dtype,
   const char *entry = "memopt_batch_norm_grad";
   if (!checkBatchNorm(ctx, entry, dtype, batch, channels, spatial,
                       /*training=*/false, {grad, input, grad_input},
-                      {weight, mean, rstd, grad_weight, grad_bias}))
+                      {weight, mean, rstd, grad_weight, grad_bias}) ||
+      isEmpty({channels}))
     return;
   int64_t n = batch * channels * spatial, count = batch * spatial;
   F32Input dy(ctx, dtype, grad, n);

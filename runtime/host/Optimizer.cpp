@@ -38,7 +38,8 @@ void memopt_sgd_update(memopt_context *ctx, memopt_dtype dtype,
   const char *entry = "memopt_sgd_update";
   if (!checkFloatTensors(
           ctx, entry, dtype, {n},
-          {param, grad, momentum_buffer, new_param, new_momentum_buffer}))
+          {param, grad, momentum_buffer, new_param, new_momentum_buffer}) ||
+      isEmpty({n}))
     return;
   if (isSkipped(skip)) {
     copyIfDistinct(dtype, param, new_param, n);
@@ -74,7 +75,7 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
   if (!checkFloatTensors(ctx, entry, dtype, {n},
                          {param, grad, exp_avg, exp_avg_sq, new_param,
                           new_exp_avg, new_exp_avg_sq}) ||
-      !checkPointers(ctx, entry, 1, {step}))
+      !checkPointers(ctx, entry, 1, {step}) || isEmpty({n}))
     return;
   if (isSkipped(skip)) {
     copyIfDistinct(dtype, param, new_param, n);

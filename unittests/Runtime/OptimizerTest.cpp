@@ -83,6 +83,26 @@ TEST_F(RuntimeTest, AdamWTwoStepsByHand) {
   EXPECT_NEAR(p[0], p2, 1e-6);
 }
 
+TEST_F(RuntimeTest, EmptyUpdatesDoNothing) {
+  // An empty tensor is a no-op before the step count is read, as on CUDA
+  // (Validate.h, isEmpty): a step of 0 is then no error.
+  int64_t step = 0;
+  float unused = 7.0f;
+  memopt_adamw_update(ctx, MEMOPT_F32, &unused, &unused, &unused, &unused,
+                      &step, nullptr, &unused, &unused, &unused, 0, 1e-3, 0.9,
+                      0.999, 1e-8, 0.01);
+  memopt_sgd_update(ctx, MEMOPT_F32, &unused, &unused, &unused, nullptr,
+                    &unused, &unused, 0, 0.1, 0.9, 0.01);
+  EXPECT_EQ(memopt_get_status(ctx), MEMOPT_OK) << memopt_get_error_message(ctx);
+  EXPECT_EQ(unused, 7.0f);
+  // With one element the same step is the error it always was.
+  expectError = true;
+  memopt_adamw_update(ctx, MEMOPT_F32, &unused, &unused, &unused, &unused,
+                      &step, nullptr, &unused, &unused, &unused, 1, 1e-3, 0.9,
+                      0.999, 1e-8, 0.01);
+  EXPECT_EQ(memopt_get_status(ctx), MEMOPT_ERROR_INVALID_ARGUMENT);
+}
+
 TEST_F(RuntimeTest, SkippedUpdatesLeaveEverythingUnchanged) {
   uint8_t skip = 1;
   std::vector<float> p = {1.0f, 2.0f}, g = {0.5f, 0.5f}, m = {0.1f, 0.2f},

@@ -154,6 +154,17 @@ inline bool checkOp(memopt_context *ctx, const char *entry, int op, int last) {
          ((op >= 0 && op <= last) || invalid(ctx, entry, "unknown op %d", op));
 }
 
+/// True when an entry whose arguments passed their checks has nothing to
+/// compute: one of `extents` is 0. Both runtimes then return at once,
+/// before reading any scalar the arguments point to (a step count, a loss
+/// scale), so an empty tensor is a no-op on the host and on the GPU alike.
+inline bool isEmpty(std::initializer_list<int64_t> extents) {
+  for (int64_t extent : extents)
+    if (extent == 0)
+      return true;
+  return false;
+}
+
 /// Tensors of one dtype argument and `extents` elements (their product) at
 /// `pointers`: the checks of every elementwise entry.
 inline bool checkFloatTensors(memopt_context *ctx, const char *entry,
