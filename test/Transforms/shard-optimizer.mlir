@@ -1,5 +1,13 @@
 // RUN: memopt-opt %s --memopt-autodiff --memopt-accumulate="micro-batches=2 data-parallel=2" --memopt-shard-optimizer=stage=1 | FileCheck %s --check-prefixes=CHECK,STAGE1
 // RUN: memopt-opt %s --memopt-autodiff --memopt-accumulate="micro-batches=2 data-parallel=2" --memopt-shard-optimizer=stage=2 | FileCheck %s --check-prefixes=CHECK,STAGE2
+// RUN: memopt-opt %s --memopt-autodiff --memopt-accumulate="micro-batches=2 data-parallel=2" --memopt-shard-optimizer=stage=1 --memopt-bufferize | FileCheck %s --check-prefix=INPLACE
+
+// After bufferization each update writes the new parameter slice over the
+// slice it read (AdamW's InPlaceOpInterface: new_param over param), a
+// scratch buffer that the all-gather then reads.
+// INPLACE: memopt.kernel "memopt.adamw_update" ins(%[[WS:alloc_[0-9]+]], {{.*}}) outs(%[[WS]], %arg4, %arg5 :
+// INPLACE: memopt.kernel "shard.all_gather" ins(%[[WS]] :
+// INPLACE: memopt.kernel "memopt.adamw_update" ins(%[[BS:alloc_[0-9]+]], {{.*}}) outs(%[[BS]], %arg6, %arg7 :
 
 // ZeRO over 2 ranks. The weight's 12 elements are 2 slices of 6; the bias's
 // 3 are padded (slice_grad) to 4 and cut into 2 slices of 2. The AdamW

@@ -399,6 +399,79 @@ TEST_F(VerifierTest, EveryOpWithDTypeArgumentsIsBound) {
   }
 }
 
+/// The runtime entries that read element i of each input before writing
+/// element i of their output (runtime.h): their ops write in place.
+const llvm::StringSet<> kElementwiseEntries = {
+    "memopt_unary",           "memopt_binary",      "memopt_scalar",
+    "memopt_activation_grad", "memopt_clamp",       "memopt_clamp_grad",
+    "memopt_where",           "memopt_masked_fill", "memopt_dropout"};
+
+/// The other ops whose entries runtime.h lets write over an operand: a
+/// same-size cast, softmax, and the updates of the optimizer, the loss
+/// scale and the running statistics.
+const llvm::StringSet<> kOtherInPlaceOps = {
+    "memopt.cast",       "memopt.softmax",      "memopt.increment",
+    "memopt.scale_loss", "memopt.sgd_update",   "memopt.adamw_update",
+    "memopt.batch_norm", "memopt.update_scale", "memopt.unscale"};
+
+TEST_F(VerifierTest, InPlaceOpsAreTheRuntimesAliasingEntries) {
+  int inPlace = 0;
+  for (RegisteredOperationName name : context.getRegisteredOperations()) {
+    if (name.getDialectNamespace() != MemoptDialect::getDialectNamespace())
+      continue;
+    const RuntimeDTypeBinding *binding =
+        lookupRuntimeDTypeBinding(name.getStringRef());
+    bool elementwise = binding && kElementwiseEntries.contains(binding->entry);
+    bool expected =
+        elementwise || kOtherInPlaceOps.contains(name.getStringRef());
+    bool declared = name.hasInterface<InPlaceOpInterface>();
+    inPlace += declared;
+    EXPECT_EQ(declared, expected)
+        << name.getStringRef().str()
+        << (declared ? " writes in place, which its runtime entry does not "
+                       "allow (runtime.h)"
+                     : " lowers to an entry that may write in place but does "
+                       "not declare InPlaceOpInterface (MemoptOps.td)");
+  }
+  EXPECT_EQ(inPlace, 34 + static_cast<int>(kOtherInPlaceOps.size()));
+}
+
+TEST_F(VerifierTest, UpdatesWriteEachStateOverItsOldValue) {
+  // The (result, operand) pairs of the update ops, through the interface.
+  const char *source = R"mlir(
+    func.func @f(%p: tensor<4xf32>, %g: tensor<4xf32>, %m: tensor<4xf32>,
+                 %v: tensor<4xf32>, %t: tensor<i64>, %s: tensor<f32>) {
+      %a:3 = memopt.adamw_update %p, %g, %m, %v step %t lr 1.0e-03
+          betas(0.9, 0.999) eps 1.0e-08 weight_decay 0.01 : tensor<4xf32>
+      %b:2 = memopt.sgd_update %p, %g, %m lr 0.1 momentum 0.9
+          weight_decay 0.0 : tensor<4xf32>
+      %u:2, %inf2 = memopt.unscale %s, %g, %m : tensor<4xf32>, tensor<4xf32>
+      return
+    }
+  )mlir";
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(source, ParserConfig(&context));
+  ASSERT_TRUE(module) << "the test's IR does not parse";
+  auto pairsOf = [](Operation *op) {
+    std::set<std::pair<unsigned, unsigned>> pairs;
+    auto inPlace = cast<InPlaceOpInterface>(op);
+    for (unsigned r = 0; r < op->getNumResults(); ++r)
+      for (unsigned o = 0; o < op->getNumOperands(); ++o)
+        if (inPlace.mayWriteResultOver(r, o))
+          pairs.insert({r, o});
+    return pairs;
+  };
+  using Pairs = std::set<std::pair<unsigned, unsigned>>;
+  std::map<std::string, Pairs> pairs;
+  module->walk([&](InPlaceOpInterface op) {
+    pairs[op->getName().getStringRef().str()] = pairsOf(op);
+  });
+  EXPECT_EQ(pairs["memopt.adamw_update"], (Pairs{{0, 0}, {1, 2}, {2, 3}}));
+  EXPECT_EQ(pairs["memopt.sgd_update"], (Pairs{{0, 0}, {1, 2}}));
+  EXPECT_EQ(pairs["memopt.unscale"], (Pairs{{0, 1}, {1, 2}}));
+  EXPECT_EQ(pairs.size(), 3u);
+}
+
 TEST_F(VerifierTest, VerifiersAcceptExactlyTheTable) {
   std::vector<OpCase> cases = opCases();
   std::map<std::string, const OpCase *> byOp;

@@ -1228,5 +1228,49 @@ void KernelOp::getEffects(
                          SideEffects::DefaultResource::get());
 }
 
+//===----------------------------------------------------------------------===//
+// InPlaceOpInterface: the (result, operand) pairs an update entry may write
+// in place (runtime.h: each new state over the state it replaces). The
+// elementwise ops, softmax, cast, increment and scale_loss keep the
+// interface's default, any result over any operand.
+//===----------------------------------------------------------------------===//
+
+static bool isPairOf(unsigned resultIndex, unsigned operandIndex,
+                     ArrayRef<std::pair<unsigned, unsigned>> pairs) {
+  return llvm::is_contained(pairs, std::make_pair(resultIndex, operandIndex));
+}
+
+bool SgdUpdateOp::mayWriteResultOver(unsigned resultIndex,
+                                     unsigned operandIndex) {
+  // new_param over param, new_momentum_buffer over momentum_buffer.
+  return isPairOf(resultIndex, operandIndex, {{0, 0}, {1, 2}});
+}
+
+bool AdamWUpdateOp::mayWriteResultOver(unsigned resultIndex,
+                                       unsigned operandIndex) {
+  // new_param, new_exp_avg and new_exp_avg_sq over their old values.
+  return isPairOf(resultIndex, operandIndex, {{0, 0}, {1, 2}, {2, 3}});
+}
+
+bool BatchNormOp::mayWriteResultOver(unsigned resultIndex,
+                                     unsigned operandIndex) {
+  // The new running mean and variance over the old ones.
+  return isPairOf(resultIndex, operandIndex, {{3, 3}, {4, 4}});
+}
+
+bool UpdateScaleOp::mayWriteResultOver(unsigned resultIndex,
+                                       unsigned operandIndex) {
+  // The new scale and growth tracker over the old ones.
+  return isPairOf(resultIndex, operandIndex, {{0, 0}, {1, 1}});
+}
+
+bool UnscaleOp::mayWriteResultOver(unsigned resultIndex,
+                                   unsigned operandIndex) {
+  // results[j] over grads[j] (operand j + 1, after the scale), and only
+  // that: the entry goes through the tensors one after the other. The last
+  // result, found_inf, has an operand of its own.
+  return resultIndex + 1 < getNumResults() && operandIndex == resultIndex + 1;
+}
+
 #define GET_OP_CLASSES
 #include "memopt/Dialect/Memopt/IR/MemoptOps.cpp.inc"

@@ -15,12 +15,13 @@
 //     into that argument's memref when that cannot clobber a value still
 //     needed: every other use of the
 //     old argument comes before the producer, or is the producer itself and
-//     the runtime entry allows that output to alias that input (elementwise
-//     entries, optimizer updates, batch-norm running statistics, loss-scale
-//     updates; runtime.h). Otherwise the value gets a scratch buffer like any
-//     other and is copied into the argument at the end of the step, with a
-//     `memopt.kernel "memopt.reshape"` of identical in and out types (the
-//     runtime's plain copy). An argument returned unchanged needs nothing.
+//     the runtime entry allows that output to alias that input (the op's
+//     InPlaceOpInterface: elementwise entries, optimizer updates, batch-norm
+//     running statistics, loss-scale updates; runtime.h). Otherwise the value
+//     gets a scratch buffer like any other and is copied into the argument at
+//     the end of the step, with a `memopt.kernel "memopt.reshape"` of identical
+//     in and out types (the runtime's plain copy). An argument returned
+//     unchanged needs nothing.
 //  2. Rewrite. Each op becomes a kernel carrying its inherent attributes in
 //     `with` and its discardable ones (`memopt.scope`) as its own; each
 //     result without a destination gets a `memref.alloc` right before it.
@@ -36,24 +37,23 @@
 // peak that buffer planning can reach (the "in-place" and "alias" rules of
 // TVM's and XLA's static planners, and of PyTorch's inplace ops):
 //
-//  - In-place elementwise. A kernel whose runtime entry computes element i
-//    of its output from element i of its inputs only (unary, binary, scalar,
-//    activation gradients, where, masked_fill, dropout, cast), or that
-//    runtime.h lets write over its input (softmax), writes its result into
-//    the buffer of an operand of the same type when that buffer is scratch
-//    (an alloc, never an argument) and this kernel is the last reader of
-//    every value stored in it. A buffer's "storage" is its alloc: the values
-//    written in place and the views below share it, and the storage dies at
-//    the last use of any of them.
-//  - In-place unscale. Result i of `memopt.unscale` (the unscaled gradient
-//    i) goes into the buffer of gradient i under the same conditions
-//    (runtime.h: results[j] may alias grads[j]), when that buffer is a whole
-//    alloc or a reshape view of one and no other operand of the unscale
-//    (another gradient, the scale) is stored in the same alloc: the runtime
-//    unscales one tensor after the other. The optimizer then reads the
-//    unscaled gradient from there, so FP16 loss scaling needs no second set
-//    of gradient buffers (with accumulation, the unscale after the loop
-//    writes over the f32 accumulators).
+//  - In place. A result goes into the buffer of an operand of the same
+//    type that its runtime entry may write it over (InPlaceOpInterface:
+//    any operand of an elementwise entry, cast or softmax; the state an
+//    update replaces) when that buffer is scratch (an alloc, never an
+//    argument) and this kernel is the last reader of every value stored in
+//    it. A buffer's "storage" is its alloc: the values written in place and
+//    the views below share it, and the storage dies at the last use of any
+//    of them. A kernel with several results (an update, `memopt.unscale`)
+//    also needs that buffer to be a whole alloc or a reshape view of one,
+//    and no other operand stored in the same alloc: the runtime goes
+//    through the tensors one after the other. Result i of `memopt.unscale`
+//    (the unscaled gradient i) so goes into the buffer of gradient i
+//    (runtime.h: results[j] may alias grads[j]); the optimizer then reads
+//    the unscaled gradient from there, so FP16 loss scaling needs no second
+//    set of gradient buffers (with accumulation, the unscale after the loop
+//    writes over the f32 accumulators). Under ZeRO the update writes the
+//    new parameter shard over the shard it read.
 //  - Reshape aliasing. A reshape becomes a `memref.reinterpret_cast` of its
 //    operand's buffer (same elements, row-major, offset 0) instead of a copy
 //    kernel; BufferLiveness follows the view, so the storage stays live
@@ -101,71 +101,26 @@ namespace memopt {
 using namespace mlir;
 using namespace memopt;
 
-/// Whether `op` lowers to an elementwise runtime entry: element i of the
-/// result depends on element i of each operand only, and the host entry
-/// reads it before it writes it (memopt_unary, memopt_binary, memopt_scalar,
-/// memopt_activation_grad, memopt_clamp, memopt_clamp_grad, memopt_where,
-/// memopt_masked_fill, memopt_dropout).
-static bool isElementwiseKernel(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, AddScalarOp, MulScalarOp,
-             PowScalarOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp,
-             SigmoidOp, ReluOp, SiluOp, GeluOp, HardswishOp, HardsigmoidOp,
-             MishOp, ClampOp, ReluGradOp, SiluGradOp, TanhGradOp, SigmoidGradOp,
-             GeluGradOp, HardswishGradOp, HardsigmoidGradOp, MishGradOp,
-             ClampGradOp, WhereOp, MaskedFillOp, DropoutOp>(op);
-}
-
 /// Whether the runtime entry of `op` may write its result `resultIndex` into
-/// the buffer of its operand `operandIndex` (runtime.h: elementwise entries,
-/// and the "corresponding" outputs of the update entries).
-static bool mayOverwriteOperand(Operation *op, unsigned resultIndex,
-                                unsigned operandIndex) {
-  if (isElementwiseKernel(op) || isa<IncrementOp, ScaleLossOp>(op))
+/// the buffer of its operand `operandIndex`: the op's InPlaceOpInterface
+/// (runtime.h's aliasing), and the in-place sum of data parallelism
+/// (memopt_all_reduce_sum, an upstream op without the interface).
+static bool mayWriteResultOver(Operation *op, unsigned resultIndex,
+                               unsigned operandIndex) {
+  if (isa<shard::AllReduceOp>(op))
     return true;
-  auto pairs = [&](ArrayRef<std::pair<unsigned, unsigned>> allowed) {
-    return llvm::is_contained(allowed,
-                              std::make_pair(resultIndex, operandIndex));
-  };
-  if (isa<SgdUpdateOp>(op))
-    return pairs({{0, 0}, {1, 2}});
-  if (isa<AdamWUpdateOp>(op))
-    return pairs({{0, 0}, {1, 2}, {2, 3}});
-  if (isa<BatchNormOp>(op))
-    return pairs({{3, 3}, {4, 4}});
-  if (isa<UpdateScaleOp>(op))
-    return pairs({{0, 0}, {1, 1}});
-  if (isa<UnscaleOp>(op))
-    return resultIndex + 1 < op->getNumResults() &&
-           operandIndex == resultIndex + 1;
-  return false;
+  auto inPlace = dyn_cast<InPlaceOpInterface>(op);
+  return inPlace && inPlace.mayWriteResultOver(resultIndex, operandIndex);
 }
 
-/// Whether the single result of `op` may go into the scratch buffer of any
-/// of its operands of the same type: elementwise entries, a cast (same type:
-/// the runtime's memmove; f16 <-> bf16 is converted in chunks, also safe, but
-/// the types differ), softmax, whose `out` may alias `input` (runtime.h;
-/// each column is read whole before it is written), and the all-reduce of
-/// data parallelism (memopt_all_reduce_sum works in place).
-static bool mayReuseOperandBuffer(Operation *op) {
-  return op->getNumResults() == 1 &&
-         (isElementwiseKernel(op) ||
-          isa<CastOp, SoftmaxOp, shard::AllReduceOp>(op));
-}
-
-/// The operands whose scratch buffer result `resultIndex` of `op` may be
-/// written into when it dies there: any operand of a single-result
-/// elementwise kernel (mayReuseOperandBuffer), and for `memopt.unscale` the
-/// gradient that the result unscales (result i, operand i + 1; runtime.h lets
-/// results[j] alias grads[j], and only that: the entry goes through the
-/// tensors one after the other, so result i written over another gradient
-/// would clobber it before it is read).
+/// The operands whose buffers result `resultIndex` of `op` may be written
+/// into (mayWriteResultOver), in operand order.
 static SmallVector<unsigned> getReusableOperands(Operation *op,
                                                  unsigned resultIndex) {
-  if (mayReuseOperandBuffer(op))
-    return llvm::to_vector(llvm::seq(op->getNumOperands()));
-  if (isa<UnscaleOp>(op) && resultIndex + 1 < op->getNumResults())
-    return {resultIndex + 1};
-  return {};
+  return llvm::to_vector(
+      llvm::make_filter_range(llvm::seq(op->getNumOperands()), [&](unsigned i) {
+        return mayWriteResultOver(op, resultIndex, i);
+      }));
 }
 
 /// The reduced dimensions of a `memopt.reduce_*` op split into the runs that
@@ -674,8 +629,8 @@ bool StepBufferizer::canWriteInto(OpResult value, BlockArgument arg) {
     for (OpOperand &use : readers.pop_back_val().getUses()) {
       Operation *user = body.findAncestorOpInBlock(*use.getOwner());
       if (user == producer) {
-        if (!mayOverwriteOperand(producer, value.getResultNumber(),
-                                 use.getOperandNumber()))
+        if (!mayWriteResultOver(producer, value.getResultNumber(),
+                                use.getOperandNumber()))
           return false;
         continue;
       }
@@ -757,8 +712,8 @@ bool StepBufferizer::canWriteIntoIterArg(OpResult value,
     Operation *user =
         iterArg.getOwner()->findAncestorOpInBlock(*use.getOwner());
     if (user == producer) {
-      if (!mayOverwriteOperand(producer, value.getResultNumber(),
-                               use.getOperandNumber()))
+      if (!mayWriteResultOver(producer, value.getResultNumber(),
+                              use.getOperandNumber()))
         return false;
       continue;
     }

@@ -35,4 +35,27 @@ def Memopt_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> 
   ];
 }
 
+def Memopt_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
+  let cppNamespace = "::memopt";
+  let description = [{
+    An op whose runtime entry may write results over operands: the aliasing
+    that runtime.h allows, stated once on the op. An elementwise entry reads
+    element i of each input before it writes element i of its output, so
+    its result may go over any operand (the default); an update entry lets
+    each new state alias the state it replaces. `--memopt-bufferize` reads
+    this to write a result into an operand's buffer, either an argument's
+    (state updated in place) or a scratch buffer whose value dies at the op.
+    An op without this interface never writes over its operands.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Whether the runtime entry may write result `resultIndex` into the
+        buffer of operand `operandIndex`.
+      }],
+      "bool", "mayWriteResultOver",
+      (ins "unsigned":$resultIndex, "unsigned":$operandIndex), [{}],
+      [{ return true; }]>
+  ];
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTINTERFACES_TD

@@ -64,7 +64,8 @@ class Memopt_Op<string mnemonic, list<Trait> traits = []>
 
 // One float tensor in, one of the same type out.
 class Memopt_UnaryOp<string mnemonic, string formula>
-    : Memopt_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+    : Memopt_Op<mnemonic, [Pure, Memopt_InPlaceOpInterface,
+                           DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "elementwise " # mnemonic;
   let description = "Computes `" # formula # "` for each element.";
   let arguments = (ins Memopt_FloatTensor:$input);
@@ -77,7 +78,8 @@ class Memopt_UnaryOp<string mnemonic, string formula>
 // Two float tensors of one type in, one of that type out.
 class Memopt_BinaryOp<string mnemonic, string formula,
                       list<Trait> traits = [DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]>
-    : Memopt_Op<mnemonic, !listconcat([Pure], traits)> {
+    : Memopt_Op<mnemonic,
+                !listconcat([Pure, Memopt_InPlaceOpInterface], traits)> {
   let summary = "elementwise " # mnemonic;
   let description = "Computes `" # formula # "` for each element. Both "
       "operands have the result's type: broadcasting is explicit "
@@ -92,7 +94,8 @@ class Memopt_BinaryOp<string mnemonic, string formula,
 
 // A float tensor and a scalar attribute.
 class Memopt_ScalarOp<string mnemonic, string formula>
-    : Memopt_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+    : Memopt_Op<mnemonic, [Pure, Memopt_InPlaceOpInterface,
+                           DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "elementwise " # mnemonic;
   let description = "Computes `" # formula # "` for each element, with "
       "`value` a compile-time scalar.";
@@ -107,7 +110,7 @@ class Memopt_ScalarOp<string mnemonic, string formula>
 // The gradient of a unary activation, given its input or its output.
 class Memopt_ActivationGradOp<string mnemonic, string operandName,
                               string formula>
-    : Memopt_Op<mnemonic, [Pure]> {
+    : Memopt_Op<mnemonic, [Pure, Memopt_InPlaceOpInterface]> {
   let summary = "gradient of an elementwise activation";
   let description = "Computes `" # formula # "` for each element: the "
       "vector-Jacobian product of the activation, from its `" # operandName #
@@ -142,7 +145,8 @@ def Memopt_ConstantOp : Op<Memopt_Dialect, "constant",
 }
 
 def Memopt_CastOp : Memopt_Op<"cast",
-    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+    [Pure, Memopt_InPlaceOpInterface,
+     DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "element type conversion";
   let description = [{
     Converts each element to the result's float type, rounding to nearest
@@ -158,7 +162,8 @@ def Memopt_CastOp : Memopt_Op<"cast",
 }
 
 def Memopt_WhereOp : Memopt_Op<"where",
-    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+    [Pure, Memopt_InPlaceOpInterface,
+     DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "elementwise selection";
   let description = [{
     `result[i] = condition[i] ? true_value[i] : false_value[i]`. All operands
@@ -179,7 +184,8 @@ def Memopt_WhereOp : Memopt_Op<"where",
 }
 
 def Memopt_MaskedFillOp : Memopt_Op<"masked_fill",
-    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+    [Pure, Memopt_InPlaceOpInterface,
+     DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "replace masked elements by a scalar";
   let description = [{
     `result[i] = mask[i] ? value : input[i]`, as `Tensor.masked_fill`. The
@@ -228,7 +234,8 @@ def Memopt_HardsigmoidOp
 def Memopt_MishOp : Memopt_UnaryOp<"mish", "x * tanh(log(1 + e^x))">;
 
 def Memopt_GeluOp : Memopt_Op<"gelu",
-    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+    [Pure, Memopt_InPlaceOpInterface,
+     DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "elementwise GELU";
   let description = [{
     `x * Phi(x)`, with the Gaussian CDF `Phi` exact (erf) by default or the
@@ -266,7 +273,8 @@ def Memopt_MishGradOp : Memopt_ActivationGradOp<"mish_grad", "input",
     "grad * (t + input * sigmoid(input) * (1 - t^2)), "
     "t = tanh(log(1 + e^input))">;
 
-def Memopt_GeluGradOp : Memopt_Op<"gelu_grad", [Pure]> {
+def Memopt_GeluGradOp : Memopt_Op<"gelu_grad",
+    [Pure, Memopt_InPlaceOpInterface]> {
   let summary = "gradient of GELU";
   let description = [{
     The vector-Jacobian product of `memopt.gelu` with the same
@@ -283,7 +291,8 @@ def Memopt_GeluGradOp : Memopt_Op<"gelu_grad", [Pure]> {
 }
 
 def Memopt_ClampOp : Memopt_Op<"clamp",
-    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+    [Pure, Memopt_InPlaceOpInterface,
+     DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "elementwise clamp to a range";
   let description = [{
     `min(max(x, min), max)` for each element, a NaN staying NaN, as
@@ -311,7 +320,8 @@ def Memopt_ClampOp : Memopt_Op<"clamp",
   }];
 }
 
-def Memopt_ClampGradOp : Memopt_Op<"clamp_grad", [Pure]> {
+def Memopt_ClampGradOp : Memopt_Op<"clamp_grad",
+    [Pure, Memopt_InPlaceOpInterface]> {
   let summary = "gradient of clamp";
   let description = [{
     The vector-Jacobian product of `memopt.clamp` with the same bounds, from
@@ -471,8 +481,9 @@ def Memopt_ReduceSumOp : Memopt_ReduceOp<"reduce_sum", "sum">;
 def Memopt_ReduceMeanOp : Memopt_ReduceOp<"reduce_mean", "mean">;
 def Memopt_ReduceMaxOp : Memopt_ReduceOp<"reduce_max", "maximum", []>;
 
-class Memopt_SoftmaxOpBase<string mnemonic, string formula>
-    : Memopt_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+class Memopt_SoftmaxOpBase<string mnemonic, string formula,
+                           list<Trait> traits = []>
+    : Memopt_Op<mnemonic, !listconcat([Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>], traits)> {
   let summary = "numerically stable " # mnemonic # " along one dimension";
   let description = "Computes `" # formula # "` along `dim`, subtracting the "
       "maximum first.";
@@ -485,7 +496,8 @@ class Memopt_SoftmaxOpBase<string mnemonic, string formula>
 }
 
 def Memopt_SoftmaxOp
-    : Memopt_SoftmaxOpBase<"softmax", "e^x_i / sum_j e^x_j">;
+    : Memopt_SoftmaxOpBase<"softmax", "e^x_i / sum_j e^x_j",
+                           [Memopt_InPlaceOpInterface]>;
 def Memopt_LogSoftmaxOp
     : Memopt_SoftmaxOpBase<"log_softmax", "x_i - log(sum_j e^x_j)">;
 
@@ -589,7 +601,9 @@ def Memopt_RmsNormGradOp : Memopt_Op<"rms_norm_grad", [Pure]> {
 }
 
 def Memopt_BatchNormOp : Memopt_Op<"batch_norm",
-    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>,
+     DeclareOpInterfaceMethods<Memopt_InPlaceOpInterface,
+                               ["mayWriteResultOver"]>]> {
   let summary = "batch normalisation in training mode";
   let description = [{
     Normalises each channel (dimension 1) over the batch and spatial
@@ -900,7 +914,8 @@ def Memopt_AttentionGradOp : Memopt_Op<"attention_grad", [Pure,
 //===----------------------------------------------------------------------===//
 
 def Memopt_DropoutOp : Memopt_Op<"dropout",
-    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+    [Pure, Memopt_InPlaceOpInterface,
+     DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "counter-based dropout";
   let description = [{
     Zeroes each element with probability `p` and scales the others by
@@ -1123,7 +1138,9 @@ def Memopt_MseLossGradOp : Memopt_Op<"mse_loss_grad", [Pure]> {
 // Optimizer updates
 //===----------------------------------------------------------------------===//
 
-def Memopt_SgdUpdateOp : Memopt_Op<"sgd_update", [Pure]> {
+def Memopt_SgdUpdateOp : Memopt_Op<"sgd_update",
+    [Pure, DeclareOpInterfaceMethods<Memopt_InPlaceOpInterface,
+                                    ["mayWriteResultOver"]>]> {
   let summary = "SGD with momentum and weight decay";
   let description = [{
     As `torch.optim.SGD` (no dampening, not Nesterov):
@@ -1149,7 +1166,9 @@ def Memopt_SgdUpdateOp : Memopt_Op<"sgd_update", [Pure]> {
   }];
 }
 
-def Memopt_AdamWUpdateOp : Memopt_Op<"adamw_update", [Pure]> {
+def Memopt_AdamWUpdateOp : Memopt_Op<"adamw_update",
+    [Pure, DeclareOpInterfaceMethods<Memopt_InPlaceOpInterface,
+                                    ["mayWriteResultOver"]>]> {
   let summary = "AdamW with bias correction and decoupled weight decay";
   let description = [{
     As `torch.optim.AdamW`, with `step` the 1-based count of this update:
@@ -1183,7 +1202,8 @@ def Memopt_AdamWUpdateOp : Memopt_Op<"adamw_update", [Pure]> {
   }];
 }
 
-def Memopt_IncrementOp : Memopt_Op<"increment", [Pure]> {
+def Memopt_IncrementOp : Memopt_Op<"increment",
+    [Pure, Memopt_InPlaceOpInterface]> {
   let summary = "advance the optimizer's step counter";
   let description = [{
     `step + 1`, or `step` unchanged when `skip_if` is true (a skipped
@@ -1204,7 +1224,8 @@ def Memopt_IncrementOp : Memopt_Op<"increment", [Pure]> {
 // Loss scaling
 //===----------------------------------------------------------------------===//
 
-def Memopt_ScaleLossOp : Memopt_Op<"scale_loss", [Pure]> {
+def Memopt_ScaleLossOp : Memopt_Op<"scale_loss",
+    [Pure, Memopt_InPlaceOpInterface]> {
   let summary = "multiply the loss by the loss scale";
   let description = [{
     `loss * scale`: the value the backward pass starts from when loss
@@ -1221,7 +1242,9 @@ def Memopt_ScaleLossOp : Memopt_Op<"scale_loss", [Pure]> {
 }
 
 def Memopt_UnscaleOp : Memopt_Op<"unscale",
-    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+    [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>,
+     DeclareOpInterfaceMethods<Memopt_InPlaceOpInterface,
+                               ["mayWriteResultOver"]>]> {
   let summary = "unscale gradients and check that all are finite";
   let description = [{
     Multiplies every gradient by `1 / scale` and returns them with
@@ -1239,7 +1262,9 @@ def Memopt_UnscaleOp : Memopt_Op<"unscale",
   let assemblyFormat = "$scale `,` $grads attr-dict `:` type($grads)";
 }
 
-def Memopt_UpdateScaleOp : Memopt_Op<"update_scale", [Pure]> {
+def Memopt_UpdateScaleOp : Memopt_Op<"update_scale",
+    [Pure, DeclareOpInterfaceMethods<Memopt_InPlaceOpInterface,
+                                    ["mayWriteResultOver"]>]> {
   let summary = "dynamic loss-scale update";
   let description = [{
     GradScaler's update: on overflow, `scale * backoff` and the growth
