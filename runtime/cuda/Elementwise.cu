@@ -17,108 +17,17 @@ using namespace memopt::cuda;
 
 namespace {
 
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCoeff = 0.044715f;
-constexpr float kInvSqrt2 = 0.7071067811865476f;
-constexpr float kInvSqrt2Pi = 0.3989422804014327f;
-
-__device__ __forceinline__ float sigmoid(float x) {
-  return 1.0f / (1.0f + expf(-x));
-}
-
-__device__ float applyUnary(int op, float x) {
-  switch (op) {
-  case MEMOPT_UNARY_NEG:
-    return -x;
-  case MEMOPT_UNARY_EXP:
-    return expf(x);
-  case MEMOPT_UNARY_LOG:
-    return logf(x);
-  case MEMOPT_UNARY_SQRT:
-    return sqrtf(x);
-  case MEMOPT_UNARY_RSQRT:
-    return 1.0f / sqrtf(x);
-  case MEMOPT_UNARY_TANH:
-    return tanhf(x);
-  case MEMOPT_UNARY_SIGMOID:
-    return sigmoid(x);
-  case MEMOPT_UNARY_RELU:
-    return x > 0.0f || isnan(x) ? x : 0.0f;
-  case MEMOPT_UNARY_SILU:
-    return x * sigmoid(x);
-  case MEMOPT_UNARY_GELU:
-    return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
-  case MEMOPT_UNARY_GELU_TANH:
-    return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kGeluCoeff * x * x * x)));
-  case MEMOPT_UNARY_HARDSWISH:
-    return hardswish(x);
-  case MEMOPT_UNARY_HARDSIGMOID:
-    return hardsigmoid(x);
-  case MEMOPT_UNARY_MISH:
-    return mish(x);
-  }
-  return x;
-}
-
-__device__ float applyBinary(int op, float a, float b) {
-  switch (op) {
-  case MEMOPT_BINARY_ADD:
-    return a + b;
-  case MEMOPT_BINARY_SUB:
-    return a - b;
-  case MEMOPT_BINARY_MUL:
-    return a * b;
-  case MEMOPT_BINARY_DIV:
-    return a / b;
-  case MEMOPT_BINARY_MAXIMUM:
-    if (isnan(a) || isnan(b))
-      return NAN;
-    return a > b ? a : b;
-  }
-  return a;
-}
-
-__device__ float applyActivationGrad(int op, float v, float g) {
-  switch (op) {
-  case MEMOPT_GRAD_RELU:
-    return v > 0.0f ? g : 0.0f;
-  case MEMOPT_GRAD_SILU: {
-    float s = sigmoid(v);
-    return g * s * (1.0f + v * (1.0f - s));
-  }
-  case MEMOPT_GRAD_TANH:
-    return g * (1.0f - v * v);
-  case MEMOPT_GRAD_SIGMOID:
-    return g * v * (1.0f - v);
-  case MEMOPT_GRAD_GELU: {
-    float cdf = 0.5f * (1.0f + erff(v * kInvSqrt2));
-    float pdf = kInvSqrt2Pi * expf(-0.5f * v * v);
-    return g * (cdf + v * pdf);
-  }
-  case MEMOPT_GRAD_GELU_TANH: {
-    float inner = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
-    float t = tanhf(inner);
-    float dInner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
-    return g * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dInner);
-  }
-  case MEMOPT_GRAD_HARDSWISH:
-    return hardswishGrad(v, g);
-  case MEMOPT_GRAD_HARDSIGMOID:
-    return hardsigmoidGrad(v, g);
-  case MEMOPT_GRAD_MISH:
-    return mishGrad(v, g);
-  }
-  return g;
-}
-
 template <typename T>
 __global__ void unaryKernel(int op, const T *x, T *y, int64_t n) {
-  GRID_STRIDE(i, n) y[i] = fromF32<T>(applyUnary(op, toF32(x[i])));
+  GRID_STRIDE(i, n)
+  y[i] = fromF32<T>(unaryValue(static_cast<memopt_unary_op>(op), toF32(x[i])));
 }
 
 template <typename T>
 __global__ void binaryKernel(int op, const T *a, const T *b, T *y, int64_t n) {
-  GRID_STRIDE(i, n) y[i] = fromF32<T>(applyBinary(op, toF32(a[i]), toF32(b[i])));
+  GRID_STRIDE(i, n)
+  y[i] = fromF32<T>(
+      binaryValue(static_cast<memopt_binary_op>(op), toF32(a[i]), toF32(b[i])));
 }
 
 template <typename T>
@@ -136,7 +45,8 @@ template <typename T>
 __global__ void activationGradKernel(int op, const T *v, const T *g, T *y,
                                      int64_t n) {
   GRID_STRIDE(i, n)
-  y[i] = fromF32<T>(applyActivationGrad(op, toF32(v[i]), toF32(g[i])));
+  y[i] = fromF32<T>(activationGradValue(
+      static_cast<memopt_activation_grad_op>(op), toF32(v[i]), toF32(g[i])));
 }
 
 template <typename T>

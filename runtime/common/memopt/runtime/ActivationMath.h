@@ -1,7 +1,9 @@
-//===- ActivationMath.h - hard activations, mish and clamp ------*- C++ -*-===//
+//===- ActivationMath.h - the elementwise formulas -------------*- C++ -*-===//
 //
-// The elementwise formulas of hardswish, hardsigmoid, mish and clamp and
-// their gradients, in the order of operations of PyTorch 1.13's CPU kernels
+// The per-element formulas of memopt_unary, memopt_binary and
+// memopt_activation_grad (unaryValue, binaryValue, activationGradValue), and
+// the hard activations, mish and clamp with their gradients, in the order of
+// operations of PyTorch 1.13's CPU kernels
 // (aten/src/ATen/native/cpu/Activation.cpp, UnaryOpsKernel.cpp) and with
 // their NaN behaviour, which differs between the ops: a NaN input gets a
 // NaN forward value everywhere, while the gradient at NaN is `grad` for
@@ -14,6 +16,8 @@
 
 #ifndef MEMOPT_RUNTIME_ACTIVATIONMATH_H
 #define MEMOPT_RUNTIME_ACTIVATIONMATH_H
+
+#include "memopt/runtime.h"
 
 #include <cmath>
 
@@ -89,9 +93,112 @@ MEMOPT_HOST_DEVICE inline float mish(float x) {
 
 /// grad * (t + x * sigmoid(x) * (1 - t^2)), t = tanh(softplus(x)).
 MEMOPT_HOST_DEVICE inline float mishGrad(float x, float g) {
-  float sigmoid = 1.0f / (1.0f + std::exp(-x));
+  float s = 1.0f / (1.0f + std::exp(-x));
   float t = std::tanh(softplus(x));
-  return g * (t + x * sigmoid * (1.0f - t * t));
+  return g * (t + x * s * (1.0f - t * t));
+}
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCoeff = 0.044715f;
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+
+/// 1 / (1 + e^-x).
+MEMOPT_HOST_DEVICE inline float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
+
+/// memopt_unary's op applied to x.
+MEMOPT_HOST_DEVICE inline float unaryValue(memopt_unary_op op, float x) {
+  switch (op) {
+  case MEMOPT_UNARY_NEG:
+    return -x;
+  case MEMOPT_UNARY_EXP:
+    return std::exp(x);
+  case MEMOPT_UNARY_LOG:
+    return std::log(x);
+  case MEMOPT_UNARY_SQRT:
+    return std::sqrt(x);
+  case MEMOPT_UNARY_RSQRT:
+    return 1.0f / std::sqrt(x);
+  case MEMOPT_UNARY_TANH:
+    return std::tanh(x);
+  case MEMOPT_UNARY_SIGMOID:
+    return sigmoid(x);
+  case MEMOPT_UNARY_RELU:
+    // NaN (x != x) propagates, as torch.relu.
+    return x > 0.0f || x != x ? x : 0.0f;
+  case MEMOPT_UNARY_SILU:
+    return x * sigmoid(x);
+  case MEMOPT_UNARY_GELU:
+    return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2));
+  case MEMOPT_UNARY_GELU_TANH:
+    return 0.5f * x *
+           (1.0f + std::tanh(kSqrt2OverPi * (x + kGeluCoeff * x * x * x)));
+  case MEMOPT_UNARY_HARDSWISH:
+    return hardswish(x);
+  case MEMOPT_UNARY_HARDSIGMOID:
+    return hardsigmoid(x);
+  case MEMOPT_UNARY_MISH:
+    return mish(x);
+  }
+  return x;
+}
+
+/// memopt_binary's op applied to a and b; maximum propagates NaN.
+MEMOPT_HOST_DEVICE inline float binaryValue(memopt_binary_op op, float a,
+                                            float b) {
+  switch (op) {
+  case MEMOPT_BINARY_ADD:
+    return a + b;
+  case MEMOPT_BINARY_SUB:
+    return a - b;
+  case MEMOPT_BINARY_MUL:
+    return a * b;
+  case MEMOPT_BINARY_DIV:
+    return a / b;
+  case MEMOPT_BINARY_MAXIMUM:
+    if (a != a || b != b)
+      return NAN;
+    return a > b ? a : b;
+  }
+  return a;
+}
+
+/// memopt_activation_grad's op: the gradient g times the activation's
+/// derivative, given its input v (its output for tanh and sigmoid).
+MEMOPT_HOST_DEVICE inline float
+activationGradValue(memopt_activation_grad_op op, float v, float g) {
+  switch (op) {
+  case MEMOPT_GRAD_RELU:
+    return v > 0.0f ? g : 0.0f;
+  case MEMOPT_GRAD_SILU: {
+    float s = sigmoid(v);
+    return g * s * (1.0f + v * (1.0f - s));
+  }
+  case MEMOPT_GRAD_TANH:
+    return g * (1.0f - v * v);
+  case MEMOPT_GRAD_SIGMOID:
+    return g * v * (1.0f - v);
+  case MEMOPT_GRAD_GELU: {
+    float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
+    float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+    return g * (cdf + v * pdf);
+  }
+  case MEMOPT_GRAD_GELU_TANH: {
+    float inner = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
+    float t = std::tanh(inner);
+    float dInner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
+    return g * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dInner);
+  }
+  case MEMOPT_GRAD_HARDSWISH:
+    return hardswishGrad(v, g);
+  case MEMOPT_GRAD_HARDSIGMOID:
+    return hardsigmoidGrad(v, g);
+  case MEMOPT_GRAD_MISH:
+    return mishGrad(v, g);
+  }
+  return g;
 }
 
 } // namespace runtime
