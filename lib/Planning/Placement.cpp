@@ -478,43 +478,69 @@ std::vector<GreedyOrder> greedyOrders(const UnitProblem &p) {
 
 } // namespace
 
-Placement memopt::placeBuffers(const std::vector<Buffer> &buffers,
-                               const PlacementOptions &options) {
-  assert(options.alignment >= 1 && "alignment must be positive");
-  auto start = std::chrono::steady_clock::now();
-  UnitProblem p = buildUnitProblem(buffers, options.alignment);
-  const int64_t align = p.unit;
+namespace {
 
-  Placement result;
-  result.offsets.assign(buffers.size(), 0);
-  result.lowerBound = p.lowerBound * align;
-  auto publish = [&](const std::vector<int64_t> &unitOffsets, int64_t arena) {
-    for (size_t i = 0; i < p.numBuffers(); ++i)
-      result.offsets[p.original[i]] = unitOffsets[i] * align;
-    result.arenaSize = arena * align;
-  };
-  if (p.numBuffers() == 0) {
-    result.method = "trivial";
-    result.provenOptimal = true;
-    return result;
+/// One run of placeBuffers: the greedy orders, the improvement loop and the
+/// exact search, each keeping the best placement so far.
+class Placer {
+public:
+  Placer(const std::vector<Buffer> &buffers, const PlacementOptions &options)
+      : options(options), start(std::chrono::steady_clock::now()),
+        p(buildUnitProblem(buffers, options.alignment)),
+        unlimited(options.timeLimitSeconds <= 0) {
+    result.offsets.assign(buffers.size(), 0);
+    result.lowerBound = p.lowerBound * p.unit;
+    // The heuristics get heuristicShare of the time limit (all of the
+    // portfolio when the limit is 0): an order starts only when the one
+    // before suggests it ends within that budget, and the improvement loop
+    // runs until it is spent.
+    deadline = start + toDuration(options.timeLimitSeconds);
+    heuristicEnd =
+        start + toDuration(options.timeLimitSeconds * options.heuristicShare);
   }
 
-  // The heuristics get heuristicShare of the time limit (all of the
-  // portfolio when the limit is 0): an order starts only when the one before
-  // suggests it ends within that budget, and the improvement loop below runs
-  // until it is spent.
-  auto deadline =
-      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                  std::chrono::duration<double>(options.timeLimitSeconds));
-  auto heuristicEnd =
-      start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                  std::chrono::duration<double>(options.timeLimitSeconds *
-                                                options.heuristicShare));
-  const bool unlimited = options.timeLimitSeconds <= 0;
+  Placement run();
+
+private:
+  static std::chrono::steady_clock::duration toDuration(double seconds) {
+    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(seconds));
+  }
+  /// Makes `unitOffsets` (arena `arena`) the result, in bytes.
+  void publish(const std::vector<int64_t> &unitOffsets, int64_t arena) {
+    for (size_t i = 0; i < p.numBuffers(); ++i)
+      result.offsets[p.original[i]] = unitOffsets[i] * p.unit;
+    result.arenaSize = arena * p.unit;
+  }
+  /// First fit in each greedy order (or the buffers stacked in index order
+  /// without runHeuristics), keeping the best.
+  void placeGreedily();
+  /// "Squeaky wheel": the buffers that hold up the arena (those reaching
+  /// its top and the chains they rest on) were placed too late; move them
+  /// to the front of the order and place again. The walk continues from the
+  /// new order whether or not it improved, so it does not stall; the best
+  /// placement is kept.
+  void improve();
+  /// The decision searches of PlacementSearch.cpp (below).
+  void searchExactly();
+
+  const PlacementOptions &options;
+  std::chrono::steady_clock::time_point start, deadline, heuristicEnd;
+  UnitProblem p;
+  bool unlimited;
+  Placement result;
   int64_t bestArena = -1;
-  std::vector<uint32_t> order(p.numBuffers()), bestOrder;
-  std::vector<int64_t> offsets, bestOffsets;
+  std::vector<uint32_t> bestOrder;
+  std::vector<int64_t> bestOffsets;
+  /// How long the last greedy placement took.
   std::chrono::steady_clock::duration lastRun{};
+};
+
+} // namespace
+
+void Placer::placeGreedily() {
+  std::vector<uint32_t> order(p.numBuffers());
+  std::vector<int64_t> offsets;
   std::vector<GreedyOrder> orders = greedyOrders(p);
   if (!options.runHeuristics) {
     // Testing the exact search alone: start from the buffers stacked in
@@ -549,11 +575,9 @@ Placement memopt::placeBuffers(const std::vector<Buffer> &buffers,
     if (bestArena == p.lowerBound)
       break;
   }
-  // Improvement ("squeaky wheel"): the buffers that hold up the arena (those
-  // reaching its top and the chains they rest on) were placed too late; move
-  // them to the front of the order and place again. The walk continues from
-  // the new order whether or not it improved, so it does not stall; the best
-  // placement is kept.
+}
+
+void Placer::improve() {
   std::vector<uint32_t> walk = bestOrder;
   std::vector<char> critical(p.numBuffers());
   int64_t walkArena = bestArena;
@@ -584,28 +608,22 @@ Placement memopt::placeBuffers(const std::vector<Buffer> &buffers,
       result.method = "greedy-improved";
     }
   }
-  publish(bestOffsets, bestArena);
-  if (bestArena == p.lowerBound) {
-    result.provenOptimal = true;
-    return result;
-  }
-  if (options.timeLimitSeconds <= 0 ||
-      p.numBuffers() > options.exactSearchMaxBuffers)
-    return result;
+}
 
-  // Decision searches (see PlacementSearch.cpp), in two phases.
-  //
-  // 1. Until lowerBoundShare of the remaining time has passed: can everything
-  //    fit in LB? On real traces and on the MiniMalloc set, LB is often
-  //    reachable, and the search is strongest when the capacity is tight.
-  // 2. Then bisection between the lowest capacity not refuted and the
-  //    incumbent: a found placement becomes the incumbent (its arena can be
-  //    below the capacity asked for); a search that gives up at the node limit
-  //    moves the bisection up for this pass only; one that finishes without
-  //    a placement refutes its capacity for good.
-  //
-  // Both phases run the preorders round robin under a node limit that doubles
-  // every round, so a preorder that suits the instance is not starved.
+// Decision searches (see PlacementSearch.cpp), in two phases.
+//
+// 1. Until lowerBoundShare of the remaining time has passed: can everything
+//    fit in LB? On real traces and on the MiniMalloc set, LB is often
+//    reachable, and the search is strongest when the capacity is tight.
+// 2. Then bisection between the lowest capacity not refuted and the
+//    incumbent: a found placement becomes the incumbent (its arena can be
+//    below the capacity asked for); a search that gives up at the node limit
+//    moves the bisection up for this pass only; one that finishes without
+//    a placement refutes its capacity for good.
+//
+// Both phases run the preorders round robin under a node limit that doubles
+// every round, so a preorder that suits the instance is not starved.
+void Placer::searchExactly() {
   CapacitySearch search(p);
   int64_t refutedBelow = p.lowerBound; // no arena below this exists
   bool timedOut = false;
@@ -665,5 +683,28 @@ Placement memopt::placeBuffers(const std::vector<Buffer> &buffers,
   }
   result.searchNodes = search.numNodes();
   result.provenOptimal = refutedBelow >= bestArena;
+}
+
+Placement Placer::run() {
+  if (p.numBuffers() == 0) {
+    result.method = "trivial";
+    result.provenOptimal = true;
+    return result;
+  }
+  placeGreedily();
+  improve();
+  publish(bestOffsets, bestArena);
+  if (bestArena == p.lowerBound) {
+    result.provenOptimal = true;
+    return result;
+  }
+  if (!unlimited && p.numBuffers() <= options.exactSearchMaxBuffers)
+    searchExactly();
   return result;
+}
+
+Placement memopt::placeBuffers(const std::vector<Buffer> &buffers,
+                               const PlacementOptions &options) {
+  assert(options.alignment >= 1 && "alignment must be positive");
+  return Placer(buffers, options).run();
 }

@@ -810,9 +810,71 @@ FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
   return arena.getInt();
 }
 
-LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
-                                           StepGraph &graph) {
-  std::vector<ChainStage> chain(graph.getNumStages());
+namespace {
+
+/// The budget strategy's search (runBudget): candidate plans of the chain
+/// and graph models, each checked once with the buffer planner; the fitting
+/// plan of least recompute wins.
+class BudgetSearch {
+public:
+  using BudgetPlan = RematerializePass::BudgetPlan;
+
+  /// The search for the plan that fits `budget` bytes of arena, with the
+  /// gradient updates released into the backward when `released`.
+  BudgetSearch(RematerializePass &pass, FunctionOpInterface func,
+               const StepGraph &graph, int64_t budget, bool released);
+
+  /// Runs the search; fitting() is then the plan, if one fits.
+  LogicalResult run();
+  const std::optional<BudgetPlan> &fitting() const { return best; }
+  /// The smallest arena of every plan checked.
+  int64_t smallestArena() const { return smallest; }
+
+private:
+  static BudgetPlan toChainPlan(const std::vector<StageChoice> &plan);
+  static BudgetPlan toGraphPlan(const std::vector<bool> &keep);
+  /// The model's peak of a plan (without gradients and transients).
+  int64_t getModelPeak(const BudgetPlan &plan) const;
+  std::optional<BudgetPlan> solveChain(int64_t bound) const;
+  std::optional<BudgetPlan> solveGraph(int64_t bound) const;
+  /// Plans `plan` once (its arena is then in `arenas`) and keeps it when it
+  /// fits with less recompute than the best so far.
+  LogicalResult consider(const BudgetPlan &plan);
+  /// Tightens the model's bound by what the planner adds on top of it
+  /// (gradient buffers, transients) until the planned arena fits, then
+  /// gives the slack the planner left back to the model while that still
+  /// fits.
+  LogicalResult tighten(function_ref<std::optional<BudgetPlan>(int64_t)> solve);
+  /// Blocks (recompute every stage but the last), when it recomputes less
+  /// than the plan that fits or none fits.
+  LogicalResult considerBlocks();
+  /// No plan fits: the chain's least memory and the graph model's frontier,
+  /// from keeping everything down to its least memory (the arena is not
+  /// monotone in the model's peak).
+  LogicalResult considerLeastMemory();
+  /// No plan fits with the heuristics: the closest three planned as the
+  /// pipeline's placement does by default (its exact search too).
+  LogicalResult checkClosestExactly();
+
+  RematerializePass &pass;
+  int64_t budget;
+  std::vector<ChainStage> chain;
+  std::vector<GraphValue> values;
+  bool searchGraph;
+  /// The bytes of gradient buffers the model's bound starts below the budget.
+  int64_t gradientBytes = 0;
+  std::map<BudgetPlan, int64_t> arenas;
+  std::optional<BudgetPlan> best;
+  int64_t bestFlops = 0;
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+};
+
+} // namespace
+
+BudgetSearch::BudgetSearch(RematerializePass &pass, FunctionOpInterface func,
+                           const StepGraph &graph, int64_t budget,
+                           bool released)
+    : pass(pass), budget(budget), chain(graph.getNumStages()) {
   for (int64_t i = 0; i < graph.getNumStages(); ++i) {
     chain[i].inputBytes = i ? getAlignedBytes(graph.boundaries[i]) : 0;
     for (Value value : graph.savedByStage[i])
@@ -821,76 +883,14 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
   }
   // The general-graph model, searched exactly when it has few candidates.
   SmallVector<Operation *> valueOps;
-  std::vector<GraphValue> values = graph.getValueGraph(valueOps);
-  graphCandidates = llvm::count_if(values, [](const GraphValue &value) {
+  values = graph.getValueGraph(valueOps);
+  pass.graphCandidates = llvm::count_if(values, [](const GraphValue &value) {
     return value.kind == GraphValue::Kind::Candidate;
   });
-  bool searchGraph = graphCandidates <= kMaxGraphSearchCandidates;
-
-  auto toChainPlan = [](const std::vector<StageChoice> &plan) {
-    BudgetPlan result;
-    for (StageChoice choice : plan)
-      result.choices.push_back(static_cast<int>(choice));
-    return result;
-  };
-  auto toGraphPlan = [](const std::vector<bool> &keep) {
-    BudgetPlan result{/*graph=*/true, {}};
-    for (bool flag : keep)
-      result.choices.push_back(flag);
-    return result;
-  };
-  // The model's peak of a plan (without gradients and transients).
-  auto getModelPeak = [&](const BudgetPlan &plan) -> int64_t {
-    if (plan.graph) {
-      std::vector<bool> keep(plan.choices.begin(), plan.choices.end());
-      return evaluateGraphPlan(values, keep)->peakBytes;
-    }
-    std::vector<StageChoice> stages;
-    for (int choice : plan.choices)
-      stages.push_back(static_cast<StageChoice>(choice));
-    return evaluateChainPlan(chain, stages)->peakBytes;
-  };
-  auto solveChain = [&](int64_t bound) -> std::optional<BudgetPlan> {
-    if (auto plan = solveChainBudget(chain, bound))
-      return toChainPlan(*plan);
-    return std::nullopt;
-  };
-  auto solveGraph = [&](int64_t bound) -> std::optional<BudgetPlan> {
-    if (auto keep = solveGraphBudget(values, bound))
-      return toGraphPlan(*keep);
-    return std::nullopt;
-  };
-
-  // Tighten the model's bound by what the planner adds on top of it (gradient
-  // buffers, transients) until the planned arena fits. Every plan is checked
-  // with the planner once; the fitting plan of least recompute wins. Blocks
-  // (recompute every stage but the last) and the least-memory plan of the
-  // model are candidates too: the model may misjudge either.
-  std::map<BudgetPlan, int64_t> arenas;
-  std::optional<BudgetPlan> fitting;
-  int64_t fittingFlops = 0;
-  auto consider = [&](const BudgetPlan &plan) -> LogicalResult {
-    if (arenas.count(plan))
-      return success();
-    FailureOr<int64_t> arena = getPlannedArena(plan);
-    if (failed(arena))
-      return failure();
-    arenas[plan] = *arena;
-    // The FLOPs of the clones the plan really needs (getPlannedArena applied
-    // it), not the model's estimate.
-    int64_t flops = lastCloneFlops;
-    LLVM_DEBUG(llvm::dbgs() << "budget: " << (plan.graph ? "graph" : "chain")
-                            << " plan with " << flops
-                            << " recompute FLOPs -> arena " << *arena << "\n");
-    if (*arena <= budget && (!fitting || flops < fittingFlops))
-      fitting = plan, fittingFlops = flops;
-    return success();
-  };
+  searchGraph = pass.graphCandidates <= kMaxGraphSearchCandidates;
   // Every parameter's gradient is a scratch buffer live until the optimizer
   // update: start the model's bound below the budget by all of them, or,
   // when the updates are released into the backward, by the largest.
-  bool released = microBatches == 1 && dataParallel == 1 && releaseGradients;
-  int64_t gradientBytes = 0;
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
     auto role =
         func.getArgAttrOfType<StringAttr>(i, MemoptDialect::kRoleAttrName);
@@ -900,115 +900,196 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
     gradientBytes =
         released ? std::max(gradientBytes, bytes) : gradientBytes + bytes;
   }
-  auto tighten =
-      [&](function_ref<std::optional<BudgetPlan>(int64_t)> solve)
-      -> LogicalResult {
-    std::optional<BudgetPlan> found;
-    int64_t bound = std::max<int64_t>(budget - gradientBytes, 0);
-    for (int attempt = 0; attempt < 12; ++attempt) {
-      std::optional<BudgetPlan> plan = solve(bound);
-      if (!plan || arenas.count(*plan))
-        break;
-      if (failed(consider(*plan)))
-        return failure();
-      if (arenas[*plan] <= budget) {
-        found = plan;
-        break;
-      }
-      int64_t model = getModelPeak(*plan);
-      bound = std::min(bound - 256, budget - (arenas[*plan] - model));
-    }
-    // The gradient estimate is pessimistic: give the slack the planner left
-    // back to the model while that still fits (a few more checks at most).
-    for (int attempt = 0; found && attempt < 4; ++attempt) {
-      int64_t slack = budget - arenas[*found];
-      if (slack < 256)
-        break;
-      bound += slack;
-      std::optional<BudgetPlan> plan = solve(bound);
-      if (!plan || arenas.count(*plan))
-        continue;
-      if (failed(consider(*plan)))
-        return failure();
-      if (arenas[*plan] <= budget)
-        found = plan;
-      else
-        bound -= (arenas[*plan] - budget) + slack / 2;
-    }
+}
+
+BudgetSearch::BudgetPlan
+BudgetSearch::toChainPlan(const std::vector<StageChoice> &plan) {
+  BudgetPlan result;
+  for (StageChoice choice : plan)
+    result.choices.push_back(static_cast<int>(choice));
+  return result;
+}
+
+BudgetSearch::BudgetPlan
+BudgetSearch::toGraphPlan(const std::vector<bool> &keep) {
+  BudgetPlan result{/*graph=*/true, {}};
+  for (bool flag : keep)
+    result.choices.push_back(flag);
+  return result;
+}
+
+int64_t BudgetSearch::getModelPeak(const BudgetPlan &plan) const {
+  if (plan.graph) {
+    std::vector<bool> keep(plan.choices.begin(), plan.choices.end());
+    return evaluateGraphPlan(values, keep)->peakBytes;
+  }
+  std::vector<StageChoice> stages;
+  for (int choice : plan.choices)
+    stages.push_back(static_cast<StageChoice>(choice));
+  return evaluateChainPlan(chain, stages)->peakBytes;
+}
+
+std::optional<BudgetSearch::BudgetPlan>
+BudgetSearch::solveChain(int64_t bound) const {
+  if (auto plan = solveChainBudget(chain, bound))
+    return toChainPlan(*plan);
+  return std::nullopt;
+}
+
+std::optional<BudgetSearch::BudgetPlan>
+BudgetSearch::solveGraph(int64_t bound) const {
+  if (auto keep = solveGraphBudget(values, bound))
+    return toGraphPlan(*keep);
+  return std::nullopt;
+}
+
+LogicalResult BudgetSearch::consider(const BudgetPlan &plan) {
+  if (arenas.count(plan))
     return success();
-  };
+  FailureOr<int64_t> arena = pass.getPlannedArena(plan);
+  if (failed(arena))
+    return failure();
+  arenas[plan] = *arena;
+  // The FLOPs of the clones the plan really needs (getPlannedArena applied
+  // it), not the model's estimate.
+  int64_t flops = pass.lastCloneFlops;
+  LLVM_DEBUG(llvm::dbgs() << "budget: " << (plan.graph ? "graph" : "chain")
+                          << " plan with " << flops
+                          << " recompute FLOPs -> arena " << *arena << "\n");
+  if (*arena <= budget && (!best || flops < bestFlops))
+    best = plan, bestFlops = flops;
+  return success();
+}
+
+LogicalResult
+BudgetSearch::tighten(function_ref<std::optional<BudgetPlan>(int64_t)> solve) {
+  std::optional<BudgetPlan> found;
+  int64_t bound = std::max<int64_t>(budget - gradientBytes, 0);
+  for (int attempt = 0; attempt < 12; ++attempt) {
+    std::optional<BudgetPlan> plan = solve(bound);
+    if (!plan || arenas.count(*plan))
+      break;
+    if (failed(consider(*plan)))
+      return failure();
+    if (arenas[*plan] <= budget) {
+      found = plan;
+      break;
+    }
+    int64_t model = getModelPeak(*plan);
+    bound = std::min(bound - 256, budget - (arenas[*plan] - model));
+  }
+  // The gradient estimate is pessimistic: give the slack back (a few more
+  // checks at most).
+  for (int attempt = 0; found && attempt < 4; ++attempt) {
+    int64_t slack = budget - arenas[*found];
+    if (slack < 256)
+      break;
+    bound += slack;
+    std::optional<BudgetPlan> plan = solve(bound);
+    if (!plan || arenas.count(*plan))
+      continue;
+    if (failed(consider(*plan)))
+      return failure();
+    if (arenas[*plan] <= budget)
+      found = plan;
+    else
+      bound -= (arenas[*plan] - budget) + slack / 2;
+  }
+  return success();
+}
+
+LogicalResult BudgetSearch::considerBlocks() {
+  std::vector<StageChoice> blocks(chain.size(), StageChoice::Checkpoint);
+  blocks.back() = StageChoice::Keep;
+  // Nothing to count when it was checked already.
+  if (arenas.count(toChainPlan(blocks)))
+    return success();
+  if (failed(pass.getPlannedArena(toChainPlan(blocks), /*runPlanner=*/false)))
+    return failure();
+  if (!best || pass.lastCloneFlops < bestFlops)
+    return consider(toChainPlan(blocks));
+  return success();
+}
+
+LogicalResult BudgetSearch::considerLeastMemory() {
+  std::optional<std::vector<StageChoice>> leastMemory =
+      solveChainBudget(chain, getMinimumChainPeak(chain));
+  if (leastMemory && failed(consider(toChainPlan(*leastMemory))))
+    return failure();
+  // Each plan of least recompute below the previous one's model peak (16 at
+  // most).
+  std::optional<BudgetPlan> step =
+      searchGraph ? solveGraph(std::numeric_limits<int64_t>::max())
+                  : std::nullopt;
+  for (int checks = 0; step && checks < 16; ++checks) {
+    if (failed(consider(*step)))
+      return failure();
+    step = solveGraph(getModelPeak(*step) - 1);
+  }
+  return success();
+}
+
+LogicalResult BudgetSearch::checkClosestExactly() {
+  std::vector<std::pair<int64_t, BudgetPlan>> closest;
+  for (const auto &[plan, arena] : arenas)
+    closest.emplace_back(arena, plan);
+  llvm::sort(closest,
+             [](const auto &a, const auto &b) { return a.first < b.first; });
+  closest.resize(std::min<size_t>(closest.size(), 3));
+  for (const auto &[heuristic, plan] : closest) {
+    FailureOr<int64_t> arena =
+        pass.getPlannedArena(plan, /*runPlanner=*/true, kExactCheckSeconds);
+    if (failed(arena))
+      return failure();
+    smallest = std::min(smallest, *arena);
+    if (*arena <= budget && (!best || pass.lastCloneFlops < bestFlops))
+      best = plan, bestFlops = pass.lastCloneFlops;
+  }
+  return success();
+}
+
+LogicalResult BudgetSearch::run() {
+  auto chainModel = [&](int64_t bound) { return solveChain(bound); };
+  auto graphModel = [&](int64_t bound) { return solveGraph(bound); };
   // Keeping everything first: when it fits, nothing needs recomputing (the
   // model, which sees the whole batch, would recompute under a micro-batch
-  // loop that shrinks every activation K-fold).
+  // loop that shrinks every activation K-fold). Blocks and the least-memory
+  // plans are candidates too: the model may misjudge either.
   std::vector<StageChoice> keepAll(chain.size(), StageChoice::Keep);
   if (failed(consider(toChainPlan(keepAll))))
     return failure();
-  if (!fitting && failed(tighten(solveChain)))
+  if (!best && failed(tighten(chainModel)))
     return failure();
-  if (!fitting || fittingFlops > 0)
-    if (searchGraph && failed(tighten(solveGraph)))
-      return failure();
-  std::vector<StageChoice> blocks(chain.size(), StageChoice::Checkpoint);
-  blocks.back() = StageChoice::Keep;
-  // Blocks needs a planner check only when it recomputes less than the plan
-  // that fits (or none fits); nothing to count when it is that plan or was
-  // checked already.
-  if (!arenas.count(toChainPlan(blocks))) {
-    if (failed(getPlannedArena(toChainPlan(blocks), /*runPlanner=*/false)))
-      return failure();
-    if (!fitting || lastCloneFlops < fittingFlops)
-      if (failed(consider(toChainPlan(blocks))))
-        return failure();
-  }
-  if (!fitting) {
-    std::optional<std::vector<StageChoice>> leastMemory =
-        solveChainBudget(chain, getMinimumChainPeak(chain));
-    if (leastMemory && failed(consider(toChainPlan(*leastMemory))))
-      return failure();
-    // The graph model's frontier, from keeping everything down to its least
-    // memory (the arena is not monotone in the model's peak): each plan of
-    // least recompute below the previous one's model peak (16 at most).
-    std::optional<BudgetPlan> step =
-        searchGraph ? solveGraph(std::numeric_limits<int64_t>::max())
-                    : std::nullopt;
-    for (int checks = 0; step && checks < 16; ++checks) {
-      if (failed(consider(*step)))
-        return failure();
-      step = solveGraph(getModelPeak(*step) - 1);
-    }
-  }
+  if ((!best || bestFlops > 0) && searchGraph && failed(tighten(graphModel)))
+    return failure();
+  if (failed(considerBlocks()))
+    return failure();
+  if (!best && failed(considerLeastMemory()))
+    return failure();
   // The heuristics bound the final plan, which also searches exactly and can
-  // be smaller. Before giving up, plan the closest candidates as the
-  // pipeline's placement does by default (its exact search for a second).
-  int64_t smallest = std::numeric_limits<int64_t>::max();
+  // be smaller: before giving up, plan the closest candidates exactly.
   for (const auto &entry : arenas)
     smallest = std::min(smallest, entry.second);
-  if (!fitting) {
-    std::vector<std::pair<int64_t, BudgetPlan>> closest;
-    for (const auto &[plan, arena] : arenas)
-      closest.emplace_back(arena, plan);
-    llvm::sort(closest, [](const auto &a, const auto &b) {
-      return a.first < b.first;
-    });
-    closest.resize(std::min<size_t>(closest.size(), 3));
-    for (const auto &[heuristic, plan] : closest) {
-      FailureOr<int64_t> arena =
-          getPlannedArena(plan, /*runPlanner=*/true, kExactCheckSeconds);
-      if (failed(arena))
-        return failure();
-      smallest = std::min(smallest, *arena);
-      if (*arena <= budget && (!fitting || lastCloneFlops < fittingFlops))
-        fitting = plan, fittingFlops = lastCloneFlops;
-    }
-  }
-  if (!fitting) {
+  if (!best)
+    return checkClosestExactly();
+  return success();
+}
+
+LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
+                                           StepGraph &graph) {
+  BudgetSearch search(*this, func, graph, budget,
+                      /*released=*/microBatches == 1 && dataParallel == 1 &&
+                          releaseGradients);
+  if (failed(search.run()))
+    return failure();
+  if (!search.fitting())
     return func.emitOpError()
            << "--memopt-remat: the budget of " << budget.getValue()
-           << " bytes is below the smallest reachable peak, " << smallest
+           << " bytes is below the smallest reachable peak, "
+           << search.smallestArena()
            << " bytes (planned arena with the least memory remat finds)";
-  }
-  chosenPlan = *fitting;
-  applyBudgetPlan(graph, *fitting);
+  chosenPlan = *search.fitting();
+  applyBudgetPlan(graph, *search.fitting());
   return success();
 }
 
