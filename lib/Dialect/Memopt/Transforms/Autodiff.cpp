@@ -55,16 +55,16 @@ struct AutodiffPass : public memopt::impl::AutodiffPassBase<AutodiffPass> {
 
   void runOnOperation() override;
 
-private:
-  /// Checks the hyper-parameters; reports the first bad one.
-  LogicalResult verifyOptions(Location loc, OptimizerKind kind);
-
   /// The `kind` update of `param` by `grad` with its optimizer state
   /// `slots` at optimizer step `step`, skipped when `skip` (loss scaling's
   /// overflow flag, null without) is set.
   Operation *buildUpdate(OpBuilder &b, Location loc, OptimizerKind kind,
                          Value param, Value grad, ValueRange slots, Value step,
                          Value skip);
+
+private:
+  /// Checks the hyper-parameters; reports the first bad one.
+  LogicalResult verifyOptions(Location loc, OptimizerKind kind);
 };
 
 } // namespace
@@ -260,14 +260,220 @@ static LogicalResult buildReverseSweep(OpBuilder &b,
   return success();
 }
 
+namespace {
+
+/// The training step built from the loss function `loss`, in the order of
+/// runOnOperation's steps; each method appends to the step's entry block.
+class TrainStepBuilder {
+public:
+  TrainStepBuilder(AutodiffPass &pass, func::FuncOp loss, OptimizerKind kind,
+                   std::optional<LossScaleConfig> lossScale);
+
+  /// Creates `train_step` with the signature, results and attributes.
+  void createStep();
+  /// 1. Clones the forward into the step.
+  void cloneForward();
+  /// 2-3. Seeds the loss's gradient (the scale under loss scaling) and
+  /// sweeps the forward in reverse over the values the parameters vary.
+  LogicalResult differentiate(unsigned &gradientOps);
+  /// 4. Unscales and checks the gradients, counts the step and updates each
+  /// parameter and its optimizer state, then the dynamic loss scale.
+  void updateParameters();
+  /// Returns the loss and the new arguments; 5. removes what feeds nothing
+  /// (gradients of inputs and labels).
+  void finish();
+
+private:
+  /// The role of argument `i` of the step: the forward's, then the
+  /// optimizer state's.
+  std::optional<ArgumentRole> roleOfArgument(unsigned i) {
+    return i < numForwardArgs ? roleOf(loss, i) : ArgumentRole::Optim;
+  }
+  Value argument(unsigned i) { return entry->getArgument(i); }
+  void updateLossScale();
+
+  AutodiffPass &pass;
+  func::FuncOp loss;
+  OptimizerKind kind;
+  std::optional<LossScaleConfig> lossScale;
+  OpBuilder b;
+  Location loc;
+  unsigned numForwardArgs;
+  StepSignature signature;
+  Block *entry = nullptr;
+  SmallVector<Operation *> forwardOps;
+  Value lossValue;
+  /// The forward's new values of the "state" arguments.
+  SmallVector<Value> newState;
+  DenseMap<Value, Value> grads;
+  /// The loss scale (null without loss scaling) and the overflow flag of
+  /// the unscaled gradients (null without a gradient to check).
+  Value scale, foundInf;
+  /// Argument index -> its new value.
+  DenseMap<unsigned, Value> updated;
+};
+
+} // namespace
+
+TrainStepBuilder::TrainStepBuilder(AutodiffPass &pass, func::FuncOp loss,
+                                   OptimizerKind kind,
+                                   std::optional<LossScaleConfig> lossScale)
+    : pass(pass), loss(loss), kind(kind), lossScale(lossScale), b(loss),
+      loc(loss.getLoc()), numForwardArgs(loss.getNumArguments()),
+      signature(buildSignature(loss, kind, lossScale && lossScale->dynamic)) {}
+
+void TrainStepBuilder::createStep() {
+  // Results: the loss, then the new value of every param, state and optim
+  // argument in argument order.
+  ArrayRef<Type> argTypes = signature.argTypes;
+  SmallVector<Type> resultTypes = {loss.getResultTypes().front()};
+  for (unsigned i = 0; i < argTypes.size(); ++i) {
+    std::optional<ArgumentRole> role = roleOfArgument(i);
+    if (role == ArgumentRole::Param || role == ArgumentRole::State ||
+        role == ArgumentRole::Optim)
+      resultTypes.push_back(argTypes[i]);
+  }
+  auto step = func::FuncOp::create(b, loc, "train_step",
+                                   b.getFunctionType(argTypes, resultTypes));
+  step.setAllArgAttrs(signature.argAttrs);
+  step->setAttr(MemoptDialect::kTrainStepAttrName, b.getUnitAttr());
+  if (lossScale)
+    step->setAttr(MemoptDialect::kLossScaleAttrName,
+                  loss->getAttr(MemoptDialect::kLossScaleAttrName));
+  entry = step.addEntryBlock();
+  b.setInsertionPointToEnd(entry);
+}
+
+void TrainStepBuilder::cloneForward() {
+  IRMapping map;
+  for (unsigned i = 0; i < numForwardArgs; ++i)
+    map.map(loss.getArgument(i), argument(i));
+  Block &forwardBody = loss.getBody().front();
+  for (Operation &op : forwardBody.without_terminator())
+    forwardOps.push_back(b.clone(op, map));
+  auto forwardReturn = cast<func::ReturnOp>(forwardBody.getTerminator());
+  lossValue = map.lookup(forwardReturn.getOperand(0));
+  for (Value v : forwardReturn.getOperands().drop_front())
+    newState.push_back(map.lookup(v));
+}
+
+LogicalResult TrainStepBuilder::differentiate(unsigned &gradientOps) {
+  // Activity analysis: the values the parameters vary.
+  DenseSet<Value> varied;
+  for (unsigned p : signature.params)
+    varied.insert(argument(p));
+  for (Operation *op : forwardOps)
+    if (llvm::any_of(op->getOperands(),
+                     [&](Value v) { return varied.contains(v); }))
+      varied.insert(op->result_begin(), op->result_end());
+
+  // d(scale * loss) / d(loss) = scale: the seed of a scaled backward.
+  auto scaleType = RankedTensorType::get({}, b.getF32Type());
+  if (lossScale && lossScale->dynamic)
+    scale = argument(signature.scaleIndex);
+  else if (lossScale)
+    scale = ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(scaleType, b.getF32FloatAttr(lossScale->scale)));
+  auto one = DenseElementsAttr::get(cast<ShapedType>(lossValue.getType()),
+                                    b.getF32FloatAttr(1.0));
+  grads[lossValue] = scale ? scale : ConstantOp::create(b, loc, one);
+  return buildReverseSweep(b, forwardOps, varied, grads, gradientOps);
+}
+
+void TrainStepBuilder::updateParameters() {
+  ArrayRef<unsigned> params = signature.params;
+  ArrayRef<StringRef> slotNames = signature.slotNames;
+  if (scale) {
+    SmallVector<unsigned> withGrad;
+    SmallVector<Value> scaled;
+    for (unsigned p : params)
+      if (Value g = grads.lookup(argument(p))) {
+        withGrad.push_back(p);
+        scaled.push_back(g);
+      }
+    if (!scaled.empty()) {
+      auto unscale = UnscaleOp::create(b, loc, scale, scaled);
+      for (auto [p, g] : llvm::zip(withGrad, unscale.getResults()))
+        grads[argument(p)] = g;
+      foundInf = unscale.getFoundInf();
+    }
+  }
+  auto stepType = RankedTensorType::get({}, b.getI64Type());
+  Value newStep = IncrementOp::create(b, loc, stepType,
+                                      argument(signature.stepIndex), foundInf);
+  unsigned slot = numForwardArgs;
+  for (unsigned p : params) {
+    Value param = argument(p);
+    Value grad = grads.lookup(param);
+    if (!grad) {
+      // No gradient reaches it: as torch.optim with a None gradient, the
+      // parameter and its optimizer state stay as they are (no weight
+      // decay either).
+      updated[p] = param;
+      for (unsigned i = 0; i < slotNames.size(); ++i)
+        updated[slot + i] = argument(slot + i);
+      slot += slotNames.size();
+      continue;
+    }
+    Attribute scope;
+    if (Operation *use = param.use_empty() ? nullptr : *param.user_begin())
+      scope = use->getAttr(MemoptDialect::kScopeAttrName);
+    Operation *update = pass.buildUpdate(
+        b, loc, kind, param, grad,
+        entry->getArguments().slice(slot, slotNames.size()), newStep, foundInf);
+    if (scope)
+      update->setAttr(MemoptDialect::kScopeAttrName, scope);
+    updated[p] = update->getResult(0);
+    for (unsigned i = 0; i < slotNames.size(); ++i)
+      updated[slot + i] = update->getResult(1 + i);
+    slot += slotNames.size();
+  }
+  updated[signature.stepIndex] = newStep;
+  if (lossScale && lossScale->dynamic)
+    updateLossScale();
+}
+
+void TrainStepBuilder::updateLossScale() {
+  unsigned scaleIndex = signature.scaleIndex;
+  Value tracker = argument(scaleIndex + 1);
+  if (!foundInf) // no gradient to check: nothing can overflow
+    foundInf = ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(RankedTensorType::get({}, b.getI1Type()),
+                               false));
+  auto update =
+      UpdateScaleOp::create(b, loc, scale, tracker, foundInf,
+                            b.getF64FloatAttr(lossScale->growthFactor),
+                            b.getF64FloatAttr(lossScale->backoffFactor),
+                            b.getI64IntegerAttr(lossScale->growthInterval));
+  updated[scaleIndex] = update.getNewScale();
+  updated[scaleIndex + 1] = update.getNewGrowthTracker();
+}
+
+void TrainStepBuilder::finish() {
+  SmallVector<Value> results = {lossValue};
+  unsigned stateIndex = 0;
+  for (unsigned i = 0; i < signature.argTypes.size(); ++i) {
+    std::optional<ArgumentRole> role = roleOfArgument(i);
+    if (role == ArgumentRole::State)
+      results.push_back(newState[stateIndex++]);
+    else if (role == ArgumentRole::Param || role == ArgumentRole::Optim)
+      results.push_back(updated.lookup(i));
+  }
+  func::ReturnOp::create(b, loc, results);
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*entry)))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+}
+
 void AutodiffPass::runOnOperation() {
   ModuleOp module = getOperation();
-  MLIRContext *ctx = &getContext();
-
   std::optional<OptimizerKind> kind = parseOptimizerKind(optimizer);
   if (!kind) {
-    emitError(module.getLoc()) << "unknown optimizer '" << optimizer
-                       << "' for --memopt-autodiff (expected adamw or sgd)";
+    emitError(module.getLoc())
+        << "unknown optimizer '" << optimizer
+        << "' for --memopt-autodiff (expected adamw or sgd)";
     return signalPassFailure();
   }
   if (failed(verifyOptions(module.getLoc(), *kind)))
@@ -277,7 +483,6 @@ void AutodiffPass::runOnOperation() {
   if (failed(found))
     return signalPassFailure();
   func::FuncOp loss = *found;
-  Block &forwardBody = loss.getBody().front();
 
   // Loss scaling: a dynamic scale and its growth tracker are optimizer state.
   std::optional<LossScaleConfig> lossScale;
@@ -288,160 +493,15 @@ void AutodiffPass::runOnOperation() {
       return signalPassFailure();
     lossScale = *config;
   }
-  OpBuilder b(loss);
-  Location loc = loss.getLoc();
-  unsigned numForwardArgs = loss.getNumArguments();
-  StepSignature signature =
-      buildSignature(loss, *kind, lossScale && lossScale->dynamic);
-  ArrayRef<Type> argTypes = signature.argTypes;
-  ArrayRef<unsigned> params = signature.params;
-  ArrayRef<StringRef> slotNames = signature.slotNames;
-  unsigned stepIndex = signature.stepIndex, scaleIndex = signature.scaleIndex;
-  auto stepType = RankedTensorType::get({}, b.getI64Type());
-  auto scaleType = RankedTensorType::get({}, b.getF32Type());
 
-  // Results: the loss, then the new value of every param, state and optim
-  // argument in argument order.
-  SmallVector<Type> resultTypes = {loss.getResultTypes().front()};
-  for (unsigned i = 0; i < argTypes.size(); ++i) {
-    std::optional<ArgumentRole> role =
-        i < numForwardArgs ? roleOf(loss, i) : ArgumentRole::Optim;
-    if (role == ArgumentRole::Param || role == ArgumentRole::State ||
-        role == ArgumentRole::Optim)
-      resultTypes.push_back(argTypes[i]);
-  }
-
-  auto step = func::FuncOp::create(b, loc, "train_step",
-                                   b.getFunctionType(argTypes, resultTypes));
-  step.setAllArgAttrs(signature.argAttrs);
-  step->setAttr(MemoptDialect::kTrainStepAttrName, UnitAttr::get(ctx));
-  if (lossScale)
-    step->setAttr(MemoptDialect::kLossScaleAttrName,
-                  loss->getAttr(MemoptDialect::kLossScaleAttrName));
-  Block *entry = step.addEntryBlock();
-  b.setInsertionPointToEnd(entry);
-
-  // 1. Forward.
-  IRMapping map;
-  for (unsigned i = 0; i < numForwardArgs; ++i)
-    map.map(loss.getArgument(i), entry->getArgument(i));
-  SmallVector<Operation *> forwardOps;
-  for (Operation &op : forwardBody.without_terminator())
-    forwardOps.push_back(b.clone(op, map));
-  auto forwardReturn = cast<func::ReturnOp>(forwardBody.getTerminator());
-  Value lossValue = map.lookup(forwardReturn.getOperand(0));
-  SmallVector<Value> newState;
-  for (Value v : forwardReturn.getOperands().drop_front())
-    newState.push_back(map.lookup(v));
-
-  // 2. Activity analysis.
-  DenseSet<Value> varied;
-  for (unsigned p : params)
-    varied.insert(entry->getArgument(p));
-  for (Operation *op : forwardOps)
-    if (llvm::any_of(op->getOperands(),
-                     [&](Value v) { return varied.contains(v); }))
-      varied.insert(op->result_begin(), op->result_end());
-
-  // 3. Reverse sweep.
-  // d(scale * loss) / d(loss) = scale: the seed of a scaled backward.
-  DenseMap<Value, Value> grads;
-  Value scale;
-  if (lossScale && lossScale->dynamic)
-    scale = entry->getArgument(scaleIndex);
-  else if (lossScale)
-    scale = ConstantOp::create(
-        b, loc,
-        DenseElementsAttr::get(scaleType, b.getF32FloatAttr(lossScale->scale)));
-  auto one = DenseElementsAttr::get(cast<ShapedType>(lossValue.getType()),
-                                    b.getF32FloatAttr(1.0));
-  grads[lossValue] = scale ? scale : ConstantOp::create(b, loc, one);
+  TrainStepBuilder step(*this, loss, *kind, lossScale);
+  step.createStep();
+  step.cloneForward();
   unsigned gradientOps = 0;
-  if (failed(buildReverseSweep(b, forwardOps, varied, grads, gradientOps)))
+  if (failed(step.differentiate(gradientOps)))
     return signalPassFailure();
-
-  // 4. Optimizer update, after unscaling and checking the gradients.
-  Value foundInf;
-  if (scale) {
-    SmallVector<unsigned> withGrad;
-    SmallVector<Value> scaled;
-    for (unsigned p : params)
-      if (Value g = grads.lookup(entry->getArgument(p))) {
-        withGrad.push_back(p);
-        scaled.push_back(g);
-      }
-    if (!scaled.empty()) {
-      auto unscale = UnscaleOp::create(b, loc, scale, scaled);
-      for (auto [p, g] : llvm::zip(withGrad, unscale.getResults()))
-        grads[entry->getArgument(p)] = g;
-      foundInf = unscale.getFoundInf();
-    }
-  }
-  Value oldStep = entry->getArgument(stepIndex);
-  Value newStep = IncrementOp::create(b, loc, stepType, oldStep, foundInf);
-  DenseMap<unsigned, Value> updated; // argument index -> its new value
-  unsigned slot = numForwardArgs;
-  for (unsigned p : params) {
-    Value param = entry->getArgument(p);
-    Value grad = grads.lookup(param);
-    if (!grad) {
-      // No gradient reaches it: as torch.optim with a None gradient, the
-      // parameter and its optimizer state stay as they are (no weight
-      // decay either).
-      updated[p] = param;
-      for (unsigned i = 0; i < slotNames.size(); ++i)
-        updated[slot + i] = entry->getArgument(slot + i);
-      slot += slotNames.size();
-      continue;
-    }
-    Attribute scope;
-    if (Operation *use = param.use_empty() ? nullptr : *param.user_begin())
-      scope = use->getAttr(MemoptDialect::kScopeAttrName);
-    Operation *update = buildUpdate(
-        b, loc, *kind, param, grad,
-        entry->getArguments().slice(slot, slotNames.size()), newStep,
-        foundInf);
-    if (scope)
-      update->setAttr(MemoptDialect::kScopeAttrName, scope);
-    updated[p] = update->getResult(0);
-    for (unsigned i = 0; i < slotNames.size(); ++i)
-      updated[slot + i] = update->getResult(1 + i);
-    slot += slotNames.size();
-  }
-  updated[stepIndex] = newStep;
-  if (lossScale && lossScale->dynamic) {
-    Value tracker = entry->getArgument(scaleIndex + 1);
-    if (!foundInf) // no gradient to check: nothing can overflow
-      foundInf = ConstantOp::create(
-          b, loc,
-          DenseElementsAttr::get(RankedTensorType::get({}, b.getI1Type()),
-                                 false));
-    auto update = UpdateScaleOp::create(
-        b, loc, scale, tracker, foundInf,
-        b.getF64FloatAttr(lossScale->growthFactor),
-        b.getF64FloatAttr(lossScale->backoffFactor),
-        b.getI64IntegerAttr(lossScale->growthInterval));
-    updated[scaleIndex] = update.getNewScale();
-    updated[scaleIndex + 1] = update.getNewGrowthTracker();
-  }
-
-  SmallVector<Value> results = {lossValue};
-  unsigned stateIndex = 0;
-  for (unsigned i = 0; i < argTypes.size(); ++i) {
-    std::optional<ArgumentRole> role =
-        i < numForwardArgs ? roleOf(loss, i) : ArgumentRole::Optim;
-    if (role == ArgumentRole::State)
-      results.push_back(newState[stateIndex++]);
-    else if (role == ArgumentRole::Param || role == ArgumentRole::Optim)
-      results.push_back(updated.lookup(i));
-  }
-  func::ReturnOp::create(b, loc, results);
-
-  // 5. Remove what feeds nothing (gradients of inputs and labels).
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(*entry)))
-    if (isOpTriviallyDead(&op))
-      op.erase();
-
+  step.updateParameters();
+  step.finish();
   numGradientOps = gradientOps;
   loss.erase();
 }
