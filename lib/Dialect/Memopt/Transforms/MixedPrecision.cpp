@@ -274,6 +274,142 @@ static void foldCasts(Block &body) {
       op.erase();
 }
 
+namespace {
+
+/// Assigns each op of a loss function its compute type (its policy, or its
+/// memopt.precision override) and casts its operands to it, one op at a
+/// time in program order.
+class DTypeAssigner {
+public:
+  DTypeAssigner(func::FuncOp loss, Type lowType)
+      : lowType(lowType), f32(Float32Type::get(loss.getContext())) {
+    // Parameters, and below their views (broadcasts, reshapes, transposes,
+    // slices).
+    for (unsigned i = 0; i < loss.getNumArguments(); ++i)
+      if (auto role = loss.getArgAttrOfType<StringAttr>(
+              i, MemoptDialect::kRoleAttrName);
+          role && role.getValue() == "param")
+        fromParams.insert(loss.getArgument(i));
+  }
+
+  /// Retypes `op` and casts its operands; returns whether it now computes
+  /// in a type below f32.
+  bool assign(Operation &op);
+
+private:
+  /// The type `op` computes in (null: it keeps its original types); may
+  /// turn `policy` into Low for a memopt.precision override.
+  Type getComputeType(Operation &op, Policy &policy);
+  /// `v` as `type` for `user`: a cast made once per value and type, or a
+  /// parameter's view retyped.
+  Value castTo(Value v, Type type, Operation *user);
+  /// The type `v` had before the pass.
+  Type getOriginalType(Value v) const {
+    Type type = original.lookup(v);
+    return type ? type : v.getType();
+  }
+
+  Type lowType, f32;
+  DenseMap<Value, Type> original;
+  DenseMap<std::pair<Value, Type>, Value> casts;
+  DenseSet<Value> fromParams;
+};
+
+} // namespace
+
+Value DTypeAssigner::castTo(Value v, Type type, Operation *user) {
+  if (v.getType() == type)
+    return v;
+  // A view of a parameter that only `user` reads is retyped instead: the
+  // cast moves to the (smaller) parameter, before its broadcast.
+  Operation *view = v.getDefiningOp();
+  if (view && fromParams.contains(v) && v.hasOneUse() &&
+      isa<BroadcastOp, ReshapeOp, TransposeOp, SliceOp>(view)) {
+    Value source = view->getOperand(0);
+    view->setOperand(0, castTo(source,
+                               cast<RankedTensorType>(source.getType())
+                                   .clone(getElementType(type)),
+                               view));
+    v.setType(type);
+    return v;
+  }
+  Value &cached = casts[{v, type}];
+  if (!cached) {
+    OpBuilder b(user);
+    auto castOp = CastOp::create(b, user->getLoc(), type, v);
+    if (Attribute scope = user->getAttr(MemoptDialect::kScopeAttrName))
+      castOp->setAttr(MemoptDialect::kScopeAttrName, scope);
+    cached = castOp;
+  }
+  return cached;
+}
+
+Type DTypeAssigner::getComputeType(Operation &op, Policy &policy) {
+  if (auto precision =
+          op.getAttrOfType<StringAttr>(MemoptDialect::kPrecisionAttrName);
+      precision && policy != Policy::Keep) {
+    policy = Policy::Low;
+    return llvm::StringSwitch<Type>(precision.getValue())
+        .Case("f32", f32)
+        .Case("bf16", BFloat16Type::get(op.getContext()))
+        .Case("f16", Float16Type::get(op.getContext()))
+        .Default(Type());
+  }
+  if (policy == Policy::Low)
+    return lowType;
+  if (policy == Policy::F32)
+    return f32;
+  if (policy != Policy::Widest)
+    return Type();
+  // Master weights are f32 storage, not f32 data: they join the promotion
+  // only when nothing else does (nn.Linear's bias add runs in the product's
+  // dtype, as autocast's linear does).
+  Type fromData, fromAll;
+  for (auto [index, operand] : llvm::enumerate(op.getOperands())) {
+    if (isFixedOperand(&op, index) || !isFloatTensor(operand.getType()))
+      continue;
+    Type element = getElementType(operand.getType());
+    fromAll = getWidest(fromAll, element);
+    if (!fromParams.contains(operand))
+      fromData = getWidest(fromData, element);
+  }
+  if (isa<BroadcastOp, ReshapeOp, TransposeOp, SliceOp>(op) &&
+      fromParams.contains(op.getOperand(0)))
+    fromParams.insert(op.getResult(0));
+  return fromData ? fromData : fromAll;
+}
+
+bool DTypeAssigner::assign(Operation &op) {
+  for (Value result : op.getResults())
+    original[result] = result.getType();
+  Policy policy = getPolicy(&op);
+  Type computeType = getComputeType(op, policy);
+
+  // Operands: the compute type where the op runs in one, else as before.
+  for (OpOperand &use : op.getOpOperands()) {
+    Value operand = use.get();
+    Type want = getOriginalType(operand);
+    if (computeType && isFloatTensor(want) &&
+        !isFixedOperand(&op, use.getOperandNumber()))
+      want = cast<RankedTensorType>(want).clone(computeType);
+    if (policy == Policy::F32Output)
+      want = operand.getType();
+    if (operand.getType() != want)
+      use.set(castTo(operand, want, &op));
+  }
+
+  // Results.
+  Type resultElement = policy == Policy::F32Output ? f32 : computeType;
+  if (!resultElement)
+    return false;
+  for (OpResult result : op.getResults())
+    if (isFloatTensor(result.getType()) &&
+        !isFixedResult(&op, result.getResultNumber()))
+      result.setType(
+          cast<RankedTensorType>(result.getType()).clone(resultElement));
+  return computeType && computeType != f32;
+}
+
 void MixedPrecisionPass::runOnOperation() {
   ModuleOp module = getOperation();
   Type lowType;
@@ -300,118 +436,12 @@ void MixedPrecisionPass::runOnOperation() {
     return signalPassFailure();
   }
   Block &body = loss.getBody().front();
-  MLIRContext *ctx = &getContext();
-  Type f32 = Float32Type::get(ctx);
 
-  // The type every value had before the pass, and the casts made so far.
-  DenseMap<Value, Type> original;
-  DenseMap<std::pair<Value, Type>, Value> casts;
-  auto originalType = [&](Value v) {
-    Type type = original.lookup(v);
-    return type ? type : v.getType();
-  };
-  DenseSet<Value> fromParams;
-  std::function<Value(Value, Type, Operation *)> castTo =
-      [&](Value v, Type type, Operation *user) -> Value {
-    if (v.getType() == type)
-      return v;
-    // A view of a parameter that only `user` reads is retyped instead: the
-    // cast moves to the (smaller) parameter, before its broadcast.
-    Operation *view = v.getDefiningOp();
-    if (view && fromParams.contains(v) && v.hasOneUse() &&
-        isa<BroadcastOp, ReshapeOp, TransposeOp, SliceOp>(view)) {
-      Value source = view->getOperand(0);
-      view->setOperand(
-          0, castTo(source,
-                    cast<RankedTensorType>(source.getType())
-                        .clone(getElementType(type)),
-                    view));
-      v.setType(type);
-      return v;
-    }
-    Value &cached = casts[{v, type}];
-    if (!cached) {
-      OpBuilder b(user);
-      auto castOp = CastOp::create(b, user->getLoc(), type, v);
-      if (Attribute scope = user->getAttr(MemoptDialect::kScopeAttrName))
-        castOp->setAttr(MemoptDialect::kScopeAttrName, scope);
-      cached = castOp;
-    }
-    return cached;
-  };
-
-  // Parameters and their views (broadcasts, reshapes, transposes, slices).
-  for (unsigned i = 0; i < loss.getNumArguments(); ++i)
-    if (auto role = loss.getArgAttrOfType<StringAttr>(
-            i, MemoptDialect::kRoleAttrName);
-        role && role.getValue() == "param")
-      fromParams.insert(loss.getArgument(i));
-
+  DTypeAssigner assigner(loss, lowType);
   unsigned lowOps = 0;
-  for (Operation &op : llvm::make_early_inc_range(body)) {
-    if (isa<CastOp>(op))
-      continue;
-    for (Value result : op.getResults())
-      original[result] = result.getType();
-    Policy policy = getPolicy(&op);
-    Type computeType; // null: the op keeps its original types
-    if (auto precision =
-            op.getAttrOfType<StringAttr>(MemoptDialect::kPrecisionAttrName);
-        precision && policy != Policy::Keep) {
-      computeType = llvm::StringSwitch<Type>(precision.getValue())
-                        .Case("f32", f32)
-                        .Case("bf16", BFloat16Type::get(ctx))
-                        .Case("f16", Float16Type::get(ctx))
-                        .Default(Type());
-      policy = Policy::Low;
-    } else if (policy == Policy::Low) {
-      computeType = lowType;
-    } else if (policy == Policy::F32) {
-      computeType = f32;
-    } else if (policy == Policy::Widest) {
-      // Master weights are f32 storage, not f32 data: they join the
-      // promotion only when nothing else does (nn.Linear's bias add runs in
-      // the product's dtype, as autocast's linear does).
-      Type fromData, fromAll;
-      for (auto [index, operand] : llvm::enumerate(op.getOperands())) {
-        if (isFixedOperand(&op, index) || !isFloatTensor(operand.getType()))
-          continue;
-        Type element = getElementType(operand.getType());
-        fromAll = getWidest(fromAll, element);
-        if (!fromParams.contains(operand))
-          fromData = getWidest(fromData, element);
-      }
-      computeType = fromData ? fromData : fromAll;
-      if (isa<BroadcastOp, ReshapeOp, TransposeOp, SliceOp>(op) &&
-          fromParams.contains(op.getOperand(0)))
-        fromParams.insert(op.getResult(0));
-    }
-
-    // Operands: the compute type where the op runs in one, else as before.
-    for (OpOperand &use : op.getOpOperands()) {
-      Value operand = use.get();
-      Type want = originalType(operand);
-      if (computeType && isFloatTensor(want) &&
-          !isFixedOperand(&op, use.getOperandNumber()))
-        want = cast<RankedTensorType>(want).clone(computeType);
-      if (policy == Policy::F32Output)
-        want = operand.getType();
-      if (operand.getType() != want)
-        use.set(castTo(operand, want, &op));
-    }
-
-    // Results.
-    Type resultElement = policy == Policy::F32Output ? f32 : computeType;
-    if (!resultElement)
-      continue;
-    for (OpResult result : op.getResults())
-      if (isFloatTensor(result.getType()) &&
-          !isFixedResult(&op, result.getResultNumber()))
-        result.setType(
-            cast<RankedTensorType>(result.getType()).clone(resultElement));
-    if (computeType && computeType != f32)
+  for (Operation &op : llvm::make_early_inc_range(body))
+    if (!isa<CastOp>(op) && assigner.assign(op))
       ++lowOps;
-  }
 
   foldCasts(body);
   unsigned castCount = 0;
@@ -421,7 +451,7 @@ void MixedPrecisionPass::runOnOperation() {
 
   if (scaling)
     loss->setAttr(MemoptDialect::kLossScaleAttrName,
-                  buildLossScaleAttr(ctx, *scaling));
+                  buildLossScaleAttr(&getContext(), *scaling));
   else
     loss->removeAttr(MemoptDialect::kLossScaleAttrName);
 }
