@@ -210,138 +210,153 @@ explainRejected(const ExploreResult &result,
                        formatSeconds(fastest->cost.seconds));
 }
 
+/// The line on the step without any technique: its peak and its parts.
+static std::string explainPlain(const CombinationResult &plain) {
+  int64_t peak = plain.plannedPeakBytes;
+  auto part = [&](MemoryPoolKind pool) {
+    int64_t bytes = plain.getPool(pool);
+    return formatBytes(bytes) + " (" + percent(bytes, peak) + ")";
+  };
+  return llvm::formatv(
+      "without any technique the step needs {0}: parameters {1}, "
+      "optimizer state {2}, and at the peak gradients {3} and "
+      "activations {4}",
+      formatBytes(peak), part(MemoryPoolKind::Params),
+      part(MemoryPoolKind::Optimizer), part(MemoryPoolKind::Grads),
+      part(MemoryPoolKind::Activations));
+}
+
+/// Whether the chosen combination `c` uses mixed precision, and why.
+static std::string explainPrecision(const ExploreResult &result,
+                                    const ExploreOptions &options,
+                                    const Combination &c) {
+  if (c.precision != "none" && !options.precisionNote.empty())
+    return llvm::formatv("mixed precision ({0}) applied: {1}", c.precision,
+                         options.precisionNote);
+  if (c.precision != "none")
+    return llvm::formatv(
+        "mixed precision ({0}) applied: the fastest combination that fits "
+        "uses it (GEMMs on the {1:f0} TFLOP/s tensor cores instead of "
+        "{2:f1} TFLOP/s FP32)",
+        c.precision, options.device->halfFlops / 1e12,
+        options.device->fp32Flops / 1e12);
+  if (!options.precisionNote.empty())
+    return "mixed precision not applied: " + options.precisionNote;
+  return "mixed precision not applied: " +
+         explainRejected(result, [](const Combination &o) {
+           return o.precision != "none";
+         });
+}
+
+/// Whether the chosen row recomputes, and why, after the activations' share
+/// of the step without any technique (`plain`, when it compiled).
+static std::string explainRemat(const ExploreResult &result,
+                                const ExploreOptions &options,
+                                const CombinationResult &chosen,
+                                const CombinationResult *plain) {
+  const Combination &c = chosen.combination;
+  std::string share =
+      plain && plain->compiled()
+          ? "activations are " +
+                percent(plain->getPool(MemoryPoolKind::Activations),
+                        plain->plannedPeakBytes) +
+                " of the peak"
+          : "";
+  std::string lead = share.empty() ? "" : share + ": ";
+  if (c.remat != "none" && chosen.extraFlops == 0)
+    return llvm::formatv(
+        "{0}remat applied ({1} strategy), recomputing only FLOP-free ops "
+        "(casts, broadcasts, reshapes) instead of keeping their results",
+        lead, c.remat);
+  if (c.remat != "none")
+    return llvm::formatv(
+        "{0}remat applied ({1} strategy), {2} recomputed ({3} more FLOPs)",
+        lead, c.remat, formatFlops(chosen.extraFlops),
+        percent(chosen.extraFlops, chosen.flops - chosen.extraFlops));
+  std::string prefix = share.empty() ? "" : share + "; ";
+  if (!options.rematNote.empty())
+    return prefix + "remat not applied: " + options.rematNote;
+  if (c.microBatches == 1)
+    return prefix + "remat not needed: the step fits without recomputing";
+  return prefix + "remat not applied: " +
+         explainRejected(
+             result, [](const Combination &o) { return o.remat != "none"; });
+}
+
+/// Whether the chosen combination accumulates, and for K > 1 why not the
+/// next smaller K with the same precision and remat.
+static std::string explainAccumulation(const ExploreResult &result,
+                                       const ExploreOptions &options,
+                                       const Combination &c) {
+  if (c.microBatches == 1)
+    return options.accumulationNote.empty()
+               ? "accumulation not needed: the whole batch fits in one "
+                 "micro-batch (K=1)"
+               : "accumulation not applied: " + options.accumulationNote;
+  const CombinationResult *smaller = nullptr;
+  for (const CombinationResult &row : result.rows)
+    if (row.compiled() && row.combination.precision == c.precision &&
+        row.combination.remat == c.remat &&
+        row.combination.microBatches < c.microBatches &&
+        (!smaller ||
+         row.combination.microBatches > smaller->combination.microBatches))
+      smaller = &row;
+  std::string why;
+  if (smaller && !smaller->fits)
+    why = llvm::formatv("; K={0} needs {1}, over the budget",
+                        smaller->combination.microBatches,
+                        formatBytes(smaller->plannedPeakBytes));
+  else if (smaller)
+    why = llvm::formatv("; K={0} fits but is estimated slower ({1})",
+                        smaller->combination.microBatches,
+                        formatSeconds(smaller->cost.seconds));
+  return llvm::formatv(
+      "accumulation applied: K={0} micro-batches of {1} examples{2}",
+      c.microBatches,
+      result.samplesPerStep ? result.samplesPerStep / c.microBatches : 0, why);
+}
+
+/// Why the chosen combination `c` (over c.ranks > 1) shards, and what.
+static std::string explainZero(const ExploreResult &result,
+                               const Combination &c) {
+  const CombinationResult *single = nullptr;
+  for (const CombinationResult &row : result.rows)
+    if (row.compiled() && row.combination.ranks == 1 &&
+        (!single || row.plannedPeakBytes < single->plannedPeakBytes))
+      single = &row;
+  return llvm::formatv(
+      "ZeRO stage {0} over {1} ranks applied: no combination fits one "
+      "device{2}; each rank keeps 1/{1} of the optimizer state{3}{4} and "
+      "trains the model's batch ({5} examples per step over all ranks; "
+      "run with mpirun -np {1})",
+      c.zeroStage, c.ranks,
+      single ? " (the smallest, " + single->combination.str() + ", needs " +
+                   formatBytes(single->plannedPeakBytes) + ")"
+             : std::string(),
+      c.precision != "none" ? ", of the f32 master weights" : "",
+      c.zeroStage == 2 ? " and of the gradients" : "",
+      result.samplesPerStep * c.ranks);
+}
+
 /// The explanation of the choice, in terms of the account of the step
-/// without any technique (`plain`) and of the chosen one.
+/// without any technique (`plain`) and of the chosen one: one line per
+/// technique, then the choice.
 static void explain(ExploreResult &result, const ExploreOptions &options,
                     const CombinationResult *plain) {
   auto &lines = result.explanation;
-  if (plain && plain->compiled()) {
-    int64_t peak = plain->plannedPeakBytes;
-    auto part = [&](MemoryPoolKind pool) {
-      int64_t bytes = plain->getPool(pool);
-      return formatBytes(bytes) + " (" + percent(bytes, peak) + ")";
-    };
-    lines.push_back(llvm::formatv(
-        "without any technique the step needs {0}: parameters {1}, "
-        "optimizer state {2}, and at the peak gradients {3} and "
-        "activations {4}",
-        formatBytes(peak), part(MemoryPoolKind::Params),
-        part(MemoryPoolKind::Optimizer), part(MemoryPoolKind::Grads),
-        part(MemoryPoolKind::Activations)));
-  }
+  if (plain && plain->compiled())
+    lines.push_back(explainPlain(*plain));
   if (!result.chosen) {
     lines.push_back("no combination fits the budget");
     return;
   }
   const CombinationResult &chosen = result.rows[*result.chosen];
   const Combination &c = chosen.combination;
-
-  // Mixed precision.
-  if (c.precision != "none" && !options.precisionNote.empty())
-    lines.push_back(llvm::formatv("mixed precision ({0}) applied: {1}",
-                                  c.precision, options.precisionNote));
-  else if (c.precision != "none")
-    lines.push_back(llvm::formatv(
-        "mixed precision ({0}) applied: the fastest combination that fits "
-        "uses it (GEMMs on the {1:f0} TFLOP/s tensor cores instead of "
-        "{2:f1} TFLOP/s FP32)",
-        c.precision, options.device->halfFlops / 1e12,
-        options.device->fp32Flops / 1e12));
-  else if (!options.precisionNote.empty())
-    lines.push_back("mixed precision not applied: " + options.precisionNote);
-  else
-    lines.push_back("mixed precision not applied: " +
-                    explainRejected(result, [](const Combination &o) {
-                      return o.precision != "none";
-                    }));
-
-  // Rematerialization.
-  int64_t plainPeak = plain && plain->compiled() ? plain->plannedPeakBytes : 0;
-  int64_t plainActivations =
-      plain && plain->compiled() ? plain->getPool(MemoryPoolKind::Activations)
-                                 : 0;
-  std::string share = plain && plain->compiled()
-                          ? "activations are " +
-                                percent(plainActivations, plainPeak) +
-                                " of the peak"
-                          : "";
-  std::string lead = share.empty() ? "" : share + ": ";
-  if (c.remat != "none" && chosen.extraFlops == 0)
-    lines.push_back(llvm::formatv(
-        "{0}remat applied ({1} strategy), recomputing only FLOP-free ops "
-        "(casts, broadcasts, reshapes) instead of keeping their results",
-        lead, c.remat));
-  else if (c.remat != "none")
-    lines.push_back(llvm::formatv(
-        "{0}remat applied ({1} strategy), {2} recomputed ({3} more FLOPs)",
-        lead, c.remat, formatFlops(chosen.extraFlops),
-        percent(chosen.extraFlops, chosen.flops - chosen.extraFlops)));
-  else if (!options.rematNote.empty())
-    lines.push_back((share.empty() ? "" : share + "; ") +
-                    "remat not applied: " + options.rematNote);
-  else if (c.microBatches == 1)
-    lines.push_back((share.empty() ? "" : share + "; ") +
-                    "remat not needed: the step fits without recomputing");
-  else
-    lines.push_back((share.empty() ? "" : share + "; ") +
-                    "remat not applied: " +
-                    explainRejected(result, [](const Combination &o) {
-                      return o.remat != "none";
-                    }));
-
-  // Accumulation.
-  if (c.microBatches > 1) {
-    // The next smaller K with the same precision and remat: why not it.
-    const CombinationResult *smaller = nullptr;
-    for (const CombinationResult &row : result.rows)
-      if (row.compiled() && row.combination.precision == c.precision &&
-          row.combination.remat == c.remat &&
-          row.combination.microBatches < c.microBatches &&
-          (!smaller || row.combination.microBatches >
-                           smaller->combination.microBatches))
-        smaller = &row;
-    std::string why;
-    if (smaller && !smaller->fits)
-      why = llvm::formatv("; K={0} needs {1}, over the budget",
-                          smaller->combination.microBatches,
-                          formatBytes(smaller->plannedPeakBytes));
-    else if (smaller)
-      why = llvm::formatv("; K={0} fits but is estimated slower ({1})",
-                          smaller->combination.microBatches,
-                          formatSeconds(smaller->cost.seconds));
-    lines.push_back(llvm::formatv(
-        "accumulation applied: K={0} micro-batches of {1} examples{2}",
-        c.microBatches,
-        result.samplesPerStep ? result.samplesPerStep / c.microBatches : 0,
-        why));
-  }
-  else if (!options.accumulationNote.empty())
-    lines.push_back("accumulation not applied: " + options.accumulationNote);
-  else
-    lines.push_back("accumulation not needed: the whole batch fits in one "
-                    "micro-batch (K=1)");
-
-  // ZeRO.
-  if (c.ranks > 1) {
-    const CombinationResult *single = nullptr;
-    for (const CombinationResult &row : result.rows)
-      if (row.compiled() && row.combination.ranks == 1 &&
-          (!single || row.plannedPeakBytes < single->plannedPeakBytes))
-        single = &row;
-    lines.push_back(llvm::formatv(
-        "ZeRO stage {0} over {1} ranks applied: no combination fits one "
-        "device{2}; each rank keeps 1/{1} of the optimizer state{3}{4} and "
-        "trains the model's batch ({5} examples per step over all ranks; "
-        "run with mpirun -np {1})",
-        c.zeroStage, c.ranks,
-        single ? " (the smallest, " + single->combination.str() + ", needs " +
-                     formatBytes(single->plannedPeakBytes) + ")"
-               : std::string(),
-        c.precision != "none" ? ", of the f32 master weights" : "",
-        c.zeroStage == 2 ? " and of the gradients" : "",
-        result.samplesPerStep * c.ranks));
-  }
-
+  lines.push_back(explainPrecision(result, options, c));
+  lines.push_back(explainRemat(result, options, chosen, plain));
+  lines.push_back(explainAccumulation(result, options, c));
+  if (c.ranks > 1)
+    lines.push_back(explainZero(result, c));
   lines.push_back(llvm::formatv(
       "chosen: {0}: planned peak {1} of the {2} budget ({3} free), estimated "
       "step {4}",
