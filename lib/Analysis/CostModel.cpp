@@ -126,8 +126,115 @@ static int64_t getConvFlops(int64_t outputs, Type filterLike) {
   return saturatingMul(2, saturatingMul(outputs, perOutput));
 }
 
+/// A product's cost: [batch..., M, N] outputs, each a dot product of
+/// length K.
+static OpCost getMatmulCost(OpCost cost, TypeRange ins, TypeRange outs,
+                            DictionaryAttr attrs) {
+  auto lhs = dyn_cast<ShapedType>(ins[0]);
+  auto rhs = dyn_cast<ShapedType>(ins[1]);
+  auto out = dyn_cast<ShapedType>(outs[0]);
+  if (!lhs || !lhs.hasStaticShape() || lhs.getRank() < 2 || !rhs || !out ||
+      !out.hasStaticShape() || out.getRank() < 2)
+    return cost;
+  bool transposeLhs = attrs && attrs.get("transpose_lhs");
+  int64_t k = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));
+  int64_t outputs = getNumElements(out);
+  cost.flops = saturatingMul(2, saturatingMul(outputs, k));
+  cost.isGemm = true;
+  cost.lowPrecision = isLowPrecision(lhs) && isLowPrecision(rhs);
+  int64_t n = out.getDimSize(out.getRank() - 1);
+  int64_t m = out.getDimSize(out.getRank() - 2);
+  // A shared (2-D) right operand makes the batch part of M: one GEMM.
+  if (rhs.getRank() == 2 && n > 0)
+    m = outputs / n;
+  cost.gemmMinDim = std::min({m, n, k});
+  return cost;
+}
+
+/// A convolution's cost; the gradients cost what the forward convolution
+/// costs: for them `ins[0]` is the gradient of the forward output.
+static OpCost getConvCost(OpCost cost, llvm::StringRef name, TypeRange ins,
+                          TypeRange outs) {
+  bool forward = name == "memopt.conv2d";
+  Type filter = name == "memopt.conv2d_grad_filter" ? outs[0] : ins[1];
+  int64_t outputs = getNumElements(forward ? outs[0] : ins[0]);
+  cost.flops = getConvFlops(outputs, filter);
+  cost.isGemm = true;
+  cost.lowPrecision = isLowPrecision(ins[0]) && isLowPrecision(ins[1]);
+  // As an implicit GEMM: [N·OH·OW] x [C/g·KH·KW] x [O].
+  auto filterType = cast<ShapedType>(filter);
+  if (filterType.hasStaticShape() && filterType.getRank() >= 1 &&
+      filterType.getDimSize(0) > 0) {
+    int64_t channels = filterType.getDimSize(0);
+    int64_t reduction = getNumElements(filter) / channels;
+    cost.gemmMinDim = std::min({outputs / channels, channels, reduction});
+  }
+  return cost;
+}
+
+/// Fused attention: per (query, key) pair not skipped by causality, 2 D
+/// for q k^T and 2 Dv for p v in the forward. The backward, as the CUDA
+/// kernels run it (one pass for dq, one for dk and dv), computes q k^T twice
+/// and dO v^T twice besides dq, dk and dv: 2 (4 D + 3 Dv), of which
+/// 2 (2 D + Dv) recompute what the unfused ops would have stored.
+static OpCost getAttentionCost(OpCost cost, llvm::StringRef name, TypeRange ins,
+                               DictionaryAttr attrs) {
+  auto q = dyn_cast<ShapedType>(ins[0]);
+  auto k = dyn_cast<ShapedType>(ins[1]);
+  auto v = dyn_cast<ShapedType>(ins[2]);
+  if (!q || !k || !v || !q.hasStaticShape() || !k.hasStaticShape() ||
+      !v.hasStaticShape() || q.getRank() < 2)
+    return cost;
+  int64_t rank = q.getRank();
+  int64_t sq = q.getDimSize(rank - 2), d = q.getDimSize(rank - 1);
+  int64_t sk = k.getDimSize(rank - 2), dv = v.getDimSize(rank - 1);
+  int64_t problems = sq > 0 ? getNumElements(q) / (sq * d > 0 ? sq * d : 1) : 0;
+  int64_t pairs = sq * sk;
+  if (attrs && attrs.get("causal"))
+    for (int64_t i = 0, masked = 0; i < sq; ++i, pairs -= masked)
+      masked = std::max<int64_t>(sk - i - 1, 0);
+  bool forward = name == "memopt.attention";
+  int64_t perPair = forward ? 2 * (d + dv) : 2 * (4 * d + 3 * dv);
+  int64_t computed = saturatingMul(problems, pairs);
+  cost.flops = saturatingMul(computed, perPair);
+  if (!forward)
+    cost.recomputeFlops = saturatingMul(computed, 2 * (2 * d + dv));
+  cost.isGemm = true;
+  cost.lowPrecision = isLowPrecision(q);
+  cost.gemmMinDim = std::min({sq, sk, d});
+  return cost;
+}
+
+/// The fused LM-head loss: rows x classes logits of width D, one product
+/// in the forward; in the backward the logits again, then grad_x and
+/// grad_w.
+static OpCost getLinearLossCost(OpCost cost, llvm::StringRef name,
+                                TypeRange ins) {
+  auto x = dyn_cast<ShapedType>(ins[0]);
+  auto w = dyn_cast<ShapedType>(ins[1]);
+  if (!x || !w || !x.hasStaticShape() || !w.hasStaticShape() ||
+      w.getRank() != 2)
+    return cost;
+  int64_t products = saturatingMul(2, getNumElements(x)); // 2 rows D
+  int64_t classes = w.getDimSize(0);
+  int64_t logits = saturatingMul(products, classes);
+  bool forward = name == "memopt.linear_cross_entropy";
+  cost.flops = saturatingMul(forward ? 1 : 3, logits);
+  if (!forward)
+    cost.recomputeFlops = logits;
+  cost.isGemm = true;
+  cost.lowPrecision = isLowPrecision(x);
+  int64_t width = x.getRank() ? x.getDimSize(x.getRank() - 1) : 0;
+  cost.gemmMinDim =
+      std::min({width > 0 ? getNumElements(x) / width : 0, classes, width});
+  return cost;
+}
+
 /// The cost of the op `name` with operand types `ins`, result (or `outs`)
 /// types `outs` and attributes `attrs`: the one place the formulas live.
+/// Bytes are what the op reads and writes; the GEMM-like ops have their
+/// FLOPs above, data movement none, and every other op one per element of
+/// its largest operand or result.
 static OpCost computeCost(llvm::StringRef name, TypeRange ins, TypeRange outs,
                           DictionaryAttr attrs) {
   OpCost cost;
@@ -136,107 +243,19 @@ static OpCost computeCost(llvm::StringRef name, TypeRange ins, TypeRange outs,
   for (Type type : outs)
     cost.bytes = saturatingAdd(cost.bytes, getNumBytes(type));
 
-  if (name == "memopt.matmul" && ins.size() == 2 && outs.size() == 1) {
-    // [batch..., M, N] outputs, each a dot product of length K.
-    auto lhs = dyn_cast<ShapedType>(ins[0]);
-    auto rhs = dyn_cast<ShapedType>(ins[1]);
-    auto out = dyn_cast<ShapedType>(outs[0]);
-    if (!lhs || !lhs.hasStaticShape() || lhs.getRank() < 2 || !rhs ||
-        !out || !out.hasStaticShape() || out.getRank() < 2)
-      return cost;
-    bool transposeLhs = attrs && attrs.get("transpose_lhs");
-    int64_t k = lhs.getDimSize(lhs.getRank() - (transposeLhs ? 2 : 1));
-    int64_t outputs = getNumElements(out);
-    cost.flops = saturatingMul(2, saturatingMul(outputs, k));
-    cost.isGemm = true;
-    cost.lowPrecision = isLowPrecision(lhs) && isLowPrecision(rhs);
-    int64_t n = out.getDimSize(out.getRank() - 1);
-    int64_t m = out.getDimSize(out.getRank() - 2);
-    // A shared (2-D) right operand makes the batch part of M: one GEMM.
-    if (rhs.getRank() == 2 && n > 0)
-      m = outputs / n;
-    cost.gemmMinDim = std::min({m, n, k});
-    return cost;
-  }
+  if (name == "memopt.matmul" && ins.size() == 2 && outs.size() == 1)
+    return getMatmulCost(cost, ins, outs, attrs);
   if (ins.size() == 2 && outs.size() == 1 &&
       (name == "memopt.conv2d" || name == "memopt.conv2d_grad_input" ||
-       name == "memopt.conv2d_grad_filter")) {
-    // The gradients cost what the forward convolution costs: for them
-    // `ins[0]` is the gradient of the forward output.
-    bool forward = name == "memopt.conv2d";
-    Type filter = name == "memopt.conv2d_grad_filter" ? outs[0] : ins[1];
-    int64_t outputs = getNumElements(forward ? outs[0] : ins[0]);
-    cost.flops = getConvFlops(outputs, filter);
-    cost.isGemm = true;
-    cost.lowPrecision = isLowPrecision(ins[0]) && isLowPrecision(ins[1]);
-    // As an implicit GEMM: [N·OH·OW] x [C/g·KH·KW] x [O].
-    auto filterType = cast<ShapedType>(filter);
-    if (filterType.hasStaticShape() && filterType.getRank() >= 1 &&
-        filterType.getDimSize(0) > 0) {
-      int64_t channels = filterType.getDimSize(0);
-      int64_t reduction = getNumElements(filter) / channels;
-      cost.gemmMinDim = std::min({outputs / channels, channels, reduction});
-    }
-    return cost;
-  }
-
+       name == "memopt.conv2d_grad_filter"))
+    return getConvCost(cost, name, ins, outs);
   if ((name == "memopt.attention" || name == "memopt.attention_grad") &&
-      ins.size() >= 3) {
-    // Per (query, key) pair not skipped by causality: 2 D for q k^T and
-    // 2 Dv for p v in the forward. The backward, as the CUDA kernels run
-    // it (one pass for dq, one for dk and dv), computes q k^T twice and
-    // dO v^T twice besides dq, dk and dv: 2 (4 D + 3 Dv), of which
-    // 2 (2 D + Dv) recompute what the unfused ops would have stored.
-    auto q = dyn_cast<ShapedType>(ins[0]);
-    auto k = dyn_cast<ShapedType>(ins[1]);
-    auto v = dyn_cast<ShapedType>(ins[2]);
-    if (!q || !k || !v || !q.hasStaticShape() || !k.hasStaticShape() ||
-        !v.hasStaticShape() || q.getRank() < 2)
-      return cost;
-    int64_t rank = q.getRank();
-    int64_t sq = q.getDimSize(rank - 2), d = q.getDimSize(rank - 1);
-    int64_t sk = k.getDimSize(rank - 2), dv = v.getDimSize(rank - 1);
-    int64_t problems = sq > 0 ? getNumElements(q) / (sq * d > 0 ? sq * d : 1)
-                              : 0;
-    int64_t pairs = sq * sk;
-    if (attrs && attrs.get("causal"))
-      for (int64_t i = 0, masked = 0; i < sq; ++i, pairs -= masked)
-        masked = std::max<int64_t>(sk - i - 1, 0);
-    bool forward = name == "memopt.attention";
-    int64_t perPair = forward ? 2 * (d + dv) : 2 * (4 * d + 3 * dv);
-    int64_t computed = saturatingMul(problems, pairs);
-    cost.flops = saturatingMul(computed, perPair);
-    if (!forward)
-      cost.recomputeFlops = saturatingMul(computed, 2 * (2 * d + dv));
-    cost.isGemm = true;
-    cost.lowPrecision = isLowPrecision(q);
-    cost.gemmMinDim = std::min({sq, sk, d});
-    return cost;
-  }
+      ins.size() >= 3)
+    return getAttentionCost(cost, name, ins, attrs);
   if ((name == "memopt.linear_cross_entropy" ||
        name == "memopt.linear_cross_entropy_grad") &&
-      ins.size() >= 2) {
-    // rows x classes logits of width D: one product in the forward; in the
-    // backward the logits again, then grad_x and grad_w.
-    auto x = dyn_cast<ShapedType>(ins[0]);
-    auto w = dyn_cast<ShapedType>(ins[1]);
-    if (!x || !w || !x.hasStaticShape() || !w.hasStaticShape() ||
-        w.getRank() != 2)
-      return cost;
-    int64_t products = saturatingMul(2, getNumElements(x)); // 2 rows D
-    int64_t classes = w.getDimSize(0);
-    int64_t logits = saturatingMul(products, classes);
-    bool forward = name == "memopt.linear_cross_entropy";
-    cost.flops = saturatingMul(forward ? 1 : 3, logits);
-    if (!forward)
-      cost.recomputeFlops = logits;
-    cost.isGemm = true;
-    cost.lowPrecision = isLowPrecision(x);
-    int64_t width = x.getRank() ? x.getDimSize(x.getRank() - 1) : 0;
-    cost.gemmMinDim = std::min({width > 0 ? getNumElements(x) / width : 0,
-                                classes, width});
-    return cost;
-  }
+      ins.size() >= 2)
+    return getLinearLossCost(cost, name, ins);
 
   bool movesData =
       llvm::StringSwitch<bool>(name)
