@@ -209,137 +209,171 @@ static void eraseReplaced(ArrayRef<Operation *> replaced) {
   }
 }
 
-/// Forms one memopt.attention from the chain that ends in `softmax`, or
-/// returns false and changes nothing.
-static bool fuseAttention(SoftmaxOp softmax,
-                          DenseMap<Value, bool> &causalMasks) {
+namespace {
+/// The ops of one attention chain and what the fused op takes from them.
+struct AttentionMatch {
+  SoftmaxOp softmax;
+  DropoutOp dropout; // null without dropout
+  MatmulOp pv, qk;
+  /// The mul_scalar and masked_fill ops between q k^T and the softmax.
+  SmallVector<Operation *> chain;
+  /// Each fill with its value times the scalars applied after it.
+  SmallVector<std::pair<MaskedFillOp, double>, 2> fills;
+  double scale = 1.0;
+  Value q, k, v;
+  bool causal = false;
+  /// The non-causal mask (null without) in the shape the op takes.
+  Value mask;
+  SmallVector<int64_t> maskShape;
+  double maskValue = -INFINITY;
+};
+} // namespace
+
+/// Forward: softmax -> (dropout) -> matmul(p, v).
+static bool matchProbabilities(SoftmaxOp softmax, AttentionMatch &m) {
   RankedTensorType scoresType = softmax.getType();
   int64_t rank = scoresType.getRank();
   if (static_cast<int64_t>(softmax.getDim()) != rank - 1 || rank < 2 ||
       rank > 4)
     return false;
-
-  // Forward: softmax -> (dropout) -> matmul(p, v).
+  m.softmax = softmax;
   Value probs = softmax.getResult();
   if (!probs.hasOneUse())
     return false;
-  auto dropout = dyn_cast<DropoutOp>(*probs.getUsers().begin());
-  if (dropout && dropout.getShared() != 0)
+  m.dropout = dyn_cast<DropoutOp>(*probs.getUsers().begin());
+  if (m.dropout && m.dropout.getShared() != 0)
     return false;
-  if (dropout) {
-    probs = dropout.getResult();
+  if (m.dropout) {
+    probs = m.dropout.getResult();
     if (!probs.hasOneUse())
       return false;
   }
-  auto pv = dyn_cast<MatmulOp>(*probs.getUsers().begin());
-  if (!pv || pv.getLhs() != probs || pv.getTransposeLhs() ||
-      pv.getTransposeRhs() || tensorType(pv.getRhs()).getRank() != rank ||
-      pv.getType().getElementType() != scoresType.getElementType())
-    return false;
+  m.pv = dyn_cast<MatmulOp>(*probs.getUsers().begin());
+  return m.pv && m.pv.getLhs() == probs && !m.pv.getTransposeLhs() &&
+         !m.pv.getTransposeRhs() &&
+         tensorType(m.pv.getRhs()).getRank() == rank &&
+         m.pv.getType().getElementType() == scoresType.getElementType();
+}
 
-  // Backward: softmax <- (masked_fill, mul_scalar in any order) <- q k^T.
-  // Each fill's value times the scalars applied after it.
-  double scale = 1.0;
-  SmallVector<std::pair<MaskedFillOp, double>, 2> fills;
-  SmallVector<Operation *> chain;
-  Value scores = softmax.getInput();
+/// Backward from the softmax: (masked_fill, mul_scalar in any order) <-
+/// q k^T, with k given transposed or as transpose(k') over the last two
+/// dimensions, and q, k, v and the scores of one element type.
+static bool matchScores(AttentionMatch &m) {
+  RankedTensorType scoresType = m.softmax.getType();
+  int64_t rank = scoresType.getRank();
+  Value scores = m.softmax.getInput();
   while (true) {
     if (auto mul = singleUseProducer<MulScalarOp>(scores)) {
-      scale *= mul.getValue().convertToDouble();
-      chain.push_back(mul);
+      m.scale *= mul.getValue().convertToDouble();
+      m.chain.push_back(mul);
       scores = mul.getInput();
     } else if (auto masked = singleUseProducer<MaskedFillOp>(scores);
-               masked && fills.size() < 2) {
-      fills.push_back({masked, masked.getValue().convertToDouble() * scale});
-      chain.push_back(masked);
+               masked && m.fills.size() < 2) {
+      m.fills.push_back(
+          {masked, masked.getValue().convertToDouble() * m.scale});
+      m.chain.push_back(masked);
       scores = masked.getInput();
     } else {
       break;
     }
   }
-  auto qk = singleUseProducer<MatmulOp>(scores);
-  if (!qk || qk.getTransposeLhs() || tensorType(qk.getLhs()).getRank() != rank ||
-      tensorType(qk.getRhs()).getRank() != rank)
+  m.qk = singleUseProducer<MatmulOp>(scores);
+  if (!m.qk || m.qk.getTransposeLhs() ||
+      tensorType(m.qk.getLhs()).getRank() != rank ||
+      tensorType(m.qk.getRhs()).getRank() != rank)
     return false;
-  Value q = qk.getLhs(), k = qk.getRhs(), v = pv.getRhs();
-  if (!qk.getTransposeRhs()) {
-    // q k with k = transpose(k') over the last two dimensions.
-    auto transpose = k.getDefiningOp<TransposeOp>();
+  m.q = m.qk.getLhs();
+  m.k = m.qk.getRhs();
+  m.v = m.pv.getRhs();
+  if (!m.qk.getTransposeRhs()) {
+    auto transpose = m.k.getDefiningOp<TransposeOp>();
     if (!transpose || !swapsLastTwo(transpose.getPermutation()))
       return false;
-    k = transpose.getInput();
+    m.k = transpose.getInput();
   }
-  Type element = tensorType(q).getElementType();
-  if (tensorType(k).getElementType() != element ||
-      tensorType(v).getElementType() != element ||
-      scoresType.getElementType() != element)
-    return false;
+  Type element = tensorType(m.q).getElementType();
+  return tensorType(m.k).getElementType() == element &&
+         tensorType(m.v).getElementType() == element &&
+         scoresType.getElementType() == element;
+}
 
-  // One fill, or two with one value of which one is causal: (causal or
-  // mask) ? value : score.
-  double maskValue = -INFINITY;
-  bool causal = false;
-  Value mask;
-  SmallVector<int64_t> maskShape;
-  for (auto [fill, value] : fills) {
+/// One fill, or two with one value of which one is causal: (causal or
+/// mask) ? value : score. `causalMasks` caches which mask sources are
+/// causal.
+static bool matchMasks(AttentionMatch &m, DenseMap<Value, bool> &causalMasks) {
+  for (auto [fill, value] : m.fills) {
     SmallVector<int64_t> shape;
     Value source = getMaskSource(fill.getMask(), shape);
     auto [it, inserted] = causalMasks.try_emplace(source, false);
     if (inserted)
       it->second = isCausalMask(source);
-    if (it->second && !causal) {
-      causal = true;
-    } else if (!mask) {
-      mask = source;
-      maskShape = shape;
+    if (it->second && !m.causal) {
+      m.causal = true;
+    } else if (!m.mask) {
+      m.mask = source;
+      m.maskShape = shape;
     } else {
       return false; // Two masks that are not causal: no op merges them.
     }
-    if (value != fills.front().second)
+    if (value != m.fills.front().second)
       return false;
-    maskValue = value;
+    m.maskValue = value;
   }
-  if (!std::isfinite(scale))
-    return false;
+  return std::isfinite(m.scale);
+}
 
-  OpBuilder builder(pv);
-  if (mask && tensorType(mask).getShape() != ArrayRef(maskShape)) {
-    mask = ReshapeOp::create(builder, pv.getLoc(),
-                             tensorType(mask).clone(maskShape), mask);
+/// Replaces the matched chain by one memopt.attention.
+static void buildAttention(AttentionMatch &m) {
+  OpBuilder builder(m.pv);
+  Value mask = m.mask;
+  if (mask && tensorType(mask).getShape() != ArrayRef(m.maskShape)) {
+    mask = ReshapeOp::create(builder, m.pv.getLoc(),
+                             tensorType(mask).clone(m.maskShape), mask);
   }
   MLIRContext *ctx = builder.getContext();
   SmallVector<Type> types{
-      pv.getType(),
-      RankedTensorType::get(scoresType.getShape().drop_back(),
+      m.pv.getType(),
+      RankedTensorType::get(m.softmax.getType().getShape().drop_back(),
                             Float32Type::get(ctx))};
-  SmallVector<Value> operands{q, k, v};
+  SmallVector<Value> operands{m.q, m.k, m.v};
   if (mask)
     operands.push_back(mask);
   SmallVector<NamedAttribute> attrs{
-      builder.getNamedAttr("scale", builder.getF64FloatAttr(scale))};
-  if (causal)
+      builder.getNamedAttr("scale", builder.getF64FloatAttr(m.scale))};
+  if (m.causal)
     attrs.push_back(builder.getNamedAttr("causal", builder.getUnitAttr()));
-  if (!fills.empty())
+  if (!m.fills.empty())
     attrs.push_back(builder.getNamedAttr("mask_value",
-                                         builder.getF64FloatAttr(maskValue)));
-  if (dropout) {
-    attrs.push_back(builder.getNamedAttr("dropout_p", dropout.getPAttr()));
-    attrs.push_back(builder.getNamedAttr("seed", dropout.getSeedAttr()));
-    attrs.push_back(builder.getNamedAttr("stream", dropout.getStreamAttr()));
+                                         builder.getF64FloatAttr(m.maskValue)));
+  if (m.dropout) {
+    attrs.push_back(builder.getNamedAttr("dropout_p", m.dropout.getPAttr()));
+    attrs.push_back(builder.getNamedAttr("seed", m.dropout.getSeedAttr()));
+    attrs.push_back(builder.getNamedAttr("stream", m.dropout.getStreamAttr()));
   }
-  if (Attribute scope = softmax->getAttr(MemoptDialect::kScopeAttrName))
+  if (Attribute scope = m.softmax->getAttr(MemoptDialect::kScopeAttrName))
     attrs.push_back(
         builder.getNamedAttr(MemoptDialect::kScopeAttrName, scope));
-  auto attention = AttentionOp::create(builder, pv.getLoc(), types, operands,
-                                       attrs);
-  pv.getResult().replaceAllUsesWith(attention.getOut());
-  SmallVector<Operation *> replaced{pv};
-  if (dropout)
-    replaced.push_back(dropout);
-  replaced.push_back(softmax);
-  replaced.append(chain);
-  replaced.push_back(qk);
+  auto attention =
+      AttentionOp::create(builder, m.pv.getLoc(), types, operands, attrs);
+  m.pv.getResult().replaceAllUsesWith(attention.getOut());
+  SmallVector<Operation *> replaced{m.pv};
+  if (m.dropout)
+    replaced.push_back(m.dropout);
+  replaced.push_back(m.softmax);
+  replaced.append(m.chain);
+  replaced.push_back(m.qk);
   eraseReplaced(replaced);
+}
+
+/// Forms one memopt.attention from the chain that ends in `softmax`, or
+/// returns false and changes nothing.
+static bool fuseAttention(SoftmaxOp softmax,
+                          DenseMap<Value, bool> &causalMasks) {
+  AttentionMatch match;
+  if (!matchProbabilities(softmax, match) || !matchScores(match) ||
+      !matchMasks(match, causalMasks))
+    return false;
+  buildAttention(match);
   return true;
 }
 
