@@ -176,6 +176,8 @@ struct StepGraph {
     return def && forward.contains(def);
   }
 
+  /// Splits the step of `func` into forward and backward, and the forward's
+  /// non-free ops into stages.
   LogicalResult build(FunctionOpInterface func);
 
   /// The forward as the general-graph search sees it: one value per non-free
@@ -183,6 +185,18 @@ struct StepGraph {
   /// values the backward reads are candidates, ops with side effects are
   /// kept, other values are recomputed when needed.
   std::vector<GraphValue> getValueGraph(SmallVectorImpl<Operation *> &ops) const;
+
+private:
+  /// The ops the loss and the new "state" values depend on (`forward`).
+  void findForward(FunctionOpInterface func);
+  /// Splits the body into forwardOps and backwardOps, and marks the forward
+  /// ops that read no input or label (directly or through other ops) free.
+  void classifyOps(FunctionOpInterface func);
+  /// Cuts the chain of non-free forward ops into stages at the gaps crossed
+  /// by exactly one value (stageOf, boundaries).
+  void cutStages();
+  /// What each stage saves for the backward, and its FLOPs.
+  void measureStages();
 };
 
 /// Ops the rewrite may clone: no memory effects, no regions, some result.
@@ -271,11 +285,18 @@ LogicalResult StepGraph::build(FunctionOpInterface func) {
            << "must have one block for --memopt-remat (run it before "
               "--memopt-accumulate)";
   body = &region.front();
-  Operation *terminator = body->getTerminator();
-  if (terminator->getNumOperands() == 0)
+  if (body->getTerminator()->getNumOperands() == 0)
     return func.emitOpError() << "returns no loss";
+  findForward(func);
+  classifyOps(func);
+  cutStages();
+  measureStages();
+  return success();
+}
 
+void StepGraph::findForward(FunctionOpInterface func) {
   // Seeds: the loss and the new value of every "state" argument.
+  Operation *terminator = body->getTerminator();
   SmallVector<Value> seeds{terminator->getOperand(0)};
   unsigned result = 1;
   for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
@@ -302,7 +323,9 @@ LogicalResult StepGraph::build(FunctionOpInterface func) {
         if (def->getBlock() == body && forward.insert(def).second)
           worklist.push_back(def);
   }
+}
 
+void StepGraph::classifyOps(FunctionOpInterface func) {
   DenseSet<Operation *> readsData;
   for (Operation &op : body->without_terminator()) {
     if (!forward.contains(&op)) {
@@ -324,9 +347,9 @@ LogicalResult StepGraph::build(FunctionOpInterface func) {
     else
       freeOps.insert(&op);
   }
+}
 
-  // Cuts: gaps between consecutive non-free forward ops crossed by exactly
-  // one non-free value.
+void StepGraph::cutStages() {
   SmallVector<Operation *> chain;
   for (Operation *op : forwardOps)
     if (!freeOps.contains(op))
@@ -341,6 +364,7 @@ LogicalResult StepGraph::build(FunctionOpInterface func) {
           def && position.count(def))
         lastUse[operand] = std::max(lastUse.lookup(operand), position[op]);
 
+  // With scopes, a cut also needs a new stage key on its far side.
   bool hasScopes = llvm::any_of(chain, [](Operation *op) {
     auto scope = op->getAttrOfType<StringAttr>(MemoptDialect::kScopeAttrName);
     return scope && !scope.getValue().empty();
@@ -377,8 +401,9 @@ LogicalResult StepGraph::build(FunctionOpInterface func) {
     boundaries.push_back(byPointer[open.begin()->second]);
     stageKey = keys[gap + 1];
   }
+}
 
-  // What each stage saves for the backward, and its cost.
+void StepGraph::measureStages() {
   savedByStage.resize(getNumStages());
   stageFlops.assign(getNumStages(), 0);
   for (Operation *op : backwardOps)
@@ -396,7 +421,6 @@ LogicalResult StepGraph::build(FunctionOpInterface func) {
       if (readByBackward.contains(result))
         savedByStage[it->second].push_back(result);
   }
-  return success();
 }
 
 /// Clones forward producers into the backward on demand.
