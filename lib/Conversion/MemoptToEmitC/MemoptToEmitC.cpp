@@ -607,8 +607,7 @@ private:
   LogicalResult expectCounts(size_t numIns, size_t numOuts, size_t maxIns = 0);
   /// The elementwise families' one shape:
   /// memopt_<family>(ctx, kind, dtype, ins..., [value,] out, n).
-  LogicalResult elementwise(StringRef entry, StringRef kind, unsigned numIns,
-                            bool withValue);
+  LogicalResult elementwise(StringRef kind, unsigned numIns, bool withValue);
 
   static MemRefType typeOf(Value v) { return cast<MemRefType>(v.getType()); }
   static ArrayRef<int64_t> shapeOf(Value v) { return typeOf(v).getShape(); }
@@ -689,11 +688,10 @@ LogicalResult KernelLowering::expectCounts(size_t numIns, size_t numOuts,
   return success();
 }
 
-LogicalResult KernelLowering::elementwise(StringRef entry, StringRef kind,
-                                          unsigned numIns, bool withValue) {
+LogicalResult KernelLowering::elementwise(StringRef kind, unsigned numIns,
+                                          bool withValue) {
   if (failed(expectCounts(numIns, 1)))
     return failure();
-  callee = entry;
   call.verbatim(kind).verbatim(dtypeArg(0));
   for (unsigned i = 0; i < numIns; ++i)
     ptr(ins[i]);
@@ -815,6 +813,12 @@ LogicalResult KernelLowering::lower() {
 
   if (missing)
     return fail("it has no valid '" + missingName + "' attribute");
+  // The entry is the binding's (RuntimeDTypes.cpp) unless the family chose
+  // one the table does not list (copies, the step counter, loss scaling).
+  if (callee.empty() && binding)
+    callee = binding->entry;
+  if (callee.empty())
+    return fail("no runtime entry computes it");
   if (usesBinding && (unbound || !binding || binding->entry != callee))
     return fail("its dtype arguments are not bound to " + callee +
                 "'s (lib/Dialect/Memopt/IR/RuntimeDTypes.cpp)");
@@ -876,16 +880,16 @@ std::optional<LogicalResult> KernelLowering::lowerElementwise() {
                         .Default("");
 
   if (!unaryKind.empty()) {
-    if (failed(elementwise("memopt_unary", unaryKind, 1, false)))
+    if (failed(elementwise(unaryKind, 1, false)))
       return failure();
   } else if (!binaryKind.empty()) {
-    if (failed(elementwise("memopt_binary", binaryKind, 2, false)))
+    if (failed(elementwise(binaryKind, 2, false)))
       return failure();
   } else if (!scalarKind.empty()) {
-    if (failed(elementwise("memopt_scalar", scalarKind, 1, true)))
+    if (failed(elementwise(scalarKind, 1, true)))
       return failure();
   } else if (!gradKind.empty()) {
-    if (failed(elementwise("memopt_activation_grad", gradKind, 2, false)))
+    if (failed(elementwise(gradKind, 2, false)))
       return failure();
   } else if (!reduceKind.empty()) {
     if (failed(expectCounts(1, 1)))
@@ -909,7 +913,6 @@ std::optional<LogicalResult> KernelLowering::lowerElementwise() {
                  product(shape.slice(lo, hi - lo + 1)),
                  product(shape.drop_front(hi + 1))};
     }
-    callee = "memopt_reduce";
     call.verbatim(reduceKind).verbatim(dtypeArg(0));
     ptr(ins[0]);
     call.verbatim(dtypeArg(1));
@@ -941,7 +944,6 @@ std::optional<LogicalResult> KernelLowering::lowerCopies() {
         fill = static_cast<double>(value.getSplatValue<APInt>().getSExtValue());
       else
         fill = value.getSplatValue<APFloat>().convertToDouble();
-      callee = "memopt_fill";
       call.verbatim(dtypeArg(0));
       ptr(outs[0]);
       call.i64(numel(outs[0])).f64(fill);
@@ -963,7 +965,6 @@ std::optional<LogicalResult> KernelLowering::lowerCopies() {
   } else if (name == "memopt.cast") {
     if (failed(expectCounts(1, 1)))
       return failure();
-    callee = "memopt_cast";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     call.verbatim(dtypeArg(1));
@@ -972,7 +973,6 @@ std::optional<LogicalResult> KernelLowering::lowerCopies() {
   } else if (name == "memopt.where") {
     if (failed(expectCounts(3, 1)))
       return failure();
-    callee = "memopt_where";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
@@ -982,7 +982,6 @@ std::optional<LogicalResult> KernelLowering::lowerCopies() {
   } else if (name == "memopt.masked_fill") {
     if (failed(expectCounts(2, 1)))
       return failure();
-    callee = "memopt_masked_fill";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
@@ -998,7 +997,6 @@ std::optional<LogicalResult> KernelLowering::lowerCopies() {
       auto attr = attrs.getAs<FloatAttr>(attrName);
       return attr ? attr.getValueAsDouble() : missingValue;
     };
-    callee = isGrad ? "memopt_clamp_grad" : "memopt_clamp";
     call.verbatim(dtypeArg(0));
     for (Value in : ins)
       ptr(in);
@@ -1020,7 +1018,6 @@ std::optional<LogicalResult> KernelLowering::lowerLayout() {
   if (name == "memopt.broadcast") {
     if (failed(expectCounts(1, 1)))
       return failure();
-    callee = "memopt_broadcast";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     call.i64(shapeOf(ins[0]).size())
@@ -1032,7 +1029,6 @@ std::optional<LogicalResult> KernelLowering::lowerLayout() {
   } else if (name == "memopt.transpose") {
     if (failed(expectCounts(1, 1)))
       return failure();
-    callee = "memopt_transpose";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     call.i64(shapeOf(ins[0]).size())
@@ -1047,7 +1043,6 @@ std::optional<LogicalResult> KernelLowering::lowerLayout() {
     // The shape argument is the sliced tensor's: the input of a slice, the
     // result of its gradient.
     ArrayRef<int64_t> fullShape = shapeOf(isGrad ? outs[0] : ins[0]);
-    callee = isGrad ? "memopt_slice_grad" : "memopt_slice";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     call.i64(fullShape.size())
@@ -1075,7 +1070,6 @@ std::optional<LogicalResult> KernelLowering::lowerLayout() {
     emitc::VerbatimOp::create(
         step.builder, loc, step.builder.getStringAttr(format),
         llvm::map_to_vector(ins, [&](Value v) { return step.getPointer(v); }));
-    callee = "memopt_concat";
     call.verbatim(dtypeArg(0)).i64(ins.size()).verbatim(inputs);
     call.verbatim(step.getI64Array(sizes));
     ptr(outs[0]);
@@ -1097,7 +1091,6 @@ std::optional<LogicalResult> KernelLowering::lowerNormalization() {
     if (dim < 0 || dim >= static_cast<int64_t>(shape.size()))
       return fail("'dim' is out of range");
     auto extents = collapseAround(shape, dim);
-    callee = name == "memopt.softmax" ? "memopt_softmax" : "memopt_log_softmax";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(outs[0]);
@@ -1111,8 +1104,6 @@ std::optional<LogicalResult> KernelLowering::lowerNormalization() {
     if (dim < 0 || dim >= static_cast<int64_t>(shape.size()))
       return fail("'dim' is out of range");
     auto extents = collapseAround(shape, dim);
-    callee = name == "memopt.softmax_grad" ? "memopt_softmax_grad"
-                                           : "memopt_log_softmax_grad";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
@@ -1123,7 +1114,6 @@ std::optional<LogicalResult> KernelLowering::lowerNormalization() {
     if (failed(expectCounts(isLayer ? 3 : 2, isLayer ? 3 : 2)))
       return failure();
     int64_t cols = numel(ins[1]);
-    callee = isLayer ? "memopt_layer_norm" : "memopt_rms_norm";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     call.verbatim(dtypeArg(1));
@@ -1139,7 +1129,6 @@ std::optional<LogicalResult> KernelLowering::lowerNormalization() {
     if (failed(expectCounts(isLayer ? 5 : 4, isLayer ? 3 : 2)))
       return failure();
     int64_t cols = numel(ins[2]);
-    callee = isLayer ? "memopt_layer_norm_grad" : "memopt_rms_norm_grad";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
@@ -1157,7 +1146,6 @@ std::optional<LogicalResult> KernelLowering::lowerNormalization() {
     ArrayRef<int64_t> shape = shapeOf(input);
     if (shape.size() < 2)
       return fail("the input has rank below 2");
-    callee = isGrad ? "memopt_batch_norm_grad" : "memopt_batch_norm";
     call.verbatim(dtypeArg(0));
     for (Value v : llvm::concat<Value>(ins, outs))
       ptr(v);
@@ -1181,7 +1169,6 @@ std::optional<LogicalResult> KernelLowering::lowerLinear() {
       return fail("an operand has rank below 2");
     bool transA = attrs.contains("transpose_lhs");
     bool transB = attrs.contains("transpose_rhs");
-    callee = "memopt_matmul";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
@@ -1201,7 +1188,6 @@ std::optional<LogicalResult> KernelLowering::lowerLinear() {
     ArrayRef<int64_t> table = shapeOf(isGrad ? outs[0] : ins[0]);
     if (table.size() != 2)
       return fail("the table is not a matrix");
-    callee = isGrad ? "memopt_embedding_grad" : "memopt_embedding";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     call.verbatim(dtypeArg(1));
@@ -1225,9 +1211,6 @@ std::optional<LogicalResult> KernelLowering::lowerLinear() {
     SmallVector<int64_t> strides = pairAttr("strides", {1, 1});
     SmallVector<int64_t> padding = pairAttr("padding", {0, 0});
     SmallVector<int64_t> dilations = pairAttr("dilations", {1, 1});
-    callee = name == "memopt.conv2d"              ? "memopt_conv2d"
-             : name == "memopt.conv2d_grad_input" ? "memopt_conv2d_grad_input"
-                                                  : "memopt_conv2d_grad_filter";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
@@ -1251,11 +1234,6 @@ std::optional<LogicalResult> KernelLowering::lowerLinear() {
     SmallVector<int64_t> window = pairAttr("kernel");
     SmallVector<int64_t> strides = pairAttr("strides");
     SmallVector<int64_t> padding = pairAttr("padding", {0, 0});
-    callee = llvm::StringSwitch<StringRef>(name)
-                 .Case("memopt.max_pool2d", "memopt_max_pool2d")
-                 .Case("memopt.avg_pool2d", "memopt_avg_pool2d")
-                 .Case("memopt.max_pool2d_grad", "memopt_max_pool2d_grad")
-                 .Default("memopt_avg_pool2d_grad");
     call.verbatim(dtypeArg(0));
     for (Value v : llvm::concat<Value>(ins, outs))
       ptr(v);
@@ -1276,7 +1254,6 @@ std::optional<LogicalResult> KernelLowering::lowerCollectivesAndDropout() {
     // when bufferization gave it its operand's buffer.
     if (failed(expectCounts(1, 1)))
       return failure();
-    callee = "memopt_all_reduce_sum";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(outs[0]);
@@ -1287,9 +1264,6 @@ std::optional<LogicalResult> KernelLowering::lowerCollectivesAndDropout() {
     // one rank's slice, the smaller of its two buffers.
     if (failed(expectCounts(1, 1)))
       return failure();
-    callee = name == "shard.reduce_scatter" ? "memopt_reduce_scatter_sum"
-             : name == "shard.all_slice"    ? "memopt_all_slice"
-                                            : "memopt_all_gather";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(outs[0]);
@@ -1298,7 +1272,6 @@ std::optional<LogicalResult> KernelLowering::lowerCollectivesAndDropout() {
     if (failed(expectCounts(1, 1)))
       return failure();
     // `offset` is 0: one call covers the whole tensor (runtime.h).
-    callee = "memopt_dropout";
     ArrayRef<int64_t> shape = shapeOf(outs[0]);
     int64_t shared = i64Attr("shared", 0);
     if (shared < 0 || shared > static_cast<int64_t>(shape.size()))
@@ -1337,7 +1310,6 @@ std::optional<LogicalResult> KernelLowering::lowerLosses() {
     ArrayRef<int64_t> logits = shapeOf(ins[0]);
     if (logits.empty())
       return fail("the logits are a scalar");
-    callee = isGrad ? "memopt_cross_entropy_grad" : "memopt_cross_entropy";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     call.verbatim(dtypeArg(1));
@@ -1365,8 +1337,6 @@ std::optional<LogicalResult> KernelLowering::lowerLosses() {
     if (x.empty())
       return fail("x is a scalar");
     Value scratch = outs.back();
-    callee = isGrad ? "memopt_linear_cross_entropy_grad"
-                    : "memopt_linear_cross_entropy";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
@@ -1395,7 +1365,6 @@ std::optional<LogicalResult> KernelLowering::lowerLosses() {
   } else if (name == "memopt.label_count") {
     if (failed(expectCounts(1, 1)))
       return failure();
-    callee = "memopt_label_count";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(outs[0]);
@@ -1404,7 +1373,6 @@ std::optional<LogicalResult> KernelLowering::lowerLosses() {
     bool isGrad = name == "memopt.mse_loss_grad";
     if (failed(expectCounts(isGrad ? 3 : 2, 1)))
       return failure();
-    callee = isGrad ? "memopt_mse_loss_grad" : "memopt_mse_loss";
     call.verbatim(dtypeArg(0));
     for (Value v : llvm::concat<Value>(ins, outs))
       ptr(v);
@@ -1445,7 +1413,6 @@ std::optional<LogicalResult> KernelLowering::lowerAttention() {
       maskStrides = {rank >= 3 ? strides[0] : 0, rank == 4 ? strides[1] : 0,
                      strides[rank - 2], strides[rank - 1]};
     }
-    callee = isGrad ? "memopt_attention_grad" : "memopt_attention";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
@@ -1482,7 +1449,6 @@ std::optional<LogicalResult> KernelLowering::lowerOptimizer() {
   if (name == "memopt.sgd_update") {
     if (failed(expectCounts(3, 2, 4)))
       return failure();
-    callee = "memopt_sgd_update";
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
@@ -1497,7 +1463,6 @@ std::optional<LogicalResult> KernelLowering::lowerOptimizer() {
   } else if (name == "memopt.adamw_update") {
     if (failed(expectCounts(5, 3, 6)))
       return failure();
-    callee = "memopt_adamw_update";
     call.verbatim(dtypeArg(0));
     for (Value v : ArrayRef<Value>(ins).take_front(5))
       ptr(v);
@@ -1550,7 +1515,6 @@ std::optional<LogicalResult> KernelLowering::lowerOptimizer() {
         step.emitPointerArray(loc, "void *", "results", results);
     SmallVector<int64_t> sizes =
         llvm::map_to_vector(grads, [&](Value v) { return numel(v); });
-    callee = "memopt_unscale";
     ptr(ins[0]);
     call.i64(n).verbatim(dtypes).verbatim(gradArray).verbatim(resultArray);
     call.verbatim(step.getI64Array(sizes));
