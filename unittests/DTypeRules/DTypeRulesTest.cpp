@@ -414,6 +414,33 @@ const llvm::StringSet<> kOtherInPlaceOps = {
     "memopt.scale_loss", "memopt.sgd_update",   "memopt.adamw_update",
     "memopt.batch_norm", "memopt.update_scale", "memopt.unscale"};
 
+TEST_F(VerifierTest, FamilyEntriesHaveOpCodes) {
+  // An entry that serves several ops takes the op's code, the name of a
+  // runtime.h enumerator with the family's prefix; the others take none.
+  const std::map<std::string, std::string> prefixes = {
+      {"memopt_unary", "MEMOPT_UNARY_"},
+      {"memopt_binary", "MEMOPT_BINARY_"},
+      {"memopt_scalar", "MEMOPT_SCALAR_"},
+      {"memopt_activation_grad", "MEMOPT_GRAD_"},
+      {"memopt_reduce", "MEMOPT_REDUCE_"}};
+  std::set<std::string> codes;
+  for (const RuntimeDTypeBinding &binding : getRuntimeDTypeBindings()) {
+    auto it = prefixes.find(binding.entry.str());
+    if (it == prefixes.end()) {
+      EXPECT_TRUE(binding.opCode.empty()) << binding.opName.str();
+      continue;
+    }
+    EXPECT_TRUE(binding.opCode.starts_with(it->second))
+        << binding.opName.str() << " has op code '" << binding.opCode.str()
+        << "' for " << binding.entry.str();
+    EXPECT_TRUE(codes.insert(binding.opCode.str()).second)
+        << binding.opCode.str() << " is the code of two ops";
+  }
+  // 13 unary ops (gelu's tanh form is its code's variant), 5 binary,
+  // 3 scalar, 8 activation gradients, 3 reductions.
+  EXPECT_EQ(codes.size(), 32u);
+}
+
 TEST_F(VerifierTest, InPlaceOpsAreTheRuntimesAliasingEntries) {
   int inPlace = 0;
   for (RegisteredOperationName name : context.getRegisteredOperations()) {

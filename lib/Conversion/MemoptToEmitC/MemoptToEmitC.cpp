@@ -832,66 +832,19 @@ LogicalResult KernelLowering::lower() {
 /// Elementwise kernels (unary, binary, scalar, activation gradients) and
 /// reductions.
 std::optional<LogicalResult> KernelLowering::lowerElementwise() {
-  auto unaryKind =
-      llvm::StringSwitch<StringRef>(name)
-          .Case("memopt.neg", "MEMOPT_UNARY_NEG")
-          .Case("memopt.exp", "MEMOPT_UNARY_EXP")
-          .Case("memopt.log", "MEMOPT_UNARY_LOG")
-          .Case("memopt.sqrt", "MEMOPT_UNARY_SQRT")
-          .Case("memopt.rsqrt", "MEMOPT_UNARY_RSQRT")
-          .Case("memopt.tanh", "MEMOPT_UNARY_TANH")
-          .Case("memopt.sigmoid", "MEMOPT_UNARY_SIGMOID")
-          .Case("memopt.relu", "MEMOPT_UNARY_RELU")
-          .Case("memopt.silu", "MEMOPT_UNARY_SILU")
-          .Case("memopt.hardswish", "MEMOPT_UNARY_HARDSWISH")
-          .Case("memopt.hardsigmoid", "MEMOPT_UNARY_HARDSIGMOID")
-          .Case("memopt.mish", "MEMOPT_UNARY_MISH")
-          .Case("memopt.gelu",
-                geluTanh() ? "MEMOPT_UNARY_GELU_TANH" : "MEMOPT_UNARY_GELU")
-          .Default("");
-  auto binaryKind = llvm::StringSwitch<StringRef>(name)
-                        .Case("memopt.add", "MEMOPT_BINARY_ADD")
-                        .Case("memopt.sub", "MEMOPT_BINARY_SUB")
-                        .Case("memopt.mul", "MEMOPT_BINARY_MUL")
-                        .Case("memopt.div", "MEMOPT_BINARY_DIV")
-                        .Case("memopt.maximum", "MEMOPT_BINARY_MAXIMUM")
-                        .Default("");
-  auto scalarKind = llvm::StringSwitch<StringRef>(name)
-                        .Case("memopt.add_scalar", "MEMOPT_SCALAR_ADD")
-                        .Case("memopt.mul_scalar", "MEMOPT_SCALAR_MUL")
-                        .Case("memopt.pow_scalar", "MEMOPT_SCALAR_POW")
-                        .Default("");
-  auto gradKind =
-      llvm::StringSwitch<StringRef>(name)
-          .Case("memopt.relu_grad", "MEMOPT_GRAD_RELU")
-          .Case("memopt.silu_grad", "MEMOPT_GRAD_SILU")
-          .Case("memopt.hardswish_grad", "MEMOPT_GRAD_HARDSWISH")
-          .Case("memopt.hardsigmoid_grad", "MEMOPT_GRAD_HARDSIGMOID")
-          .Case("memopt.mish_grad", "MEMOPT_GRAD_MISH")
-          .Case("memopt.tanh_grad", "MEMOPT_GRAD_TANH")
-          .Case("memopt.sigmoid_grad", "MEMOPT_GRAD_SIGMOID")
-          .Case("memopt.gelu_grad",
-                geluTanh() ? "MEMOPT_GRAD_GELU_TANH" : "MEMOPT_GRAD_GELU")
-          .Default("");
-  auto reduceKind = llvm::StringSwitch<StringRef>(name)
-                        .Case("memopt.reduce_sum", "MEMOPT_REDUCE_SUM")
-                        .Case("memopt.reduce_mean", "MEMOPT_REDUCE_MEAN")
-                        .Case("memopt.reduce_max", "MEMOPT_REDUCE_MAX")
-                        .Default("");
-
-  if (!unaryKind.empty()) {
-    if (failed(elementwise(unaryKind, 1, false)))
+  // The family is the binding's entry, the op its op code; gelu's tanh
+  // approximation is the code's _TANH form.
+  StringRef entry = binding ? binding->entry : StringRef();
+  std::string kind = binding ? binding->opCode.str() : std::string();
+  if ((name == "memopt.gelu" || name == "memopt.gelu_grad") && geluTanh())
+    kind += "_TANH";
+  if (entry == "memopt_unary" || entry == "memopt_scalar") {
+    if (failed(elementwise(kind, 1, entry == "memopt_scalar")))
       return failure();
-  } else if (!binaryKind.empty()) {
-    if (failed(elementwise(binaryKind, 2, false)))
+  } else if (entry == "memopt_binary" || entry == "memopt_activation_grad") {
+    if (failed(elementwise(kind, 2, false)))
       return failure();
-  } else if (!scalarKind.empty()) {
-    if (failed(elementwise(scalarKind, 1, true)))
-      return failure();
-  } else if (!gradKind.empty()) {
-    if (failed(elementwise(gradKind, 2, false)))
-      return failure();
-  } else if (!reduceKind.empty()) {
+  } else if (entry == "memopt_reduce") {
     if (failed(expectCounts(1, 1)))
       return failure();
     // Collapse to [outer, reduced, inner]: the reduced dimensions of extent
@@ -913,7 +866,7 @@ std::optional<LogicalResult> KernelLowering::lowerElementwise() {
                  product(shape.slice(lo, hi - lo + 1)),
                  product(shape.drop_front(hi + 1))};
     }
-    call.verbatim(reduceKind).verbatim(dtypeArg(0));
+    call.verbatim(kind).verbatim(dtypeArg(0));
     ptr(ins[0]);
     call.verbatim(dtypeArg(1));
     ptr(outs[0]);

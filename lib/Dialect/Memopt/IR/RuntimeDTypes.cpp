@@ -52,16 +52,19 @@ constexpr DTypeSource operandsFrom(unsigned index) {
 }
 
 /// One row of the binding table: op `OpT` calls `entry`, whose dtype
-/// arguments read `sources` in the entry's order.
+/// arguments read `sources` in the entry's order, with op code `opCode`
+/// when the entry serves a family of ops.
 struct Binding {
   StringRef opName;
   const char *entry;
   SmallVector<DTypeSource, runtime::kMaxDTypeSlots> sources;
+  const char *opCode;
 };
 
 template <typename OpT>
-Binding bind(const char *entry, std::initializer_list<DTypeSource> sources) {
-  return {OpT::getOperationName(), entry, sources};
+Binding bind(const char *entry, std::initializer_list<DTypeSource> sources,
+             const char *opCode = "") {
+  return {OpT::getOperationName(), entry, sources, opCode};
 }
 
 /// One row per op whose runtime entry takes dtype arguments, in the order
@@ -77,35 +80,38 @@ std::vector<Binding> buildBindings() {
       bind<WhereOp>("memopt_where", {out0}),
       bind<MaskedFillOp>("memopt_masked_fill", {in0}),
       // Elementwise families.
-      bind<NegOp>("memopt_unary", {in0}),
-      bind<ExpOp>("memopt_unary", {in0}),
-      bind<LogOp>("memopt_unary", {in0}),
-      bind<SqrtOp>("memopt_unary", {in0}),
-      bind<RsqrtOp>("memopt_unary", {in0}),
-      bind<TanhOp>("memopt_unary", {in0}),
-      bind<SigmoidOp>("memopt_unary", {in0}),
-      bind<ReluOp>("memopt_unary", {in0}),
-      bind<SiluOp>("memopt_unary", {in0}),
-      bind<HardswishOp>("memopt_unary", {in0}),
-      bind<HardsigmoidOp>("memopt_unary", {in0}),
-      bind<MishOp>("memopt_unary", {in0}),
-      bind<GeluOp>("memopt_unary", {in0}),
-      bind<AddOp>("memopt_binary", {in0}),
-      bind<SubOp>("memopt_binary", {in0}),
-      bind<MulOp>("memopt_binary", {in0}),
-      bind<DivOp>("memopt_binary", {in0}),
-      bind<MaximumOp>("memopt_binary", {in0}),
-      bind<AddScalarOp>("memopt_scalar", {in0}),
-      bind<MulScalarOp>("memopt_scalar", {in0}),
-      bind<PowScalarOp>("memopt_scalar", {in0}),
-      bind<ReluGradOp>("memopt_activation_grad", {in0}),
-      bind<SiluGradOp>("memopt_activation_grad", {in0}),
-      bind<TanhGradOp>("memopt_activation_grad", {in0}),
-      bind<SigmoidGradOp>("memopt_activation_grad", {in0}),
-      bind<GeluGradOp>("memopt_activation_grad", {in0}),
-      bind<HardswishGradOp>("memopt_activation_grad", {in0}),
-      bind<HardsigmoidGradOp>("memopt_activation_grad", {in0}),
-      bind<MishGradOp>("memopt_activation_grad", {in0}),
+      bind<NegOp>("memopt_unary", {in0}, "MEMOPT_UNARY_NEG"),
+      bind<ExpOp>("memopt_unary", {in0}, "MEMOPT_UNARY_EXP"),
+      bind<LogOp>("memopt_unary", {in0}, "MEMOPT_UNARY_LOG"),
+      bind<SqrtOp>("memopt_unary", {in0}, "MEMOPT_UNARY_SQRT"),
+      bind<RsqrtOp>("memopt_unary", {in0}, "MEMOPT_UNARY_RSQRT"),
+      bind<TanhOp>("memopt_unary", {in0}, "MEMOPT_UNARY_TANH"),
+      bind<SigmoidOp>("memopt_unary", {in0}, "MEMOPT_UNARY_SIGMOID"),
+      bind<ReluOp>("memopt_unary", {in0}, "MEMOPT_UNARY_RELU"),
+      bind<SiluOp>("memopt_unary", {in0}, "MEMOPT_UNARY_SILU"),
+      bind<HardswishOp>("memopt_unary", {in0}, "MEMOPT_UNARY_HARDSWISH"),
+      bind<HardsigmoidOp>("memopt_unary", {in0}, "MEMOPT_UNARY_HARDSIGMOID"),
+      bind<MishOp>("memopt_unary", {in0}, "MEMOPT_UNARY_MISH"),
+      bind<GeluOp>("memopt_unary", {in0}, "MEMOPT_UNARY_GELU"),
+      bind<AddOp>("memopt_binary", {in0}, "MEMOPT_BINARY_ADD"),
+      bind<SubOp>("memopt_binary", {in0}, "MEMOPT_BINARY_SUB"),
+      bind<MulOp>("memopt_binary", {in0}, "MEMOPT_BINARY_MUL"),
+      bind<DivOp>("memopt_binary", {in0}, "MEMOPT_BINARY_DIV"),
+      bind<MaximumOp>("memopt_binary", {in0}, "MEMOPT_BINARY_MAXIMUM"),
+      bind<AddScalarOp>("memopt_scalar", {in0}, "MEMOPT_SCALAR_ADD"),
+      bind<MulScalarOp>("memopt_scalar", {in0}, "MEMOPT_SCALAR_MUL"),
+      bind<PowScalarOp>("memopt_scalar", {in0}, "MEMOPT_SCALAR_POW"),
+      bind<ReluGradOp>("memopt_activation_grad", {in0}, "MEMOPT_GRAD_RELU"),
+      bind<SiluGradOp>("memopt_activation_grad", {in0}, "MEMOPT_GRAD_SILU"),
+      bind<TanhGradOp>("memopt_activation_grad", {in0}, "MEMOPT_GRAD_TANH"),
+      bind<SigmoidGradOp>("memopt_activation_grad", {in0},
+                          "MEMOPT_GRAD_SIGMOID"),
+      bind<GeluGradOp>("memopt_activation_grad", {in0}, "MEMOPT_GRAD_GELU"),
+      bind<HardswishGradOp>("memopt_activation_grad", {in0},
+                            "MEMOPT_GRAD_HARDSWISH"),
+      bind<HardsigmoidGradOp>("memopt_activation_grad", {in0},
+                              "MEMOPT_GRAD_HARDSIGMOID"),
+      bind<MishGradOp>("memopt_activation_grad", {in0}, "MEMOPT_GRAD_MISH"),
       bind<ClampOp>("memopt_clamp", {in0}),
       bind<ClampGradOp>("memopt_clamp_grad", {in0}),
       // Shapes.
@@ -115,9 +121,9 @@ std::vector<Binding> buildBindings() {
       bind<SliceGradOp>("memopt_slice_grad", {in0}),
       bind<ConcatOp>("memopt_concat", {out0}),
       // Reductions, softmax, normalisation.
-      bind<ReduceSumOp>("memopt_reduce", {in0, out0}),
-      bind<ReduceMeanOp>("memopt_reduce", {in0, out0}),
-      bind<ReduceMaxOp>("memopt_reduce", {in0, out0}),
+      bind<ReduceSumOp>("memopt_reduce", {in0, out0}, "MEMOPT_REDUCE_SUM"),
+      bind<ReduceMeanOp>("memopt_reduce", {in0, out0}, "MEMOPT_REDUCE_MEAN"),
+      bind<ReduceMaxOp>("memopt_reduce", {in0, out0}, "MEMOPT_REDUCE_MAX"),
       bind<SoftmaxOp>("memopt_softmax", {in0}),
       bind<LogSoftmaxOp>("memopt_log_softmax", {in0}),
       bind<SoftmaxGradOp>("memopt_softmax_grad", {in0}),
@@ -145,10 +151,10 @@ std::vector<Binding> buildBindings() {
       bind<DropoutOp>("memopt_dropout", {in0}),
       // Collectives: data parallelism's sum and ZeRO's shards (upstream
       // shard ops, by name: this library does not depend on that dialect).
-      Binding{"shard.all_reduce", "memopt_all_reduce_sum", {in0}},
-      Binding{"shard.reduce_scatter", "memopt_reduce_scatter_sum", {in0}},
-      Binding{"shard.all_gather", "memopt_all_gather", {in0}},
-      Binding{"shard.all_slice", "memopt_all_slice", {in0}},
+      Binding{"shard.all_reduce", "memopt_all_reduce_sum", {in0}, ""},
+      Binding{"shard.reduce_scatter", "memopt_reduce_scatter_sum", {in0}, ""},
+      Binding{"shard.all_gather", "memopt_all_gather", {in0}, ""},
+      Binding{"shard.all_slice", "memopt_all_slice", {in0}, ""},
       // Losses.
       bind<CrossEntropyOp>("memopt_cross_entropy", {in0, in1}),
       bind<LabelCountOp>("memopt_label_count", {in0}),
@@ -176,7 +182,8 @@ struct BindingTable {
       // verify, and unittests/DTypeRules names it.
       if (rule && rule->numSlots != static_cast<int>(row.sources.size()))
         rule = nullptr;
-      bindings.push_back({row.opName, row.entry, rule, row.sources});
+      bindings.push_back(
+          {row.opName, row.entry, row.opCode, rule, row.sources});
     }
     for (const RuntimeDTypeBinding &binding : bindings)
       byName[binding.opName] = &binding;

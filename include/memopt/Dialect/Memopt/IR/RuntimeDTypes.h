@@ -3,7 +3,9 @@
 // The compiler's side of the runtime's dtype table
 // (runtime/include/memopt/runtime/DTypeRules.h): the mapping of element
 // types to `memopt_dtype`, and for each memopt op whose runtime entry takes
-// dtype arguments, which operand or result supplies each of them. Every
+// dtype arguments, the entry it lowers to, its op code in a family entry
+// (memopt_unary's MEMOPT_UNARY_RELU), and which operand or result supplies
+// each dtype argument. Every
 // memopt op verifies its element types against its entry's row through
 // RuntimeDTypesTrait, memopt.kernel does the same for the kernel it names
 // (on buffers, after bufferization has split or rewritten ops), and the
@@ -58,6 +60,10 @@ struct RuntimeDTypeBinding {
   llvm::StringRef opName;
   /// The runtime entry ("memopt_reduce").
   llvm::StringRef entry;
+  /// The op's code among the entry's ("MEMOPT_REDUCE_SUM", the name of a
+  /// runtime.h enumerator), or empty when the entry serves one op. gelu's
+  /// is the exact form; its tanh approximation appends "_TANH".
+  llvm::StringRef opCode;
   /// The entry's row; nullptr when the table has none with as many dtype
   /// arguments as `sources` (a bug that verification of the op reports).
   const runtime::DTypeRule *rule;
