@@ -3,7 +3,8 @@
 // Broadcast, transpose, slice (+grad), concat and embedding (+grad). The
 // first four are one strided gather: the output is walked in row-major
 // order and each element is read at base + sum(index[d] * stride[d]) of the
-// input, with strides derived from the op's attributes. They move raw
+// input, with strides derived from the op's attributes; where the last
+// dimension is contiguous, a row at a time. They move raw
 // elements of any dtype, so they are exact.
 //
 //===----------------------------------------------------------------------===//
@@ -37,20 +38,36 @@ void stridedCopy(size_t elementSize, const void *input, void *output,
       rest /= view.shape[d];
       offset += index[d] * view.step[d];
     }
-    for (int64_t i = begin; i < end; ++i) {
+    if (rank == 0) {
+      // One element, at the base.
+      std::memcpy(scatter ? out + offset * elementSize : out,
+                  scatter ? in : in + offset * elementSize, elementSize);
+      return;
+    }
+    // Along the last dimension the view is a run of `run` elements from
+    // offset, contiguous when its step is 1: one memcpy per run.
+    int64_t last = rank - 1;
+    bool contiguous = view.step[last] == 1;
+    for (int64_t i = begin; i < end;) {
+      int64_t run =
+          contiguous ? std::min(view.shape[last] - index[last], end - i) : 1;
+      size_t bytes = static_cast<size_t>(run) * elementSize;
       if (scatter)
-        std::memcpy(out + offset * elementSize, in + i * elementSize,
-                    elementSize);
+        std::memcpy(out + offset * elementSize, in + i * elementSize, bytes);
       else
-        std::memcpy(out + i * elementSize, in + offset * elementSize,
-                    elementSize);
-      // Advance the multi-index (last dimension fastest).
-      for (int64_t d = rank - 1; d >= 0; --d) {
-        offset += view.step[d];
-        if (++index[d] < view.shape[d])
-          break;
+        std::memcpy(out + i * elementSize, in + offset * elementSize, bytes);
+      i += run;
+      // Advance the multi-index by `run` (last dimension fastest; a run
+      // never crosses the end of the last dimension).
+      offset += view.step[last] * run;
+      index[last] += run;
+      for (int64_t d = last; d >= 0 && index[d] == view.shape[d]; --d) {
         offset -= view.step[d] * view.shape[d];
         index[d] = 0;
+        if (d > 0) {
+          offset += view.step[d - 1];
+          ++index[d - 1];
+        }
       }
     }
   });
