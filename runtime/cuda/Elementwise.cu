@@ -32,13 +32,9 @@ __global__ void binaryKernel(int op, const T *a, const T *b, T *y, int64_t n) {
 
 template <typename T>
 __global__ void scalarKernel(int op, const T *x, float v, T *y, int64_t n) {
-  GRID_STRIDE(i, n) {
-    float xi = toF32(x[i]);
-    float r = op == MEMOPT_SCALAR_ADD   ? xi + v
-              : op == MEMOPT_SCALAR_MUL ? xi * v
-                                        : powf(xi, v);
-    y[i] = fromF32<T>(r);
-  }
+  GRID_STRIDE(i, n)
+  y[i] = fromF32<T>(
+      scalarValue(static_cast<memopt_scalar_op>(op), toF32(x[i]), v));
 }
 
 template <typename T>

@@ -285,6 +285,35 @@ void memopt_conv2d_grad_filter(memopt_context *ctx, memopt_dtype dtype,
 
 namespace {
 
+/// Calls fn(offset) for the input offset, within one [h, w] plane, of each
+/// element of window (y, x), in row-major order; padding is skipped.
+template <typename Fn>
+void forEachInWindow(const PoolShape &g, int64_t y, int64_t x, Fn &&fn) {
+  for (int64_t i = 0; i < g.kh; ++i) {
+    int64_t iy = y * g.sh - g.ph + i;
+    if (iy < 0 || iy >= g.h)
+      continue;
+    for (int64_t j = 0; j < g.kw; ++j) {
+      int64_t ix = x * g.sw - g.pw + j;
+      if (ix >= 0 && ix < g.w)
+        fn(iy * g.w + ix);
+    }
+  }
+}
+
+/// Calls fn(p, oy, ox) for every output position of each of `planes`
+/// planes, the planes split over the host threads.
+template <typename Fn>
+void forEachPoolOutput(const PoolShape &g, int64_t planes, Fn &&fn) {
+  parallelFor(planes, rowGrain(g.oh * g.ow * g.kh * g.kw),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t p = begin; p < end; ++p)
+                  for (int64_t oy = 0; oy < g.oh; ++oy)
+                    for (int64_t ox = 0; ox < g.ow; ++ox)
+                      fn(p, oy, ox);
+              });
+}
+
 /// The input offset (within one [h, w] plane) of the maximum of window
 /// (y, x): the first in row-major order on ties, the first NaN if any. Every
 /// window holds at least one input element since padding <= kernel / 2.
@@ -292,22 +321,14 @@ int64_t argmaxOfWindow(const PoolShape &g, const float *plane, int64_t y,
                        int64_t x) {
   int64_t best = -1;
   float bestValue = -INFINITY;
-  for (int64_t i = 0; i < g.kh; ++i) {
-    int64_t iy = y * g.sh - g.ph + i;
-    if (iy < 0 || iy >= g.h)
-      continue;
-    for (int64_t j = 0; j < g.kw; ++j) {
-      int64_t ix = x * g.sw - g.pw + j;
-      if (ix < 0 || ix >= g.w)
-        continue;
-      float v = plane[iy * g.w + ix];
-      if (best < 0 || v > bestValue ||
-          (std::isnan(v) && !std::isnan(bestValue))) {
-        best = iy * g.w + ix;
-        bestValue = v;
-      }
+  forEachInWindow(g, y, x, [&](int64_t offset) {
+    float v = plane[offset];
+    if (best < 0 || v > bestValue ||
+        (std::isnan(v) && !std::isnan(bestValue))) {
+      best = offset;
+      bestValue = v;
     }
-  }
+  });
   return best;
 }
 
@@ -327,16 +348,10 @@ void memopt_max_pool2d(memopt_context *ctx, memopt_dtype dtype,
     return;
   F32Input x(ctx, dtype, input, planes * h * w);
   F32Output y(ctx, dtype, out, planes * g.oh * g.ow);
-  parallelFor(planes, rowGrain(g.oh * g.ow * kh * kw),
-              [&](int64_t begin, int64_t end) {
-                for (int64_t p = begin; p < end; ++p) {
-                  const float *plane = x.get() + p * h * w;
-                  for (int64_t oy = 0; oy < g.oh; ++oy)
-                    for (int64_t ox = 0; ox < g.ow; ++ox)
-                      y[(p * g.oh + oy) * g.ow + ox] =
-                          plane[argmaxOfWindow(g, plane, oy, ox)];
-                }
-              });
+  forEachPoolOutput(g, planes, [&](int64_t p, int64_t oy, int64_t ox) {
+    const float *plane = x.get() + p * h * w;
+    y[(p * g.oh + oy) * g.ow + ox] = plane[argmaxOfWindow(g, plane, oy, ox)];
+  });
   y.commit();
 }
 
@@ -356,16 +371,11 @@ void memopt_max_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
   F32Input x(ctx, dtype, input, planes * h * w);
   F32Output dx(ctx, dtype, grad_input, planes * h * w);
   std::memset(dx.get(), 0, static_cast<size_t>(planes * h * w) * sizeof(float));
-  parallelFor(planes, rowGrain(g.oh * g.ow * kh * kw),
-              [&](int64_t begin, int64_t end) {
-                for (int64_t p = begin; p < end; ++p) {
-                  const float *plane = x.get() + p * h * w;
-                  for (int64_t oy = 0; oy < g.oh; ++oy)
-                    for (int64_t ox = 0; ox < g.ow; ++ox)
-                      dx[p * h * w + argmaxOfWindow(g, plane, oy, ox)] +=
-                          dy[(p * g.oh + oy) * g.ow + ox];
-                }
-              });
+  forEachPoolOutput(g, planes, [&](int64_t p, int64_t oy, int64_t ox) {
+    const float *plane = x.get() + p * h * w;
+    dx[p * h * w + argmaxOfWindow(g, plane, oy, ox)] +=
+        dy[(p * g.oh + oy) * g.ow + ox];
+  });
   dx.commit();
 }
 
@@ -386,28 +396,12 @@ void memopt_avg_pool2d(memopt_context *ctx, memopt_dtype dtype,
   // Floor mode keeps every window inside the padded input, so the divisor
   // (padding counted) is always kh * kw.
   float inv = 1.0f / static_cast<float>(kh * kw);
-  parallelFor(planes, rowGrain(g.oh * g.ow * kh * kw),
-              [&](int64_t begin, int64_t end) {
-                for (int64_t p = begin; p < end; ++p) {
-                  const float *plane = x.get() + p * h * w;
-                  for (int64_t oy = 0; oy < g.oh; ++oy) {
-                    for (int64_t ox = 0; ox < g.ow; ++ox) {
-                      float sum = 0.0f;
-                      for (int64_t i = 0; i < kh; ++i) {
-                        int64_t iy = oy * stride_h - pad_h + i;
-                        if (iy < 0 || iy >= h)
-                          continue;
-                        for (int64_t j = 0; j < kw; ++j) {
-                          int64_t ix = ox * stride_w - pad_w + j;
-                          if (ix >= 0 && ix < w)
-                            sum += plane[iy * w + ix];
-                        }
-                      }
-                      y[(p * g.oh + oy) * g.ow + ox] = sum * inv;
-                    }
-                  }
-                }
-              });
+  forEachPoolOutput(g, planes, [&](int64_t p, int64_t oy, int64_t ox) {
+    const float *plane = x.get() + p * h * w;
+    float sum = 0.0f;
+    forEachInWindow(g, oy, ox, [&](int64_t offset) { sum += plane[offset]; });
+    y[(p * g.oh + oy) * g.ow + ox] = sum * inv;
+  });
   y.commit();
 }
 
@@ -427,26 +421,10 @@ void memopt_avg_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
   F32Output dx(ctx, dtype, grad_input, planes * h * w);
   std::memset(dx.get(), 0, static_cast<size_t>(planes * h * w) * sizeof(float));
   float inv = 1.0f / static_cast<float>(kh * kw);
-  parallelFor(planes, rowGrain(g.oh * g.ow * kh * kw),
-              [&](int64_t begin, int64_t end) {
-                for (int64_t p = begin; p < end; ++p) {
-                  float *plane = dx.get() + p * h * w;
-                  for (int64_t oy = 0; oy < g.oh; ++oy) {
-                    for (int64_t ox = 0; ox < g.ow; ++ox) {
-                      float share = dy[(p * g.oh + oy) * g.ow + ox] * inv;
-                      for (int64_t i = 0; i < kh; ++i) {
-                        int64_t iy = oy * stride_h - pad_h + i;
-                        if (iy < 0 || iy >= h)
-                          continue;
-                        for (int64_t j = 0; j < kw; ++j) {
-                          int64_t ix = ox * stride_w - pad_w + j;
-                          if (ix >= 0 && ix < w)
-                            plane[iy * w + ix] += share;
-                        }
-                      }
-                    }
-                  }
-                }
-              });
+  forEachPoolOutput(g, planes, [&](int64_t p, int64_t oy, int64_t ox) {
+    float *plane = dx.get() + p * h * w;
+    float share = dy[(p * g.oh + oy) * g.ow + ox] * inv;
+    forEachInWindow(g, oy, ox, [&](int64_t offset) { plane[offset] += share; });
+  });
   dx.commit();
 }

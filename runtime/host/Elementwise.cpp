@@ -80,20 +80,12 @@ void memopt_scalar(memopt_context *ctx, memopt_scalar_op op, memopt_dtype dtype,
   float v = static_cast<float>(value);
   F32Input x(ctx, dtype, input, n);
   F32Output y(ctx, dtype, out, n);
-  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      switch (op) {
-      case MEMOPT_SCALAR_ADD:
-        y[i] = x[i] + v;
-        break;
-      case MEMOPT_SCALAR_MUL:
-        y[i] = x[i] * v;
-        break;
-      case MEMOPT_SCALAR_POW:
-        y[i] = std::pow(x[i], v);
-        break;
-      }
-    }
+  withConstantOp<0, MEMOPT_SCALAR_POW + 1>(op, [&](auto k) {
+    constexpr auto kOp = static_cast<memopt_scalar_op>(decltype(k)::value);
+    parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        y[i] = scalarValue(kOp, x[i], v);
+    });
   });
   y.commit();
 }

@@ -1,7 +1,8 @@
 //===- ActivationMath.h - the elementwise formulas -------------*- C++ -*-===//
 //
-// The per-element formulas of memopt_unary, memopt_binary and
-// memopt_activation_grad (unaryValue, binaryValue, activationGradValue), and
+// The per-element formulas of memopt_unary, memopt_binary, memopt_scalar
+// and memopt_activation_grad (unaryValue, binaryValue, scalarValue,
+// activationGradValue), and
 // the hard activations, mish and clamp with their gradients, in the order of
 // operations of PyTorch 1.13's CPU kernels
 // (aten/src/ATen/native/cpu/Activation.cpp, UnaryOpsKernel.cpp) and with
@@ -163,6 +164,20 @@ MEMOPT_HOST_DEVICE inline float binaryValue(memopt_binary_op op, float a,
     return a > b ? a : b;
   }
   return a;
+}
+
+/// memopt_scalar's op applied to x and the scalar v.
+MEMOPT_HOST_DEVICE inline float scalarValue(memopt_scalar_op op, float x,
+                                            float v) {
+  switch (op) {
+  case MEMOPT_SCALAR_ADD:
+    return x + v;
+  case MEMOPT_SCALAR_MUL:
+    return x * v;
+  case MEMOPT_SCALAR_POW:
+    return std::pow(x, v);
+  }
+  return x;
 }
 
 /// memopt_activation_grad's op: the gradient g times the activation's
