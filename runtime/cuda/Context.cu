@@ -1,8 +1,9 @@
-//===- Context.cu - CUDA runtime context and memory ------------------------===//
+//===- Context.cu - CUDA runtime context and memory
+//------------------------===//
 //
-// The context (device, stream, cuBLASLt handle, events, the arena and the
-// workspace, each one cudaMalloc), the sticky error with device-side errors,
-// memory entries, casts and selection.
+// The context (device, stream, cuBLASLt and cuDNN handles, events, the arena
+// and the workspace, each one cudaMalloc), the sticky error with device-side
+// errors, memory entries, casts and selection.
 //
 //===----------------------------------------------------------------------===//
 
@@ -155,6 +156,15 @@ bool memopt::cuda::checkCublas(memopt_context *ctx, const char *entry,
   return false;
 }
 
+bool memopt::cuda::checkCudnn(memopt_context *ctx, const char *entry,
+                              const char *call, cudnnStatus_t status) {
+  if (status == CUDNN_STATUS_SUCCESS)
+    return true;
+  setError(ctx, MEMOPT_ERROR_DEVICE, entry, "%s failed: %s", call,
+           cudnnGetErrorString(status));
+  return false;
+}
+
 bool memopt::cuda::checkLaunch(memopt_context *ctx, const char *entry,
                                const char *kernel) {
   cudaError_t error = cudaGetLastError();
@@ -176,14 +186,14 @@ bool memopt::cuda::checkLaunch(memopt_context *ctx, const char *entry,
   return true;
 }
 
-float *memopt::cuda::workspaceFloats(memopt_context *ctx, const char *entry,
-                                     int64_t n) {
-  if (static_cast<uint64_t>(n) * sizeof(float) <= ctx->workspaceBytes)
-    return static_cast<float *>(ctx->workspace);
+float *memopt::cuda::scratchFloats(memopt_context *ctx, const char *entry,
+                                   int64_t n) {
+  if (static_cast<uint64_t>(n) * sizeof(float) <= ctx->scratchBytes)
+    return static_cast<float *>(ctx->scratch);
   setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-           "needs %lld bytes of workspace, the runtime has %llu",
+           "needs %lld bytes of scratch, the runtime's workspace has %llu",
            static_cast<long long>(n * sizeof(float)),
-           static_cast<unsigned long long>(ctx->workspaceBytes));
+           static_cast<unsigned long long>(ctx->scratchBytes));
   return nullptr;
 }
 
@@ -243,15 +253,26 @@ memopt_context *memopt_context_create(void) {
   cublasStatus_t status = cublasLtCreate(&ctx->lt);
   if (status != CUBLAS_STATUS_SUCCESS)
     return failed("cublasLtCreate", cublasLtGetStatusString(status));
+  cudnnStatus_t dnnStatus = cudnnCreate(&ctx->dnn);
+  if (dnnStatus == CUDNN_STATUS_SUCCESS)
+    dnnStatus = cudnnSetStream(ctx->dnn, ctx->stream);
+  if (dnnStatus != CUDNN_STATUS_SUCCESS)
+    return failed("cudnnCreate", cudnnGetErrorString(dnnStatus));
   uint64_t before = deviceUsedBytes();
   if ((error = cudaMalloc(&ctx->workspace, MEMOPT_CUDA_WORKSPACE_BYTES)) !=
       cudaSuccess)
     return failed("cudaMalloc (workspace)", cudaGetErrorString(error));
   ctx->measuredWorkspace = deviceUsedBytes() - before;
   ctx->workspaceAllocated = MEMOPT_CUDA_WORKSPACE_BYTES;
-  ctx->workspaceBytes = MEMOPT_CUDA_WORKSPACE_BYTES - kDeviceErrorBytes;
-  ctx->deviceError = reinterpret_cast<memopt_device_error *>(
-      static_cast<char *>(ctx->workspace) + ctx->workspaceBytes);
+  constexpr WorkspaceLayout layout =
+      layoutWorkspace(MEMOPT_CUDA_WORKSPACE_BYTES);
+  char *base = static_cast<char *>(ctx->workspace);
+  ctx->library = base + layout.libraryOffset;
+  ctx->libraryBytes = layout.libraryBytes;
+  ctx->scratch = base + layout.scratchOffset;
+  ctx->scratchBytes = layout.scratchBytes;
+  ctx->deviceError =
+      reinterpret_cast<memopt_device_error *>(base + layout.errorOffset);
   if ((error = cudaMemsetAsync(ctx->deviceError, 0, kDeviceErrorBytes,
                                ctx->stream)) != cudaSuccess)
     return failed("cudaMemsetAsync (error record)", cudaGetErrorString(error));
@@ -268,8 +289,12 @@ void memopt_context_destroy(memopt_context *ctx) {
     cudaFree(ctx->arena);
   if (ctx->workspace)
     cudaFree(ctx->workspace);
+  destroyPlans(ctx->gemmPlans);
+  destroyPlans(ctx->convPlans);
   if (ctx->lt)
     cublasLtDestroy(ctx->lt);
+  if (ctx->dnn)
+    cudnnDestroy(ctx->dnn);
   if (ctx->nccl)
     ncclCommDestroy(ctx->nccl);
   if (ctx->staging)
@@ -525,10 +550,13 @@ void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
       !checkPointers(ctx, entry, n, {input, output}) || isEmpty({n}))
     return;
   if (in_dtype == out_dtype) {
-    MEMOPT_CUDA_CHECK(
-        ctx, entry,
-        cudaMemcpyAsync(output, input, n * memopt_dtype_size(in_dtype),
-                        cudaMemcpyDeviceToDevice, ctx->stream));
+    // In place, the cast is nothing (a copy onto itself is undefined for
+    // cudaMemcpy).
+    if (input != output)
+      MEMOPT_CUDA_CHECK(ctx, entry,
+                        cudaMemcpyAsync(output, input,
+                                        n * memopt_dtype_size(in_dtype),
+                                        cudaMemcpyDeviceToDevice, ctx->stream));
     return;
   }
   // Each thread reads its element before writing it, so in-place casts

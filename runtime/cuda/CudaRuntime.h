@@ -8,7 +8,8 @@
 //
 // Every kernel runs on the context's one stream; nothing in a step waits for
 // the device. Device-side errors are written into a small record at the end
-// of the workspace and turned into the context's error by memopt_get_status,
+// of the workspace (WorkspaceLayout.h) and turned into the context's error by
+// memopt_get_status,
 // which reads it back (a synchronous copy) and which the driver calls once
 // per step, after the loss read-back that waits for the step anyway.
 //
@@ -21,12 +22,23 @@
 #include "memopt/runtime/Collectives.h"
 #include "memopt/runtime/Validate.h"
 
+#include "WorkspaceLayout.h"
+
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 #include <nccl.h>
 
 #include <cstdint>
 #include <string>
+
+namespace memopt {
+namespace cuda {
+/// The context's cached cuBLASLt and cuDNN plans (Gemm.cpp, Conv.cu).
+struct GemmPlans;
+struct ConvPlans;
+} // namespace cuda
+} // namespace memopt
 
 /// What a kernel found wrong on the device. Written once (the first kernel
 /// that claims `code` wins), read by the host after the step.
@@ -43,17 +55,25 @@ struct memopt_context {
   int device = 0;
   cudaStream_t stream = nullptr;
   cublasLtHandle_t lt = nullptr;
+  cudnnHandle_t dnn = nullptr;
+  /// Made at the first product or convolution of each shape (PlanCache.h),
+  /// released before the handles.
+  memopt::cuda::GemmPlans *gemmPlans = nullptr;
+  memopt::cuda::ConvPlans *convPlans = nullptr;
   cudaEvent_t stepStart = nullptr;
   cudaEvent_t stepStop = nullptr;
   /// The arena: one cudaMalloc.
   void *arena = nullptr;
   uint64_t arenaBytes = 0;
-  /// The workspace: one cudaMalloc of MEMOPT_CUDA_WORKSPACE_BYTES, shared in
-  /// stream order by cuBLASLt and the kernels that need f32 scratch
-  /// (`workspaceBytes` of it, the rest holds the device error record).
+  /// The workspace: one cudaMalloc of MEMOPT_CUDA_WORKSPACE_BYTES, in the
+  /// slices of WorkspaceLayout.h: `library` for cuBLASLt and cuDNN,
+  /// `scratch` for the kernels' own f32 scratch, then the error record.
   void *workspace = nullptr;
-  uint64_t workspaceBytes = 0;
   uint64_t workspaceAllocated = 0;
+  void *library = nullptr;
+  uint64_t libraryBytes = 0;
+  void *scratch = nullptr;
+  uint64_t scratchBytes = 0;
   uint64_t highWater = 0;
   /// What the device reports each of the two allocations took: the growth
   /// of cudaMemGetInfo's used bytes across its cudaMalloc.
@@ -68,8 +88,7 @@ struct memopt_context {
   uint64_t stagingCursor = 0;
   cudaEvent_t stagingDone = nullptr;
   bool stagingPending = false;
-  /// The device-side error record: the last kDeviceErrorBytes of the
-  /// workspace (cuBLASLt and scratch use the bytes before it).
+  /// The device-side error record: the workspace's last slice.
   memopt_device_error *deviceError = nullptr;
   /// Sticky: memopt_get_status may fill them from the device record.
   mutable memopt_status status = MEMOPT_OK;
@@ -106,6 +125,10 @@ inline bool isLive(const memopt_context *ctx) {
   return ctx && ctx->status == MEMOPT_OK;
 }
 
+/// Release the context's plans (null: nothing).
+void destroyPlans(GemmPlans *plans);
+void destroyPlans(ConvPlans *plans);
+
 /// Checks a CUDA runtime call: records "<entry>: <call> failed: <error>" and
 /// returns false on failure.
 bool checkCuda(memopt_context *ctx, const char *entry, const char *call,
@@ -115,6 +138,10 @@ bool checkCuda(memopt_context *ctx, const char *entry, const char *call,
 bool checkCublas(memopt_context *ctx, const char *entry, const char *call,
                  cublasStatus_t status);
 
+/// Checks a cuDNN call likewise.
+bool checkCudnn(memopt_context *ctx, const char *entry, const char *call,
+                cudnnStatus_t status);
+
 /// Checks the launch of `kernel` (cudaGetLastError) and, with
 /// MEMOPT_CUDA_SYNC=1, its completion.
 bool checkLaunch(memopt_context *ctx, const char *entry, const char *kernel);
@@ -123,9 +150,8 @@ bool checkLaunch(memopt_context *ctx, const char *entry, const char *kernel);
   ::memopt::cuda::checkCuda(ctx, entry, #call, call)
 #define MEMOPT_CUBLAS_CHECK(ctx, entry, call)                                  \
   ::memopt::cuda::checkCublas(ctx, entry, #call, call)
-
-/// Bytes at the end of the workspace that hold the device error record.
-constexpr uint64_t kDeviceErrorBytes = 256;
+#define MEMOPT_CUDNN_CHECK(ctx, entry, call)                                   \
+  ::memopt::cuda::checkCudnn(ctx, entry, #call, call)
 
 /// Bytes of the pinned staging ring of host-to-device copies.
 constexpr uint64_t kStagingBytes = 8u << 20;
@@ -143,19 +169,18 @@ inline unsigned gridFor(int64_t n, int block = kBlock) {
   return static_cast<unsigned>(blocks);
 }
 
-/// The workspace as `n` floats, or null after recording an error when it is
-/// too small.
-float *workspaceFloats(memopt_context *ctx, const char *entry, int64_t n);
+/// The workspace's scratch slice as `n` floats, or null after recording an
+/// error when it is too small.
+float *scratchFloats(memopt_context *ctx, const char *entry, int64_t n);
 
 /// Row-major c[m, n] = op(a) op(b) + beta c through cuBLASLt (Gemm.cpp):
 /// operands `dtype`, result `outDtype` (`dtype` or F32), f32 compute; the
-/// product may use `workspaceBytes` of scratch at `workspace` (a part of the
-/// context's workspace, so that a caller can keep data in the rest across
-/// products). Errors name `entry`. m, n, k > 0.
+/// product uses the workspace's library slice, so data a caller keeps in the
+/// scratch slice survives it. Errors name `entry`. m, n, k > 0.
 void gemm(memopt_context *ctx, const char *entry, memopt_dtype dtype,
           memopt_dtype outDtype, const void *a, const void *b, void *c,
-          int64_t m, int64_t n, int64_t k, bool transA, bool transB, float beta,
-          void *workspace, uint64_t workspaceBytes);
+          int64_t m, int64_t n, int64_t k, bool transA, bool transB,
+          float beta);
 
 } // namespace cuda
 } // namespace memopt

@@ -1,4 +1,5 @@
-//===- Gemm.cpp - matrix products through cuBLASLt -------------------------===//
+//===- Gemm.cpp - matrix products through cuBLASLt
+//-------------------------===//
 //
 // Row-major C[m, n] = op(A) op(B) is the column-major product C^T = op(B)^T
 // op(A)^T, so B is cuBLASLt's first operand. Inputs f32, f16 or bf16; the
@@ -8,8 +9,9 @@
 // operand takes one GEMM per batch element. The algorithm comes from
 // cuBLASLt's heuristic, limited to the context's workspace and the operands'
 // alignment, and is cached per shape so that a step makes no heuristic query
-// after the first. memopt::cuda::gemm exposes one product, with beta and a
-// caller-chosen part of the workspace, to the fused ops (LinearLoss.cu).
+// after the first. The products use the workspace's library slice.
+// memopt::cuda::gemm exposes one product, with beta, to the fused ops
+// (LinearLoss.cu).
 //
 //===----------------------------------------------------------------------===//
 
@@ -229,9 +231,9 @@ void memopt::cuda::gemm(memopt_context *ctx, const char *entry,
                         memopt_dtype dtype, memopt_dtype outDtype,
                         const void *a, const void *b, void *c, int64_t m,
                         int64_t n, int64_t k, bool transA, bool transB,
-                        float beta, void *workspace, uint64_t workspaceBytes) {
+                        float beta) {
   runGemm(ctx, entry, dtype, outDtype, a, b, c, 1, m, n, k, transA, transB,
-          beta, workspace, workspaceBytes);
+          beta, ctx->library, ctx->libraryBytes);
 }
 
 void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
@@ -261,11 +263,11 @@ void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
   int64_t outBytes = static_cast<int64_t>(outSize);
   if (batch_a == batch_b) {
     runGemm(ctx, entry, dtype, out_dtype, a, b, c, batch, m, n, k, trans_a,
-            trans_b, 0.0f, ctx->workspace, ctx->workspaceBytes);
+            trans_b, 0.0f, ctx->library, ctx->libraryBytes);
   } else if (batch_b == 1 && !trans_a) {
     // A shared right operand: the batch folds into the rows of one GEMM.
     runGemm(ctx, entry, dtype, out_dtype, a, b, c, 1, batch * m, n, k, trans_a,
-            trans_b, 0.0f, ctx->workspace, ctx->workspaceBytes);
+            trans_b, 0.0f, ctx->library, ctx->libraryBytes);
   } else {
     // A shared operand that does not fold: one GEMM per batch element (no
     // zero batch stride, which not every cuBLASLt kernel accepts).
@@ -276,7 +278,11 @@ void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
                        (batch_b == 1 ? 0 : p * k * n * inSize);
       char *cp = static_cast<char *>(c) + p * m * n * outBytes;
       runGemm(ctx, entry, dtype, out_dtype, ap, bp, cp, 1, m, n, k, trans_a,
-              trans_b, 0.0f, ctx->workspace, ctx->workspaceBytes);
+              trans_b, 0.0f, ctx->library, ctx->libraryBytes);
     }
   }
 }
+
+// Placeholder until the plans land.
+struct memopt::cuda::GemmPlans {};
+void memopt::cuda::destroyPlans(GemmPlans *plans) { delete plans; }

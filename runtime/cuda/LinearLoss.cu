@@ -21,8 +21,8 @@
 //    the scratch's f32 accumulator otherwise, rounded once at the end).
 //
 // Per-row state that must survive the GEMMs (the label logits of the
-// forward, the label count of the gradient) lives in the tail of the
-// context's workspace; the GEMMs get the rest as cuBLASLt workspace.
+// forward, the label count of the gradient) lives in the workspace's scratch
+// slice; the GEMMs use its library slice (WorkspaceLayout.h).
 // Everything is deterministic: cuBLASLt with a cached algorithm, and kernels
 // whose sums have an order fixed by the launch shape. Labels out of range
 // are reported as memopt_cross_entropy reports them and count as ignored.
@@ -42,39 +42,12 @@ constexpr int kBiasRows = 16;
 
 uint64_t round256(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 
-/// The workspace split into f32 state kept across GEMMs (its tail) and the
-/// GEMMs' cuBLASLt workspace (the rest).
-struct Workspace {
-  float *state = nullptr;
-  void *gemm = nullptr;
-  uint64_t gemmBytes = 0;
-};
-
-bool splitWorkspace(memopt_context *ctx, const char *entry, int64_t floats,
-                    Workspace &w) {
-  uint64_t bytes = round256(static_cast<uint64_t>(floats) * sizeof(float));
-  if (bytes > ctx->workspaceBytes / 2) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "%lld rows need %llu bytes of workspace, more than half of the "
-             "runtime's %llu",
-             static_cast<long long>(floats),
-             static_cast<unsigned long long>(bytes),
-             static_cast<unsigned long long>(ctx->workspaceBytes));
-    return false;
-  }
-  w.gemmBytes = ctx->workspaceBytes - bytes;
-  w.gemm = ctx->workspace;
-  w.state = reinterpret_cast<float *>(static_cast<char *>(ctx->workspace) +
-                                      w.gemmBytes);
-  return true;
-}
-
 /// c[m, n] = op(a) op(b) (+ c when `accumulate`); an empty inner extent
 /// gives zero.
-void product(memopt_context *ctx, const char *entry, const Workspace &w,
-             memopt_dtype dtype, memopt_dtype outDtype, const void *a,
-             const void *b, void *c, int64_t m, int64_t n, int64_t k,
-             bool transA, bool transB, bool accumulate) {
+void product(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+             memopt_dtype outDtype, const void *a, const void *b, void *c,
+             int64_t m, int64_t n, int64_t k, bool transA, bool transB,
+             bool accumulate) {
   if (!isLive(ctx) || m == 0 || n == 0)
     return;
   if (k == 0) {
@@ -86,7 +59,7 @@ void product(memopt_context *ctx, const char *entry, const Workspace &w,
     return;
   }
   gemm(ctx, entry, dtype, outDtype, a, b, c, m, n, k, transA, transB,
-       accumulate ? 1.0f : 0.0f, w.gemm, w.gemmBytes);
+       accumulate ? 1.0f : 0.0f);
 }
 
 template <typename T>
@@ -303,16 +276,17 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                                  int64_t ignore_index,
                                  memopt_loss_reduction reduction) {
   const char *entry = "memopt_linear_cross_entropy";
-  Workspace ws;
   if (!checkLinearCrossEntropy(ctx, entry, dtype, w_dtype, label_dtype,
                                reduction, rows, dim, classes, chunk, scratch,
-                               scratch_bytes, /*grad=*/0, loss, {x, w, labels, lse}) ||
-      !splitWorkspace(ctx, entry, rows > 0 ? rows : 1, ws))
+                               scratch_bytes, /*grad=*/0, loss,
+                               {x, w, labels, lse}))
+    return;
+  float *labelLogit = scratchFloats(ctx, entry, rows > 0 ? rows : 1);
+  if (!labelLogit)
     return;
   bool is64 = label_dtype == MEMOPT_I64;
   Scratch parts = scratchParts(dtype, scratch, rows, dim, chunk, /*grad=*/0);
   float *logits = parts.logits;
-  float *labelLogit = ws.state;
   if (rows > 0 && classes == 0) {
     fillFloatsKernel<<<gridFor(rows), kBlock, 0, ctx->stream>>>(lse, rows,
                                                                 -INFINITY);
@@ -325,7 +299,7 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
         weightRows(ctx, entry, dtype, w_dtype, w, parts, c0, width, dim);
     if (!isLive(ctx))
       return;
-    product(ctx, entry, ws, dtype, MEMOPT_F32, x, wc, logits, rows, width, dim,
+    product(ctx, entry, dtype, MEMOPT_F32, x, wc, logits, rows, width, dim,
             /*transA=*/false, /*transB=*/true,
             /*accumulate=*/false);
     if (!isLive(ctx))
@@ -353,17 +327,17 @@ void memopt_linear_cross_entropy_grad(
     int64_t dim, int64_t classes, int64_t chunk, int64_t ignore_index,
     memopt_loss_reduction reduction) {
   const char *entry = "memopt_linear_cross_entropy_grad";
-  Workspace ws;
   if (!checkLinearCrossEntropy(ctx, entry, dtype, w_dtype, label_dtype,
                                reduction, rows, dim, classes, chunk, scratch,
                                scratch_bytes, /*grad=*/1, grad_loss,
-                               {x, w, labels, lse, grad_x}) ||
-      !splitWorkspace(ctx, entry, 1, ws))
+                               {x, w, labels, lse, grad_x}))
+    return;
+  float *count = scratchFloats(ctx, entry, 1);
+  if (!count)
     return;
   bool is64 = label_dtype == MEMOPT_I64;
   bool mean = reduction == MEMOPT_REDUCTION_MEAN;
   size_t size = memopt_dtype_size(dtype);
-  float *count = ws.state;
   labelCountKernel<<<1, 1024, 0, ctx->stream>>>(
       is64, labels, rows, classes, ignore_index, count, ctx->deviceError);
   if (!checkLaunch(ctx, entry, "labelCountKernel"))
@@ -385,7 +359,7 @@ void memopt_linear_cross_entropy_grad(
         weightRows(ctx, entry, dtype, w_dtype, w, parts, c0, width, dim);
     if (!isLive(ctx))
       return;
-    product(ctx, entry, ws, dtype, MEMOPT_F32, x, wc, parts.logits, rows, width,
+    product(ctx, entry, dtype, MEMOPT_F32, x, wc, parts.logits, rows, width,
             dim, /*transA=*/false, /*transB=*/true,
             /*accumulate=*/false);
     if (!isLive(ctx))
@@ -412,13 +386,13 @@ void memopt_linear_cross_entropy_grad(
       return;
     // grad_w's rows of the chunk: [width, rows] x [rows, dim].
     if (grad_w)
-      product(ctx, entry, ws, dtype, w_dtype, dlogits, x,
+      product(ctx, entry, dtype, w_dtype, dlogits, x,
               static_cast<char *>(grad_w) +
                   c0 * dim * memopt_dtype_size(w_dtype),
               width, dim, rows,
               /*transA=*/true, /*transB=*/false, /*accumulate=*/false);
     // grad_x (+)= [rows, width] x [width, dim], in f32.
-    product(ctx, entry, ws, dtype, MEMOPT_F32, dlogits, wc, gradXAcc, rows, dim,
+    product(ctx, entry, dtype, MEMOPT_F32, dlogits, wc, gradXAcc, rows, dim,
             width, /*transA=*/false, /*transB=*/false,
             /*accumulate=*/c0 > 0);
   }

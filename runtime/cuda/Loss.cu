@@ -176,7 +176,7 @@ void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
   if (!checkCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
                          classes, loss, {logits, labels}, label_smoothing))
     return;
-  float *rowLoss = workspaceFloats(ctx, entry, rows > 0 ? rows : 1);
+  float *rowLoss = scratchFloats(ctx, entry, rows > 0 ? rows : 1);
   if (!rowLoss)
     return;
   bool is64 = label_dtype == MEMOPT_I64;
@@ -209,7 +209,7 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
                          label_smoothing) ||
       isEmpty({rows}))
     return;
-  float *count = workspaceFloats(ctx, entry, 1);
+  float *count = scratchFloats(ctx, entry, 1);
   if (!count)
     return;
   bool is64 = label_dtype == MEMOPT_I64;
@@ -237,7 +237,7 @@ void memopt_mse_loss(memopt_context *ctx, memopt_dtype dtype, const void *input,
   const char *entry = "memopt_mse_loss";
   if (!checkMseLoss(ctx, entry, dtype, reduction, n, loss, {input, target}))
     return;
-  float *partial = workspaceFloats(ctx, entry, kLossBlocks);
+  float *partial = scratchFloats(ctx, entry, kLossBlocks);
   if (!partial)
     return;
   dispatchFloat(dtype, [&](auto tag) {

@@ -294,16 +294,16 @@ void memopt_embedding_grad(memopt_context *ctx, memopt_dtype dtype,
     checkLaunch(ctx, entry, "embeddingGradKernel");
     return;
   }
-  // f16/bf16: accumulate column chunks in the f32 workspace, then round.
-  int64_t capacity = static_cast<int64_t>(ctx->workspaceBytes / 4);
+  // f16/bf16: accumulate column chunks in the f32 scratch, then round.
+  int64_t capacity = static_cast<int64_t>(ctx->scratchBytes / 4);
   int64_t width = capacity / num_rows;
   if (width < 1) {
-    workspaceFloats(ctx, entry, num_rows);
+    scratchFloats(ctx, entry, num_rows);
     return;
   }
   if (width > dim)
     width = dim;
-  float *acc = static_cast<float *>(ctx->workspace);
+  float *acc = static_cast<float *>(ctx->scratch);
   for (int64_t col0 = 0; col0 < dim; col0 += width) {
     int64_t w = dim - col0 < width ? dim - col0 : width;
     if (!MEMOPT_CUDA_CHECK(ctx, entry,

@@ -309,9 +309,9 @@ bool buildTrain(const memopt::CompileOptions &flags, const char *argv0) {
 #endif
   }
 
-  // --target=cuda: nvcc links the program (cudart statically, cuBLASLt
-  // dynamically); the generated step is host C++ that calls the runtime, so
-  // nvcc hands it to its host compiler (--cxx when given).
+  // --target=cuda: nvcc links the program (cudart statically, cuBLASLt,
+  // cuDNN and NCCL dynamically); the generated step is host C++ that calls the
+  // runtime, so nvcc hands it to its host compiler (--cxx when given).
   std::string compiler = isCuda ? MEMOPT_NVCC : flags.cxx;
   if (isCuda && !llvm::sys::fs::can_execute(compiler))
     return fail("cannot find nvcc at '" + compiler + "'");
@@ -348,6 +348,7 @@ bool buildTrain(const memopt::CompileOptions &flags, const char *argv0) {
     }
     args.push_back("-L" MEMOPT_CUDA_LIBRARY_DIR);
     args.push_back("-lcublasLt");
+    args.push_back("-lcudnn");
     args.push_back("-lnccl");
   } else {
     args.push_back("-lopenblas");

@@ -1,0 +1,67 @@
+//===- PlanCache.h - library plans made once per call site ------*- C++ -*-===//
+//
+// cuBLASLt matmuls and cuDNN convolutions need descriptors, layouts and an
+// algorithm choice before they run. A step calls the same entries with the
+// same shapes every time, so the runtime makes each plan once, the first time
+// its key (shapes, dtypes, options, alignments) is seen, and reuses it for
+// every later call: a steady-state step creates no descriptor and asks no
+// heuristic. The context owns one cache per library, and the plans (whose
+// destructors release the descriptors) die with it, before the library
+// handles.
+//
+// Plain C++ (no CUDA headers), so that the unit tests check the caching
+// without a device.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_RUNTIME_CUDA_PLANCACHE_H
+#define MEMOPT_RUNTIME_CUDA_PLANCACHE_H
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace memopt {
+namespace cuda {
+
+/// Plans of type `Plan` by `Key` (ordered by operator<).
+template <typename Key, typename Plan> class PlanCache {
+public:
+  /// The plan for `key`: the cached one, or a new one that `make(Plan &)`
+  /// fills in. A `make` that returns false (after recording an error) leaves
+  /// nothing cached, so the next call tries again; null is returned.
+  template <typename Make> Plan *get(const Key &key, Make &&make) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = plans.find(key);
+    if (found != plans.end())
+      return found->second.get();
+    auto plan = std::make_unique<Plan>();
+    if (!make(*plan))
+      return nullptr;
+    Plan *result = plan.get();
+    plans.emplace(key, std::move(plan));
+    return result;
+  }
+
+  /// How many plans were made (for the tests and --stats).
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mutex);
+    return plans.size();
+  }
+
+  /// Destroys every plan.
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex);
+    plans.clear();
+  }
+
+private:
+  mutable std::mutex mutex;
+  std::map<Key, std::unique_ptr<Plan>> plans;
+};
+
+} // namespace cuda
+} // namespace memopt
+
+#endif // MEMOPT_RUNTIME_CUDA_PLANCACHE_H

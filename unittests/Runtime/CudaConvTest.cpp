@@ -1,0 +1,11 @@
+//===- CudaConvTest.cpp
+//------------------------------------------------------===//
+//
+// (being written)
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaRuntime.h"
+#include "CudaTestFixture.h"
+
+#include "gtest/gtest.h"

@@ -1,0 +1,11 @@
+//===- CudaEmbeddingTest.cpp
+//------------------------------------------------------===//
+//
+// (being written)
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaRuntime.h"
+#include "CudaTestFixture.h"
+
+#include "gtest/gtest.h"

@@ -1,0 +1,11 @@
+//===- CudaReductionTest.cpp
+//------------------------------------------------------===//
+//
+// (being written)
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaRuntime.h"
+#include "CudaTestFixture.h"
+
+#include "gtest/gtest.h"
