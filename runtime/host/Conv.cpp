@@ -74,6 +74,10 @@ public:
         float *row = out + r * ld + b * p;
         int64_t shift = j * g.dw - g.pw, x0 = insideBegin(shift),
                 x1 = insideEnd(shift, x0);
+        if (rowsAreContiguous() && x0 < x1) {
+          copyShiftedPlane(image, row, i * g.dh - g.ph, shift, x0, x1);
+          continue;
+        }
         for (int64_t y = 0; y < g.oh; ++y) {
           int64_t iy = y * g.sh - g.ph + i * g.dh;
           float *dst = row + y * g.ow;
@@ -135,6 +139,39 @@ private:
   }
   int64_t insideEnd(int64_t shift, int64_t begin) const {
     return std::max(begin, std::min(g.ow, ceilDiv(g.w - shift, g.sw)));
+  }
+
+  /// Unit strides and an output as wide as the input (a "same" convolution):
+  /// one kernel position's im2col row is then the input plane shifted as a
+  /// whole, so consecutive output rows read consecutive input rows.
+  bool rowsAreContiguous() const {
+    return g.sh == 1 && g.sw == 1 && g.ow == g.w;
+  }
+
+  /// im2col's row for one kernel position when rowsAreContiguous(): output
+  /// row y reads input row y + rowShift, column x reads x + shift, which is
+  /// inside for x in [x0, x1). One copy moves every inside row (a column
+  /// outside lands on a neighbouring row's element, which the edges then
+  /// zero), instead of one short copy per row.
+  void copyShiftedPlane(const float *image, float *dst, int64_t rowShift,
+                        int64_t shift, int64_t x0, int64_t x1) const {
+    int64_t y0 = std::clamp<int64_t>(-rowShift, 0, g.oh);
+    int64_t y1 = std::clamp<int64_t>(g.h - rowShift, y0, g.oh);
+    std::fill(dst, dst + y0 * g.ow, 0.0f);
+    std::fill(dst + y1 * g.ow, dst + g.oh * g.ow, 0.0f);
+    // dst[L] = image[L + offset] for L in [y0 * ow, y1 * ow), clipped to the
+    // image; what the clipping leaves out are edge columns.
+    int64_t offset = rowShift * g.w + shift;
+    int64_t begin = std::max(y0 * g.ow, -offset);
+    int64_t end = std::min(y1 * g.ow, g.h * g.w - offset);
+    if (begin < end)
+      std::memcpy(dst + begin, image + begin + offset,
+                  static_cast<size_t>(end - begin) * sizeof(float));
+    for (int64_t y = y0; y < y1; ++y) {
+      float *line = dst + y * g.ow;
+      std::fill(line, line + x0, 0.0f);
+      std::fill(line + x1, line + g.ow, 0.0f);
+    }
   }
 
   /// Calls fn(offset in the tensor, slot in the planes, bytes) for every
@@ -286,18 +323,19 @@ void memopt_conv2d_grad_filter(memopt_context *ctx, memopt_dtype dtype,
 namespace {
 
 /// Calls fn(offset) for the input offset, within one [h, w] plane, of each
-/// element of window (y, x), in row-major order; padding is skipped.
+/// element of window (y, x), in row-major order; padding is skipped. The
+/// window is clipped to the plane once, so the loops test nothing per
+/// element (pooling runs it for every output).
 template <typename Fn>
-void forEachInWindow(const PoolShape &g, int64_t y, int64_t x, Fn &&fn) {
-  for (int64_t i = 0; i < g.kh; ++i) {
-    int64_t iy = y * g.sh - g.ph + i;
-    if (iy < 0 || iy >= g.h)
-      continue;
-    for (int64_t j = 0; j < g.kw; ++j) {
-      int64_t ix = x * g.sw - g.pw + j;
-      if (ix >= 0 && ix < g.w)
-        fn(iy * g.w + ix);
-    }
+[[gnu::always_inline]] inline void
+forEachInWindow(const PoolShape &g, int64_t y, int64_t x, Fn &&fn) {
+  int64_t top = y * g.sh - g.ph, left = x * g.sw - g.pw;
+  int64_t i0 = std::max<int64_t>(0, -top), i1 = std::min(g.kh, g.h - top);
+  int64_t j0 = std::max<int64_t>(0, -left), j1 = std::min(g.kw, g.w - left);
+  for (int64_t i = i0; i < i1; ++i) {
+    int64_t row = (top + i) * g.w + left;
+    for (int64_t j = j0; j < j1; ++j)
+      fn(row + j);
   }
 }
 
@@ -315,19 +353,25 @@ void forEachPoolOutput(const PoolShape &g, int64_t planes, Fn &&fn) {
 }
 
 /// The input offset (within one [h, w] plane) of the maximum of window
-/// (y, x): the first in row-major order on ties, the first NaN if any. Every
-/// window holds at least one input element since padding <= kernel / 2.
-int64_t argmaxOfWindow(const PoolShape &g, const float *plane, int64_t y,
-                       int64_t x) {
+/// (y, x): the first in row-major order on ties; with NaNs, the last NaN
+/// (PyTorch's CPU and CUDA kernels take every NaN they meet). Every window
+/// holds at least one input element since padding <= kernel / 2.
+[[gnu::always_inline]] inline int64_t
+argmaxOfWindow(const PoolShape &g, const float *plane, int64_t y, int64_t x) {
+  // Written so that the compiler selects (cmov, maxss) instead of branching:
+  // comparisons of random data mispredict half the time. The first element
+  // is taken, then anything larger until a NaN is seen, and every NaN.
   int64_t best = -1;
   float bestValue = -INFINITY;
+  bool sawNaN = false;
   forEachInWindow(g, y, x, [&](int64_t offset) {
     float v = plane[offset];
-    if (best < 0 || v > bestValue ||
-        (std::isnan(v) && !std::isnan(bestValue))) {
-      best = offset;
-      bestValue = v;
-    }
+    bool isNaN = v != v;
+    bool take = (best < 0) | ((v > bestValue) & !sawNaN) | isNaN;
+    int64_t mask = -static_cast<int64_t>(take);
+    best = (offset & mask) | (best & ~mask);
+    bestValue = v > bestValue ? v : bestValue;
+    sawNaN |= isNaN;
   });
   return best;
 }

@@ -11,6 +11,7 @@
 #include "RuntimeTestUtil.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 using namespace memopt::test;
@@ -60,6 +61,27 @@ struct Conv {
   }
 };
 
+/// Unit-stride convolutions whose output is as wide as the input: im2col
+/// moves a whole shifted plane at once for them (rowsAreContiguous).
+std::vector<Conv> sameWidthConvs() {
+  std::vector<Conv> configs(5);
+  for (Conv &cv : configs) {
+    cv.sh = cv.sw = 1;
+    cv.kh = cv.kw = 3;
+    cv.ph = cv.pw = 1;
+    cv.dh = cv.dw = 1;
+  }
+  configs[1].dh = configs[1].dw = 2; // dilated, padding 2
+  configs[1].ph = configs[1].pw = 2;
+  configs[2].ph = 0;                 // fewer output rows than input rows
+  configs[3].kh = configs[3].kw = 1; // 1x1
+  configs[3].ph = configs[3].pw = 0;
+  configs[4].w = 2; // shifts as wide as a row: no column inside
+  configs[4].kw = 5;
+  configs[4].pw = 2;
+  return configs;
+}
+
 TEST_F(RuntimeTest, Conv2dMatchesDirectLoop) {
   std::vector<Conv> configs(3);
   configs[1].groups = 1;
@@ -70,7 +92,13 @@ TEST_F(RuntimeTest, Conv2dMatchesDirectLoop) {
   configs[2].o = 8;
   configs[2].ph = 0;
   configs[2].pw = 0;
+  for (const Conv &cv : sameWidthConvs())
+    configs.push_back(cv);
   for (const Conv &cv : configs) {
+    SCOPED_TRACE(testing::Message()
+                 << "kernel " << cv.kh << "x" << cv.kw << " stride " << cv.sh
+                 << "," << cv.sw << " padding " << cv.ph << "," << cv.pw
+                 << " dilation " << cv.dh << "," << cv.dw << " width " << cv.w);
     std::vector<float> x = randomVector(rng, cv.inSize());
     std::vector<float> f = randomVector(rng, cv.filterSize());
     std::vector<float> y;
@@ -83,38 +111,45 @@ TEST_F(RuntimeTest, Conv2dMatchesDirectLoop) {
 }
 
 TEST_F(RuntimeTest, Conv2dGradientsMatchFiniteDifferences) {
-  Conv cv;
-  std::vector<float> x = randomVector(rng, cv.inSize());
-  std::vector<float> f = randomVector(rng, cv.filterSize());
-  std::vector<float> r = randomVector(rng, cv.outSize());
-  std::vector<float> dx(cv.inSize()), df(cv.filterSize());
-  memopt_conv2d_grad_input(ctx, MEMOPT_F32, r.data(), f.data(), dx.data(), cv.n,
-                           cv.c, cv.h, cv.w, cv.o, cv.kh, cv.kw, cv.sh, cv.sw,
-                           cv.ph, cv.pw, cv.dh, cv.dw, cv.groups);
-  memopt_conv2d_grad_filter(ctx, MEMOPT_F32, r.data(), x.data(), df.data(),
-                            cv.n, cv.c, cv.h, cv.w, cv.o, cv.kh, cv.kw, cv.sh,
-                            cv.sw, cv.ph, cv.pw, cv.dh, cv.dw, cv.groups);
-  expectOk();
-  // Adjoint identities (exact up to f32 rounding).
-  std::vector<float> y;
-  cv.forward(ctx, x, f, y);
-  double yr = dot(y, r);
-  EXPECT_NEAR(dot(x, dx), yr, 1e-4 * (1 + std::fabs(yr)));
-  EXPECT_NEAR(dot(f, df), yr, 1e-4 * (1 + std::fabs(yr)));
-  // Central differences; conv is linear in each argument, so only rounding
-  // limits the agreement.
-  auto lossX = [&](std::vector<float> &xv) {
-    std::vector<float> out;
-    cv.forward(ctx, xv, f, out);
-    return dot(out, r);
-  };
-  auto lossF = [&](std::vector<float> &fv) {
-    std::vector<float> out;
-    cv.forward(ctx, x, fv, out);
-    return dot(out, r);
-  };
-  expectGradient(lossX, x, dx, "conv2d grad_input");
-  expectGradient(lossF, f, df, "conv2d grad_filter");
+  std::vector<Conv> configs = {Conv()};
+  for (const Conv &cv : sameWidthConvs())
+    configs.push_back(cv);
+  for (const Conv &cv : configs) {
+    SCOPED_TRACE(testing::Message()
+                 << "kernel " << cv.kh << "x" << cv.kw << " padding " << cv.ph
+                 << "," << cv.pw << " width " << cv.w);
+    std::vector<float> x = randomVector(rng, cv.inSize());
+    std::vector<float> f = randomVector(rng, cv.filterSize());
+    std::vector<float> r = randomVector(rng, cv.outSize());
+    std::vector<float> dx(cv.inSize()), df(cv.filterSize());
+    memopt_conv2d_grad_input(ctx, MEMOPT_F32, r.data(), f.data(), dx.data(),
+                             cv.n, cv.c, cv.h, cv.w, cv.o, cv.kh, cv.kw, cv.sh,
+                             cv.sw, cv.ph, cv.pw, cv.dh, cv.dw, cv.groups);
+    memopt_conv2d_grad_filter(ctx, MEMOPT_F32, r.data(), x.data(), df.data(),
+                              cv.n, cv.c, cv.h, cv.w, cv.o, cv.kh, cv.kw, cv.sh,
+                              cv.sw, cv.ph, cv.pw, cv.dh, cv.dw, cv.groups);
+    expectOk();
+    // Adjoint identities (exact up to f32 rounding).
+    std::vector<float> y;
+    cv.forward(ctx, x, f, y);
+    double yr = dot(y, r);
+    EXPECT_NEAR(dot(x, dx), yr, 1e-4 * (1 + std::fabs(yr)));
+    EXPECT_NEAR(dot(f, df), yr, 1e-4 * (1 + std::fabs(yr)));
+    // Central differences; conv is linear in each argument, so only rounding
+    // limits the agreement.
+    auto lossX = [&](std::vector<float> &xv) {
+      std::vector<float> out;
+      cv.forward(ctx, xv, f, out);
+      return dot(out, r);
+    };
+    auto lossF = [&](std::vector<float> &fv) {
+      std::vector<float> out;
+      cv.forward(ctx, x, fv, out);
+      return dot(out, r);
+    };
+    expectGradient(lossX, x, dx, "conv2d grad_input");
+    expectGradient(lossF, f, df, "conv2d grad_filter");
+  }
 }
 
 struct Pool {
@@ -194,6 +229,26 @@ TEST_F(RuntimeTest, MaxPoolGradientGoesToFirstMaximumOnTies) {
   memopt_max_pool2d_grad(ctx, MEMOPT_F32, g.data(), x.data(), dx.data(), 1, 1,
                          2, 4, 2, 2, 2, 2, 0, 0);
   EXPECT_EQ(dx, (std::vector<float>{3, 0, 5, 0, 0, 0, 0, 0}));
+}
+
+TEST_F(RuntimeTest, MaxPoolPropagatesNaN) {
+  // PyTorch's rule (torch 1.13, checked): a window with a NaN outputs NaN
+  // and routes its gradient to its last NaN in row-major order, whatever the
+  // larger values. One 2x6 plane, three 2x2 windows: NaN between larger
+  // values, two NaNs, none.
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x = {5.0f, nan,  -1.0f, 2.0f, 0.0f, 7.0f, //
+                          9.0f, 1.0f, nan,   nan,  7.0f, 3.0f};
+  std::vector<float> y(3), g = {2.0f, 3.0f, 4.0f}, dx(12);
+  memopt_max_pool2d(ctx, MEMOPT_F32, x.data(), y.data(), 1, 1, 2, 6, 2, 2, 2, 2,
+                    0, 0);
+  memopt_max_pool2d_grad(ctx, MEMOPT_F32, g.data(), x.data(), dx.data(), 1, 1,
+                         2, 6, 2, 2, 2, 2, 0, 0);
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_TRUE(std::isnan(y[1]));
+  EXPECT_EQ(y[2], 7.0f) << "the first of two equal maxima";
+  EXPECT_EQ(dx, (std::vector<float>{0, 2, 0, 0, 0, 4, //
+                                    0, 0, 0, 3, 0, 0}));
 }
 
 } // namespace

@@ -495,8 +495,8 @@ void memopt_max_pool2d(memopt_context *ctx, memopt_dtype dtype,
                        int64_t pad_w);
 
 /// `memopt.max_pool2d_grad`: routes each output gradient to its window's
-/// maximum in `input` (the first in row-major order on ties); `grad_input`
-/// has the input's shape.
+/// maximum in `input` (the first in row-major order on ties; in a window
+/// with NaNs, its last NaN, as PyTorch); `grad_input` has the input's shape.
 void memopt_max_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
                             const void *grad, const void *input,
                             void *grad_input, int64_t n, int64_t c, int64_t h,
