@@ -186,6 +186,14 @@ bool memopt::cuda::checkLaunch(memopt_context *ctx, const char *entry,
   return true;
 }
 
+bool memopt::cuda::allowTf32() {
+  static const bool allow = [] {
+    const char *value = std::getenv("MEMOPT_CUDA_ALLOW_TF32");
+    return value && *value && std::strcmp(value, "0") != 0;
+  }();
+  return allow;
+}
+
 float *memopt::cuda::scratchFloats(memopt_context *ctx, const char *entry,
                                    int64_t n) {
   if (static_cast<uint64_t>(n) * sizeof(float) <= ctx->scratchBytes)

@@ -1,129 +1,421 @@
-//===- Conv.cu - direct convolution and pooling ----------------------------===//
+//===- Conv.cu - convolutions through cuDNN -------------------------------===//
 //
-// Direct kernels, one thread per result element, each a gather in a fixed
-// order (no atomics, no workspace): conv2d and its input gradient loop over
-// the window, the filter gradient over the batch and output positions.
-// Correct for every stride, padding, dilation and group count; not tuned
-// (docs/CUDA.md: cuDNN or implicit GEMM is the follow-up for CNN speed).
+// memopt_conv2d, memopt_conv2d_grad_input and memopt_conv2d_grad_filter are
+// cudnnConvolutionForward, cudnnConvolutionBackwardData and
+// cudnnConvolutionBackwardFilter (cuDNN's legacy convolution API) on NCHW
+// tensors, with the group count, strides, padding and dilation set on the
+// convolution descriptor and beta = 0, so each entry overwrites its result.
+//
+// A plan per entry and shape (ConvPlan.h has its key and descriptor
+// arguments) owns the descriptors and the algorithm, chosen once from
+// cuDNN's heuristic: the first deterministic one whose workspace fits the
+// library slice. A steady-state step only runs the convolutions.
+//
+// Numerics: f32 data computes in f32 with FMA math (no TF32 unless
+// MEMOPT_CUDA_ALLOW_TF32=1, the switch the GEMMs read); f16 and bf16 data
+// compute in f32 (the descriptor's compute type) and may use tensor cores.
+// The library may clobber its workspace slice, never the scratch slice.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Device.cuh"
+#include "ConvPlan.h"
+#include "CudaRuntime.h"
+#include "memopt/runtime/PlanCache.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 using namespace memopt::cuda;
 
 namespace {
 
-template <typename T>
-__global__ void convKernel(const T *x, const T *f, T *y, ConvShape s) {
-  int64_t cg = s.c / s.groups, og = s.o / s.groups;
-  GRID_STRIDE(i, s.n * s.o * s.oh * s.ow) {
-    int64_t ox = i % s.ow, oy = (i / s.ow) % s.oh;
-    int64_t oc = (i / (s.ow * s.oh)) % s.o, b = i / (s.ow * s.oh * s.o);
-    int64_t g = oc / og;
-    float acc = 0.0f;
-    for (int64_t ci = 0; ci < cg; ++ci) {
-      const T *xc = x + (b * s.c + g * cg + ci) * s.h * s.w;
-      const T *fc = f + (oc * cg + ci) * s.kh * s.kw;
-      for (int64_t ky = 0; ky < s.kh; ++ky) {
-        int64_t iy = oy * s.sh - s.ph + ky * s.dh;
-        if (iy < 0 || iy >= s.h)
-          continue;
-        for (int64_t kx = 0; kx < s.kw; ++kx) {
-          int64_t ix = ox * s.sw - s.pw + kx * s.dw;
-          if (ix < 0 || ix >= s.w)
-            continue;
-          acc += toF32(xc[iy * s.w + ix]) * toF32(fc[ky * s.kw + kx]);
-        }
-      }
-    }
-    y[i] = fromF32<T>(acc);
+cudnnDataType_t toCudnnType(memopt_dtype dtype) {
+  switch (dtype) {
+  case MEMOPT_F16:
+    return CUDNN_DATA_HALF;
+  case MEMOPT_BF16:
+    return CUDNN_DATA_BFLOAT16;
+  default:
+    return CUDNN_DATA_FLOAT;
   }
 }
 
-template <typename T>
-__global__ void convGradInputKernel(const T *dy, const T *f, T *dx,
-                                    ConvShape s) {
-  int64_t cg = s.c / s.groups, og = s.o / s.groups;
-  GRID_STRIDE(i, s.n * s.c * s.h * s.w) {
-    int64_t ix = i % s.w, iy = (i / s.w) % s.h;
-    int64_t ch = (i / (s.w * s.h)) % s.c, b = i / (s.w * s.h * s.c);
-    int64_t g = ch / cg, ci = ch % cg;
-    float acc = 0.0f;
-    for (int64_t oc = g * og; oc < (g + 1) * og; ++oc) {
-      const T *dyc = dy + (b * s.o + oc) * s.oh * s.ow;
-      const T *fc = f + (oc * cg + ci) * s.kh * s.kw;
-      for (int64_t ky = 0; ky < s.kh; ++ky) {
-        int64_t ty = iy + s.ph - ky * s.dh;
-        if (ty < 0 || ty % s.sh)
-          continue;
-        int64_t oy = ty / s.sh;
-        if (oy >= s.oh)
-          continue;
-        for (int64_t kx = 0; kx < s.kw; ++kx) {
-          int64_t tx = ix + s.pw - kx * s.dw;
-          if (tx < 0 || tx % s.sw)
-            continue;
-          int64_t ox = tx / s.sw;
-          if (ox >= s.ow)
-            continue;
-          acc += toF32(dyc[oy * s.ow + ox]) * toF32(fc[ky * s.kw + kx]);
-        }
-      }
-    }
-    dx[i] = fromF32<T>(acc);
+const char *directionCall(ConvDirection direction) {
+  switch (direction) {
+  case ConvDirection::Forward:
+    return "cudnnConvolutionForward";
+  case ConvDirection::BackwardData:
+    return "cudnnConvolutionBackwardData";
+  case ConvDirection::BackwardFilter:
+    return "cudnnConvolutionBackwardFilter";
   }
+  return "";
 }
 
-template <typename T>
-__global__ void convGradFilterKernel(const T *dy, const T *x, T *df,
-                                     ConvShape s) {
-  int64_t cg = s.c / s.groups, og = s.o / s.groups;
-  GRID_STRIDE(i, s.o * cg * s.kh * s.kw) {
-    int64_t kx = i % s.kw, ky = (i / s.kw) % s.kh;
-    int64_t ci = (i / (s.kw * s.kh)) % cg, oc = i / (s.kw * s.kh * cg);
-    int64_t g = oc / og;
-    float acc = 0.0f;
-    for (int64_t b = 0; b < s.n; ++b) {
-      const T *dyc = dy + (b * s.o + oc) * s.oh * s.ow;
-      const T *xc = x + (b * s.c + g * cg + ci) * s.h * s.w;
-      for (int64_t oy = 0; oy < s.oh; ++oy) {
-        int64_t iy = oy * s.sh - s.ph + ky * s.dh;
-        if (iy < 0 || iy >= s.h)
-          continue;
-        for (int64_t ox = 0; ox < s.ow; ++ox) {
-          int64_t ix = ox * s.sw - s.pw + kx * s.dw;
-          if (ix < 0 || ix >= s.w)
-            continue;
-          acc += toF32(dyc[oy * s.ow + ox]) * toF32(xc[iy * s.w + ix]);
-        }
-      }
-    }
-    df[i] = fromF32<T>(acc);
-  }
+/// "input [n, c, h, w], filter [...], stride (..), ..." for error messages.
+std::string describeShape(const ConvShape &s, memopt_dtype dtype) {
+  char text[320];
+  std::snprintf(text, sizeof(text),
+                "input [%lld, %lld, %lld, %lld], filter [%lld, %lld, %lld, "
+                "%lld], stride (%lld, %lld), padding (%lld, %lld), dilation "
+                "(%lld, %lld), groups %lld, %s",
+                static_cast<long long>(s.n), static_cast<long long>(s.c),
+                static_cast<long long>(s.h), static_cast<long long>(s.w),
+                static_cast<long long>(s.o), static_cast<long long>(s.cg()),
+                static_cast<long long>(s.kh), static_cast<long long>(s.kw),
+                static_cast<long long>(s.sh), static_cast<long long>(s.sw),
+                static_cast<long long>(s.ph), static_cast<long long>(s.pw),
+                static_cast<long long>(s.dh), static_cast<long long>(s.dw),
+                static_cast<long long>(s.groups), dtypeName(dtype));
+  return text;
 }
 
-/// Every entry of this file: one thread per element of the result (`total`
-/// of them), running `kernel(tag)`, the kernel's instantiation for the
-/// storage type of `tag`, on up to two operands. The entries differ only in
-/// kernel, operands and which extent they cover.
-template <typename Shape, typename Kernel>
-void launch(memopt_context *ctx, const char *entry, const char *name,
-            memopt_dtype dtype, const Shape &s, int64_t total,
-            std::initializer_list<const void *> operands, void *result,
-            Kernel kernel) {
-  if (!checkPointers(ctx, entry, total, operands) ||
-      !checkPointers(ctx, entry, total, {result}) || isEmpty({total}))
+/// One heuristic result, whatever the direction's perf struct.
+struct RankedAlgo {
+  int algo = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  ConvAlgoCandidate candidate;
+};
+
+/// A strict f32 convolution (FMA math) takes no tensor-op result; the other
+/// dtypes take the math type cuDNN ranked.
+bool mathAllowed(cudnnMathType_t math, bool strictF32) {
+  return !strictF32 || (math != CUDNN_TENSOR_OP_MATH &&
+                        math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+}
+
+template <typename Perf>
+int collect(const Perf *perf, int returned, bool strictF32, RankedAlgo *out) {
+  for (int i = 0; i < returned; ++i) {
+    out[i].algo = static_cast<int>(perf[i].algo);
+    out[i].math = perf[i].mathType;
+    out[i].candidate.succeeded = perf[i].status == CUDNN_STATUS_SUCCESS;
+    out[i].candidate.deterministic = perf[i].determinism == CUDNN_DETERMINISTIC;
+    out[i].candidate.mathAllowed = mathAllowed(perf[i].mathType, strictF32);
+    out[i].candidate.workspaceBytes = perf[i].memory;
+  }
+  return returned;
+}
+
+/// The most results any direction's heuristic returns.
+constexpr int kMaxAlgos = 16;
+static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= kMaxAlgos &&
+                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT <= kMaxAlgos &&
+                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT <= kMaxAlgos,
+              "kMaxAlgos is too small");
+
+} // namespace
+
+namespace memopt {
+namespace cuda {
+
+/// A convolution's descriptors (released with it) and its algorithm.
+struct ConvPlan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t filter = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  /// The direction's cudnnConvolution*Algo_t.
+  int algo = 0;
+  size_t workspaceBytes = 0;
+
+  ConvPlan() = default;
+  ConvPlan(const ConvPlan &) = delete;
+  ConvPlan &operator=(const ConvPlan &) = delete;
+  ~ConvPlan() {
+    if (conv)
+      cudnnDestroyConvolutionDescriptor(conv);
+    if (filter)
+      cudnnDestroyFilterDescriptor(filter);
+    if (y)
+      cudnnDestroyTensorDescriptor(y);
+    if (x)
+      cudnnDestroyTensorDescriptor(x);
+  }
+};
+
+struct ConvPlans {
+  runtime::PlanCache<ConvKey, ConvPlan> plans;
+};
+
+} // namespace cuda
+} // namespace memopt
+
+namespace {
+
+/// Creates and sets `plan`'s descriptors from `d` (host calls only).
+bool setDescriptors(memopt_context *ctx, const char *entry,
+                    const ConvDescriptors &d, cudnnDataType_t type,
+                    cudnnMathType_t math, ConvPlan &plan) {
+  const ConvTensor4d &x = d.x, &y = d.y;
+  return MEMOPT_CUDNN_CHECK(ctx, entry, cudnnCreateTensorDescriptor(&plan.x)) &&
+         MEMOPT_CUDNN_CHECK(ctx, entry, cudnnCreateTensorDescriptor(&plan.y)) &&
+         MEMOPT_CUDNN_CHECK(ctx, entry,
+                            cudnnCreateFilterDescriptor(&plan.filter)) &&
+         MEMOPT_CUDNN_CHECK(ctx, entry,
+                            cudnnCreateConvolutionDescriptor(&plan.conv)) &&
+         MEMOPT_CUDNN_CHECK(ctx, entry,
+                            cudnnSetTensor4dDescriptorEx(
+                                plan.x, type, x.dims[0], x.dims[1], x.dims[2],
+                                x.dims[3], x.strides[0], x.strides[1],
+                                x.strides[2], x.strides[3])) &&
+         MEMOPT_CUDNN_CHECK(ctx, entry,
+                            cudnnSetTensor4dDescriptorEx(
+                                plan.y, type, y.dims[0], y.dims[1], y.dims[2],
+                                y.dims[3], y.strides[0], y.strides[1],
+                                y.strides[2], y.strides[3])) &&
+         MEMOPT_CUDNN_CHECK(
+             ctx, entry,
+             cudnnSetFilter4dDescriptor(plan.filter, type, CUDNN_TENSOR_NCHW,
+                                        d.filter[0], d.filter[1], d.filter[2],
+                                        d.filter[3])) &&
+         MEMOPT_CUDNN_CHECK(ctx, entry,
+                            cudnnSetConvolution2dDescriptor(
+                                plan.conv, d.pad[0], d.pad[1], d.stride[0],
+                                d.stride[1], d.dilation[0], d.dilation[1],
+                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)) &&
+         MEMOPT_CUDNN_CHECK(
+             ctx, entry, cudnnSetConvolutionGroupCount(plan.conv, d.groups)) &&
+         MEMOPT_CUDNN_CHECK(ctx, entry,
+                            cudnnSetConvolutionMathType(plan.conv, math));
+}
+
+/// The output dims cuDNN computes from `plan`'s descriptors.
+bool outputDims(memopt_context *ctx, const char *entry, const ConvPlan &plan,
+                int dims[4]) {
+  return MEMOPT_CUDNN_CHECK(ctx, entry,
+                            cudnnGetConvolution2dForwardOutputDim(
+                                plan.conv, plan.x, plan.filter, &dims[0],
+                                &dims[1], &dims[2], &dims[3]));
+}
+
+/// Sets `plan`'s descriptors for `s` and checks that cuDNN computes the
+/// output memopt does.
+bool describePlan(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+                  const ConvShape &s, cudnnMathType_t math, ConvPlan &plan) {
+  ConvDescriptors d;
+  if (!describeConv(s, d)) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "cuDNN's convolutions take tensors of fewer than 2^31 elements: "
+             "%s",
+             describeShape(s, dtype).c_str());
+    return false;
+  }
+  int dims[4] = {0, 0, 0, 0};
+  if (!setDescriptors(ctx, entry, d, toCudnnType(dtype), math, plan) ||
+      !outputDims(ctx, entry, plan, dims))
+    return false;
+  if (std::memcmp(dims, d.y.dims, sizeof(dims)) != 0) {
+    setError(ctx, MEMOPT_ERROR_DEVICE, entry,
+             "cuDNN computes the output [%d, %d, %d, %d], memopt [%d, %d, "
+             "%d, %d] for %s",
+             dims[0], dims[1], dims[2], dims[3], d.y.dims[0], d.y.dims[1],
+             d.y.dims[2], d.y.dims[3], describeShape(s, dtype).c_str());
+    return false;
+  }
+  return true;
+}
+
+/// cuDNN's heuristic ranking for `direction` (it runs nothing), into `out`;
+/// the number of results, or -1 after recording an error.
+int rankAlgorithms(memopt_context *ctx, const char *entry,
+                   ConvDirection direction, const ConvPlan &plan,
+                   bool strictF32, RankedAlgo *out) {
+  int returned = 0;
+  switch (direction) {
+  case ConvDirection::Forward: {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    if (!MEMOPT_CUDNN_CHECK(ctx, entry,
+                            cudnnGetConvolutionForwardAlgorithm_v7(
+                                ctx->dnn, plan.x, plan.filter, plan.conv,
+                                plan.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                &returned, perf)))
+      return -1;
+    return collect(perf, returned, strictF32, out);
+  }
+  case ConvDirection::BackwardData: {
+    cudnnConvolutionBwdDataAlgoPerf_t
+        perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    if (!MEMOPT_CUDNN_CHECK(ctx, entry,
+                            cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                ctx->dnn, plan.filter, plan.y, plan.conv,
+                                plan.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                &returned, perf)))
+      return -1;
+    return collect(perf, returned, strictF32, out);
+  }
+  case ConvDirection::BackwardFilter: {
+    cudnnConvolutionBwdFilterAlgoPerf_t
+        perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    if (!MEMOPT_CUDNN_CHECK(
+            ctx, entry,
+            cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                ctx->dnn, plan.x, plan.y, plan.conv, plan.filter,
+                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf)))
+      return -1;
+    return collect(perf, returned, strictF32, out);
+  }
+  }
+  return 0;
+}
+
+/// The workspace `plan.algo` needs under the descriptor's final math type
+/// (the heuristic's figure is an estimate).
+bool workspaceSize(memopt_context *ctx, const char *entry,
+                   ConvDirection direction, const ConvPlan &plan,
+                   size_t &bytes) {
+  switch (direction) {
+  case ConvDirection::Forward:
+    return MEMOPT_CUDNN_CHECK(
+        ctx, entry,
+        cudnnGetConvolutionForwardWorkspaceSize(
+            ctx->dnn, plan.x, plan.filter, plan.conv, plan.y,
+            static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), &bytes));
+  case ConvDirection::BackwardData:
+    return MEMOPT_CUDNN_CHECK(
+        ctx, entry,
+        cudnnGetConvolutionBackwardDataWorkspaceSize(
+            ctx->dnn, plan.filter, plan.y, plan.conv, plan.x,
+            static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), &bytes));
+  case ConvDirection::BackwardFilter:
+    return MEMOPT_CUDNN_CHECK(
+        ctx, entry,
+        cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            ctx->dnn, plan.x, plan.y, plan.conv, plan.filter,
+            static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), &bytes));
+  }
+  return false;
+}
+
+/// Records that no ranked algorithm qualifies, with what ruled each out.
+void noAlgorithm(memopt_context *ctx, const char *entry,
+                 ConvDirection direction, const ConvShape &s,
+                 memopt_dtype dtype, const RankedAlgo *ranked, int count) {
+  int failed = 0, nondeterministic = 0, math = 0, tooLarge = 0;
+  for (int i = 0; i < count; ++i) {
+    const ConvAlgoCandidate &c = ranked[i].candidate;
+    failed += !c.succeeded;
+    nondeterministic += c.succeeded && !c.deterministic;
+    math += c.succeeded && c.deterministic && !c.mathAllowed;
+    tooLarge += c.succeeded && c.deterministic && c.mathAllowed;
+  }
+  setError(ctx, MEMOPT_ERROR_DEVICE, entry,
+           "no deterministic %s algorithm with a workspace within the "
+           "%llu-byte library slice for %s (of %d ranked: %d unsupported, %d "
+           "nondeterministic, %d TF32 or tensor-op, %d needing more "
+           "workspace)",
+           directionCall(direction),
+           static_cast<unsigned long long>(ctx->libraryBytes),
+           describeShape(s, dtype).c_str(), count, failed, nondeterministic,
+           math, tooLarge);
+}
+
+/// Fills `plan`: descriptors, then the first ranked algorithm that
+/// qualifies (ConvPlan.h), under its math type, whose exact workspace fits.
+bool makePlan(memopt_context *ctx, const char *entry, ConvDirection direction,
+              memopt_dtype dtype, const ConvShape &s, ConvPlan &plan) {
+  bool strictF32 = dtype == MEMOPT_F32 && !allowTf32();
+  cudnnMathType_t math = dtype != MEMOPT_F32 ? CUDNN_TENSOR_OP_MATH
+                         : strictF32         ? CUDNN_FMA_MATH
+                                             : CUDNN_DEFAULT_MATH;
+  if (!describePlan(ctx, entry, dtype, s, math, plan))
+    return false;
+  RankedAlgo ranked[kMaxAlgos];
+  int count = rankAlgorithms(ctx, entry, direction, plan, strictF32, ranked);
+  if (count < 0)
+    return false;
+  ConvAlgoCandidate candidates[kMaxAlgos];
+  for (int i = 0; i < count; ++i)
+    candidates[i] = ranked[i].candidate;
+  for (int i = pickConvAlgorithm(candidates, count, ctx->libraryBytes); i >= 0;
+       i = pickConvAlgorithm(candidates, count, ctx->libraryBytes, i + 1)) {
+    plan.algo = ranked[i].algo;
+    // Strict f32 keeps FMA math whatever the result says; the others run
+    // the ranked algorithm under the math type it was ranked with.
+    if (!strictF32 &&
+        !MEMOPT_CUDNN_CHECK(
+            ctx, entry, cudnnSetConvolutionMathType(plan.conv, ranked[i].math)))
+      return false;
+    size_t bytes = 0;
+    if (!workspaceSize(ctx, entry, direction, plan, bytes))
+      return false;
+    if (bytes <= ctx->libraryBytes) {
+      plan.workspaceBytes = bytes;
+      return true;
+    }
+  }
+  noAlgorithm(ctx, entry, direction, s, dtype, ranked, count);
+  return false;
+}
+
+/// Runs `plan` on its two operands (the entry's, in argument order) into
+/// `result`, overwriting it.
+void runPlan(memopt_context *ctx, const char *entry, ConvDirection direction,
+             const ConvPlan &plan, const void *a, const void *b, void *result) {
+  const float alpha = 1.0f, beta = 0.0f;
+  void *workspace = plan.workspaceBytes ? ctx->library : nullptr;
+  bool ok = false;
+  switch (direction) {
+  case ConvDirection::Forward: // a = input, b = filter
+    ok = MEMOPT_CUDNN_CHECK(
+        ctx, entry,
+        cudnnConvolutionForward(
+            ctx->dnn, &alpha, plan.x, a, plan.filter, b, plan.conv,
+            static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), workspace,
+            plan.workspaceBytes, &beta, plan.y, result));
+    break;
+  case ConvDirection::BackwardData: // a = output gradient, b = filter
+    ok = MEMOPT_CUDNN_CHECK(
+        ctx, entry,
+        cudnnConvolutionBackwardData(
+            ctx->dnn, &alpha, plan.filter, b, plan.y, a, plan.conv,
+            static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), workspace,
+            plan.workspaceBytes, &beta, plan.x, result));
+    break;
+  case ConvDirection::BackwardFilter: // a = output gradient, b = input
+    ok = MEMOPT_CUDNN_CHECK(
+        ctx, entry,
+        cudnnConvolutionBackwardFilter(
+            ctx->dnn, &alpha, plan.x, b, plan.y, a, plan.conv,
+            static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), workspace,
+            plan.workspaceBytes, &beta, plan.filter, result));
+    break;
+  }
+  if (ok)
+    checkLaunch(ctx, entry, directionCall(direction));
+}
+
+/// The body of the three entries: `direction`'s result from operands `a`
+/// and `b` (the entry's, in argument order) of geometry `s`.
+void convolve(memopt_context *ctx, const char *entry, ConvDirection direction,
+              memopt_dtype dtype, ConvShape s, const void *a, const void *b,
+              void *result) {
+  if (!checkConv(ctx, entry, dtype, s))
     return;
-  const void *a = operands.begin()[0];
-  const void *b = operands.size() > 1 ? operands.begin()[1] : nullptr;
-  dispatchFloat(dtype, [&](auto tag) {
-    using T = MEMOPT_STORAGE(tag);
-    kernel(tag)<<<gridFor(total), kBlock, 0, ctx->stream>>>(
-        static_cast<const T *>(a), static_cast<const T *>(b),
-        static_cast<T *>(result), s);
-  });
-  checkLaunch(ctx, entry, name);
+  int64_t resultSize = direction == ConvDirection::Forward ? s.outputSize()
+                       : direction == ConvDirection::BackwardData
+                           ? s.inputSize()
+                           : s.filterSize();
+  if (!checkPointers(ctx, entry, resultSize, {a, b, result}) ||
+      isEmpty({resultSize}))
+    return;
+  // The operands are the two other tensors. An empty one leaves every sum
+  // empty: the result is zero, and cuDNN (no zero extents) is not asked.
+  if (isEmpty({s.inputSize(), s.filterSize(), s.outputSize()})) {
+    MEMOPT_CUDA_CHECK(
+        ctx, entry,
+        cudaMemsetAsync(result, 0, resultSize * dtypeSize(dtype), ctx->stream));
+    return;
+  }
+  if (!ctx->convPlans)
+    ctx->convPlans = new ConvPlans();
+  ConvPlan *plan = ctx->convPlans->plans.get(
+      makeConvKey(direction, dtype, s), [&](ConvPlan &fresh) {
+        return makePlan(ctx, entry, direction, dtype, s, fresh);
+      });
+  if (plan)
+    runPlan(ctx, entry, direction, *plan, a, b, result);
 }
 
 } // namespace
@@ -134,12 +426,10 @@ void memopt_conv2d(memopt_context *ctx, memopt_dtype dtype, const void *input,
                    int64_t stride_h, int64_t stride_w, int64_t pad_h,
                    int64_t pad_w, int64_t dil_h, int64_t dil_w,
                    int64_t groups) {
-  const char *entry = "memopt_conv2d";
-  ConvShape s{n, c, h, w, o, kh, kw, stride_h, stride_w, pad_h, pad_w,
-              dil_h, dil_w, groups, 0, 0};
-  if (checkConv(ctx, entry, dtype, s))
-    launch(ctx, entry, "convKernel", dtype, s, s.outputSize(), {input, filter},
-           out, [](auto tag) { return convKernel<MEMOPT_STORAGE(tag)>; });
+  convolve(ctx, "memopt_conv2d", ConvDirection::Forward, dtype,
+           {n, c, h, w, o, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h,
+            dil_w, groups, 0, 0},
+           input, filter, out);
 }
 
 void memopt_conv2d_grad_input(memopt_context *ctx, memopt_dtype dtype,
@@ -149,13 +439,10 @@ void memopt_conv2d_grad_input(memopt_context *ctx, memopt_dtype dtype,
                               int64_t stride_h, int64_t stride_w, int64_t pad_h,
                               int64_t pad_w, int64_t dil_h, int64_t dil_w,
                               int64_t groups) {
-  const char *entry = "memopt_conv2d_grad_input";
-  ConvShape s{n, c, h, w, o, kh, kw, stride_h, stride_w, pad_h, pad_w,
-              dil_h, dil_w, groups, 0, 0};
-  if (checkConv(ctx, entry, dtype, s))
-    launch(ctx, entry, "convGradInputKernel", dtype, s, s.inputSize(),
-           {grad, filter}, grad_input,
-           [](auto tag) { return convGradInputKernel<MEMOPT_STORAGE(tag)>; });
+  convolve(ctx, "memopt_conv2d_grad_input", ConvDirection::BackwardData, dtype,
+           {n, c, h, w, o, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h,
+            dil_w, groups, 0, 0},
+           grad, filter, grad_input);
 }
 
 void memopt_conv2d_grad_filter(memopt_context *ctx, memopt_dtype dtype,
@@ -165,181 +452,26 @@ void memopt_conv2d_grad_filter(memopt_context *ctx, memopt_dtype dtype,
                                int64_t kw, int64_t stride_h, int64_t stride_w,
                                int64_t pad_h, int64_t pad_w, int64_t dil_h,
                                int64_t dil_w, int64_t groups) {
-  const char *entry = "memopt_conv2d_grad_filter";
-  ConvShape s{n, c, h, w, o, kh, kw, stride_h, stride_w, pad_h, pad_w,
-              dil_h, dil_w, groups, 0, 0};
-  if (checkConv(ctx, entry, dtype, s))
-    launch(ctx, entry, "convGradFilterKernel", dtype, s, s.filterSize(),
-           {grad, input}, grad_filter,
-           [](auto tag) { return convGradFilterKernel<MEMOPT_STORAGE(tag)>; });
+  convolve(ctx, "memopt_conv2d_grad_filter", ConvDirection::BackwardFilter,
+           dtype,
+           {n, c, h, w, o, kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h,
+            dil_w, groups, 0, 0},
+           grad, input, grad_filter);
 }
 
-//===----------------------------------------------------------------------===//
-// Pooling
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-/// The row-major index in the window of output (oy, ox) of its maximum
-/// (first on ties, NaN wins), or -1 when the window is all padding.
-template <typename T>
-__device__ int64_t windowArgMax(const T *xc, const PoolShape &s, int64_t oy,
-                                int64_t ox, float &best) {
-  best = -INFINITY;
-  int64_t at = -1;
-  for (int64_t ky = 0; ky < s.kh; ++ky) {
-    int64_t iy = oy * s.sh - s.ph + ky;
-    if (iy < 0 || iy >= s.h)
-      continue;
-    for (int64_t kx = 0; kx < s.kw; ++kx) {
-      int64_t ix = ox * s.sw - s.pw + kx;
-      if (ix < 0 || ix >= s.w)
-        continue;
-      float v = toF32(xc[iy * s.w + ix]);
-      if (isnan(v)) {
-        best = v;
-        return iy * s.w + ix;
-      }
-      if (at < 0 || v > best) {
-        best = v;
-        at = iy * s.w + ix;
-      }
-    }
-  }
-  return at;
+bool memopt::cuda::cudnnConvOutputDims(memopt_context *ctx, const char *entry,
+                                       memopt_dtype dtype, const ConvShape &s,
+                                       int dims[4]) {
+  ConvDescriptors d;
+  ConvPlan plan;
+  return describeConv(s, d) &&
+         setDescriptors(ctx, entry, d, toCudnnType(dtype), CUDNN_FMA_MATH,
+                        plan) &&
+         outputDims(ctx, entry, plan, dims);
 }
 
-template <typename T>
-__global__ void maxPoolKernel(const T *x, const T *, T *y, PoolShape s) {
-  GRID_STRIDE(i, s.n * s.c * s.oh * s.ow) {
-    int64_t ox = i % s.ow, oy = (i / s.ow) % s.oh, nc = i / (s.ow * s.oh);
-    float best;
-    windowArgMax(x + nc * s.h * s.w, s, oy, ox, best);
-    y[i] = fromF32<T>(best);
-  }
+size_t memopt::cuda::convPlanCount(const memopt_context *ctx) {
+  return ctx && ctx->convPlans ? ctx->convPlans->plans.size() : 0;
 }
 
-/// A thread per input element gathers the gradients of the windows whose
-/// maximum it is.
-template <typename T>
-__global__ void maxPoolGradKernel(const T *dy, const T *x, T *dx,
-                                  PoolShape s) {
-  GRID_STRIDE(i, s.n * s.c * s.h * s.w) {
-    int64_t pos = i % (s.h * s.w), nc = i / (s.h * s.w);
-    int64_t iy = pos / s.w, ix = pos % s.w;
-    const T *xc = x + nc * s.h * s.w;
-    float acc = 0.0f;
-    for (int64_t oy = 0; oy < s.oh; ++oy) {
-      int64_t y0 = oy * s.sh - s.ph;
-      if (iy < y0 || iy >= y0 + s.kh)
-        continue;
-      for (int64_t ox = 0; ox < s.ow; ++ox) {
-        int64_t x0 = ox * s.sw - s.pw;
-        if (ix < x0 || ix >= x0 + s.kw)
-          continue;
-        float best;
-        if (windowArgMax(xc, s, oy, ox, best) == pos)
-          acc += toF32(dy[(nc * s.oh + oy) * s.ow + ox]);
-      }
-    }
-    dx[i] = fromF32<T>(acc);
-  }
-}
-
-template <typename T>
-__global__ void avgPoolKernel(const T *x, const T *, T *y, PoolShape s) {
-  float inv = 1.0f / static_cast<float>(s.kh * s.kw);
-  GRID_STRIDE(i, s.n * s.c * s.oh * s.ow) {
-    int64_t ox = i % s.ow, oy = (i / s.ow) % s.oh, nc = i / (s.ow * s.oh);
-    const T *xc = x + nc * s.h * s.w;
-    float acc = 0.0f;
-    for (int64_t ky = 0; ky < s.kh; ++ky) {
-      int64_t iy = oy * s.sh - s.ph + ky;
-      if (iy < 0 || iy >= s.h)
-        continue;
-      for (int64_t kx = 0; kx < s.kw; ++kx) {
-        int64_t ix = ox * s.sw - s.pw + kx;
-        if (ix >= 0 && ix < s.w)
-          acc += toF32(xc[iy * s.w + ix]);
-      }
-    }
-    y[i] = fromF32<T>(acc * inv);
-  }
-}
-
-template <typename T>
-__global__ void avgPoolGradKernel(const T *dy, const T *, T *dx, PoolShape s) {
-  float inv = 1.0f / static_cast<float>(s.kh * s.kw);
-  GRID_STRIDE(i, s.n * s.c * s.h * s.w) {
-    int64_t pos = i % (s.h * s.w), nc = i / (s.h * s.w);
-    int64_t iy = pos / s.w, ix = pos % s.w;
-    float acc = 0.0f;
-    for (int64_t oy = 0; oy < s.oh; ++oy) {
-      int64_t y0 = oy * s.sh - s.ph;
-      if (iy < y0 || iy >= y0 + s.kh)
-        continue;
-      for (int64_t ox = 0; ox < s.ow; ++ox) {
-        int64_t x0 = ox * s.sw - s.pw;
-        if (ix >= x0 && ix < x0 + s.kw)
-          acc += toF32(dy[(nc * s.oh + oy) * s.ow + ox]);
-      }
-    }
-    dx[i] = fromF32<T>(acc * inv);
-  }
-}
-
-} // namespace
-
-void memopt_max_pool2d(memopt_context *ctx, memopt_dtype dtype,
-                       const void *input, void *out, int64_t n, int64_t c,
-                       int64_t h, int64_t w, int64_t kh, int64_t kw,
-                       int64_t stride_h, int64_t stride_w, int64_t pad_h,
-                       int64_t pad_w) {
-  const char *entry = "memopt_max_pool2d";
-  PoolShape s{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
-  if (checkPool(ctx, entry, dtype, s))
-    launch(ctx, entry, "maxPoolKernel", dtype, s, s.outputSize(), {input}, out,
-           [](auto tag) { return maxPoolKernel<MEMOPT_STORAGE(tag)>; });
-}
-
-void memopt_max_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
-                            const void *grad, const void *input,
-                            void *grad_input, int64_t n, int64_t c, int64_t h,
-                            int64_t w, int64_t kh, int64_t kw, int64_t stride_h,
-                            int64_t stride_w, int64_t pad_h, int64_t pad_w) {
-  const char *entry = "memopt_max_pool2d_grad";
-  PoolShape s{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
-  if (checkPool(ctx, entry, dtype, s))
-    launch(ctx, entry, "maxPoolGradKernel", dtype, s, s.inputSize(),
-           {grad, input}, grad_input,
-           [](auto tag) { return maxPoolGradKernel<MEMOPT_STORAGE(tag)>; });
-}
-
-void memopt_avg_pool2d(memopt_context *ctx, memopt_dtype dtype,
-                       const void *input, void *out, int64_t n, int64_t c,
-                       int64_t h, int64_t w, int64_t kh, int64_t kw,
-                       int64_t stride_h, int64_t stride_w, int64_t pad_h,
-                       int64_t pad_w) {
-  const char *entry = "memopt_avg_pool2d";
-  PoolShape s{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
-  if (checkPool(ctx, entry, dtype, s))
-    launch(ctx, entry, "avgPoolKernel", dtype, s, s.outputSize(), {input}, out,
-           [](auto tag) { return avgPoolKernel<MEMOPT_STORAGE(tag)>; });
-}
-
-void memopt_avg_pool2d_grad(memopt_context *ctx, memopt_dtype dtype,
-                            const void *grad, void *grad_input, int64_t n,
-                            int64_t c, int64_t h, int64_t w, int64_t kh,
-                            int64_t kw, int64_t stride_h, int64_t stride_w,
-                            int64_t pad_h, int64_t pad_w) {
-  const char *entry = "memopt_avg_pool2d_grad";
-  PoolShape s{n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w, 0, 0};
-  if (checkPool(ctx, entry, dtype, s))
-    launch(ctx, entry, "avgPoolGradKernel", dtype, s, s.inputSize(), {grad},
-           grad_input,
-           [](auto tag) { return avgPoolGradKernel<MEMOPT_STORAGE(tag)>; });
-}
-
-// Placeholder until the plans land.
-struct memopt::cuda::ConvPlans {};
 void memopt::cuda::destroyPlans(ConvPlans *plans) { delete plans; }

@@ -129,6 +129,10 @@ inline bool isLive(const memopt_context *ctx) {
 void destroyPlans(GemmPlans *plans);
 void destroyPlans(ConvPlans *plans);
 
+/// Whether f32 products and convolutions may use TF32 tensor cores
+/// (MEMOPT_CUDA_ALLOW_TF32=1 in the environment; off by default).
+bool allowTf32();
+
 /// Checks a CUDA runtime call: records "<entry>: <call> failed: <error>" and
 /// returns false on failure.
 bool checkCuda(memopt_context *ctx, const char *entry, const char *call,

@@ -8,8 +8,9 @@
 //  - forward: a block per row folds the chunk (plus bias) into the row's
 //    log-sum-exp, kept in `lse` itself (lse = logaddexp(lse, chunk's lse),
 //    each chunk's own lse taken after subtracting its maximum), and keeps
-//    the label's logit when the label falls in the chunk. One block then
-//    sums lse - label logit over the rows in a fixed order.
+//    the label's logit when the label falls in the chunk. The rows' losses
+//    lse - label logit are then summed in two passes (Loss.cu's
+//    launchLossTotal: per-block partials, then one block in block order).
 //  - gradient: per chunk the logits are recomputed; dlogits = g * (exp(logit
 //    - lse) - onehot) / count in f32, in place, and for a 16-bit dtype
 //    rounded into the scratch's second part, the GEMMs' operand (the f32
@@ -80,22 +81,22 @@ __device__ __forceinline__ float logAddExp(float a, float b) {
 /// Folds logits [rows, width] (classes c0 ...) into lse and keeps the
 /// label's logit: a block per row.
 template <typename T>
-__global__ void chunkLseKernel(const float *logits, const T *bias, bool is64,
-                               const void *labels, float *lse,
-                               float *labelLogit, int64_t rows, int64_t width,
-                               int64_t c0, bool first) {
+__global__ void __launch_bounds__(kRowBlock)
+    chunkLseKernel(const float *logits, const T *bias, bool is64,
+                   const void *labels, float *lse, float *labelLogit,
+                   int64_t rows, int64_t width, int64_t c0, bool first) {
   __shared__ float shared[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float *row = logits + r * width;
     float m = -INFINITY;
     for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
       m = fmaxf(m, row[j] + biasAt(bias, c0 + j));
-    m = blockMax(m, shared);
+    m = blockMax<kRowBlock>(m, shared);
     float sum = 0.0f;
     if (m != -INFINITY)
       for (int64_t j = threadIdx.x; j < width; j += blockDim.x)
         sum += expf(row[j] + biasAt(bias, c0 + j) - m);
-    sum = blockSum(sum, shared);
+    sum = blockSum<kRowBlock>(sum, shared);
     if (threadIdx.x == 0) {
       float chunk = m + logf(sum);
       lse[r] = first ? chunk : logAddExp(lse[r], chunk);
@@ -110,52 +111,24 @@ __global__ void fillFloatsKernel(float *out, int64_t n, float value) {
   GRID_STRIDE(i, n) out[i] = value;
 }
 
-/// The loss from the rows' lse and label logits, one block, fixed order;
-/// as memopt_cross_entropy, a label out of range is reported, counted and
-/// contributes nothing.
-__global__ void lossTotalKernel(const float *lse, const float *labelLogit,
-                                bool is64, const void *labels, int64_t rows,
-                                int64_t classes, int64_t ignore, bool mean,
-                                float *loss, memopt_device_error *error) {
-  __shared__ float shared[32];
-  float sum = 0.0f, count = 0.0f;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+/// Turns the rows' label logits into their losses lse - label logit, in
+/// place: 0 for an ignored row; as memopt_cross_entropy, a label out of
+/// range is reported through the error record under `site` and contributes
+/// nothing (the count still counts it).
+__global__ void rowLossKernel(const float *lse, float *labelLogit, bool is64,
+                              const void *labels, int64_t rows, int64_t classes,
+                              int64_t ignore, int site,
+                              memopt_device_error *error) {
+  GRID_STRIDE(r, rows) {
     int64_t label = loadIndex(is64, labels, r);
-    if (label == ignore)
-      continue;
-    count += 1.0f;
-    if (label < 0 || label >= classes) {
-      raiseDeviceError(error, MEMOPT_ERROR_INDEX_OUT_OF_RANGE, SiteCrossEntropy,
-                       label, r, classes);
-      continue;
-    }
-    sum += lse[r] - labelLogit[r];
+    bool inRange = label >= 0 && label < classes;
+    if (label != ignore && !inRange)
+      raiseDeviceError(error, MEMOPT_ERROR_INDEX_OUT_OF_RANGE, site, label, r,
+                       classes);
+    if (lse)
+      labelLogit[r] =
+          label != ignore && inRange ? lse[r] - labelLogit[r] : 0.0f;
   }
-  sum = blockSum(sum, shared);
-  count = blockSum(count, shared);
-  if (threadIdx.x == 0)
-    *loss = mean ? (count > 0.0f ? sum / count : NAN) : sum;
-}
-
-/// The number of labels that are not `ignore` (one block); reports labels
-/// out of range.
-__global__ void labelCountKernel(bool is64, const void *labels, int64_t rows,
-                                 int64_t classes, int64_t ignore, float *count,
-                                 memopt_device_error *error) {
-  __shared__ float shared[32];
-  float c = 0.0f;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
-    int64_t label = loadIndex(is64, labels, r);
-    if (label == ignore)
-      continue;
-    c += 1.0f;
-    if (label < 0 || label >= classes)
-      raiseDeviceError(error, MEMOPT_ERROR_INDEX_OUT_OF_RANGE,
-                       SiteCrossEntropyGrad, label, r, classes);
-  }
-  c = blockSum(c, shared);
-  if (threadIdx.x == 0)
-    *count = c;
 }
 
 /// dlogits of a chunk, a block per row, in place over the f32 logits; with
@@ -281,7 +254,10 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                                scratch_bytes, /*grad=*/0, loss,
                                {x, w, labels, lse}))
     return;
-  float *labelLogit = scratchFloats(ctx, entry, rows > 0 ? rows : 1);
+  // Scratch: the rows' label logits (then losses), then the total's
+  // partials.
+  float *labelLogit = scratchFloats(
+      ctx, entry, rows + 2 * int64_t(partialBlocks(rows, kRowBlock)));
   if (!labelLogit)
     return;
   bool is64 = label_dtype == MEMOPT_I64;
@@ -313,10 +289,14 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
     if (!checkLaunch(ctx, entry, "chunkLseKernel"))
       return;
   }
-  lossTotalKernel<<<1, 1024, 0, ctx->stream>>>(
+  // The rows' losses, then their total in two passes (Loss.cu).
+  rowLossKernel<<<gridFor(rows), kBlock, 0, ctx->stream>>>(
       lse, labelLogit, is64, labels, rows, classes, ignore_index,
-      reduction == MEMOPT_REDUCTION_MEAN, loss, ctx->deviceError);
-  checkLaunch(ctx, entry, "lossTotalKernel");
+      SiteCrossEntropy, ctx->deviceError);
+  if (!checkLaunch(ctx, entry, "rowLossKernel"))
+    return;
+  launchLossTotal(ctx, entry, labelLogit, is64, labels, rows, ignore_index,
+                  reduction == MEMOPT_REDUCTION_MEAN, labelLogit + rows, loss);
 }
 
 void memopt_linear_cross_entropy_grad(
@@ -332,15 +312,19 @@ void memopt_linear_cross_entropy_grad(
                                scratch_bytes, /*grad=*/1, grad_loss,
                                {x, w, labels, lse, grad_x}))
     return;
-  float *count = scratchFloats(ctx, entry, 1);
+  // Scratch: the label count, then its partials.
+  float *count = scratchFloats(ctx, entry, 1 + partialBlocks(rows, kRowBlock));
   if (!count)
     return;
   bool is64 = label_dtype == MEMOPT_I64;
   bool mean = reduction == MEMOPT_REDUCTION_MEAN;
   size_t size = memopt_dtype_size(dtype);
-  labelCountKernel<<<1, 1024, 0, ctx->stream>>>(
-      is64, labels, rows, classes, ignore_index, count, ctx->deviceError);
-  if (!checkLaunch(ctx, entry, "labelCountKernel"))
+  rowLossKernel<<<gridFor(rows), kBlock, 0, ctx->stream>>>(
+      nullptr, nullptr, is64, labels, rows, classes, ignore_index,
+      SiteCrossEntropyGrad, ctx->deviceError);
+  if (!checkLaunch(ctx, entry, "rowLossKernel") ||
+      !launchLabelCount(ctx, entry, is64, labels, rows, ignore_index, count + 1,
+                        count))
     return;
   if (classes == 0) {
     if (rows * dim > 0)

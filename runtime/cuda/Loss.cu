@@ -1,29 +1,33 @@
 //===- Loss.cu - losses and the label count -------------------------------===//
 //
 // A cross-entropy row is a block per row that subtracts the row maximum
-// first; scalar losses reduce per-row (or per-block) partials in the
-// workspace with one block, in a fixed order, so results are identical run
-// to run.
+// first. Every scalar (a loss's total, the count of kept labels) is a sum
+// over many blocks in two passes: each of up to kPartialBlocks blocks adds
+// its grid-stride share into an f32 partial in the workspace's scratch
+// slice, then one block adds the partials in block order. The number of
+// blocks comes from the problem's size alone, so each sum has one order run
+// to run and no atomics are used. The formulas are LossMath.h's, shared with
+// the host runtime.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Device.cuh"
 
+#include "memopt/runtime/LossMath.h"
+
 using namespace memopt::cuda;
 
 namespace {
-
-/// Blocks of the first pass of a scalar loss (fixed for determinism).
-constexpr int kLossBlocks = 256;
 
 /// loss[r] = logsumexp(row) - (1 - eps) row[label] - eps mean(row) (0 for
 /// ignored rows), a block per row; labels out of range are reported and
 /// count as ignored.
 template <typename T>
-__global__ void
-crossEntropyRowsKernel(const T *logits, bool is64, const void *labels,
-                       float *rowLoss, int64_t rows, int64_t classes,
-                       int64_t ignore, float eps, memopt_device_error *error) {
+__global__ void __launch_bounds__(kRowBlock)
+    crossEntropyRowsKernel(const T *logits, bool is64, const void *labels,
+                           float *rowLoss, int64_t rows, int64_t classes,
+                           int64_t ignore, float eps,
+                           memopt_device_error *error) {
   __shared__ float shared[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     int64_t label = loadIndex(is64, labels, r);
@@ -40,58 +44,71 @@ crossEntropyRowsKernel(const T *logits, bool is64, const void *labels,
       continue;
     }
     const T *row = logits + r * classes;
-    float2 ms = rowMaxExpSum(row, classes, shared);
-    float m = ms.x, s = ms.y;
+    float2 ms = rowMaxExpSum<kRowBlock>(row, classes, shared);
+    float lse = logSumExpValue<float>(ms.x, ms.y);
     // The smoothing term's sum of logits; eps is the same for the block.
     float total = 0.0f;
     if (eps != 0.0f) {
-      for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+      for (int64_t j = threadIdx.x; j < classes; j += kRowBlock)
         total += toF32(row[j]);
-      total = blockSum(total, shared);
+      total = blockSum<kRowBlock>(total, shared);
     }
     if (threadIdx.x == 0)
-      rowLoss[r] = m + logf(s) - (1.0f - eps) * toF32(row[label]) -
-                   (eps != 0.0f ? eps * (total / classes) : 0.0f);
+      rowLoss[r] = crossEntropyRowLoss<float>(lse, toF32(row[label]), total,
+                                              eps, classes);
   }
 }
 
-/// Number of rows whose label is not `ignore`, one block.
-__device__ float countLabels(bool is64, const void *labels, int64_t rows,
-                             int64_t ignore, float *shared) {
-  float count = 0.0f;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+/// The first pass of a label count or a cross-entropy's total: block b
+/// writes the sum of `rowLoss` (when given) over its grid-stride rows to
+/// partialLoss[b], and the number of those rows whose label is not `ignore`
+/// to partialCount[b].
+__global__ void __launch_bounds__(kRowBlock)
+    labelPartialKernel(const float *rowLoss, bool is64, const void *labels,
+                       int64_t rows, int64_t ignore, float *partialLoss,
+                       float *partialCount) {
+  __shared__ float shared[32];
+  float loss = 0.0f, count = 0.0f;
+  GRID_STRIDE(r, rows) {
+    if (rowLoss)
+      loss += rowLoss[r];
     count += loadIndex(is64, labels, r) != ignore ? 1.0f : 0.0f;
-  return blockSum(count, shared);
+  }
+  count = blockSum<kRowBlock>(count, shared);
+  if (rowLoss)
+    loss = blockSum<kRowBlock>(loss, shared);
+  if (threadIdx.x == 0) {
+    partialCount[blockIdx.x] = count;
+    if (rowLoss)
+      partialLoss[blockIdx.x] = loss;
+  }
 }
 
-__global__ void crossEntropyTotalKernel(const float *rowLoss, bool is64,
-                                        const void *labels, int64_t rows,
-                                        int64_t ignore, bool mean,
-                                        float *loss) {
+/// The final pass, one block of kPartialBlocks threads: the sum of the
+/// `blocks` partials in block order, reduced by LossMath.h's reducedLoss
+/// with the count the sum of `partialCount` (when given) or `n`.
+__global__ void __launch_bounds__(kPartialBlocks)
+    sumPartialsKernel(const float *partial, const float *partialCount,
+                      int blocks, float n, bool mean, float *out) {
   __shared__ float shared[32];
-  float s = 0.0f;
-  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
-    s += rowLoss[r];
-  s = blockSum(s, shared);
-  float count = countLabels(is64, labels, rows, ignore, shared);
-  if (threadIdx.x == 0)
-    *loss = mean ? (count > 0.0f ? s / count : NAN) : s;
-}
-
-__global__ void countLabelsKernel(bool is64, const void *labels, int64_t rows,
-                                  int64_t ignore, float *count) {
-  __shared__ float shared[32];
-  float c = countLabels(is64, labels, rows, ignore, shared);
-  if (threadIdx.x == 0)
-    *count = c;
+  int t = threadIdx.x;
+  float total =
+      blockSum<kPartialBlocks>(t < blocks ? partial[t] : 0.0f, shared);
+  float count = n;
+  if (partialCount)
+    count =
+        blockSum<kPartialBlocks>(t < blocks ? partialCount[t] : 0.0f, shared);
+  if (t == 0)
+    *out = reducedLoss<float>(total, count, mean);
 }
 
 template <typename T>
-__global__ void
-crossEntropyGradKernel(const T *logits, bool is64, const void *labels,
-                       const float *gradLoss, const float *count, T *dx,
-                       int64_t rows, int64_t classes, int64_t ignore, bool mean,
-                       float on, float off, memopt_device_error *error) {
+__global__ void __launch_bounds__(kRowBlock)
+    crossEntropyGradKernel(const T *logits, bool is64, const void *labels,
+                           const float *gradLoss, const float *count, T *dx,
+                           int64_t rows, int64_t classes, int64_t ignore,
+                           bool mean, SmoothedTarget target,
+                           memopt_device_error *error) {
   __shared__ float shared[32];
   float sc = lossGradScale(gradLoss, count, mean);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -105,55 +122,72 @@ crossEntropyGradKernel(const T *logits, bool is64, const void *labels,
       ignored = true;
     }
     if (ignored) {
-      for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+      for (int64_t j = threadIdx.x; j < classes; j += kRowBlock)
         drow[j] = fromF32<T>(0.0f);
       continue;
     }
     const T *row = logits + r * classes;
-    float2 ms = rowMaxExpSum(row, classes, shared);
-    float m = ms.x, s = ms.y;
-    float lse = m + logf(s);
-    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
-      float p = expf(toF32(row[j]) - lse);
-      drow[j] = fromF32<T>(sc * (p - (j == label ? on : off)));
-    }
+    float2 ms = rowMaxExpSum<kRowBlock>(row, classes, shared);
+    float lse = logSumExpValue<float>(ms.x, ms.y);
+    for (int64_t j = threadIdx.x; j < classes; j += kRowBlock)
+      drow[j] = fromF32<T>(crossEntropyGradValue<float>(
+          toF32(row[j]), lse, j == label, sc, target));
   }
 }
 
+/// The first pass of the squared error: block b's grid-stride share of the
+/// sum into partial[b].
 template <typename T>
-__global__ void msePartialKernel(const T *x, const T *t, int64_t n,
-                                 float *partial) {
+__global__ void __launch_bounds__(kRowBlock)
+    msePartialKernel(const T *x, const T *t, int64_t n, float *partial) {
   __shared__ float shared[32];
   float s = 0.0f;
-  GRID_STRIDE(i, n) {
-    float d = toF32(x[i]) - toF32(t[i]);
-    s += d * d;
-  }
-  s = blockSum(s, shared);
+  GRID_STRIDE(i, n) { s += squaredErrorTerm<float>(toF32(x[i]), toF32(t[i])); }
+  s = blockSum<kRowBlock>(s, shared);
   if (threadIdx.x == 0)
     partial[blockIdx.x] = s;
-}
-
-__global__ void mseTotalKernel(const float *partial, int blocks, int64_t n,
-                               bool mean, float *loss) {
-  __shared__ float shared[32];
-  float s = threadIdx.x < blocks ? partial[threadIdx.x] : 0.0f;
-  s = blockSum(s, shared);
-  if (threadIdx.x == 0)
-    *loss = mean ? (n ? s / static_cast<float>(n) : NAN) : s;
 }
 
 template <typename T>
 __global__ void mseGradKernel(const T *x, const T *t, const float *gradLoss,
                               T *dx, int64_t n, bool mean) {
-  double scale = 2.0 * *gradLoss;
-  if (mean && n)
-    scale /= static_cast<double>(n);
-  float s = static_cast<float>(scale);
-  GRID_STRIDE(i, n) dx[i] = fromF32<T>(s * (toF32(x[i]) - toF32(t[i])));
+  float s = mseGradScale(*gradLoss, mean, n);
+  GRID_STRIDE(i, n) {
+    dx[i] = fromF32<T>(mseGradValue(s, toF32(x[i]), toF32(t[i])));
+  }
 }
 
 } // namespace
+
+bool memopt::cuda::launchLabelCount(memopt_context *ctx, const char *entry,
+                                    bool is64, const void *labels, int64_t rows,
+                                    int64_t ignore, float *partial,
+                                    float *count) {
+  int blocks = partialBlocks(rows, kRowBlock);
+  labelPartialKernel<<<blocks, kRowBlock, 0, ctx->stream>>>(
+      nullptr, is64, labels, rows, ignore, nullptr, partial);
+  if (!checkLaunch(ctx, entry, "labelPartialKernel"))
+    return false;
+  sumPartialsKernel<<<1, kPartialBlocks, 0, ctx->stream>>>(
+      partial, nullptr, blocks, 0.0f, false, count);
+  return checkLaunch(ctx, entry, "sumPartialsKernel");
+}
+
+bool memopt::cuda::launchLossTotal(memopt_context *ctx, const char *entry,
+                                   const float *rowLoss, bool is64,
+                                   const void *labels, int64_t rows,
+                                   int64_t ignore, bool mean, float *partial,
+                                   float *loss) {
+  int blocks = partialBlocks(rows, kRowBlock);
+  float *partialLoss = partial, *partialCount = partial + blocks;
+  labelPartialKernel<<<blocks, kRowBlock, 0, ctx->stream>>>(
+      rowLoss, is64, labels, rows, ignore, partialLoss, partialCount);
+  if (!checkLaunch(ctx, entry, "labelPartialKernel"))
+    return false;
+  sumPartialsKernel<<<1, kPartialBlocks, 0, ctx->stream>>>(
+      partialLoss, partialCount, blocks, 0.0f, mean, loss);
+  return checkLaunch(ctx, entry, "sumPartialsKernel");
+}
 
 void memopt_label_count(memopt_context *ctx, memopt_dtype label_dtype,
                         const void *labels, float *count, int64_t n,
@@ -161,9 +195,10 @@ void memopt_label_count(memopt_context *ctx, memopt_dtype label_dtype,
   const char *entry = "memopt_label_count";
   if (!checkLabelCount(ctx, entry, label_dtype, labels, count, n))
     return;
-  countLabelsKernel<<<1, 1024, 0, ctx->stream>>>(
-      label_dtype == MEMOPT_I64, labels, n, ignore_index, count);
-  checkLaunch(ctx, entry, "countLabelsKernel");
+  float *partial = scratchFloats(ctx, entry, partialBlocks(n, kRowBlock));
+  if (partial)
+    launchLabelCount(ctx, entry, label_dtype == MEMOPT_I64, labels, n,
+                     ignore_index, partial, count);
 }
 
 void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
@@ -176,7 +211,9 @@ void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
   if (!checkCrossEntropy(ctx, entry, dtype, label_dtype, reduction, rows,
                          classes, loss, {logits, labels}, label_smoothing))
     return;
-  float *rowLoss = scratchFloats(ctx, entry, rows > 0 ? rows : 1);
+  // Scratch: the rows' losses, then the blocks' partial losses and counts.
+  int blocks = partialBlocks(rows, kRowBlock);
+  float *rowLoss = scratchFloats(ctx, entry, rows + 2 * int64_t(blocks));
   if (!rowLoss)
     return;
   bool is64 = label_dtype == MEMOPT_I64;
@@ -190,10 +227,8 @@ void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
     if (!checkLaunch(ctx, entry, "crossEntropyRowsKernel"))
       return;
   }
-  crossEntropyTotalKernel<<<1, 1024, 0, ctx->stream>>>(
-      rowLoss, is64, labels, rows, ignore_index,
-      reduction == MEMOPT_REDUCTION_MEAN, loss);
-  checkLaunch(ctx, entry, "crossEntropyTotalKernel");
+  launchLossTotal(ctx, entry, rowLoss, is64, labels, rows, ignore_index,
+                  reduction == MEMOPT_REDUCTION_MEAN, rowLoss + rows, loss);
 }
 
 void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
@@ -209,24 +244,21 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
                          label_smoothing) ||
       isEmpty({rows}))
     return;
-  float *count = scratchFloats(ctx, entry, 1);
+  // Scratch: the count, then the label count's partials.
+  float *count = scratchFloats(ctx, entry, 1 + partialBlocks(rows, kRowBlock));
   if (!count)
     return;
   bool is64 = label_dtype == MEMOPT_I64;
-  countLabelsKernel<<<1, 1024, 0, ctx->stream>>>(is64, labels, rows,
-                                                 ignore_index, count);
-  if (!checkLaunch(ctx, entry, "countLabelsKernel"))
+  if (!launchLabelCount(ctx, entry, is64, labels, rows, ignore_index, count + 1,
+                        count))
     return;
-  // The smoothed target at the label and elsewhere, as runtime/host.
-  double off = classes ? label_smoothing / classes : 0.0;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
     crossEntropyGradKernel<T><<<rowGrid(rows), kRowBlock, 0, ctx->stream>>>(
         static_cast<const T *>(logits), is64, labels, grad_loss, count,
         static_cast<T *>(out), rows, classes, ignore_index,
         reduction == MEMOPT_REDUCTION_MEAN,
-        static_cast<float>(1.0 - label_smoothing + off),
-        static_cast<float>(off), ctx->deviceError);
+        smoothedTarget(label_smoothing, classes), ctx->deviceError);
   });
   checkLaunch(ctx, entry, "crossEntropyGradKernel");
 }
@@ -237,20 +269,22 @@ void memopt_mse_loss(memopt_context *ctx, memopt_dtype dtype, const void *input,
   const char *entry = "memopt_mse_loss";
   if (!checkMseLoss(ctx, entry, dtype, reduction, n, loss, {input, target}))
     return;
-  float *partial = scratchFloats(ctx, entry, kLossBlocks);
+  int blocks = partialBlocks(n, kRowBlock);
+  float *partial = scratchFloats(ctx, entry, blocks);
   if (!partial)
     return;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
-    msePartialKernel<T><<<kLossBlocks, kRowBlock, 0, ctx->stream>>>(
+    msePartialKernel<T><<<blocks, kRowBlock, 0, ctx->stream>>>(
         static_cast<const T *>(input), static_cast<const T *>(target), n,
         partial);
   });
   if (!checkLaunch(ctx, entry, "msePartialKernel"))
     return;
-  mseTotalKernel<<<1, kLossBlocks, 0, ctx->stream>>>(
-      partial, kLossBlocks, n, reduction == MEMOPT_REDUCTION_MEAN, loss);
-  checkLaunch(ctx, entry, "mseTotalKernel");
+  sumPartialsKernel<<<1, kPartialBlocks, 0, ctx->stream>>>(
+      partial, nullptr, blocks, static_cast<float>(n),
+      reduction == MEMOPT_REDUCTION_MEAN, loss);
+  checkLaunch(ctx, entry, "sumPartialsKernel");
 }
 
 void memopt_mse_loss_grad(memopt_context *ctx, memopt_dtype dtype,

@@ -53,8 +53,9 @@ __global__ void reduceColumnsKernel(int op, const In *x, Out *y, int64_t outer,
 }
 
 template <typename In, typename Out>
-__global__ void reduceRowsKernel(int op, const In *x, Out *y, int64_t outer,
-                                 int64_t reduced) {
+__global__ void __launch_bounds__(kRowBlock)
+    reduceRowsKernel(int op, const In *x, Out *y, int64_t outer,
+                     int64_t reduced) {
   __shared__ float shared[32];
   for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
     const In *row = x + o * reduced;
@@ -66,8 +67,8 @@ __global__ void reduceRowsKernel(int op, const In *x, Out *y, int64_t outer,
       else
         acc += v;
     }
-    float total =
-        op == MEMOPT_REDUCE_MAX ? blockMax(acc, shared) : blockSum(acc, shared);
+    float total = op == MEMOPT_REDUCE_MAX ? blockMax<kRowBlock>(acc, shared)
+                                          : blockSum<kRowBlock>(acc, shared);
     if (op == MEMOPT_REDUCE_MEAN)
       total = reduced ? total / static_cast<float>(reduced) : NAN;
     if (threadIdx.x == 0)

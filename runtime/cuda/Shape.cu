@@ -1,13 +1,28 @@
-//===- Shape.cu - broadcast, transpose, slice, concat, embeddings ----------===//
+//===- Shape.cu - broadcast, transpose, slice, concat, embeddings ---------===//
 //
 // Shape entries move elements of 1, 2, 4 or 8 bytes through one strided-copy
 // kernel: each output element's coordinates map to an input offset (0 stride
-// for broadcast dimensions). Embedding gradients are deterministic: each
-// thread owns a column and adds the rows in index order, as the host does.
+// for broadcast dimensions).
+//
+// The embedding gradient is deterministic without atomics, and for f32
+// tables bit-identical to the host runtime: one 64-bit key per position,
+// (row << positionBits) | position (EmbeddingMath.h), is radix-sorted by
+// CUB in the scratch slice, which groups the positions of each row in
+// increasing order; then a block per segment (the positions of one row)
+// adds their gradient rows in that order, threads over columns, in f32,
+// and writes the row once (rounded once for f16/bf16). The table is zeroed
+// first, so the rows no position adds to come out zero. The work is a
+// radix sort of n keys (ceil(bits / 8) digit passes) and n * dim adds spread
+// over one block per distinct row, where a thread per column visiting all n
+// positions left most of the device idle (768 threads x 8192 serial adds at
+// GPT-2 small's shape).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Device.cuh"
+#include "memopt/runtime/EmbeddingMath.h"
+
+#include <cub/device/device_radix_sort.cuh>
 
 #include <vector>
 
@@ -200,49 +215,148 @@ __global__ void embeddingKernel(const T *weight, bool is64, const void *indices,
   GRID_STRIDE(i, n) {
     int64_t position = i / dim;
     int64_t row = loadIndex(is64, indices, position);
-    if (row < 0 || row >= numRows) {
+    if (!embeddingIndexInRange(row, numRows)) {
       raiseDeviceError(error, MEMOPT_ERROR_INDEX_OUT_OF_RANGE, SiteEmbedding,
                        row, position, numRows);
       out[i] = fromF32<T>(0.0f);
       continue;
     }
-    out[i] = weight[row * dim + i % dim];
+    out[i] = weight[embeddingOffset(row, i % dim, dim)];
   }
 }
 
-/// acc ([numRows, width], f32, zeroed) += grad columns [col0, col0 + width)
-/// in index order, skipping the positions of `paddingIdx`; one thread per
-/// column.
+/// keys[p] = the sort key of position p (EmbeddingMath.h); indices out of
+/// range are reported. Without `keys`, only the check.
+__global__ void embeddingGradKeysKernel(bool is64, const void *indices,
+                                        uint64_t *keys, int64_t numIndices,
+                                        int64_t numRows, int64_t paddingIdx,
+                                        int positionBits,
+                                        memopt_device_error *error) {
+  GRID_STRIDE(p, numIndices) {
+    int64_t index = loadIndex(is64, indices, p);
+    if (!embeddingIndexInRange(index, numRows))
+      raiseDeviceError(error, MEMOPT_ERROR_INDEX_OUT_OF_RANGE,
+                       SiteEmbeddingGrad, index, p, numRows);
+    if (keys)
+      keys[p] = embeddingGradKey(index, p, numRows, paddingIdx, positionBits);
+  }
+}
+
+/// The segment kernel's launch shape: a block of kGradThreads per sorted
+/// position (only those that start a segment work), each thread summing
+/// kGradColumns columns at once (independent loads in flight while each
+/// column's chain of adds stays in position order), over column tiles of
+/// kGradTile along the grid's y.
+constexpr int kGradThreads = 128;
+constexpr int kGradColumns = 2;
+constexpr int64_t kGradTile = kGradThreads * kGradColumns;
+
+/// For each segment of the sorted keys (the positions of one row, ascending):
+/// out[row, :] = 0 + grad[p0, :] + grad[p1, :] + ..., in f32, rounded once.
 template <typename T>
-__global__ void embeddingGradKernel(const T *grad, bool is64,
-                                    const void *indices, float *acc,
-                                    int64_t numIndices, int64_t numRows,
-                                    int64_t dim, int64_t col0, int64_t width,
-                                    int64_t paddingIdx,
-                                    memopt_device_error *error) {
-  int64_t column = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (column >= width)
-    return;
-  for (int64_t i = 0; i < numIndices; ++i) {
-    int64_t row = loadIndex(is64, indices, i);
-    if (row < 0 || row >= numRows) {
-      if (column == 0)
-        raiseDeviceError(error, MEMOPT_ERROR_INDEX_OUT_OF_RANGE,
-                         SiteEmbeddingGrad, row, i, numRows);
+__global__ void __launch_bounds__(kGradThreads)
+    embeddingGradSegmentsKernel(const T *grad, const uint64_t *keys, T *out,
+                                int64_t numIndices, int64_t numRows,
+                                int64_t dim, int positionBits) {
+  int64_t tiles = (dim + kGradTile - 1) / kGradTile;
+  for (int64_t s = blockIdx.x; s < numIndices; s += gridDim.x) {
+    if (!startsSegment(keys, s, positionBits))
       continue;
+    int64_t row = sortKeyRow(keys[s], positionBits);
+    // Skipped positions (the sentinel row) sort after every real row.
+    if (row >= numRows)
+      return;
+    int64_t end = segmentEnd(keys, s, numIndices, positionBits);
+    for (int64_t tile = blockIdx.y; tile < tiles; tile += gridDim.y) {
+      int64_t col0 = tile * kGradTile + threadIdx.x;
+      // acc[c] is column col0 + c * kGradThreads. The position loop is
+      // unrolled so that several positions' loads are in flight; the adds
+      // into each accumulator stay in position order.
+      float acc[kGradColumns];
+#pragma unroll
+      for (int c = 0; c < kGradColumns; ++c)
+        acc[c] = 0.0f;
+#pragma unroll 4
+      for (int64_t k = s; k < end; ++k) {
+        int64_t position = sortKeyPosition(keys[k], positionBits);
+        const T *src = grad + embeddingOffset(position, 0, dim);
+#pragma unroll
+        for (int c = 0; c < kGradColumns; ++c) {
+          int64_t col = col0 + c * kGradThreads;
+          if (col < dim)
+            acc[c] += toF32(src[col]);
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < kGradColumns; ++c) {
+        int64_t col = col0 + c * kGradThreads;
+        if (col < dim)
+          out[embeddingOffset(row, col, dim)] = fromF32<T>(acc[c]);
+      }
     }
-    if (row == paddingIdx)
-      continue;
-    acc[row * width + column] += toF32(grad[i * dim + col0 + column]);
   }
 }
 
-template <typename T>
-__global__ void storeColumnsKernel(const float *acc, T *out, int64_t numRows,
-                                   int64_t dim, int64_t col0, int64_t width) {
-  int64_t n = numRows * width;
-  GRID_STRIDE(i, n)
-  out[(i / width) * dim + col0 + i % width] = fromF32<T>(acc[i]);
+/// The gradient's scratch: the keys, CUB's other key buffer and its
+/// temporary storage, each on the workspace's alignment.
+struct GradScratch {
+  uint64_t *keys = nullptr;
+  uint64_t *alternate = nullptr;
+  void *sortStorage = nullptr;
+  size_t sortBytes = 0;
+};
+
+uint64_t alignScratch(uint64_t bytes) {
+  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment *
+         kWorkspaceAlignment;
+}
+
+/// Sizes and places the scratch of a sort of `numIndices` keys on `endBit`
+/// bits; false after recording an error (a CUB failure, or a scratch slice
+/// too small, named as scratchFloats names it).
+bool placeGradScratch(memopt_context *ctx, const char *entry,
+                      int64_t numIndices, int endBit, GradScratch &scratch) {
+  cub::DoubleBuffer<uint64_t> query(nullptr, nullptr);
+  if (!checkCuda(ctx, entry, "cub::DeviceRadixSort::SortKeys",
+                 cub::DeviceRadixSort::SortKeys(nullptr, scratch.sortBytes,
+                                                query, numIndices, 0, endBit,
+                                                ctx->stream)))
+    return false;
+  uint64_t keyBytes =
+      alignScratch(static_cast<uint64_t>(numIndices) * sizeof(uint64_t));
+  uint64_t total = 2 * keyBytes + alignScratch(scratch.sortBytes);
+  char *base = reinterpret_cast<char *>(scratchFloats(
+      ctx, entry, static_cast<int64_t>((total + 3) / sizeof(float))));
+  if (!base)
+    return false;
+  scratch.keys = reinterpret_cast<uint64_t *>(base);
+  scratch.alternate = reinterpret_cast<uint64_t *>(base + keyBytes);
+  scratch.sortStorage = base + 2 * keyBytes;
+  return true;
+}
+
+/// Sorts the keys of `numIndices` positions (EmbeddingMath.h) into a
+/// scratch buffer and returns it, or null after recording an error.
+const uint64_t *sortGradKeys(memopt_context *ctx, const char *entry, bool is64,
+                             const void *indices, int64_t numIndices,
+                             int64_t numRows, int64_t paddingIdx,
+                             const EmbeddingKeyLayout &layout) {
+  GradScratch scratch;
+  if (!placeGradScratch(ctx, entry, numIndices, layout.endBit(), scratch))
+    return nullptr;
+  embeddingGradKeysKernel<<<gridFor(numIndices), kBlock, 0, ctx->stream>>>(
+      is64, indices, scratch.keys, numIndices, numRows, paddingIdx,
+      layout.positionBits, ctx->deviceError);
+  if (!checkLaunch(ctx, entry, "embeddingGradKeysKernel"))
+    return nullptr;
+  cub::DoubleBuffer<uint64_t> keys(scratch.keys, scratch.alternate);
+  if (!checkCuda(ctx, entry, "cub::DeviceRadixSort::SortKeys",
+                 cub::DeviceRadixSort::SortKeys(
+                     scratch.sortStorage, scratch.sortBytes, keys, numIndices,
+                     0, layout.endBit(), ctx->stream)) ||
+      !checkLaunch(ctx, entry, "cub::DeviceRadixSort::SortKeys"))
+    return nullptr;
+  return keys.Current();
 }
 
 } // namespace
@@ -278,47 +392,46 @@ void memopt_embedding_grad(memopt_context *ctx, memopt_dtype dtype,
       !checkPointers(ctx, entry, num_indices, {indices, grad}) ||
       !checkPointers(ctx, entry, num_rows * dim, {out}))
     return;
-  if (num_rows * dim == 0)
-    return;
   bool is64 = index_dtype == MEMOPT_I64;
-  if (dtype == MEMOPT_F32) {
-    // Accumulate straight into the f32 result.
-    if (!MEMOPT_CUDA_CHECK(ctx, entry,
-                           cudaMemsetAsync(out, 0, num_rows * dim * 4,
-                                           ctx->stream)))
-      return;
-    embeddingGradKernel<float><<<gridFor(dim, 128), 128, 0, ctx->stream>>>(
-        static_cast<const float *>(grad), is64, indices,
-        static_cast<float *>(out), num_indices, num_rows, dim, 0, dim,
-        padding_idx, ctx->deviceError);
-    checkLaunch(ctx, entry, "embeddingGradKernel");
+  if (num_rows * dim == 0) {
+    // Nothing to write, but the indices are still checked, as on the host.
+    if (num_indices > 0) {
+      embeddingGradKeysKernel<<<gridFor(num_indices), kBlock, 0, ctx->stream>>>(
+          is64, indices, nullptr, num_indices, num_rows, padding_idx, 0,
+          ctx->deviceError);
+      checkLaunch(ctx, entry, "embeddingGradKeysKernel");
+    }
     return;
   }
-  // f16/bf16: accumulate column chunks in the f32 scratch, then round.
-  int64_t capacity = static_cast<int64_t>(ctx->scratchBytes / 4);
-  int64_t width = capacity / num_rows;
-  if (width < 1) {
-    scratchFloats(ctx, entry, num_rows);
+  // All-zero bytes are +0 in every float dtype: the rows no position adds
+  // to (and the padding row) stay zero.
+  size_t size = memopt_dtype_size(dtype);
+  if (!MEMOPT_CUDA_CHECK(
+          ctx, entry,
+          cudaMemsetAsync(out, 0, num_rows * dim * size, ctx->stream)) ||
+      num_indices == 0)
+    return;
+  EmbeddingKeyLayout layout = embeddingKeyLayout(num_indices, num_rows);
+  if (!layout.fits()) {
+    invalid(ctx, entry,
+            "%lld indices into %lld rows need %d-bit sort keys; the CUDA "
+            "runtime's are 64-bit",
+            static_cast<long long>(num_indices),
+            static_cast<long long>(num_rows), layout.endBit());
     return;
   }
-  if (width > dim)
-    width = dim;
-  float *acc = static_cast<float *>(ctx->scratch);
-  for (int64_t col0 = 0; col0 < dim; col0 += width) {
-    int64_t w = dim - col0 < width ? dim - col0 : width;
-    if (!MEMOPT_CUDA_CHECK(ctx, entry,
-                           cudaMemsetAsync(acc, 0, num_rows * w * 4,
-                                           ctx->stream)))
-      return;
-    dispatchFloat(dtype, [&](auto tag) {
-      using T = MEMOPT_STORAGE(tag);
-      embeddingGradKernel<T><<<gridFor(w, 128), 128, 0, ctx->stream>>>(
-          static_cast<const T *>(grad), is64, indices, acc, num_indices,
-          num_rows, dim, col0, w, padding_idx, ctx->deviceError);
-      storeColumnsKernel<T><<<gridFor(num_rows * w), kBlock, 0, ctx->stream>>>(
-          acc, static_cast<T *>(out), num_rows, dim, col0, w);
-    });
-    if (!checkLaunch(ctx, entry, "embeddingGradKernel/storeColumnsKernel"))
-      return;
-  }
+  const uint64_t *keys = sortGradKeys(ctx, entry, is64, indices, num_indices,
+                                      num_rows, padding_idx, layout);
+  if (!keys)
+    return;
+  int64_t tiles = (dim + kGradTile - 1) / kGradTile;
+  dim3 grid(rowGrid(num_indices),
+            static_cast<unsigned>(tiles < 65535 ? tiles : 65535));
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    embeddingGradSegmentsKernel<T><<<grid, kGradThreads, 0, ctx->stream>>>(
+        static_cast<const T *>(grad), keys, static_cast<T *>(out), num_indices,
+        num_rows, dim, layout.positionBits);
+  });
+  checkLaunch(ctx, entry, "embeddingGradSegmentsKernel");
 }

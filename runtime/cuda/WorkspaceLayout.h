@@ -7,10 +7,11 @@
 //
 // - library: the workspace of cuBLASLt matmuls and cuDNN convolutions. A
 //   library call may write all of it, so no kernel keeps data there.
-// - scratch: the f32 scratch of the runtime's own kernels (per-row losses,
-//   partial sums, a 16-bit embedding gradient's accumulator, the fused
-//   linear cross-entropy's per-row state). Data in it survives library calls,
-//   so an entry may keep state across the GEMMs it runs.
+// - scratch: the runtime's own kernels' scratch (per-row losses, the
+//   partial sums of two-pass reductions, the embedding gradient's sort keys
+//   and CUB's sort storage, the fused linear cross-entropy's per-row state).
+//   Data in it survives library calls, so an entry may keep state across the
+//   GEMMs it runs.
 // - error record: the device-side error record (kDeviceErrorBytes).
 //
 // Plain C++ (no CUDA headers), so that the unit tests check the layout

@@ -6,18 +6,21 @@
 // reduction a cross-entropy whose every row is ignored is NaN (0 / 0, as
 // PyTorch) and its gradient is zero. Label smoothing eps mixes the one-hot
 // target with the uniform one, (1 - eps) onehot + eps / classes, as
-// F.cross_entropy(label_smoothing=eps).
+// F.cross_entropy(label_smoothing=eps). The formulas are LossMath.h's,
+// shared with the CUDA kernels.
 //
 //===----------------------------------------------------------------------===//
 
 #include "HostRuntime.h"
 #include "Parallel.h"
 
+#include "memopt/runtime/LossMath.h"
+
 #include <cmath>
-#include <limits>
 #include <vector>
 
 using namespace memopt::host;
+using namespace memopt::runtime;
 
 int64_t memopt::host::countLabels(memopt_context *ctx, const char *entry,
                                   memopt_dtype labelDtype, const void *labels,
@@ -49,20 +52,19 @@ double logSumExp(const float *row, int64_t classes) {
     maxValue = std::fmax(maxValue, row[j]);
   double sum = 0.0;
   for (int64_t j = 0; j < classes; ++j)
-    sum += std::exp(static_cast<double>(row[j]) - maxValue);
-  return maxValue + std::log(sum);
+    sum += logSumExpTerm<double>(row[j], maxValue);
+  return logSumExpValue(maxValue, sum);
 }
 
 /// The cross-entropy of one row against the smoothed target: lse - (1 - eps)
 /// row[label] - eps * mean(row), in double.
 double rowLoss(const float *row, int64_t classes, int64_t label, double eps) {
   double lse = logSumExp(row, classes);
-  if (eps == 0.0)
-    return lse - row[label];
   double sum = 0.0;
-  for (int64_t j = 0; j < classes; ++j)
-    sum += row[j];
-  return lse - (1.0 - eps) * row[label] - eps * sum / classes;
+  if (eps != 0.0)
+    for (int64_t j = 0; j < classes; ++j)
+      sum += row[j];
+  return crossEntropyRowLoss(lse, row[label], sum, eps, classes);
 }
 
 } // namespace
@@ -108,10 +110,8 @@ void memopt_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
   for (int64_t r = 0; r < rows; ++r)
     if (loadIndex(label_dtype, labels, r) != ignore_index)
       total += rowLosses[r];
-  if (reduction == MEMOPT_REDUCTION_MEAN)
-    total = count ? total / static_cast<double>(count)
-                  : std::numeric_limits<double>::quiet_NaN();
-  *loss = static_cast<float>(total);
+  *loss = static_cast<float>(reducedLoss(total, static_cast<double>(count),
+                                         reduction == MEMOPT_REDUCTION_MEAN));
 }
 
 void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
@@ -130,15 +130,10 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
       countLabels(ctx, entry, label_dtype, labels, rows, classes, ignore_index);
   if (count < 0)
     return;
-  double scale = *grad_loss;
-  if (reduction == MEMOPT_REDUCTION_MEAN)
-    scale = count ? scale / static_cast<double>(count) : 0.0;
-  float s = static_cast<float>(scale);
-  // The smoothed target: `on` at the label, `off` elsewhere (1 and 0
-  // without smoothing).
-  double offTarget = classes ? label_smoothing / classes : 0.0;
-  float off = static_cast<float>(offTarget);
-  float on = static_cast<float>(1.0 - label_smoothing + offTarget);
+  float s =
+      crossEntropyGradScale(*grad_loss, reduction == MEMOPT_REDUCTION_MEAN,
+                            static_cast<double>(count));
+  SmoothedTarget target = smoothedTarget(label_smoothing, classes);
   F32Input x(ctx, dtype, logits, rows * classes);
   F32Output dx(ctx, dtype, out, rows * classes);
   parallelFor(rows, rowGrain(classes), [&](int64_t begin, int64_t end) {
@@ -152,11 +147,8 @@ void memopt_cross_entropy_grad(memopt_context *ctx, memopt_dtype dtype,
         continue;
       }
       double lse = logSumExp(row, classes);
-      for (int64_t j = 0; j < classes; ++j) {
-        float p =
-            static_cast<float>(std::exp(static_cast<double>(row[j]) - lse));
-        drow[j] = s * (p - (j == label ? on : off));
-      }
+      for (int64_t j = 0; j < classes; ++j)
+        drow[j] = crossEntropyGradValue(row[j], lse, j == label, s, target);
     }
   });
   dx.commit();
@@ -171,14 +163,10 @@ void memopt_mse_loss(memopt_context *ctx, memopt_dtype dtype, const void *input,
   F32Input x(ctx, dtype, input, n);
   F32Input t(ctx, dtype, target, n);
   double total = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    float d = x[i] - t[i];
-    total += static_cast<double>(d) * d;
-  }
-  if (reduction == MEMOPT_REDUCTION_MEAN)
-    total = n ? total / static_cast<double>(n)
-              : std::numeric_limits<double>::quiet_NaN();
-  *loss = static_cast<float>(total);
+  for (int64_t i = 0; i < n; ++i)
+    total += squaredErrorTerm<double>(x[i], t[i]);
+  *loss = static_cast<float>(reducedLoss(total, static_cast<double>(n),
+                                         reduction == MEMOPT_REDUCTION_MEAN));
 }
 
 void memopt_mse_loss_grad(memopt_context *ctx, memopt_dtype dtype,
@@ -189,16 +177,13 @@ void memopt_mse_loss_grad(memopt_context *ctx, memopt_dtype dtype,
   if (!checkMseLoss(ctx, entry, dtype, reduction, n, grad_loss,
                     {input, target, out}))
     return;
-  double scale = 2.0 * *grad_loss;
-  if (reduction == MEMOPT_REDUCTION_MEAN && n)
-    scale /= static_cast<double>(n);
-  float s = static_cast<float>(scale);
+  float s = mseGradScale(*grad_loss, reduction == MEMOPT_REDUCTION_MEAN, n);
   F32Input x(ctx, dtype, input, n);
   F32Input t(ctx, dtype, target, n);
   F32Output dx(ctx, dtype, out, n);
   parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
-      dx[i] = s * (x[i] - t[i]);
+      dx[i] = mseGradValue(s, x[i], t[i]);
   });
   dx.commit();
 }

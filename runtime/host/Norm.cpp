@@ -4,17 +4,21 @@
 // [outer, dim, inner], and layer, RMS and batch normalisation (+grads).
 // Statistics and every sum accumulate in double in a fixed order (laneSum,
 // HostRuntime.h), then round to f32 once; per-element arithmetic is f32.
+// The formulas themselves are NormMath.h's, shared with the CUDA kernels.
 //
 //===----------------------------------------------------------------------===//
 
 #include "HostRuntime.h"
 #include "Parallel.h"
 
+#include "memopt/runtime/NormMath.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 using namespace memopt::host;
+using namespace memopt::runtime;
 
 namespace {
 
@@ -38,15 +42,15 @@ void softmaxForward(memopt_context *ctx, memopt_dtype dtype, const void *input,
       float shift = maxValue;
       double sum = 0.0;
       for (int64_t r = 0; r < dim; ++r)
-        sum += std::exp(xs[r * inner] - shift);
+        sum += softmaxExpTerm<double>(xs[r * inner], shift);
       if (isLog) {
         float logSum = static_cast<float>(std::log(sum));
         for (int64_t r = 0; r < dim; ++r)
-          ys[r * inner] = xs[r * inner] - shift - logSum;
+          ys[r * inner] = logSoftmaxValue(xs[r * inner], shift, logSum);
       } else {
         float inv = static_cast<float>(1.0 / sum);
         for (int64_t r = 0; r < dim; ++r)
-          ys[r * inner] = std::exp(xs[r * inner] - shift) * inv;
+          ys[r * inner] = softmaxValue(xs[r * inner], shift, inv);
       }
     }
   });
@@ -67,13 +71,12 @@ void softmaxBackward(memopt_context *ctx, memopt_dtype dtype,
       double sum = 0.0;
       for (int64_t r = 0; r < dim; ++r) {
         int64_t k = base + r * inner;
-        sum += isLog ? static_cast<double>(g[k])
-                     : static_cast<double>(g[k]) * y[k];
+        sum += softmaxGradTerm<double>(y[k], g[k], isLog);
       }
       float s = static_cast<float>(sum);
       for (int64_t r = 0; r < dim; ++r) {
         int64_t k = base + r * inner;
-        dx[k] = isLog ? g[k] - std::exp(y[k]) * s : y[k] * (g[k] - s);
+        dx[k] = softmaxGradValue(y[k], g[k], s, isLog);
       }
     }
   });
@@ -85,15 +88,13 @@ void layerNormRow(const float *xs, const float *w, const float *b, float *ys,
                   int64_t cols, double eps, float &mean, float &rstd) {
   double mu = laneSum(cols, [&](int64_t j) { return double(xs[j]); }) /
               static_cast<double>(cols);
-  double sq = laneSum(cols, [&](int64_t j) {
-    double d = xs[j] - mu;
-    return d * d;
-  });
+  double sq =
+      laneSum(cols, [&](int64_t j) { return squaredDeviation(xs[j], mu); });
   double var = sq / static_cast<double>(cols);
   float m = static_cast<float>(mu);
-  float s = static_cast<float>(1.0 / std::sqrt(var + eps));
+  float s = static_cast<float>(reciprocalStd(var, eps));
   for (int64_t j = 0; j < cols; ++j)
-    ys[j] = (xs[j] - m) * s * w[j] + b[j];
+    ys[j] = affineNormValue(xs[j], m, s, w[j], b[j]);
   mean = m;
   rstd = s;
 }
@@ -184,8 +185,7 @@ void memopt_layer_norm_grad(memopt_context *ctx, memopt_dtype dtype,
       const float *xs = x.get() + r * cols;
       float m = mean[r], s = rstd[r];
       for (int64_t j = first; j < last; ++j) {
-        float xhat = (xs[j] - m) * s;
-        dw[j - first] += static_cast<double>(dys[j]) * xhat;
+        dw[j - first] += layerNormWeightGradTerm<double>(dys[j], xs[j], m, s);
         db[j - first] += dys[j];
       }
     }
@@ -197,19 +197,17 @@ void memopt_layer_norm_grad(memopt_context *ctx, memopt_dtype dtype,
       const float *dys = dy.get() + r * cols;
       const float *xs = x.get() + r * cols;
       float m = mean[r], s = rstd[r];
-      double sumG =
-          laneSum(cols, [&](int64_t j) { return double(dys[j] * w[j]); });
+      double sumG = laneSum(cols, [&](int64_t j) {
+        return layerNormGradTermG<double>(dys[j], w[j]);
+      });
       double sumGX = laneSum(cols, [&](int64_t j) {
-        float xhat = (xs[j] - m) * s;
-        return static_cast<double>(dys[j] * w[j]) * xhat;
+        return layerNormGradTermGX<double>(dys[j], w[j], xs[j], m, s);
       });
       float meanG = static_cast<float>(sumG / static_cast<double>(cols));
       float meanGX = static_cast<float>(sumGX / static_cast<double>(cols));
       float *dxs = dx.get() + r * cols;
-      for (int64_t j = 0; j < cols; ++j) {
-        float xhat = (xs[j] - m) * s;
-        dxs[j] = s * (dys[j] * w[j] - meanG - xhat * meanGX);
-      }
+      for (int64_t j = 0; j < cols; ++j)
+        dxs[j] = layerNormGradValue(dys[j], w[j], xs[j], m, s, meanG, meanGX);
     }
   });
   dx.commit();
@@ -230,13 +228,13 @@ void memopt_rms_norm(memopt_context *ctx, memopt_dtype dtype, const void *input,
   parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float *xs = x.get() + r * cols;
-      double sq = laneSum(
-          cols, [&](int64_t j) { return static_cast<double>(xs[j]) * xs[j]; });
+      double sq =
+          laneSum(cols, [&](int64_t j) { return squareTerm<double>(xs[j]); });
       float s = static_cast<float>(
-          1.0 / std::sqrt(sq / static_cast<double>(cols) + eps));
+          reciprocalStd(sq / static_cast<double>(cols), eps));
       float *ys = y.get() + r * cols;
       for (int64_t j = 0; j < cols; ++j)
-        ys[j] = xs[j] * s * w[j];
+        ys[j] = rmsNormValue(xs[j], s, w[j]);
       rstd[r] = s;
     }
   });
@@ -266,7 +264,7 @@ void memopt_rms_norm_grad(memopt_context *ctx, memopt_dtype dtype,
       const float *xs = x.get() + r * cols;
       float s = rstd[r];
       for (int64_t j = first; j < last; ++j)
-        dw[j - first] += static_cast<double>(dys[j]) * xs[j] * s;
+        dw[j - first] += rmsNormWeightGradTerm<double>(dys[j], xs[j], s);
     }
     std::copy(dw.begin(), dw.end(), dwF.begin() + first);
   });
@@ -276,14 +274,12 @@ void memopt_rms_norm_grad(memopt_context *ctx, memopt_dtype dtype,
       const float *xs = x.get() + r * cols;
       float s = rstd[r];
       double sumGX = laneSum(cols, [&](int64_t j) {
-        return static_cast<double>(dys[j]) * w[j] * xs[j];
+        return rmsNormGradTerm<double>(dys[j], w[j], xs[j]);
       });
-      // d/dx_j of x_i * s: s * delta_ij - x_i * x_j * s^3 / cols.
-      float c =
-          static_cast<float>(sumGX / static_cast<double>(cols) * s * s * s);
+      float c = rmsNormGradCoupling(sumGX, cols, s);
       float *dxs = dx.get() + r * cols;
       for (int64_t j = 0; j < cols; ++j)
-        dxs[j] = s * dys[j] * w[j] - xs[j] * c;
+        dxs[j] = rmsNormGradValue(dys[j], w[j], xs[j], s, c);
     }
   });
   dx.commit();
@@ -322,28 +318,24 @@ void memopt_batch_norm(memopt_context *ctx, memopt_dtype dtype,
       double sq = 0.0;
       for (int64_t b = 0; b < batch; ++b) {
         const float *xs = x.get() + (b * channels + c) * spatial;
-        sq += laneSum(spatial, [&](int64_t s) {
-          double d = xs[s] - mu;
-          return d * d;
-        });
+        sq += laneSum(spatial,
+                      [&](int64_t s) { return squaredDeviation(xs[s], mu); });
       }
       double var = sq / static_cast<double>(count);
       float m = static_cast<float>(mu);
-      float r = static_cast<float>(1.0 / std::sqrt(var + eps));
+      float r = static_cast<float>(reciprocalStd(var, eps));
       for (int64_t b = 0; b < batch; ++b) {
         const float *xs = x.get() + (b * channels + c) * spatial;
         float *ys = y.get() + (b * channels + c) * spatial;
         for (int64_t s = 0; s < spatial; ++s)
-          ys[s] = (xs[s] - m) * r * weight[c] + bias[c];
+          ys[s] = affineNormValue(xs[s], m, r, weight[c], bias[c]);
       }
       double unbiased = sq / static_cast<double>(count - 1);
       double oldMean = running_mean[c], oldVar = running_var[c];
       mean[c] = m;
       rstd[c] = r;
-      new_running_mean[c] =
-          static_cast<float>((1.0 - momentum) * oldMean + momentum * mu);
-      new_running_var[c] =
-          static_cast<float>((1.0 - momentum) * oldVar + momentum * unbiased);
+      new_running_mean[c] = runningStatistic(oldMean, mu, momentum);
+      new_running_var[c] = runningStatistic(oldVar, unbiased, momentum);
     }
   });
   y.commit();
@@ -374,8 +366,7 @@ void memopt_batch_norm_grad(memopt_context *ctx, memopt_dtype dtype,
         const float *xs = x.get() + (b * channels + c) * spatial;
         sumG += laneSum(spatial, [&](int64_t s) { return double(dys[s]); });
         sumGX += laneSum(spatial, [&](int64_t s) {
-          float xhat = (xs[s] - m) * r;
-          return static_cast<double>(dys[s]) * xhat;
+          return layerNormWeightGradTerm<double>(dys[s], xs[s], m, r);
         });
       }
       float meanG = count ? static_cast<float>(sumG / count) : 0.0f;
@@ -383,10 +374,9 @@ void memopt_batch_norm_grad(memopt_context *ctx, memopt_dtype dtype,
       float scale = weight[c] * r;
       for (int64_t b = 0; b < batch; ++b) {
         int64_t base = (b * channels + c) * spatial;
-        for (int64_t s = 0; s < spatial; ++s) {
-          float xhat = (x[base + s] - m) * r;
-          dx[base + s] = scale * (dy[base + s] - meanG - xhat * meanGX);
-        }
+        for (int64_t s = 0; s < spatial; ++s)
+          dx[base + s] = batchNormGradValue(dy[base + s], x[base + s], m, r,
+                                            scale, meanG, meanGX);
       }
       grad_weight[c] = static_cast<float>(sumGX);
       grad_bias[c] = static_cast<float>(sumG);

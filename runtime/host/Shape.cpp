@@ -5,12 +5,15 @@
 // order and each element is read at base + sum(index[d] * stride[d]) of the
 // input, with strides derived from the op's attributes; where the last
 // dimension is contiguous, a row at a time. They move raw
-// elements of any dtype, so they are exact.
+// elements of any dtype, so they are exact. The embeddings' index checks
+// and offsets are EmbeddingMath.h's, shared with the CUDA kernels, whose
+// gradient adds each row's positions in the order this file does.
 //
 //===----------------------------------------------------------------------===//
 
 #include "HostRuntime.h"
 #include "Parallel.h"
+#include "memopt/runtime/EmbeddingMath.h"
 
 #include <algorithm>
 #include <cstring>
@@ -161,18 +164,21 @@ void memopt_embedding(memopt_context *ctx, memopt_dtype dtype,
                       dim) ||
       !checkPointers(ctx, entry, num_indices, {indices, out}))
     return;
-  size_t rowBytes = static_cast<size_t>(dim) * memopt_dtype_size(dtype);
+  size_t size = memopt_dtype_size(dtype);
+  size_t rowBytes = static_cast<size_t>(dim) * size;
   for (int64_t i = 0; i < num_indices; ++i) {
     int64_t row = loadIndex(index_dtype, indices, i);
-    if (row < 0 || row >= num_rows) {
+    if (!embeddingIndexInRange(row, num_rows)) {
       setError(ctx, MEMOPT_ERROR_INDEX_OUT_OF_RANGE, entry,
                "index %lld at position %lld out of range [0, %lld)",
                static_cast<long long>(row), static_cast<long long>(i),
                static_cast<long long>(num_rows));
       return;
     }
-    std::memcpy(static_cast<char *>(out) + i * rowBytes,
-                static_cast<const char *>(weight) + row * rowBytes, rowBytes);
+    std::memcpy(static_cast<char *>(out) + embeddingOffset(i, 0, dim) * size,
+                static_cast<const char *>(weight) +
+                    embeddingOffset(row, 0, dim) * size,
+                rowBytes);
   }
 }
 
@@ -188,7 +194,7 @@ void memopt_embedding_grad(memopt_context *ctx, memopt_dtype dtype,
     return;
   for (int64_t i = 0; i < num_indices; ++i) {
     int64_t row = loadIndex(index_dtype, indices, i);
-    if (row < 0 || row >= num_rows) {
+    if (!embeddingIndexInRange(row, num_rows)) {
       setError(ctx, MEMOPT_ERROR_INDEX_OUT_OF_RANGE, entry,
                "index %lld at position %lld out of range [0, %lld)",
                static_cast<long long>(row), static_cast<long long>(i),
@@ -206,10 +212,10 @@ void memopt_embedding_grad(memopt_context *ctx, memopt_dtype dtype,
       std::fill(acc + r * dim + first, acc + r * dim + last, 0.0f);
     for (int64_t i = 0; i < num_indices; ++i) {
       int64_t index = loadIndex(index_dtype, indices, i);
-      if (index == padding_idx)
+      if (isPaddingRow(index, padding_idx))
         continue;
-      float *row = acc + index * dim;
-      const float *src = g.get() + i * dim;
+      float *row = acc + embeddingOffset(index, 0, dim);
+      const float *src = g.get() + embeddingOffset(i, 0, dim);
       for (int64_t j = first; j < last; ++j)
         row[j] += src[j];
     }

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "PlanCache.h"
 #include "WorkspaceLayout.h"
 #include "memopt/runtime.h"
+#include "memopt/runtime/PlanCache.h"
 
 #include "gtest/gtest.h"
 
@@ -16,6 +16,7 @@
 #include <tuple>
 
 using namespace memopt::cuda;
+using memopt::runtime::PlanCache;
 
 namespace {
 

@@ -3,13 +3,17 @@
 // Losses against double references (ignore_index, both reductions, i32 and
 // i64 labels, label smoothing as torch computes it), the all-ignored mean
 // (NaN loss, zero gradient, as PyTorch), and gradients against central
-// differences of the loss kernels.
+// differences of the loss kernels. The formulas of LossMath.h, which the
+// CUDA kernels run in f32, also against closed forms directly, in both of
+// their instantiations.
 //
 //===----------------------------------------------------------------------===//
 
 #include "RuntimeTestUtil.h"
+#include "memopt/runtime/LossMath.h"
 
 using namespace memopt::test;
+using namespace memopt::runtime;
 
 namespace {
 
@@ -95,8 +99,8 @@ TEST_F(RuntimeTest, CrossEntropyAllIgnoredMeanIsNaNWithZeroGradient) {
                          MEMOPT_REDUCTION_MEAN, eps);
     EXPECT_TRUE(std::isnan(loss));
     memopt_cross_entropy(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
-                         labels.data(), &loss, 2, 3, -100,
-                         MEMOPT_REDUCTION_SUM, eps);
+                         labels.data(), &loss, 2, 3, -100, MEMOPT_REDUCTION_SUM,
+                         eps);
     EXPECT_EQ(loss, 0.0f);
     std::vector<float> dx(6, 5.0f);
     memopt_cross_entropy_grad(ctx, MEMOPT_F32, logits.data(), MEMOPT_I64,
@@ -215,6 +219,112 @@ TEST_F(RuntimeTest, MseLossAndGradient) {
     };
     expectGradient(lossFn, x, dx, "mse_loss_grad");
   }
+}
+
+//===----------------------------------------------------------------------===//
+// LossMath.h's formulas
+//===----------------------------------------------------------------------===//
+
+/// A row z = {0, ln 2, ln 5}: exp(z) sums to 8, softmax is {1, 2, 5} / 8.
+const double kRowP[3] = {1.0 / 8, 2.0 / 8, 5.0 / 8};
+
+/// LossMath.h's log-sum-exp of the row in `Acc`, as the kernels compose it.
+template <typename Acc> Acc rowLse(const float *z) {
+  float max = std::fmax(std::fmax(z[0], z[1]), z[2]);
+  Acc sum = 0;
+  for (int j = 0; j < 3; ++j)
+    sum += logSumExpTerm<Acc>(z[j], max);
+  return logSumExpValue(max, sum);
+}
+
+// -(1 - eps) log p[label] - eps / C sum_j log p_j, for both instantiations.
+TEST(LossMathTest, CrossEntropyRowLossSmoothsTowardTheUniformTarget) {
+  const float z[3] = {0.0f, std::log(2.0f), std::log(5.0f)};
+  const int64_t label = 1;
+  double sumLogits = double(z[0]) + z[1] + z[2];
+  float sumLogitsF = z[0] + z[1] + z[2];
+  // The logits are ln 2 and ln 5 rounded to f32: 8 up to 1e-7.
+  double lse = std::log(std::exp(double(z[0])) + std::exp(double(z[1])) +
+                        std::exp(double(z[2])));
+  EXPECT_NEAR(lse, std::log(8.0), 1e-7);
+  EXPECT_NEAR(rowLse<double>(z), lse, 1e-12);
+  EXPECT_NEAR(rowLse<float>(z), lse, 1e-6);
+  for (double eps : {0.0, 0.2, 1.0}) {
+    SCOPED_TRACE(eps);
+    double expected = -(1.0 - eps) * std::log(kRowP[label]);
+    for (double p : kRowP)
+      expected -= eps / 3 * std::log(p);
+    EXPECT_NEAR(
+        crossEntropyRowLoss(rowLse<double>(z), z[label], sumLogits, eps, 3),
+        expected, 1e-7);
+    EXPECT_NEAR(crossEntropyRowLoss(rowLse<float>(z), z[label], sumLogitsF,
+                                    static_cast<float>(eps), 3),
+                expected, 1e-6);
+  }
+  // Without smoothing the sum of logits is not read (the kernels skip it).
+  EXPECT_NEAR(
+      crossEntropyRowLoss(rowLse<double>(z), z[label], double(NAN), 0.0, 3),
+      -std::log(kRowP[label]), 1e-7);
+}
+
+TEST(LossMathTest, SmoothedTargetIsAProbabilityVector) {
+  SmoothedTarget none = smoothedTarget(0.0, 10);
+  EXPECT_EQ(none.on, 1.0f);
+  EXPECT_EQ(none.off, 0.0f);
+  SmoothedTarget t = smoothedTarget(0.3, 4);
+  EXPECT_FLOAT_EQ(t.off, 0.075f);
+  EXPECT_FLOAT_EQ(t.on, 0.775f);
+  EXPECT_NEAR(double(t.on) + 3 * double(t.off), 1.0, 1e-7);
+  // No classes: nothing to spread the smoothing over.
+  EXPECT_EQ(smoothedTarget(0.3, 0).off, 0.0f);
+}
+
+// scale * (softmax - target); the gradient of a row sums to 0.
+TEST(LossMathTest, CrossEntropyGradientIsSoftmaxMinusTheTarget) {
+  const float z[3] = {0.0f, std::log(2.0f), std::log(5.0f)};
+  const int64_t label = 2;
+  for (double eps : {0.0, 0.2}) {
+    SCOPED_TRACE(eps);
+    SmoothedTarget target = smoothedTarget(eps, 3);
+    double sumD = 0.0, sumF = 0.0;
+    for (int64_t j = 0; j < 3; ++j) {
+      double expected =
+          0.5 * (kRowP[j] - ((j == label ? 1.0 - eps : 0.0) + eps / 3));
+      float d = crossEntropyGradValue(z[j], rowLse<double>(z), j == label, 0.5f,
+                                      target);
+      float f = crossEntropyGradValue(z[j], rowLse<float>(z), j == label, 0.5f,
+                                      target);
+      EXPECT_NEAR(d, expected, 1e-7) << j;
+      EXPECT_NEAR(f, expected, 1e-6) << j;
+      sumD += d;
+      sumF += f;
+    }
+    EXPECT_NEAR(sumD, 0.0, 1e-7);
+    EXPECT_NEAR(sumF, 0.0, 1e-6);
+  }
+}
+
+// ignore_index: a MEAN over no kept label is NaN, its gradient's scale 0.
+TEST(LossMathTest, ReductionsAndScalesWithIgnoredLabels) {
+  EXPECT_EQ(reducedLoss(6.0, 4.0, true), 1.5);
+  EXPECT_EQ(reducedLoss(6.0, 4.0, false), 6.0);
+  EXPECT_EQ(reducedLoss(6.0f, 4.0f, true), 1.5f);
+  EXPECT_TRUE(std::isnan(reducedLoss(0.0, 0.0, true)));
+  EXPECT_TRUE(std::isnan(reducedLoss(0.0f, 0.0f, true)));
+  EXPECT_EQ(reducedLoss(0.0f, 0.0f, false), 0.0f);
+  EXPECT_EQ(crossEntropyGradScale(0.7, true, 4.0), static_cast<float>(0.7 / 4));
+  EXPECT_EQ(crossEntropyGradScale(0.7, true, 0.0), 0.0f);
+  EXPECT_EQ(crossEntropyGradScale(0.7, false, 0.0), 0.7f);
+}
+
+TEST(LossMathTest, SquaredErrorTermsAndScale) {
+  EXPECT_EQ(squaredErrorTerm<double>(1.5f, -0.5f), 4.0);
+  EXPECT_EQ(squaredErrorTerm<float>(0.25f, 1.25f), 1.0f);
+  // 2 gradLoss, over n under MEAN; no division by an empty tensor's 0.
+  EXPECT_EQ(mseGradScale(1.0, true, 4), 0.5f);
+  EXPECT_EQ(mseGradScale(1.0, false, 4), 2.0f);
+  EXPECT_EQ(mseGradScale(1.0, true, 0), 2.0f);
+  EXPECT_EQ(mseGradValue(0.5f, 3.0f, 1.0f), 1.0f);
 }
 
 } // namespace

@@ -4,13 +4,17 @@
 // exponentials overflow f32 without the max subtraction), layer / RMS /
 // batch normalisation against double references, batch-norm running
 // statistics with the unbiased variance, and every gradient against central
-// differences of its forward kernel.
+// differences of its forward kernel. The formulas of NormMath.h, which the
+// CUDA kernels run in f32, also against closed forms directly, in both of
+// their instantiations.
 //
 //===----------------------------------------------------------------------===//
 
 #include "RuntimeTestUtil.h"
+#include "memopt/runtime/NormMath.h"
 
 using namespace memopt::test;
+using namespace memopt::runtime;
 
 namespace {
 
@@ -222,6 +226,146 @@ TEST_F(RuntimeTest, BatchNormNeedsMoreThanOneValuePerChannel) {
                     stats.data(), stats.data(), stats.data(), 1, 2, 1, 1e-5,
                     0.1);
   EXPECT_EQ(memopt_get_status(ctx), MEMOPT_ERROR_INVALID_ARGUMENT);
+}
+
+//===----------------------------------------------------------------------===//
+// NormMath.h's formulas
+//===----------------------------------------------------------------------===//
+
+TEST(NormMathTest, ReciprocalStdAddsEpsInsideTheRoot) {
+  EXPECT_EQ(reciprocalStd(0.25, 0.0), 2.0);
+  EXPECT_EQ(reciprocalStd(0.25, 0.75), 1.0);
+  EXPECT_EQ(reciprocalStd(3.0f, 1.0f), 0.5f);
+  // A constant row: var 0, the result is eps's alone and finite.
+  EXPECT_DOUBLE_EQ(reciprocalStd(0.0, 1e-4), 100.0);
+  EXPECT_FLOAT_EQ(reciprocalStd(0.0f, 1e-4f), 100.0f);
+}
+
+// Rows z = {0, ln 2, ln 5}: exp sums to 8, so softmax is {1, 2, 5} / 8.
+TEST(NormMathTest, SoftmaxFormulasMatchClosedForms) {
+  const float z[3] = {0.0f, std::log(2.0f), std::log(5.0f)};
+  const double p[3] = {1.0 / 8, 2.0 / 8, 5.0 / 8};
+  float shift = z[2];
+  double sum = 0.0;
+  float sumF = 0.0f;
+  for (float v : z) {
+    sum += softmaxExpTerm<double>(v, shift);
+    sumF += softmaxExpTerm<float>(v, shift);
+  }
+  EXPECT_NEAR(sum, 8.0 / 5.0, 1e-7);
+  EXPECT_NEAR(sumF, 8.0 / 5.0, 1e-6);
+  float logSum = std::log(sumF), inv = 1.0f / sumF;
+  const double g[3] = {0.5, -1.0, 2.0};
+  double sumG = g[0] + g[1] + g[2];
+  double sumGY = 0.0;
+  for (int j = 0; j < 3; ++j)
+    sumGY += g[j] * p[j];
+  for (int j = 0; j < 3; ++j) {
+    float y = softmaxValue(z[j], shift, inv);
+    float ly = logSoftmaxValue(z[j], shift, logSum);
+    EXPECT_NEAR(y, p[j], 1e-7) << j;
+    EXPECT_NEAR(ly, std::log(p[j]), 1e-6) << j;
+    // The Jacobian products: p (g - g.p) and g - p sum(g).
+    EXPECT_NEAR(softmaxGradValue(y, float(g[j]), float(sumGY), false),
+                p[j] * (g[j] - sumGY), 1e-6)
+        << j;
+    EXPECT_NEAR(softmaxGradValue(ly, float(g[j]), float(sumG), true),
+                g[j] - p[j] * sumG, 1e-6)
+        << j;
+    EXPECT_EQ(softmaxGradTerm<double>(y, float(g[j]), true), g[j]);
+    EXPECT_EQ(softmaxGradTerm<double>(y, float(g[j]), false),
+              double(float(g[j])) * y);
+  }
+}
+
+/// The row statistics of layer norm computed as the CUDA kernel does, in
+/// f32 with NormMath.h's terms.
+struct RowStats {
+  float mean, rstd;
+};
+
+RowStats f32RowStats(const std::vector<float> &x, float eps) {
+  float sum = 0.0f;
+  for (float v : x)
+    sum += v;
+  float mean = sum / static_cast<float>(x.size());
+  float sq = 0.0f;
+  for (float v : x)
+    sq += squaredDeviation<float>(v, mean);
+  return {mean, reciprocalStd<float>(sq / static_cast<float>(x.size()), eps)};
+}
+
+// Layer norm is invariant to shifting and scaling its row, so an upstream
+// gradient along either direction (dy = const, dy = xhat with w = 1) has a
+// zero input gradient; with eps > 0 the scaling direction keeps a residue
+// of eps / (var + eps).
+TEST(NormMathTest, LayerNormGradientVanishesAlongTheInvariances) {
+  std::mt19937 rng(3);
+  std::vector<float> x = randomVector(rng, 37, -2.0f, 2.0f);
+  for (float eps : {0.0f, 1e-2f}) {
+    SCOPED_TRACE(eps);
+    RowStats st = f32RowStats(x, eps);
+    for (bool shift : {true, false}) {
+      std::vector<float> dy(x.size());
+      for (size_t j = 0; j < x.size(); ++j)
+        dy[j] = shift ? 0.75f : normalized(x[j], st.mean, st.rstd);
+      float sumG = 0.0f, sumGX = 0.0f;
+      for (size_t j = 0; j < x.size(); ++j) {
+        sumG += layerNormGradTermG<float>(dy[j], 1.0f);
+        sumGX +=
+            layerNormGradTermGX<float>(dy[j], 1.0f, x[j], st.mean, st.rstd);
+      }
+      float n = static_cast<float>(x.size());
+      double var = 1.0 / (double(st.rstd) * st.rstd) - eps;
+      double residue = shift ? 0.0 : eps / (var + eps);
+      for (size_t j = 0; j < x.size(); ++j) {
+        float dx = layerNormGradValue(dy[j], 1.0f, x[j], st.mean, st.rstd,
+                                      sumG / n, sumGX / n);
+        double xhat = (x[j] - double(st.mean)) * st.rstd;
+        EXPECT_NEAR(dx, st.rstd * xhat * residue, 2e-5) << shift << " " << j;
+      }
+    }
+  }
+}
+
+// RMS norm is invariant to scaling its row (eps = 0), so with w = 1 the
+// upstream gradient dy = x has a zero input gradient.
+TEST(NormMathTest, RmsNormGradientVanishesAlongTheScaling) {
+  std::mt19937 rng(4);
+  std::vector<float> x = randomVector(rng, 29, -2.0f, 2.0f);
+  float sq = 0.0f;
+  for (float v : x)
+    sq += squareTerm<float>(v);
+  float rstd = reciprocalStd<float>(sq / static_cast<float>(x.size()), 0.0f);
+  float sumGX = 0.0f;
+  for (float v : x)
+    sumGX += rmsNormGradTerm<float>(v, 1.0f, v);
+  float c =
+      rmsNormGradCoupling<float>(sumGX, static_cast<int64_t>(x.size()), rstd);
+  for (float v : x)
+    EXPECT_NEAR(rmsNormGradValue(v, 1.0f, v, rstd, c), 0.0, 1e-5) << v;
+  // Along a single coordinate: rstd (1 - x_j^2 rstd^2 / n) at j.
+  std::vector<float> dy(x.size(), 0.0f);
+  dy[3] = 1.0f;
+  double sumD = 0.0;
+  for (size_t j = 0; j < x.size(); ++j)
+    sumD += rmsNormGradTerm<double>(dy[j], 1.0f, x[j]);
+  float cD = rmsNormGradCoupling(sumD, static_cast<int64_t>(x.size()), rstd);
+  double n = static_cast<double>(x.size());
+  EXPECT_NEAR(rmsNormGradValue(1.0f, 1.0f, x[3], rstd, cD),
+              rstd * (1.0 - x[3] * double(x[3]) * rstd * rstd / n), 1e-6);
+}
+
+TEST(NormMathTest, ParameterGradientTermsAndRunningStatistics) {
+  // dy * xhat for layer norm's weight, dy * x * rstd for RMS norm's.
+  EXPECT_EQ(layerNormWeightGradTerm<double>(2.0f, 3.0f, 1.0f, 0.5f), 2.0);
+  EXPECT_EQ(rmsNormWeightGradTerm<float>(2.0f, 3.0f, 0.5f), 3.0f);
+  EXPECT_EQ(affineNormValue(3.0f, 1.0f, 0.5f, 4.0f, -1.0f), 3.0f);
+  EXPECT_EQ(rmsNormValue(3.0f, 0.5f, 4.0f), 6.0f);
+  // scale (dy - meanG - xhat meanGX), xhat = (x - mean) rstd = 1.
+  EXPECT_EQ(batchNormGradValue(5.0f, 3.0f, 1.0f, 0.5f, 2.0f, 1.0f, 2.0f), 4.0f);
+  EXPECT_EQ(runningStatistic(2.0, 4.0, 0.25), 2.5f);
+  EXPECT_EQ(runningStatistic(2.0, 4.0, 0.0), 2.0f);
 }
 
 } // namespace

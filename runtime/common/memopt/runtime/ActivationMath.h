@@ -19,16 +19,9 @@
 #define MEMOPT_RUNTIME_ACTIVATIONMATH_H
 
 #include "memopt/runtime.h"
+#include "memopt/runtime/HostDevice.h"
 
 #include <cmath>
-
-#ifndef MEMOPT_HOST_DEVICE
-#ifdef __CUDACC__
-#define MEMOPT_HOST_DEVICE __host__ __device__
-#else
-#define MEMOPT_HOST_DEVICE
-#endif
-#endif
 
 namespace memopt {
 namespace runtime {

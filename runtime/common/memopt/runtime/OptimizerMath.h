@@ -12,14 +12,10 @@
 #ifndef MEMOPT_RUNTIME_OPTIMIZERMATH_H
 #define MEMOPT_RUNTIME_OPTIMIZERMATH_H
 
+#include "memopt/runtime/HostDevice.h"
+
 #include <cmath>
 #include <cstdint>
-
-#ifdef __CUDACC__
-#define MEMOPT_HOST_DEVICE __host__ __device__
-#else
-#define MEMOPT_HOST_DEVICE
-#endif
 
 namespace memopt {
 namespace runtime {

@@ -455,6 +455,15 @@ inline bool checkUpdateScale(memopt_context *ctx, const char *entry,
 //===----------------------------------------------------------------------===//
 
 /// The geometry of memopt_conv2d and its gradients; checkConv fills oh, ow.
+/// The output extent of a convolution along one axis, floor((in + 2 pad -
+/// dil (k - 1) - 1) / stride) + 1, or -1 when the dilated window is larger
+/// than the padded input (checkConv rejects those). stride, dil > 0.
+constexpr int64_t convOutputExtent(int64_t in, int64_t k, int64_t stride,
+                                   int64_t pad, int64_t dil) {
+  int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+  return span < 0 ? -1 : span / stride + 1;
+}
+
 struct ConvShape {
   int64_t n, c, h, w, o, kh, kw, sh, sw, ph, pw, dh, dw, groups;
   int64_t oh, ow;
@@ -486,16 +495,14 @@ inline bool checkConv(memopt_context *ctx, const char *entry,
         static_cast<long long>(s.dh), static_cast<long long>(s.dw),
         static_cast<long long>(s.groups), static_cast<long long>(s.c),
         static_cast<long long>(s.o));
-  int64_t spanH = s.h + 2 * s.ph - s.dh * (s.kh - 1) - 1;
-  int64_t spanW = s.w + 2 * s.pw - s.dw * (s.kw - 1) - 1;
-  if (spanH < 0 || spanW < 0)
+  s.oh = convOutputExtent(s.h, s.kh, s.sh, s.ph, s.dh);
+  s.ow = convOutputExtent(s.w, s.kw, s.sw, s.pw, s.dw);
+  if (s.oh < 0 || s.ow < 0)
     return invalid(
         ctx, entry,
         "kernel %lldx%lld (dilated) exceeds the padded %lldx%lld input",
         static_cast<long long>(s.kh), static_cast<long long>(s.kw),
         static_cast<long long>(s.h), static_cast<long long>(s.w));
-  s.oh = spanH / s.sh + 1;
-  s.ow = spanW / s.sw + 1;
   return true;
 }
 

@@ -1,21 +1,22 @@
 //===- PlanCache.h - library plans made once per call site ------*- C++ -*-===//
 //
-// cuBLASLt matmuls and cuDNN convolutions need descriptors, layouts and an
-// algorithm choice before they run. A step calls the same entries with the
-// same shapes every time, so the runtime makes each plan once, the first time
-// its key (shapes, dtypes, options, alignments) is seen, and reuses it for
-// every later call: a steady-state step creates no descriptor and asks no
-// heuristic. The context owns one cache per library, and the plans (whose
-// destructors release the descriptors) die with it, before the library
-// handles.
+// Library calls need a plan before they run: cuBLASLt matmuls and cuDNN
+// convolutions their descriptors, layouts and algorithm, the host's oneDNN
+// convolutions their primitives. A step calls the same entries with the same
+// shapes every time, so a runtime makes each plan once, the first time its
+// key (shapes, dtypes, options, alignments) is seen, and reuses it for every
+// later call: a steady-state step creates no descriptor, asks no heuristic
+// and compiles no kernel. The context owns one cache per library, and the
+// plans (whose destructors release what they hold) die with it, before the
+// library handles.
 //
-// Plain C++ (no CUDA headers), so that the unit tests check the caching
+// Plain C++, shared by both runtimes; the unit tests check the caching
 // without a device.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MEMOPT_RUNTIME_CUDA_PLANCACHE_H
-#define MEMOPT_RUNTIME_CUDA_PLANCACHE_H
+#ifndef MEMOPT_RUNTIME_PLANCACHE_H
+#define MEMOPT_RUNTIME_PLANCACHE_H
 
 #include <cstddef>
 #include <map>
@@ -23,7 +24,7 @@
 #include <mutex>
 
 namespace memopt {
-namespace cuda {
+namespace runtime {
 
 /// Plans of type `Plan` by `Key` (ordered by operator<).
 template <typename Key, typename Plan> class PlanCache {
@@ -61,7 +62,7 @@ private:
   std::map<Key, std::unique_ptr<Plan>> plans;
 };
 
-} // namespace cuda
+} // namespace runtime
 } // namespace memopt
 
-#endif // MEMOPT_RUNTIME_CUDA_PLANCACHE_H
+#endif // MEMOPT_RUNTIME_PLANCACHE_H
