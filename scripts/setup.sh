@@ -15,8 +15,8 @@ PACKAGES=(
   zlib1g-dev libzstd-dev libedit-dev libcurl4-openssl-dev
   # Build tools and unit tests.
   cmake ninja-build g++ libgtest-dev
-  # Host runtime and reports.
-  libopenblas-dev nlohmann-json3-dev
+  # Host runtime (OpenBLAS GEMMs, oneDNN convolutions) and reports.
+  libopenblas-dev libdnnl-dev nlohmann-json3-dev
   # Data parallelism on the host (memopt-compile --data-parallel, mpirun).
   libopenmpi-dev openmpi-bin
   # Exporter and its tests (torch 1.13 for /usr/bin/python3).

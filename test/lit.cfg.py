@@ -36,6 +36,10 @@ config.substitutions.append(("%examples",
 # sanitizer flags in a -DMEMOPT_ENABLE_SANITIZERS=ON build, else nothing.
 config.substitutions.append(("%host_cxxflags",
                              config.memopt_sanitizer_cxxflags))
+# The libraries the host runtime's archive needs after it on a link line
+# (memopt-compile passes the same): OpenBLAS, oneDNN and its OpenMP runtime.
+config.substitutions.append(("%host_runtime_libs",
+                             "-lopenblas -ldnnl -lgomp -lm -pthread"))
 
 # In a sanitized build every report goes to stderr and aborts the process:
 # a signal, so that neither `not` nor an expected exit code of 1 can mistake

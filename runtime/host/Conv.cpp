@@ -1,10 +1,11 @@
 //===- Conv.cpp - host convolution and pooling ----------------------------===//
 //
-// conv2d and its two gradients as im2col + GEMM, a batch of images and one
-// group at a time. The im2col matrix of `imgs` images is [C/groups * KH *
-// KW, imgs * OH * OW] (image i's columns at i * OH * OW), so that a small
-// convolution is one GEMM wide enough for the BLAS's threads rather than
-// one narrow GEMM per image:
+// conv2d and its two gradients: through oneDNN where it has a JIT kernel
+// for the shape (OneDnnConv.h), otherwise as im2col + GEMM, a batch of
+// images and one group at a time. The im2col matrix of `imgs` images is
+// [C/groups * KH * KW, imgs * OH * OW] (image i's columns at i * OH * OW), so
+// that a small convolution is one GEMM wide enough for the BLAS's threads
+// rather than one narrow GEMM per image:
 //   forward      Y_g  = W_g * col(X_g)
 //   grad_input   dX_g = col2im(W_g^T * dY_g)
 //   grad_filter  dW_g = sum over batches of dY_g * col(X_g)^T
@@ -19,7 +20,9 @@
 
 #include "Gemm.h"
 #include "HostRuntime.h"
+#include "OneDnnConv.h"
 #include "Parallel.h"
+#include "memopt/runtime/PoolMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -234,6 +237,10 @@ void memopt_conv2d(memopt_context *ctx, memopt_dtype dtype, const void *input,
   F32Input x(ctx, dtype, input, inSize);
   F32Input wt(ctx, dtype, filter, filterSize);
   F32Output y(ctx, dtype, out, outSize);
+  if (oneDnnConvForward(ctx, g, x.get(), wt.get(), y.get())) {
+    y.commit();
+    return;
+  }
   ConvBatches batches(ctx, g);
   for (int64_t b = 0; b < n; b += batches.size()) {
     for (int64_t gi = 0; gi < groups; ++gi) {
@@ -267,6 +274,10 @@ void memopt_conv2d_grad_input(memopt_context *ctx, memopt_dtype dtype,
   F32Input dy(ctx, dtype, grad, outSize);
   F32Input wt(ctx, dtype, filter, filterSize);
   F32Output dx(ctx, dtype, grad_input, inSize);
+  if (oneDnnConvGradInput(ctx, g, dy.get(), wt.get(), dx.get())) {
+    dx.commit();
+    return;
+  }
   std::memset(dx.get(), 0, static_cast<size_t>(inSize) * sizeof(float));
   ConvBatches batches(ctx, g);
   for (int64_t b = 0; b < n; b += batches.size()) {
@@ -301,6 +312,10 @@ void memopt_conv2d_grad_filter(memopt_context *ctx, memopt_dtype dtype,
   F32Input dy(ctx, dtype, grad, outSize);
   F32Input x(ctx, dtype, input, inSize);
   F32Output dw(ctx, dtype, grad_filter, filterSize);
+  if (oneDnnConvGradFilter(ctx, g, dy.get(), x.get(), dw.get())) {
+    dw.commit();
+    return;
+  }
   std::memset(dw.get(), 0, static_cast<size_t>(filterSize) * sizeof(float));
   ConvBatches batches(ctx, g);
   for (int64_t b = 0; b < n; b += batches.size()) {
@@ -322,23 +337,6 @@ void memopt_conv2d_grad_filter(memopt_context *ctx, memopt_dtype dtype,
 
 namespace {
 
-/// Calls fn(offset) for the input offset, within one [h, w] plane, of each
-/// element of window (y, x), in row-major order; padding is skipped. The
-/// window is clipped to the plane once, so the loops test nothing per
-/// element (pooling runs it for every output).
-template <typename Fn>
-[[gnu::always_inline]] inline void
-forEachInWindow(const PoolShape &g, int64_t y, int64_t x, Fn &&fn) {
-  int64_t top = y * g.sh - g.ph, left = x * g.sw - g.pw;
-  int64_t i0 = std::max<int64_t>(0, -top), i1 = std::min(g.kh, g.h - top);
-  int64_t j0 = std::max<int64_t>(0, -left), j1 = std::min(g.kw, g.w - left);
-  for (int64_t i = i0; i < i1; ++i) {
-    int64_t row = (top + i) * g.w + left;
-    for (int64_t j = j0; j < j1; ++j)
-      fn(row + j);
-  }
-}
-
 /// Calls fn(p, oy, ox) for every output position of each of `planes`
 /// planes, the planes split over the host threads.
 template <typename Fn>
@@ -352,28 +350,11 @@ void forEachPoolOutput(const PoolShape &g, int64_t planes, Fn &&fn) {
               });
 }
 
-/// The input offset (within one [h, w] plane) of the maximum of window
-/// (y, x): the first in row-major order on ties; with NaNs, the last NaN
-/// (PyTorch's CPU and CUDA kernels take every NaN they meet). Every window
-/// holds at least one input element since padding <= kernel / 2.
-[[gnu::always_inline]] inline int64_t
-argmaxOfWindow(const PoolShape &g, const float *plane, int64_t y, int64_t x) {
-  // Written so that the compiler selects (cmov, maxss) instead of branching:
-  // comparisons of random data mispredict half the time. The first element
-  // is taken, then anything larger until a NaN is seen, and every NaN.
-  int64_t best = -1;
-  float bestValue = -INFINITY;
-  bool sawNaN = false;
-  forEachInWindow(g, y, x, [&](int64_t offset) {
-    float v = plane[offset];
-    bool isNaN = v != v;
-    bool take = (best < 0) | ((v > bestValue) & !sawNaN) | isNaN;
-    int64_t mask = -static_cast<int64_t>(take);
-    best = (offset & mask) | (best & ~mask);
-    bestValue = v > bestValue ? v : bestValue;
-    sawNaN |= isNaN;
-  });
-  return best;
+/// The offset of window (y, x)'s maximum within `plane` (PoolMath.h).
+int64_t argmaxOfWindow(const PoolShape &g, const float *plane, int64_t y,
+                       int64_t x) {
+  return windowArgMax(g, y, x,
+                      [plane](int64_t offset) { return plane[offset]; });
 }
 
 } // namespace

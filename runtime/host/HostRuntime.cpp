@@ -101,6 +101,7 @@ memopt_context *memopt_context_create(void) {
 void memopt_context_destroy(memopt_context *ctx) {
   if (!ctx)
     return;
+  destroyConvPrimitives(ctx->convPrimitives);
   std::free(ctx->arena);
   delete ctx;
 }

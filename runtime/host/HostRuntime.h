@@ -20,6 +20,14 @@
 #include <string>
 #include <vector>
 
+namespace memopt {
+namespace host {
+/// The context's oneDNN convolution primitives (OneDnnConv.cpp).
+struct ConvPrimitives;
+void destroyConvPrimitives(ConvPrimitives *primitives);
+} // namespace host
+} // namespace memopt
+
 struct memopt_context {
   /// The arena: one 256-byte aligned block.
   void *arena = nullptr;
@@ -35,6 +43,8 @@ struct memopt_context {
   std::string message;
   /// The ranks of data parallelism (memopt_set_collectives): one by default.
   memopt_collectives collectives = memopt::runtime::kSingleRank;
+  /// Made at the first convolution (OneDnnConv.cpp).
+  memopt::host::ConvPrimitives *convPrimitives = nullptr;
 };
 
 namespace memopt {

@@ -1,6 +1,6 @@
 // RUN: memopt-opt %s --convert-memopt-to-emitc | memopt-translate --memopt-to-cpp > %t.cpp
 // RUN: c++ -std=c++17 %host_cxxflags -c -I%memopt_src_root/runtime/include %t.cpp -o %t.o
-// RUN: c++ -std=c++17 %host_cxxflags -I%memopt_src_root/runtime/include %S/Inputs/linear-sgd-main.cpp %t.o %memopt_obj_root/lib/libmemopt_runtime_host.a -lopenblas -lm -o %t.exe
+// RUN: c++ -std=c++17 %host_cxxflags -I%memopt_src_root/runtime/include %S/Inputs/linear-sgd-main.cpp %t.o %memopt_obj_root/lib/libmemopt_runtime_host.a %host_runtime_libs -o %t.exe
 // RUN: %t.exe | FileCheck %s
 
 // One SGD step of a linear layer with a constant bias and an MSE loss,

@@ -1,5 +1,5 @@
 // RUN: memopt-opt %s --memopt-bufferize --memopt-plan-buffers --memopt-verify-plan --convert-memopt-to-emitc | memopt-translate --memopt-to-cpp > %t.cpp
-// RUN: c++ -std=c++17 %host_cxxflags -I%memopt_src_root/runtime/include %S/Inputs/linear-sgd-main.cpp %t.cpp %memopt_obj_root/lib/libmemopt_runtime_host.a -lopenblas -lm -o %t.exe
+// RUN: c++ -std=c++17 %host_cxxflags -I%memopt_src_root/runtime/include %S/Inputs/linear-sgd-main.cpp %t.cpp %memopt_obj_root/lib/libmemopt_runtime_host.a %host_runtime_libs -o %t.exe
 // RUN: %t.exe | FileCheck %s
 
 // The model of codegen-runs.mlir, from tensors through the whole code

@@ -351,7 +351,10 @@ bool buildTrain(const memopt::CompileOptions &flags, const char *argv0) {
     args.push_back("-lcudnn");
     args.push_back("-lnccl");
   } else {
+    // OpenBLAS for GEMMs, oneDNN (on libgomp's threads) for convolutions.
     args.push_back("-lopenblas");
+    args.push_back("-ldnnl");
+    args.push_back("-lgomp");
     args.push_back("-pthread");
   }
   args.push_back("-o");

@@ -2,15 +2,19 @@
 //
 // conv2d with stride, padding, dilation and groups against a direct loop in
 // double; its two gradients against central differences and against the
-// adjoint identities <conv(x, w), dy> = <x, dx> = <w, dw>. Pooling against
+// adjoint identities <conv(x, w), dy> = <x, dx> = <w, dw>; both through
+// oneDNN and through memopt's im2col + GEMM. Pooling against
 // PyTorch's definitions (floor mode, -inf / counted padding), gradients by
 // finite differences and the first-maximum rule on ties.
 //
 //===----------------------------------------------------------------------===//
 
+#include "OneDnnConv.h"
 #include "RuntimeTestUtil.h"
+#include "memopt/runtime/PoolMath.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 
@@ -61,8 +65,9 @@ struct Conv {
   }
 };
 
-/// Unit-stride convolutions whose output is as wide as the input: im2col
-/// moves a whole shifted plane at once for them (rowsAreContiguous).
+/// Unit-stride convolutions whose output is as wide as the input (im2col
+/// moves a whole shifted plane at once for them: rowsAreContiguous), and two
+/// with a CNN's channel counts.
 std::vector<Conv> sameWidthConvs() {
   std::vector<Conv> configs(5);
   for (Conv &cv : configs) {
@@ -79,10 +84,49 @@ std::vector<Conv> sameWidthConvs() {
   configs[4].w = 2; // shifts as wide as a row: no column inside
   configs[4].kw = 5;
   configs[4].pw = 2;
+  // CNN-like channel counts, for which oneDNN has JIT kernels in every
+  // direction (it leaves the tiny grouped shapes above to im2col).
+  Conv wide;
+  wide.c = wide.o = 16;
+  wide.groups = 1;
+  wide.sh = wide.sw = 1;
+  wide.kh = wide.kw = 3;
+  wide.dh = wide.dw = 1;
+  configs.push_back(wide);
+  wide.o = 32;
+  wide.sh = wide.sw = 2;
+  configs.push_back(wide);
   return configs;
 }
 
-TEST_F(RuntimeTest, Conv2dMatchesDirectLoop) {
+/// The convolution tests run twice: through oneDNN where it has a kernel
+/// for the shape, and with MEMOPT_HOST_ONEDNN=0, through memopt's im2col +
+/// GEMM alone.
+class ConvTest : public RuntimeTest, public testing::WithParamInterface<bool> {
+protected:
+  void SetUp() override {
+    if (!GetParam())
+      setenv("MEMOPT_HOST_ONEDNN", "0", 1);
+    RuntimeTest::SetUp();
+  }
+  void TearDown() override {
+    // Each path must have been taken: oneDNN has JIT kernels for most of
+    // the shapes here, and none may run with it off.
+    if (GetParam())
+      EXPECT_GT(memopt::host::oneDnnConvPlanCount(ctx), 0);
+    else
+      EXPECT_EQ(memopt::host::oneDnnConvPlanCount(ctx), 0);
+    RuntimeTest::TearDown();
+    unsetenv("MEMOPT_HOST_ONEDNN");
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Paths, ConvTest, testing::Bool(),
+                         [](const testing::TestParamInfo<bool> &info) {
+                           return info.param ? "OneDnn" : "Im2col";
+                         });
+
+TEST_P(ConvTest, Conv2dMatchesDirectLoop) {
   std::vector<Conv> configs(3);
   configs[1].groups = 1;
   configs[1].sh = configs[1].sw = 1;
@@ -110,7 +154,7 @@ TEST_F(RuntimeTest, Conv2dMatchesDirectLoop) {
   }
 }
 
-TEST_F(RuntimeTest, Conv2dGradientsMatchFiniteDifferences) {
+TEST_P(ConvTest, Conv2dGradientsMatchFiniteDifferences) {
   std::vector<Conv> configs = {Conv()};
   for (const Conv &cv : sameWidthConvs())
     configs.push_back(cv);
@@ -249,6 +293,33 @@ TEST_F(RuntimeTest, MaxPoolPropagatesNaN) {
   EXPECT_EQ(y[2], 7.0f) << "the first of two equal maxima";
   EXPECT_EQ(dx, (std::vector<float>{0, 2, 0, 0, 0, 4, //
                                     0, 0, 0, 3, 0, 0}));
+}
+
+/// PoolMath.h's windowsCovering, which the CUDA gradients gather through,
+/// against every window tested one by one.
+TEST(PoolMathTest, WindowsCoveringAnInputElement) {
+  int checked = 0;
+  for (int64_t in = 1; in <= 9; ++in)
+    for (int64_t k = 1; k <= 4; ++k)
+      for (int64_t stride = 1; stride <= 3; ++stride)
+        for (int64_t pad = 0; pad <= k / 2; ++pad) {
+          int64_t out = (in + 2 * pad - k) / stride + 1;
+          for (int64_t i = 0; i < in; ++i) {
+            int64_t first, last;
+            memopt::runtime::windowsCovering(i, k, stride, pad, out, first,
+                                             last);
+            std::vector<int64_t> expected, got;
+            for (int64_t o = 0; o < out; ++o)
+              if (o * stride - pad <= i && i < o * stride - pad + k)
+                expected.push_back(o);
+            for (int64_t o = first; o < last; ++o)
+              got.push_back(o);
+            ASSERT_EQ(got, expected) << "in " << in << " k " << k << " stride "
+                                     << stride << " pad " << pad << " i " << i;
+            ++checked;
+          }
+        }
+  EXPECT_GT(checked, 500);
 }
 
 } // namespace
