@@ -99,11 +99,17 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
   F32Output outM(ctx, dtype, new_exp_avg, n);
   F32Output outV(ctx, dtype, new_exp_avg_sq, n);
   parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    // Element i reads only index i of the inputs before writing index i of
+    // the outputs, which may be the inputs themselves (runtime.h), so the
+    // loop has no carried dependence and may be vectorized.
+    const float *pi = p.get(), *gi = g.get(), *mi = m.get(), *vi = v.get();
+    float *po = outP.get(), *mo = outM.get(), *vo = outV.get();
+#pragma GCC ivdep
     for (int64_t i = begin; i < end; ++i) {
-      float mi = m[i], vi = v[i];
-      outP[i] = adamwElement(c, p[i], g[i], mi, vi);
-      outM[i] = mi;
-      outV[i] = vi;
+      float mNew = mi[i], vNew = vi[i];
+      po[i] = adamwElement(c, pi[i], gi[i], mNew, vNew);
+      mo[i] = mNew;
+      vo[i] = vNew;
     }
   });
   outP.commit();

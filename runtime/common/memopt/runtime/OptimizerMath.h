@@ -67,9 +67,11 @@ MEMOPT_HOST_DEVICE inline float adamwElement(const AdamWCoefficients &c,
                                              float p, float g, float &m,
                                              float &v) {
   float decayed = p * c.decayFactor;
-  // Tensor.lerp_ as PyTorch evaluates it.
-  m = c.lerpWeight < 0.5f ? m + c.lerpWeight * (g - m)
-                          : g - (g - m) * (1.0f - c.lerpWeight);
+  // Tensor.lerp_ as PyTorch evaluates it: both forms, then a select (no
+  // branch, so that a CPU loop over elements vectorizes).
+  float fromM = m + c.lerpWeight * (g - m);
+  float fromG = g - (g - m) * (1.0f - c.lerpWeight);
+  m = c.lerpWeight < 0.5f ? fromM : fromG;
   v = v * c.beta2 + c.oneMinusBeta2 * (g * g);
   float denom = std::sqrt(v) / c.biasCorrection2Sqrt + c.eps;
   return decayed + c.negStepSize * (m / denom);
