@@ -11,7 +11,9 @@ step excluded) and times the same model, batch and torch.optim.AdamW in
 PyTorch eager (zero_grad, forward, backward, step; the minimum over N steps
 after one warm-up step). Both run with T threads (MEMOPT_NUM_THREADS and
 OPENBLAS_NUM_THREADS for memopt, torch.set_num_threads for PyTorch), taking
-turns R times in the same run (a shared machine's noise then hits both);
+turns R times in the same run (a shared machine's noise then hits both;
+each PyTorch measurement runs in a child process, so that its OpenMP
+workers, which spin after each parallel region, are gone while memopt runs);
 each figure is the minimum over its rounds. Prints one Markdown table: both
 minimum step times, their ratio
 (memopt / PyTorch: below 1 is faster) and both first losses, which agree
@@ -70,9 +72,20 @@ def build_model(name):
 MODELS = ("mlp", "gpt", "cnn", "llama", "gpt-256x4", "cnn-b64", "mlp-b4096")
 
 
-def time_torch(name, steps):
-    """PyTorch eager, from the initial parameters: (minimum step seconds,
-    first loss)."""
+def time_torch(name, steps, threads):
+    """PyTorch eager in a child process (so that its OpenMP workers, which
+    spin after each parallel region, are gone before memopt runs), from the
+    initial parameters: (minimum step seconds, first loss)."""
+    run = subprocess.run([sys.executable, os.path.abspath(__file__),
+                          "--torch-only", name, "--steps", str(steps),
+                          "--threads", str(threads)],
+                         check=True, capture_output=True, text=True).stdout
+    best, first = run.split()
+    return float(best), float(first)
+
+
+def torch_step_times(name, steps):
+    """PyTorch eager in this process: (minimum step seconds, first loss)."""
     import torch
     model, batch = build_model(name)
     optimizer = torch.optim.AdamW(model.parameters(), **ADAMW)
@@ -127,9 +140,14 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--only", default=",".join(MODELS))
+    parser.add_argument("--torch-only", help=argparse.SUPPRESS)
     args = parser.parse_args()
     import torch
     torch.set_num_threads(args.threads)
+    if args.torch_only:
+        best, first = torch_step_times(args.torch_only, args.steps)
+        print(best, first)
+        return 0
     names = args.only.split(",")
     for name in names:
         if name not in MODELS:
@@ -149,7 +167,8 @@ def main():
                 seconds, our_loss = time_memopt(name, args.steps,
                                                 args.threads, work)
                 ours = min(ours, seconds)
-                seconds, their_loss = time_torch(name, args.steps)
+                seconds, their_loss = time_torch(name, args.steps,
+                                                 args.threads)
                 theirs = min(theirs, seconds)
             worst = max(worst, ours / theirs)
             print(f"| {name} | {ours * 1e3:.3f} | {theirs * 1e3:.3f} | "

@@ -14,14 +14,17 @@
 // JIT kernels give (OneDnnConv.h). MEMOPT_HOST_ONEDNN=0 in the environment
 // when a context makes its first convolution turns oneDNN off for it.
 //
-// oneDNN runs on OpenMP threads (Debian's build); the context sets their
-// count to the host runtime's (Parallel.h) at its first convolution.
+// oneDNN runs on the calling thread. Debian's oneDNN is built on OpenMP,
+// whose workers spin after each parallel region; beside the host runtime's
+// threads (Parallel.h) and OpenBLAS's, which spin too, two OpenMP workers
+// made the CNN at batch 64 slower on 2 cores (10.1 ms a step against 7.6
+// with one; 2026-12-02). One thread also makes every direction's result
+// independent of the thread count, the filter gradient's included.
 //
 //===----------------------------------------------------------------------===//
 
 #include "OneDnnConv.h"
 
-#include "Parallel.h"
 #include "memopt/runtime/PlanCache.h"
 
 #include <dnnl.hpp>
@@ -74,8 +77,6 @@ struct Plan {
   /// Whether oneDNN has a JIT kernel for the shape (otherwise the caller
   /// computes it; remembered so that the next call does not ask again).
   bool usable = false;
-  /// Runs single-threaded (the filter gradient).
-  bool serial = false;
   dnnl::primitive primitive;
   /// The two inputs and the output, with their oneDNN argument names.
   Operand a, b, out;
@@ -172,7 +173,6 @@ void makePlan(const dnnl::engine &engine, Direction direction,
     dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, engine,
                                                           forward);
     plan.usable = isJit(pd.impl_info_str());
-    plan.serial = true;
     plan.primitive = dnnl::convolution_backward_weights(pd);
     plan.a.init(engine, d.dst, pd.diff_dst_desc(), false);
     plan.b.init(engine, d.src, pd.src_desc(), false);
@@ -215,7 +215,7 @@ ConvPrimitives *primitivesOf(memopt_context *ctx) {
     if (primitives->enabled) {
       primitives->engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
       primitives->stream = dnnl::stream(primitives->engine);
-      omp_set_num_threads(threadCount());
+      omp_set_num_threads(1);
     }
     ctx->convPrimitives = primitives;
   }
@@ -260,11 +260,6 @@ bool run(memopt_context *ctx, Direction direction, const ConvShape &g,
   if (!p.enabled || g.n <= 0 || g.c <= 0 || g.h <= 0 || g.w <= 0 || g.o <= 0 ||
       g.oh <= 0 || g.ow <= 0)
     return false;
-  // The filter gradient's plan is made and run on one thread: oneDNN sizes
-  // its JIT kernels' work split by the thread count at creation.
-  bool serial = direction == GradFilter;
-  if (serial)
-    omp_set_num_threads(1);
   bool done = false;
   try {
     Plan *plan = p.plans.get(keyOf(direction, g), [&](Plan &made) {
@@ -289,8 +284,6 @@ bool run(memopt_context *ctx, Direction direction, const ConvShape &g,
              dnnl_status2str(error.status));
     done = true;
   }
-  if (serial)
-    omp_set_num_threads(threadCount());
   return done;
 }
 

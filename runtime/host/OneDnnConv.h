@@ -6,11 +6,10 @@
 // direction; a false return means "not through oneDNN" (nothing written, no
 // error), and the caller computes it itself.
 //
-// Results are the same bits on any number of threads: the forward and input
-// gradient kernels compute each output element on one thread in a fixed
-// order, and the filter gradient, whose JIT kernel would split its sums
-// over the threads, runs single-threaded (test/Integration/host-threads.py
-// compares whole training runs on 1, 2 and 3 threads byte for byte).
+// oneDNN runs on the calling thread (OneDnnConv.cpp says why), so results
+// are the same bits on any number of host threads
+// (test/Integration/host-threads.py compares whole training runs on 1, 2
+// and 3 threads byte for byte).
 //
 //===----------------------------------------------------------------------===//
 
