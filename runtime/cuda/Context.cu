@@ -1,5 +1,4 @@
-//===- Context.cu - CUDA runtime context and memory
-//------------------------===//
+//===- Context.cu - CUDA runtime context and memory -----------------------===//
 //
 // The context (device, stream, cuBLASLt and cuDNN handles, events, the arena
 // and the workspace, each one cudaMalloc), the sticky error with device-side

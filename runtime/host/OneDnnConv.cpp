@@ -1,5 +1,4 @@
-//===- OneDnnConv.cpp - host convolutions through oneDNN
-//-------------------===//
+//===- OneDnnConv.cpp - host convolutions through oneDNN ------------------===//
 //
 // One oneDNN primitive per convolution shape and direction, made at the
 // shape's first call and kept in the context (PlanCache.h) with the reorders
@@ -10,8 +9,7 @@
 //
 // A shape runs through oneDNN only when oneDNN chose a JIT kernel for it;
 // its gemm- or reference-based fallbacks are no faster than memopt's own
-// im2col + GEMM and do not promise the thread-count independence that the
-// JIT kernels give (OneDnnConv.h). MEMOPT_HOST_ONEDNN=0 in the environment
+// im2col + GEMM. MEMOPT_HOST_ONEDNN=0 in the environment
 // when a context makes its first convolution turns oneDNN off for it.
 //
 // oneDNN runs on the calling thread. Debian's oneDNN is built on OpenMP,

@@ -1,5 +1,4 @@
-//===- CudaRuntimeTest.cpp - CUDA runtime tests
-//----------------------------===//
+//===- CudaRuntimeTest.cpp - CUDA runtime tests ---------------------------===//
 //
 // Without a GPU: the Philox block (a host function) against Random123's
 // known-answer vectors, "no CUDA device", and every entry's argument errors

@@ -102,14 +102,6 @@ MEMOPT_HOST_DEVICE inline float sigmoid(float x) {
   return 1.0f / (1.0f + std::exp(-x));
 }
 
-/// The tanh approximation of GELU is x * 0.5 (1 + tanh(u)), u = sqrt(2/pi)
-/// (x + 0.044715 x^3); 0.5 (1 + tanh(u)) = sigmoid(2u), which one exp
-/// computes (tanh is several times dearer on a CPU) and which avoids the
-/// cancellation of 1 + tanh(u) for negative u.
-MEMOPT_HOST_DEVICE inline float geluTanhGate(float x) {
-  return sigmoid(2.0f * kSqrt2OverPi * (x + kGeluCoeff * x * x * x));
-}
-
 /// memopt_unary's op applied to x.
 MEMOPT_HOST_DEVICE inline float unaryValue(memopt_unary_op op, float x) {
   switch (op) {
@@ -135,7 +127,8 @@ MEMOPT_HOST_DEVICE inline float unaryValue(memopt_unary_op op, float x) {
   case MEMOPT_UNARY_GELU:
     return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2));
   case MEMOPT_UNARY_GELU_TANH:
-    return x * geluTanhGate(x);
+    return 0.5f * x *
+           (1.0f + std::tanh(kSqrt2OverPi * (x + kGeluCoeff * x * x * x)));
   case MEMOPT_UNARY_HARDSWISH:
     return hardswish(x);
   case MEMOPT_UNARY_HARDSIGMOID:
@@ -201,10 +194,10 @@ activationGradValue(memopt_activation_grad_op op, float v, float g) {
     return g * (cdf + v * pdf);
   }
   case MEMOPT_GRAD_GELU_TANH: {
-    // d/dv [v s] = s + v s' with s = sigmoid(2 u(v)): s' = 2 s (1 - s) u'.
-    float s = geluTanhGate(v);
+    float inner = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
+    float t = std::tanh(inner);
     float dInner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
-    return g * (s + 2.0f * v * s * (1.0f - s) * dInner);
+    return g * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dInner);
   }
   case MEMOPT_GRAD_HARDSWISH:
     return hardswishGrad(v, g);
