@@ -819,6 +819,13 @@ class _Exporter:
                 symbolic = True
 
         args, kwargs = self.concrete(node.args), self.concrete(node.kwargs)
+        if self.meta and symbolic:
+            # A value computed from parameters on meta is a meta tensor;
+            # the real buffers it meets (rotary cos/sin caches, masks) go
+            # to meta too, for this evaluation only: their values are
+            # still the constants the IR holds.
+            args, kwargs = torch.fx.node.map_aggregate((args, kwargs),
+                                                       _to_meta)
         try:
             out = self._evaluate(node, args, kwargs)
         except ExportError:
@@ -1464,11 +1471,23 @@ def _inplace_fill(ex, node):
 
 # -- Reductions and normalisation -----------------------------------------
 
+def _in_dtype(ex, call, x):
+    """``x`` converted to the ``dtype`` argument of a reduction or a softmax
+    (``F.softmax(s, -1, dtype=torch.float32)``): PyTorch converts the input
+    before the op, so the result has that dtype."""
+    dtype = ex.const(call.args.get("dtype"), "dtype")
+    if dtype is None:
+        return x
+    name = _DTYPES.get(dtype)
+    if name not in FLOAT_TYPES:
+        ex.fail("dtype=%s is not supported (only floating-point dtypes)"
+                % dtype)
+    return x if name == x.dtype else ex.emit.cast(x, name)
+
+
 def _reduce(kind):
     def handler(ex, call):
-        x = _float_input(ex, call.args["input"])
-        if call.args.get("dtype") is not None:
-            ex.fail("the dtype argument is not supported")
+        x = _in_dtype(ex, call, _float_input(ex, call.args["input"]))
         dim = ex.const(call.args.get("dim"))
         if dim is None or (isinstance(dim, (tuple, list)) and not dim):
             dims = list(range(x.rank))
@@ -1497,8 +1516,7 @@ def _softmax(kind):
             dim = call.module.dim
         else:
             dim = ex.const(call.args.get("dim"))
-            if call.args.get("dtype") is not None:
-                ex.fail("the dtype argument is not supported")
+            x = _in_dtype(ex, call, x)
         if dim is None:
             ex.fail("the dimension must be given explicitly")
         return ex.emit.softmax(kind, x, _norm_dim(ex, dim, x.rank))
