@@ -190,12 +190,21 @@ class RMSNorm(nn.Module):
         return x * rms * self.weight
 
 
-class LlamaAttention(nn.Module):
-    """Causal multi-head attention without biases. Rotary position
-    embeddings are left out: torch 1.13's exporter path has no sin/cos, and
-    RoPE adds elementwise work, not parameters (docs/Budget.md)."""
+def rotate_half(x):
+    """The rotation RoPE pairs with cos and sin: (x1, x2) -> (-x2, x1) on the
+    two halves of the last dimension (Hugging Face's LLaMA)."""
+    half = x.size(-1) // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
-    def __init__(self, dim, heads, block, device=None):
+
+class LlamaAttention(nn.Module):
+    """Causal multi-head attention without biases, with rotary position
+    embeddings, written as Hugging Face's LLaMA writes it: cos and sin
+    tables computed once as buffers (on the CPU even when the parameters
+    are on the meta device), the scores' softmax in float32 through its
+    dtype argument and cast back to the queries' dtype."""
+
+    def __init__(self, dim, heads, block, device=None, base=10000.0):
         super().__init__()
         self.heads = heads
         self.wq = nn.Linear(dim, dim, bias=False, device=device)
@@ -205,6 +214,12 @@ class LlamaAttention(nn.Module):
         self.register_buffer(
             "mask", torch.tril(torch.ones(block, block)).view(
                 1, 1, block, block), persistent=False)
+        head = dim // heads
+        inv_freq = 1.0 / base ** (torch.arange(0, head, 2).float() / head)
+        freqs = torch.outer(torch.arange(block).float(), inv_freq)
+        angles = torch.cat((freqs, freqs), dim=-1)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
 
     def forward(self, x):
         B, T, C = x.size(0), x.size(1), x.size(2)
@@ -212,9 +227,13 @@ class LlamaAttention(nn.Module):
         q = self.wq(x).view(B, T, H, C // H).transpose(1, 2)
         k = self.wk(x).view(B, T, H, C // H).transpose(1, 2)
         v = self.wv(x).view(B, T, H, C // H).transpose(1, 2)
+        cos, sin = self.cos[:T], self.sin[:T]
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
-        y = F.softmax(att, dim=-1) @ v
+        att = F.softmax(att, dim=-1, dtype=torch.float32).to(q.dtype)
+        y = att @ v
         return self.wo(y.transpose(1, 2).contiguous().view(B, T, C))
 
 

@@ -1,7 +1,7 @@
 # Mixed precision on the host runtime (docs/MixedPrecision.md), against
 # PyTorch 1.13 on the CPU and against closed forms:
 #
-# bf16 <model> (mlp, gpt, cnn): 10 AdamW steps of memopt --mixed-precision=bf16,
+# bf16 <model> (mlp, gpt, cnn, llama): 10 AdamW steps of memopt --mixed-precision=bf16,
 #   checked with the parity oracle (memopt.testing, docs/Reliability.md):
 #   the 10 losses, and every first-step gradient, within 4x the error of
 #   torch.autocast("cpu", dtype=torch.bfloat16) against PyTorch float64.
@@ -29,6 +29,7 @@
 # RUN: %python %s bf16 mlp %t/mlp %memopt_src_root | FileCheck %s --check-prefix=MLP
 # RUN: %python %s bf16 gpt %t/gpt %memopt_src_root | FileCheck %s --check-prefix=GPT
 # RUN: %python %s bf16 cnn %t/cnn %memopt_src_root | FileCheck %s --check-prefix=CNN
+# RUN: %python %s bf16 llama %t/llama %memopt_src_root | FileCheck %s --check-prefix=LLAMA
 # RUN: %python %s fp16-overflow mlp %t/overflow %memopt_src_root | FileCheck %s --check-prefix=OVERFLOW
 # RUN: %python %s fp16-growth mlp %t/growth %memopt_src_root | FileCheck %s --check-prefix=GROWTH
 #
@@ -41,6 +42,9 @@
 # CNN: cnn bf16: 10 losses within the oracle
 # CNN: cnn bf16: gradients: 14 tensors within the oracle
 # CNN: cnn bf16: memory report ok
+# LLAMA: llama bf16: 10 losses within the oracle
+# LLAMA: llama bf16: gradients: 21 tensors within the oracle
+# LLAMA: llama bf16: memory report ok
 # OVERFLOW: mlp fp16-overflow: {{[1-9][0-9]*}} steps skipped, scale halved each time, parameters match
 # GROWTH: mlp fp16-growth: scale sequence matches GradScaler
 

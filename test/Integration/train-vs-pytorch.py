@@ -11,6 +11,7 @@
 # RUN: %python %s mlp %t/mlp %memopt_src_root | FileCheck %s --check-prefix=MLP
 # RUN: %python %s gpt %t/gpt %memopt_src_root | FileCheck %s --check-prefix=GPT
 # RUN: %python %s cnn %t/cnn %memopt_src_root | FileCheck %s --check-prefix=CNN
+# RUN: %python %s llama %t/llama %memopt_src_root | FileCheck %s --check-prefix=LLAMA
 #
 # MLP: mlp: trajectory: 5 losses and 4 tensors within the oracle
 # MLP: mlp: gradients: 4 tensors within the oracle
@@ -18,6 +19,11 @@
 # GPT: gpt: gradients: 26 tensors within the oracle
 # CNN: cnn: trajectory: 5 losses and 22 tensors within the oracle
 # CNN: cnn: gradients: 14 tensors within the oracle
+# The LLaMA-style decoder as Hugging Face writes its attention: rotary
+# embeddings from cos/sin buffers, the softmax in f32 through its dtype
+# argument, cast back to the queries' dtype.
+# LLAMA: llama: trajectory: 5 losses and 21 tensors within the oracle
+# LLAMA: llama: gradients: 21 tensors within the oracle
 
 import os
 import sys
