@@ -14,12 +14,14 @@ F.cross_entropy(model(x), y), it runs the stages
   train     OUT/train for 3 steps (--stats: the step time)
   parity    the parity oracle (memopt.testing, docs/Reliability.md) against
             PyTorch: every loss, every final parameter and the first step's
-            gradients; the first step's gradients only for a chaotic
-            training (the oracle's docstring): a net with batch norm, on
-            batches of 2, or one whose float64 loss grows over the steps
-            (it diverges at this learning rate and batch). Where memopt is
-            outside the oracle, PyTorch's own step on its native CPU
-            kernels (oneDNN off) is added to the oracle's runs and the
+            gradients (for a model with convolutions, on both of the host's
+            convolution paths: oneDNN, and im2col + GEMM with
+            MEMOPT_HOST_ONEDNN=0); the first step's gradients only for a
+            chaotic training (the oracle's docstring): a net with batch
+            norm, on batches of 2, or one whose float64 loss grows over the
+            steps (it diverges at this learning rate and batch). Where
+            memopt is outside the oracle, PyTorch's own step on its native
+            CPU kernels (oneDNN off) is added to the oracle's runs and the
             comparison repeated: on batches of 2 some gradients are
             ill-conditioned enough that two correct f32 kernels differ by
             more than the oracle's sample orders (which all run oneDNN) do.
@@ -230,6 +232,10 @@ def _without_dropout(model):
     return model
 
 
+def _has_conv(model):
+    return any(isinstance(m, nn.Conv2d) for m in model.modules())
+
+
 def _has_batch_norm(model):
     return any(isinstance(m, nn.modules.batchnorm._BatchNorm)
                for m in model.modules())
@@ -324,8 +330,12 @@ def stage_train(row, workdir, timeout):
 def stage_parity(row, model, batch, mlir, workdir, flags, precision):
     oracle = Oracle(model, batch, STEPS, memopt_run.adamw,
                     precision=precision)
-    gradients = memopt_run.first_step_gradients(
-        mlir, workdir, os.path.join(workdir, "out-sgd"), *flags)
+    sgd = os.path.join(workdir, "out-sgd")
+    gradients = [memopt_run.first_step_gradients(mlir, workdir, sgd, *flags)]
+    if _has_conv(model):
+        # The host's other convolution path, on the same compiled step.
+        gradients.append(memopt_run.sgd_step_gradients(
+            sgd, workdir, dict(os.environ, MEMOPT_HOST_ONEDNN="0")))
     trajectory = None
     exact = oracle.exact.losses
     if _has_batch_norm(model) or exact[-1] > exact[0]:
@@ -342,9 +352,12 @@ def stage_parity(row, model, batch, mlir, workdir, flags, precision):
         trajectory = (memopt_run.losses(stdout),
                       memopt.safetensors.load(final)
                       if precision == "f32" else None)
+    if len(gradients) > 1:
+        row["parity_kind"] += " on both convolution paths"
 
     def failures():
-        found = oracle.check_gradients(*gradients).failures
+        found = [failure for read in gradients
+                 for failure in oracle.check_gradients(*read).failures]
         if trajectory:
             found += oracle.check(*trajectory).failures
         return found

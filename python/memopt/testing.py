@@ -53,9 +53,10 @@ __all__ = ["Oracle", "Run", "Verdict", "autocast", "run_pytorch", "FACTOR",
 # (docs/Reliability.md); 4 leaves room for other CPUs' kernels.
 FACTOR = 4.0
 # PyTorch's own error is the largest of its runs over ORDERS orders of the
-# batch's samples: one order's rounding can be luckily small where Adam
-# amplifies it (a near-zero gradient), and the amplified element then moves
-# every tensor through the next forwards.
+# batch's samples, with the inputs rounded anew (_reordered): one order's
+# rounding can be luckily small where Adam amplifies it (a near-zero
+# gradient), and the amplified element then moves every tensor through the
+# next forwards.
 ORDERS = 8
 # The floor, in units of roundoff of the true value.
 FLOOR_ULPS = 4.0
@@ -223,13 +224,53 @@ def _relative(error, scale):
     return f"{error:.3g}"
 
 
-def _permuted(batch, order, micro_batches):
-    """The batch with its samples in the order-th of ORDERS orders (0: as
-    given): each sum over the batch then rounds differently, while the
-    loss, a mean over samples, is the same function. Samples move only
-    within their micro-batch, whose statistics (batch norm) they share."""
+def _rounded_anew(tensor, generator):
+    """`tensor` (f32) rounded once more: t (1 + 2^-23 r), r standard normal,
+    rounded to f32, about one unit of roundoff moved either way."""
+    noise = torch.randn(tensor.shape, generator=generator,
+                        dtype=torch.float64)
+    return (tensor.double() * (1 + 2.0 ** -23 * noise)).float()
+
+
+def _rounding_anew(order):
+    """run_pytorch's hook for the order-th of PyTorch's own runs (none for
+    the 0th): its parameters rounded anew (_rounded_anew).
+
+    Permuting the batch's samples (_reordered) changes how every sum over
+    samples rounds, but leaves each sample's forward values rounded as
+    before, and a forward's rounding is what decides a max-pool window whose
+    two largest values are within a few ulps of each other, or the side of
+    a ReLU input within a few ulps of zero. There the exact gradient jumps
+    (the loss is not differentiable at the tie), so any f32 program, PyTorch
+    included, may route it either way, and an error that size is PyTorch's
+    own. Moving every parameter and input by about an ulp changes each
+    layer's output by about what its rounding does, so these runs see such
+    jumps as often as another f32 program would (docs/Reliability.md,
+    "Discontinuities")."""
+    if order == 0:
+        return None
+    generator = torch.Generator().manual_seed(1000 + order)
+
+    def hook(model):
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.dtype == torch.float32:
+                    p.copy_(_rounded_anew(p, generator))
+    return hook
+
+
+def _reordered(batch, order, micro_batches):
+    """The batch as the order-th of PyTorch's ORDERS own runs sees it (0: as
+    given): its samples permuted, so that each sum over the batch rounds
+    differently while the loss, a mean over samples, is the same function
+    (samples move only within their micro-batch, whose statistics, batch
+    norm's, they share), and its floating-point inputs rounded anew
+    (_rounding_anew says why)."""
     if order == 0:
         return batch
+    generator = torch.Generator().manual_seed(order)
+    batch = {k: _rounded_anew(v, generator) if v.dtype == torch.float32
+             else v for k, v in batch.items()}
     size = next(iter(batch.values())).shape[0]
     part = size // micro_batches
     generator = torch.Generator().manual_seed(order)
@@ -265,8 +306,9 @@ class Oracle:
         low = None if precision == "f32" else precision
         for order in range(ORDERS):
             self.add_run(run_pytorch(
-                model, _permuted(batch, order, micro_batches), steps,
-                optimizer, torch.float32, micro_batches, low))
+                model, _reordered(batch, order, micro_batches), steps,
+                optimizer, torch.float32, micro_batches, low,
+                hook=_rounding_anew(order)))
         self.steps = steps
 
     def add_run(self, run):

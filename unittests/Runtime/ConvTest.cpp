@@ -38,6 +38,35 @@ struct Conv {
                   kh, kw, sh, sw, ph, pw, dh, dw, groups);
   }
 
+  /// The input and filter gradients of the reference for output gradient
+  /// `dy`, in double.
+  void referenceGradients(const std::vector<float> &x,
+                          const std::vector<float> &f,
+                          const std::vector<float> &dy, std::vector<double> &dx,
+                          std::vector<double> &df) const {
+    dx.assign(inSize(), 0.0);
+    df.assign(filterSize(), 0.0);
+    int64_t cg = c / groups, og = o / groups;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t oc = 0; oc < o; ++oc)
+        for (int64_t y0 = 0; y0 < oh(); ++y0)
+          for (int64_t x0 = 0; x0 < ow(); ++x0) {
+            double g = dy[((b * o + oc) * oh() + y0) * ow() + x0];
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t i = 0; i < kh; ++i)
+                for (int64_t j = 0; j < kw; ++j) {
+                  int64_t iy = y0 * sh - ph + i * dh,
+                          ix = x0 * sw - pw + j * dw;
+                  if (iy < 0 || iy >= h || ix < 0 || ix >= w)
+                    continue;
+                  int64_t xi = ((b * c + oc / og * cg + ci) * h + iy) * w + ix;
+                  int64_t fi = ((oc * cg + ci) * kh + i) * kw + j;
+                  dx[xi] += g * f[fi];
+                  df[fi] += g * x[xi];
+                }
+          }
+  }
+
   std::vector<double> reference(const std::vector<float> &x,
                                 const std::vector<float> &f) const {
     std::vector<double> y(outSize(), 0.0);
@@ -193,6 +222,76 @@ TEST_P(ConvTest, Conv2dGradientsMatchFiniteDifferences) {
     };
     expectGradient(lossX, x, dx, "conv2d grad_input");
     expectGradient(lossF, f, df, "conv2d grad_filter");
+  }
+}
+
+/// Two convolutions of one shape with different operands, called in turn
+/// in one context as a step calls them (both forwards, both input
+/// gradients, both filter gradients): each result is its own, whatever the
+/// plans, reorders and workspace the first call left behind, and every
+/// element of it is written (the outputs start as NaN). The shapes include
+/// a stride-2 convolution whose last input row no window reads (oneDNN's
+/// right padding is then negative) and a Fire module's 3x3 at 7x7.
+TEST_P(ConvTest, IdenticalShapesKeepTheirOwnResults) {
+  std::vector<Conv> configs(3);
+  for (Conv &cv : configs) {
+    cv.n = 4;
+    cv.groups = 1;
+    cv.sh = cv.sw = 1;
+    cv.dh = cv.dw = 1;
+    cv.kh = cv.kw = 3;
+    cv.ph = cv.pw = 1;
+  }
+  configs[0].c = 32, configs[0].o = 128, configs[0].h = configs[0].w = 7;
+  configs[1].c = 3, configs[1].o = 16, configs[1].h = configs[1].w = 16;
+  configs[1].sh = configs[1].sw = 2, configs[1].ph = configs[1].pw = 0;
+  configs[2].c = configs[2].o = 16, configs[2].h = configs[2].w = 8;
+  configs[2].kh = configs[2].kw = 1, configs[2].ph = configs[2].pw = 0;
+  configs[2].sh = configs[2].sw = 2;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const Conv &cv : configs) {
+    SCOPED_TRACE(testing::Message() << "channels " << cv.c << " -> " << cv.o
+                                    << " kernel " << cv.kh << " stride "
+                                    << cv.sh << " width " << cv.w);
+    struct Operands {
+      std::vector<float> x, f, dy, y, dx, df;
+    } ops[2];
+    for (Operands &op : ops) {
+      op.x = randomVector(rng, cv.inSize());
+      op.f = randomVector(rng, cv.filterSize());
+      op.dy = randomVector(rng, cv.outSize());
+      op.y.assign(cv.outSize(), nan);
+      op.dx.assign(cv.inSize(), nan);
+      op.df.assign(cv.filterSize(), nan);
+    }
+    auto args = [&](auto entry, const float *a, const float *b, float *out) {
+      entry(ctx, MEMOPT_F32, a, b, out, cv.n, cv.c, cv.h, cv.w, cv.o, cv.kh,
+            cv.kw, cv.sh, cv.sw, cv.ph, cv.pw, cv.dh, cv.dw, cv.groups);
+    };
+    for (Operands &op : ops)
+      args(memopt_conv2d, op.x.data(), op.f.data(), op.y.data());
+    for (Operands &op : ops)
+      args(memopt_conv2d_grad_input, op.dy.data(), op.f.data(),
+           op.dx.data());
+    for (Operands &op : ops)
+      args(memopt_conv2d_grad_filter, op.dy.data(), op.x.data(),
+           op.df.data());
+    expectOk();
+    for (int k = 0; k < 2; ++k) {
+      const Operands &op = ops[k];
+      std::vector<double> y = cv.reference(op.x, op.f), dx, df;
+      cv.referenceGradients(op.x, op.f, op.dy, dx, df);
+      auto expectClose = [&](const std::vector<float> &got,
+                             const std::vector<double> &want,
+                             const char *what) {
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i])))
+              << "operands " << k << ", " << what << " element " << i;
+      };
+      expectClose(op.y, y, "forward");
+      expectClose(op.dx, dx, "input gradient");
+      expectClose(op.df, df, "filter gradient");
+    }
   }
 }
 

@@ -613,6 +613,48 @@ TEST_F(CudaConvTest, F16MatchesTheReference) {
     checkAgainstReferences(cv, MEMOPT_F16);
 }
 
+/// Two convolutions of one shape with different operands, called in turn
+/// as a step calls them (both forwards, then both input gradients, then
+/// both filter gradients) into poisoned outputs: the cached plan serves
+/// both, and each result is its own.
+TEST_F(CudaConvTest, IdenticalShapesKeepTheirOwnResults) {
+  for (const Conv &cv : deviceShapes()) {
+    used = 0;
+    struct Operands {
+      std::vector<float> x, f, dy;
+      void *dX, *dF, *dDy, *y, *dx, *df;
+    } ops[2];
+    for (Operands &op : ops) {
+      op.x = random(cv.inSize());
+      op.f = random(cv.filterSize());
+      op.dy = random(cv.outSize());
+      op.dX = put(MEMOPT_F32, op.x);
+      op.dF = put(MEMOPT_F32, op.f);
+      op.dDy = put(MEMOPT_F32, op.dy);
+      op.y = poisoned(MEMOPT_F32, cv.outSize());
+      op.dx = poisoned(MEMOPT_F32, cv.inSize());
+      op.df = poisoned(MEMOPT_F32, cv.filterSize());
+    }
+    for (Operands &op : ops)
+      conv2d(MEMOPT_F32, cv, op.dX, op.dF, op.y);
+    for (Operands &op : ops)
+      gradInput(MEMOPT_F32, cv, op.dDy, op.dF, op.dx);
+    for (Operands &op : ops)
+      gradFilter(MEMOPT_F32, cv, op.dDy, op.dX, op.df);
+    ASSERT_EQ(memopt_get_status(ctx), MEMOPT_OK)
+        << memopt_get_error_message(ctx);
+    for (const Operands &op : ops) {
+      References want(cv, op.x, op.f, op.dy);
+      expectNear("forward", cv, MEMOPT_F32,
+                 get(MEMOPT_F32, op.y, cv.outSize()), want.y);
+      expectNear("input gradient", cv, MEMOPT_F32,
+                 get(MEMOPT_F32, op.dx, cv.inSize()), want.dx);
+      expectNear("filter gradient", cv, MEMOPT_F32,
+                 get(MEMOPT_F32, op.df, cv.filterSize()), want.df);
+    }
+  }
+}
+
 /// One plan per entry, dtype and shape, made at the first call.
 TEST_F(CudaConvTest, OnePlanPerShape) {
   Conv cv = deviceShapes()[0];

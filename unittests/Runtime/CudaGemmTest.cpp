@@ -372,6 +372,28 @@ TEST_F(CudaGemmTest, RepeatedProductMakesNoPlan) {
   EXPECT_EQ(gemmPlanCount(ctx), made);
 }
 
+/// Two products of one shape with different operands, both run before
+/// either result is read: the cached plan serves both, and each result is
+/// its own.
+TEST_F(CudaGemmTest, IdenticalShapesKeepTheirOwnResults) {
+  const Shape s = {16, 24, 32, 3, 1, false, true};
+  Stored a[2], b[2];
+  void *c[2];
+  for (int k = 0; k < 2; ++k) {
+    a[k] = store(random(s.batchA * s.m * s.k), MEMOPT_F32);
+    b[k] = store(random(s.batchB * s.k * s.n), MEMOPT_F32);
+    c[k] = alloc(s.batch() * s.m * s.n * sizeof(float));
+    memopt_matmul(ctx, MEMOPT_F32, place(a[k], MEMOPT_F32),
+                  place(b[k], MEMOPT_F32), c[k], s.batchA, s.batchB, s.m, s.n,
+                  s.k, s.transA, s.transB, MEMOPT_F32);
+  }
+  ASSERT_EQ(memopt_get_status(ctx), MEMOPT_OK) << memopt_get_error_message(ctx);
+  for (int k = 0; k < 2; ++k)
+    expectNear(result(c[k], s, MEMOPT_F32),
+               referenceProduct(s, a[k].values, b[k].values), MEMOPT_F32,
+               "operands " + std::to_string(k));
+}
+
 TEST_F(CudaGemmTest, MisalignedOperandMatchesReference) {
   // a starts one element past a boundary: 2-byte alignment for 16-bit
   // operands, which cuBLASLt may have no algorithm for.

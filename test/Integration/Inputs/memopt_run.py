@@ -10,7 +10,7 @@ import subprocess
 import numpy as np
 
 __all__ = ["compile_model", "train", "losses", "ADAMW", "ADAMW_FLAGS",
-           "adamw", "first_step_gradients", "check_parity", "MPIRUN",
+           "adamw", "first_step_gradients", "sgd_step_gradients", "check_parity", "MPIRUN",
            "MPI_ENV"]
 
 LOSS = re.compile(r"^step \d+ loss (\S+)", re.M)
@@ -50,9 +50,11 @@ def compile_model(mlir, out, *flags):
         return json.load(f)
 
 
-def train(out, workdir, steps, save=None, params="model.safetensors"):
+def train(out, workdir, steps, save=None, params="model.safetensors",
+          env=None):
     """OUT/train on WORKDIR/PARAMS and WORKDIR/batch.safetensors for STEPS
-    steps, saving to SAVE if given; returns what it printed."""
+    steps, saving to SAVE if given, in the environment ENV (None: this
+    process's); returns what it printed."""
     command = [os.path.join(out, "train"),
                "--params", os.path.join(workdir, params),
                "--batch", os.path.join(workdir, "batch.safetensors"),
@@ -60,7 +62,7 @@ def train(out, workdir, steps, save=None, params="model.safetensors"):
     if save:
         command += ["--save", save]
     return subprocess.run(command, check=True, capture_output=True,
-                          text=True).stdout
+                          text=True, env=env).stdout
 
 
 def losses(stdout):
@@ -73,11 +75,18 @@ def first_step_gradients(mlir, workdir, out, *flags):
     costs (name -> norm, for Oracle.check_gradients): compiles MLIR with
     FLAGS and SGD (lr READ_LR, no momentum or weight decay), trains one step
     from WORKDIR/model.safetensors, and reads g = (p0 - p1) / READ_LR."""
-    import memopt
     compile_model(mlir, out, "--optimizer=sgd", f"--lr={READ_LR!r}",
                   "--momentum=0", "--weight-decay=0", *flags)
+    return sgd_step_gradients(out, workdir)
+
+
+def sgd_step_gradients(out, workdir, env=None):
+    """first_step_gradients' reading of OUT, compiled by it, run again in
+    the environment ENV (MEMOPT_HOST_ONEDNN=0: through the host's other
+    convolution path)."""
+    import memopt
     after = os.path.join(out, "after.safetensors")
-    train(out, workdir, 1, save=after)
+    train(out, workdir, 1, save=after, env=env)
     before = memopt.safetensors.load(os.path.join(workdir,
                                                   "model.safetensors"))
     after = memopt.safetensors.load(after)
