@@ -102,6 +102,7 @@ static MemoryPoolKind getArgumentPool(StringAttr role, bool shard = false) {
     // A sharded parameter is the f32 master of a "param_copy".
     return shard ? MemoryPoolKind::MasterParams : MemoryPoolKind::Params;
   case ArgumentRole::ParamCopy:
+  case ArgumentRole::Frozen:
     return MemoryPoolKind::Params;
   case ArgumentRole::Optim:
     return MemoryPoolKind::Optimizer;
@@ -187,6 +188,15 @@ void MemoryAccount::countArguments(Walk &walk, Operation *op) {
       int64_t bytes = memref ? getMemRefSizeInBytes(memref, op).value_or(0) : 0;
       argumentBytes[static_cast<unsigned>(pool)] =
           saturatingAdd(argumentBytes[static_cast<unsigned>(pool)], bytes);
+      if (role &&
+          role.getValue() == stringifyArgumentRole(ArgumentRole::Frozen) &&
+          memref && memref.hasStaticShape()) {
+        ++numFrozenTensors;
+        numFrozenParameters =
+            saturatingAdd(numFrozenParameters, memref.getNumElements());
+        modelState.frozenWeights =
+            saturatingAdd(modelState.frozenWeights, bytes);
+      }
       // Parameters are counted whole, once: by their master when ZeRO
       // shards it, not by the copy.
       if (role &&
@@ -357,7 +367,8 @@ void MemoryAccount::markParamCopies(Walk &walk, Operation *op) {
 /// The model state: weights, master weights, optimizer state, gradients.
 void MemoryAccount::countModelState(Walk &walk) {
   modelState.weights =
-      argumentBytes[static_cast<unsigned>(MemoryPoolKind::Params)];
+      argumentBytes[static_cast<unsigned>(MemoryPoolKind::Params)] -
+      modelState.frozenWeights;
   modelState.masterWeights =
       argumentBytes[static_cast<unsigned>(MemoryPoolKind::MasterParams)];
   modelState.optimizer =

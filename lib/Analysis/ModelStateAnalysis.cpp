@@ -1,7 +1,7 @@
 //===- ModelStateAnalysis.cpp - model state of a loss function ------------===//
 //
 // Reads the argument roles of a `memopt.loss` function: "param" arguments are
-// trained, "state" arguments are carried; a parameter that a memopt.cast
+// trained, "frozen" ones only stored, "state" arguments are carried; a parameter that a memopt.cast
 // reads has a low-precision copy (mixed precision). One pass over the
 // arguments and their uses.
 //
@@ -38,7 +38,10 @@ ModelStateAnalysis::ModelStateAnalysis(Operation *op) {
     if (!role || !name || !type)
       continue;
     std::optional<ArgumentRole> kind = symbolizeArgumentRole(role.getValue());
-    if (kind == ArgumentRole::Param) {
+    if (kind == ArgumentRole::Frozen) {
+      params.push_back(describe(name.getValue(), type));
+      params.back().frozen = true;
+    } else if (kind == ArgumentRole::Param) {
       params.push_back(describe(name.getValue(), type));
       // Mixed precision: the step computes with a cast of the parameter.
       if (func.isExternal())

@@ -44,12 +44,19 @@ memopt::computeModelStateAccount(const std::vector<StateTensor> &params,
                                  OptimizerKind optimizer) {
   ModelStateAccount account;
   account.optimizer = optimizer;
-  MemoryPool weights{"weights", {}}, masters{"master weights", {}},
+  MemoryPool weights{"weights", {}}, frozen{"frozen weights", {}},
+      masters{"master weights", {}},
       gradients{"gradients", {}}, optimizerState{"optimizer state", {}},
       bufferPool{"buffers", {}};
   int64_t moments = optimizer == OptimizerKind::AdamW ? 2 : 1;
   for (const StateTensor &param : params) {
     int64_t bytes = param.numElements * param.elementBytes;
+    if (param.frozen) {
+      account.numFrozenParameters += param.numElements;
+      ++account.numFrozenTensors;
+      frozen.bytesByDtype[param.dtype] += bytes;
+      continue;
+    }
     account.numParameters += param.numElements;
     ++account.numParameterTensors;
     if (param.copyElementBytes > 0) {
@@ -62,12 +69,14 @@ memopt::computeModelStateAccount(const std::vector<StateTensor> &params,
     gradients.bytesByDtype[param.dtype] += bytes;
     optimizerState.bytesByDtype[param.dtype] += moments * bytes;
   }
-  if (optimizer == OptimizerKind::AdamW && !params.empty())
+  if (optimizer == OptimizerKind::AdamW && account.numParameterTensors > 0)
     optimizerState.bytesByDtype["i64"] += 8; // the step counter
   for (const StateTensor &buffer : buffers)
     bufferPool.bytesByDtype[buffer.dtype] +=
         buffer.numElements * buffer.elementBytes;
   account.pools = {weights};
+  if (!frozen.bytesByDtype.empty())
+    account.pools.push_back(frozen);
   if (!masters.bytesByDtype.empty())
     account.pools.push_back(masters);
   account.pools.insert(account.pools.end(),
@@ -79,6 +88,9 @@ void memopt::printModelStateAccount(llvm::raw_ostream &os,
                                     const ModelStateAccount &account) {
   os << "  parameters       " << account.numParameters << " in "
      << account.numParameterTensors << " tensors\n";
+  if (account.numFrozenTensors > 0)
+    os << "  frozen           " << account.numFrozenParameters << " in "
+       << account.numFrozenTensors << " tensors\n";
   auto printRow = [&](llvm::StringRef name, int64_t bytes,
                       const std::map<std::string, int64_t> &byDtype) {
     os << "  " << llvm::left_justify(name, 16) << " "
@@ -92,12 +104,20 @@ void memopt::printModelStateAccount(llvm::raw_ostream &os,
   for (const MemoryPool &pool : account.pools)
     printRow(pool.name, pool.totalBytes(), pool.bytesByDtype);
   printRow("total", account.totalBytes(), {});
-  if (account.numParameters > 0)
+  if (account.numParameters > 0) {
+    // Per trained parameter: not the buffers, not the frozen weights.
+    int64_t trained = 0;
+    bool withMasters = false;
+    for (const MemoryPool &pool : account.pools) {
+      if (pool.name == "buffers" || pool.name == "frozen weights")
+        continue;
+      trained += pool.totalBytes();
+      withMasters |= pool.name == "master weights";
+    }
     os << "  per parameter    "
-       << llvm::format("%.2f",
-                       static_cast<double>(account.totalBytes() -
-                                           account.pools.back().totalBytes()) /
-                           account.numParameters)
-       << " B (weights, " << (account.pools.size() > 4 ? "master weights, " : "")
+       << llvm::format("%.2f", static_cast<double>(trained) /
+                                   account.numParameters)
+       << " B (weights, " << (withMasters ? "master weights, " : "")
        << "gradients and optimizer state)\n";
+  }
 }

@@ -54,7 +54,8 @@ def export(model, example_args, path):
     (e.g. ``model.mlir``): a module with ``func.func @forward`` whose
     arguments are the ``forward()`` arguments (role ``input``, or ``label``
     for those that only feed a loss's target), every parameter in
-    ``named_parameters()`` order (role ``param``) and the batch-norm running
+    ``named_parameters()`` order (role ``param``, or ``frozen`` for one with
+    ``requires_grad=False``) and the batch-norm running
     statistics (role ``state``); and ``path`` with the suffix
     ``.safetensors``: the initial parameters and state, by PyTorch name.
 
@@ -727,9 +728,13 @@ class _Exporter:
                     "supported for now (memopt keeps FP32 master weights and "
                     "chooses low precision itself, see --mixed-precision)"
                     % (name, p.dtype))
+            # requires_grad=False: a frozen weight (LoRA's base), read by
+            # the step and never trained.
+            role = "param" if p.requires_grad else "frozen"
             self.params[id(p)] = self.emit.argument(
                 name, p.shape, "f32",
-                [("memopt.role", '"param"'), ("memopt.name", '"%s"' % name)])
+                [("memopt.role", '"%s"' % role),
+                 ("memopt.name", '"%s"' % name)])
             if not self.meta:
                 self.tensors[name] = p.detach().cpu().numpy().copy()
 

@@ -52,6 +52,8 @@ const char *getRoleName(Role role) {
   switch (role) {
   case Role::Param:
     return "param";
+  case Role::Frozen:
+    return "frozen";
   case Role::Input:
     return "input";
   case Role::Label:
@@ -313,6 +315,7 @@ int TrainRun::bindTensors() {
     const std::string *path = nullptr;
     switch (argument.role) {
     case Role::Param:
+    case Role::Frozen:
     case Role::State:
     case Role::Optim:
       reader = &params;
@@ -534,8 +537,7 @@ int TrainRun::printStats(const std::vector<double> &seconds) {
     uint64_t hash = 0xcbf29ce484222325ull;
     std::vector<unsigned char> bytes;
     for (size_t i = 0; i < model.arguments.size(); ++i) {
-      Role role = model.arguments[i].role;
-      if (role != Role::Param && role != Role::State && role != Role::Optim)
+      if (!isCheckpointed(model.arguments[i].role))
         continue;
       if (int code = readWhole(i, bytes))
         return code;
@@ -598,8 +600,7 @@ int TrainRun::save() {
   std::vector<SafetensorsTensorRef> tensors;
   for (size_t i = 0; i < model.arguments.size(); ++i) {
     const ModelArgument &argument = model.arguments[i];
-    if (argument.role != Role::Param && argument.role != Role::State &&
-        argument.role != Role::Optim)
+    if (!isCheckpointed(argument.role))
       continue;
     buffers.emplace_back();
     if (int code = readWhole(i, buffers.back()))
@@ -644,7 +645,8 @@ int TrainRun::run() {
 
 bool memopt::driver::parseRole(const std::string &name, Role &role) {
   static const std::pair<const char *, Role> kRoles[] = {
-      {"param", Role::Param},         {"input", Role::Input},
+      {"param", Role::Param},         {"frozen", Role::Frozen},
+      {"input", Role::Input},
       {"label", Role::Label},         {"state", Role::State},
       {"optim", Role::Optim},         {"loss", Role::Loss},
       {"param_copy", Role::ParamCopy}};

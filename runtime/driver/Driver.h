@@ -39,10 +39,18 @@ namespace memopt::driver {
 /// The role of a training-step argument (`memopt.role`). A ParamCopy is the
 /// low-precision copy of the "param" of its name, whose f32 master weights
 /// ZeRO shards: loaded as the cast of the master's checkpoint tensor, never
-/// saved.
-enum class Role { Param, Input, Label, State, Optim, Loss, ParamCopy };
+/// saved. A Frozen weight is loaded with the parameters, never written by
+/// the step, and saved unchanged.
+enum class Role { Param, Frozen, Input, Label, State, Optim, Loss, ParamCopy };
 
-/// Parses "param", "input", "label", "state", "optim", "loss" or
+/// Whether the checkpoint holds arguments of `role`: the weights (trained
+/// or frozen), the state and the optimizer state.
+inline bool isCheckpointed(Role role) {
+  return role == Role::Param || role == Role::Frozen || role == Role::State ||
+         role == Role::Optim;
+}
+
+/// Parses "param", "frozen", "input", "label", "state", "optim", "loss" or
 /// "param_copy".
 bool parseRole(const std::string &name, Role &role);
 

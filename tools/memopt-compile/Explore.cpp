@@ -189,6 +189,7 @@ std::string memopt::renderExploreJson(const ExploreResult &result,
     entry["pools_at_peak"] = std::move(pools);
     entry["model_state"] =
         Json{{"weights", row.modelState.weights},
+             {"frozen_weights", row.modelState.frozenWeights},
              {"master_weights", row.modelState.masterWeights},
              {"grads", row.modelState.grads},
              {"optimizer", row.modelState.optimizer},

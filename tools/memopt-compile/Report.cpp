@@ -58,7 +58,13 @@ Json memopt::buildMemoryReport(const MemoryAccount &account) {
   report["by_scope"] = std::move(byScope);
 
   const ModelStateBytes &state = account.getModelState();
+  report["parameters"] =
+      Json{{"trainable", account.getNumParameters()},
+           {"trainable_tensors", account.getNumParameterTensors()},
+           {"frozen", account.getNumFrozenParameters()},
+           {"frozen_tensors", account.getNumFrozenTensors()}};
   report["model_state"] = Json{{"weights", state.weights},
+                               {"frozen_weights", state.frozenWeights},
                                {"master_weights", state.masterWeights},
                                {"grads", state.grads},
                                {"optimizer", state.optimizer},
@@ -165,7 +171,12 @@ void memopt::printMemoryReportText(llvm::raw_ostream &os,
   printRow("total", total);
   os << "  " << account.getNumParameters() << " parameters in "
      << account.getNumParameterTensors() << " tensors, optimizer "
-     << context.optimizer << "\n";
+     << context.optimizer;
+  if (int64_t frozen = account.getNumFrozenTensors())
+    os << "; " << account.getNumFrozenParameters() << " frozen in " << frozen
+       << " tensors (" << formatBytes(account.getModelState().frozenWeights)
+       << ", no gradient or optimizer state)";
+  os << "\n";
 
   if (int64_t numParams = account.getNumParameters(); numParams > 0) {
     const ModelStateBytes &state = account.getModelState();
@@ -174,7 +185,9 @@ void memopt::printMemoryReportText(llvm::raw_ostream &os,
                                          static_cast<double>(numParams))
           .str();
     };
-    os << "model state per parameter: " << perParam(state.getTotal())
+    // Per trained parameter: the frozen weights are reported apart.
+    os << "model state per parameter: "
+       << perParam(state.getTotal() - state.frozenWeights)
        << " B = weights " << perParam(state.weights) << " + master "
        << perParam(state.masterWeights) << " + grads "
        << perParam(state.grads) << " + optimizer "

@@ -92,6 +92,9 @@ struct AccountedBuffer {
 struct ModelStateBytes {
   /// Parameters used as they are, plus every low-precision parameter copy.
   int64_t weights = 0;
+  /// The frozen weights ("frozen" arguments: no gradient, no optimizer
+  /// state), counted apart from `weights`.
+  int64_t frozenWeights = 0;
   /// The f32 master weights (parameters read through a low-precision copy).
   int64_t masterWeights = 0;
   /// The gradients the optimizer updates read (their `grad` operands).
@@ -100,7 +103,7 @@ struct ModelStateBytes {
   int64_t optimizer = 0;
 
   int64_t getTotal() const {
-    return weights + masterWeights + grads + optimizer;
+    return weights + frozenWeights + masterWeights + grads + optimizer;
   }
 };
 
@@ -219,9 +222,12 @@ public:
   };
   const FusedKernels &getFusedKernels() const { return fused; }
 
-  /// Elements and tensors of the "param" arguments.
+  /// Elements and tensors of the "param" arguments (trained).
   int64_t getNumParameters() const { return numParameters; }
   int64_t getNumParameterTensors() const { return numParameterTensors; }
+  /// Elements and tensors of the "frozen" arguments.
+  int64_t getNumFrozenParameters() const { return numFrozenParameters; }
+  int64_t getNumFrozenTensors() const { return numFrozenTensors; }
 
   /// The model state: weights, master weights, gradients, optimizer state.
   const ModelStateBytes &getModelState() const { return modelState; }
@@ -259,6 +265,8 @@ private:
   FusedKernels fused;
   int64_t numParameters = 0;
   int64_t numParameterTensors = 0;
+  int64_t numFrozenParameters = 0;
+  int64_t numFrozenTensors = 0;
   int64_t numUnsizedBuffers = 0;
   ModelStateBytes modelState;
   llvm::SmallVector<TimelinePoint> timeline;

@@ -41,6 +41,9 @@ struct StateTensor {
   /// the step computes with; empty and 0 when the tensor is used as it is.
   std::string copyDtype;
   int64_t copyElementBytes = 0;
+  /// A frozen weight: stored, never trained (no gradient, no optimizer
+  /// state).
+  bool frozen = false;
 };
 
 /// Bytes of one pool of memory, by element type.
@@ -56,10 +59,14 @@ struct MemoryPool {
 struct ModelStateAccount {
   OptimizerKind optimizer = OptimizerKind::AdamW;
   int64_t numParameterTensors = 0;
-  /// Trainable scalars (elements of all parameters).
+  /// Trainable scalars (elements of all trained parameters).
   int64_t numParameters = 0;
-  /// Weights, master weights (only with low-precision copies), gradients,
-  /// optimizer state, buffers, in that order.
+  /// Frozen weights: tensors and scalars.
+  int64_t numFrozenTensors = 0;
+  int64_t numFrozenParameters = 0;
+  /// Weights, frozen weights (only with frozen tensors), master weights
+  /// (only with low-precision copies), gradients, optimizer state, buffers,
+  /// in that order.
   std::vector<MemoryPool> pools;
 
   /// Sum over pools.
@@ -72,7 +79,8 @@ struct ModelStateAccount {
 /// counter, SGD one momentum buffer. A parameter with a low-precision copy
 /// (mixed precision) counts the copy as its weight, itself as its master
 /// weight, and its gradient in its own type (the gradient the optimizer
-/// reads): 2 + 4 + 4 + 8 = 18 bytes for bf16 with AdamW.
+/// reads): 2 + 4 + 4 + 8 = 18 bytes for bf16 with AdamW. A frozen tensor
+/// counts its own bytes as a frozen weight, and nothing else.
 ModelStateAccount computeModelStateAccount(
     const std::vector<StateTensor> &params,
     const std::vector<StateTensor> &buffers, OptimizerKind optimizer);

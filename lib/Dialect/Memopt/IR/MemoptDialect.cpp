@@ -65,6 +65,7 @@ void MemoptDialect::registerAttributes() {
 std::optional<ArgumentRole> memopt::symbolizeArgumentRole(StringRef name) {
   return llvm::StringSwitch<std::optional<ArgumentRole>>(name)
       .Case("param", ArgumentRole::Param)
+      .Case("frozen", ArgumentRole::Frozen)
       .Case("input", ArgumentRole::Input)
       .Case("label", ArgumentRole::Label)
       .Case("state", ArgumentRole::State)
@@ -78,6 +79,8 @@ StringRef memopt::stringifyArgumentRole(ArgumentRole role) {
   switch (role) {
   case ArgumentRole::Param:
     return "param";
+  case ArgumentRole::Frozen:
+    return "frozen";
   case ArgumentRole::Input:
     return "input";
   case ArgumentRole::Label:

@@ -283,13 +283,15 @@ class DTypeAssigner {
 public:
   DTypeAssigner(func::FuncOp loss, Type lowType)
       : lowType(lowType), f32(Float32Type::get(loss.getContext())) {
-    // Parameters, and below their views (broadcasts, reshapes, transposes,
-    // slices).
+    // Weights, trained or frozen, and below their views (broadcasts,
+    // reshapes, transposes, slices).
     for (unsigned i = 0; i < loss.getNumArguments(); ++i)
       if (auto role = loss.getArgAttrOfType<StringAttr>(
-              i, MemoptDialect::kRoleAttrName);
-          role && role.getValue() == "param")
-        fromParams.insert(loss.getArgument(i));
+              i, MemoptDialect::kRoleAttrName)) {
+        std::optional<ArgumentRole> kind = symbolizeArgumentRole(role.getValue());
+        if (kind && isWeightRole(*kind))
+          fromParams.insert(loss.getArgument(i));
+      }
   }
 
   /// Retypes `op` and casts its operands; returns whether it now computes

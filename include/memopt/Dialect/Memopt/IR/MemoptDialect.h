@@ -45,7 +45,24 @@ inline bool isCollectiveKernel(llvm::StringRef kernel) {
 /// ParamCopy is the whole low-precision copy of a parameter whose f32 master
 /// weights ZeRO shards (--memopt-shard-optimizer): it has the name of its
 /// "param" master, from which the driver loads it, and is never saved.
-enum class ArgumentRole { Param, Input, Label, State, Optim, Loss, ParamCopy };
+/// Frozen is a weight the step reads and never trains (PyTorch's
+/// requires_grad=False): no gradient, no optimizer state; the driver loads
+/// it with the parameters and saves it unchanged.
+enum class ArgumentRole {
+  Param,
+  Frozen,
+  Input,
+  Label,
+  State,
+  Optim,
+  Loss,
+  ParamCopy
+};
+
+/// Whether `role` is a weight of the model, trained or frozen.
+inline bool isWeightRole(ArgumentRole role) {
+  return role == ArgumentRole::Param || role == ArgumentRole::Frozen;
+}
 
 /// Returns the role named by `memopt.role = "<name>"`, or std::nullopt.
 std::optional<ArgumentRole> symbolizeArgumentRole(llvm::StringRef name);

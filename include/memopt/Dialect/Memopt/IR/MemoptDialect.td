@@ -22,9 +22,11 @@ def Memopt_Dialect : Dialect {
 
     Function arguments carry their role in training:
 
-    * `memopt.role` — `"param"` (a trainable weight), `"input"`, `"label"`,
-      or `"state"` (non-trained state a step updates, such as batch-norm
-      running statistics); in a training step also `"optim"` (optimizer
+    * `memopt.role` — `"param"` (a trainable weight), `"frozen"` (a weight
+      the step reads and never trains: no gradient, no optimizer state, as
+      PyTorch's `requires_grad=False`), `"input"`, `"label"`, or `"state"`
+      (non-trained state a step updates, such as batch-norm running
+      statistics); in a training step also `"optim"` (optimizer
       state) and `"loss"` (the buffer that receives the loss);
     * `memopt.name` — the name the user knows it by (the PyTorch
       `named_parameters()` name or the `forward()` argument name);
