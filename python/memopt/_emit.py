@@ -472,10 +472,11 @@ class Emitter:
 
     # -- The function -------------------------------------------------------
 
-    def function(self, name, results, header=""):
+    def function(self, name, results, header="", attributes=()):
         """The text of a module holding ``func.func @name``, which returns
-        ``results`` and carries ``memopt.loss``. Ops that do not contribute
-        to a result are dropped (every memopt op is pure)."""
+        ``results`` and carries ``memopt.loss`` and ``attributes`` (pairs of
+        name and attribute text). Ops that do not contribute to a result are
+        dropped (every memopt op is pure)."""
         live = {v.name for v in results}
         kept = []
         for op in reversed(self._ops):
@@ -494,9 +495,11 @@ class Emitter:
         types = [v.type for v in results]
         result_types = types[0] if len(types) == 1 else \
             "(%s)" % ", ".join(types)
+        function_attrs = ", ".join(["memopt.loss"] + [
+            "%s = %s" % kv for kv in attributes])
         lines.append("  func.func @%s(\n%s)\n      -> %s attributes "
-                     "{memopt.loss} {" % (name, ",\n".join(args),
-                                          result_types))
+                     "{%s} {" % (name, ",\n".join(args), result_types,
+                                 function_attrs))
         lines.extend("    " + op.text for op in kept)
         lines.append("    return %s : %s" % (self._refs(*results),
                                              ", ".join(types)))

@@ -37,7 +37,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import safetensors
-from ._emit import FLOAT_TYPES, INDEX_TYPES, Emitter
+from ._emit import FLOAT_TYPES, INDEX_TYPES, Emitter, format_float
 
 __all__ = ["export", "ExportError"]
 
@@ -47,7 +47,7 @@ class ExportError(Exception):
     and the module path it comes from."""
 
 
-def export(model, example_args, path):
+def export(model, example_args, path, optimizer=None):
     """Trace ``model(*example_args)`` and write it in the memopt dialect.
 
     ``model.forward`` must return the scalar training loss. Writes ``path``
@@ -58,6 +58,14 @@ def export(model, example_args, path):
     ``requires_grad=False``) and the batch-norm running
     statistics (role ``state``); and ``path`` with the suffix
     ``.safetensors``: the initial parameters and state, by PyTorch name.
+
+    ``optimizer``, the ``torch.optim.AdamW`` or ``torch.optim.SGD`` the
+    model would train with, records its parameter groups: each parameter's
+    learning rate, weight decay and betas and eps (AdamW) or momentum (SGD)
+    in ``memopt.hparams``, and the optimizer in ``memopt.optimizer`` on the
+    function; a parameter no group holds is frozen, as one with
+    ``requires_grad=False``. Without it memopt-compile's flags apply to
+    every parameter.
 
     Both files are written to temporary files and renamed, so a failure
     never leaves a half-written file. Returns the MLIR text. Raises
@@ -78,7 +86,7 @@ def export(model, example_args, path):
     if ext == ".safetensors":
         raise ExportError("the output path '%s' must not end in .safetensors:"
                           " the parameters are written next to it" % path)
-    exporter = _Exporter(model, tuple(example_args))
+    exporter = _Exporter(model, tuple(example_args), optimizer)
     text, tensors = exporter.run()
     params_path = root + ".safetensors"
     target = params_path
@@ -506,7 +514,7 @@ def _where(scope):
 
 
 class _Exporter:
-    def __init__(self, model, example_args):
+    def __init__(self, model, example_args, optimizer=None):
         if not isinstance(model, nn.Module):
             raise ExportError("memopt.export expects an nn.Module, got %s"
                               % type(model).__name__)
@@ -517,6 +525,7 @@ class _Exporter:
                                   % (i, type(a).__name__))
         self.model = model
         self.example_args = example_args
+        self.optimizer, self.hparams = _parameter_groups(model, optimizer)
         # Parameters on the meta device: shapes only, no parameter file.
         on_meta = [p.is_meta for p in model.parameters()]
         self.meta = any(on_meta)
@@ -692,7 +701,10 @@ class _Exporter:
         if self.meta:
             header += ("\n// The parameters were on the meta device: there is"
                        " no parameter file.")
-        return self.emit.function("forward", results, header), self.tensors
+        attributes = [] if self.optimizer is None else \
+            [("memopt.optimizer", '"%s"' % self.optimizer)]
+        return self.emit.function("forward", results, header,
+                                  attributes), self.tensors
 
     def _add_arguments(self, graph, placeholders):
         batch = None
@@ -728,13 +740,19 @@ class _Exporter:
                     "supported for now (memopt keeps FP32 master weights and "
                     "chooses low precision itself, see --mixed-precision)"
                     % (name, p.dtype))
-            # requires_grad=False: a frozen weight (LoRA's base), read by
-            # the step and never trained.
-            role = "param" if p.requires_grad else "frozen"
-            self.params[id(p)] = self.emit.argument(
-                name, p.shape, "f32",
-                [("memopt.role", '"%s"' % role),
-                 ("memopt.name", '"%s"' % name)])
+            # requires_grad=False, or in none of the optimizer's groups: a
+            # frozen weight (LoRA's base), read by the step, never trained.
+            trained = p.requires_grad and (self.optimizer is None or
+                                           id(p) in self.hparams)
+            attrs = [("memopt.role", '"%s"' % ("param" if trained
+                                               else "frozen")),
+                     ("memopt.name", '"%s"' % name)]
+            if trained and self.optimizer is not None:
+                attrs.append(("memopt.hparams", "{%s}" % ", ".join(
+                    "%s = %s : f64" % (k, format_float(v))
+                    for k, v in self.hparams[id(p)])))
+            self.params[id(p)] = self.emit.argument(name, p.shape, "f32",
+                                                    attrs)
             if not self.meta:
                 self.tensors[name] = p.detach().cpu().numpy().copy()
 
@@ -905,6 +923,58 @@ _LABEL_METHODS = {"view", "reshape", "flatten", "contiguous", "squeeze",
                   "unsqueeze", "long", "int", "to", "type", "float"}
 _LABEL_FUNCTIONS = {operator.getitem, torch.flatten, torch.reshape,
                     torch.squeeze, torch.unsqueeze}
+
+
+def _parameter_groups(model, optimizer):
+    """The optimizer's kind ("adamw", "sgd"; None without one) and, by
+    parameter id, the (name, value) pairs of its group's hyperparameters in
+    memopt's names (docs/Exporter.md, "Parameter groups")."""
+    if optimizer is None:
+        return None, {}
+    import torch.optim
+    kinds = {torch.optim.AdamW: "adamw", torch.optim.SGD: "sgd"}
+    kind = kinds.get(type(optimizer))
+    if kind is None and isinstance(optimizer, torch.optim.Adam) and all(
+            g["weight_decay"] == 0 for g in optimizer.param_groups):
+        kind = "adamw"  # Adam without weight decay is AdamW without it
+    if kind is None:
+        raise ExportError(
+            "optimizer %s is not supported: memopt trains with "
+            "torch.optim.AdamW or torch.optim.SGD (torch.optim.Adam only "
+            "without weight decay, where it equals AdamW)"
+            % type(optimizer).__name__)
+    refused = {"amsgrad": True, "maximize": True, "nesterov": True,
+               "dampening": None, "differentiable": True}
+    owners = {id(p): name for name, p in model.named_parameters()}
+    hparams = {}
+    for index, group in enumerate(optimizer.param_groups):
+        for option, bad in refused.items():
+            value = group.get(option)
+            if value is not None and (value != 0 if bad is None else
+                                      value == bad):
+                raise ExportError("parameter group %d of the optimizer sets "
+                                  "%s=%r, which memopt does not implement"
+                                  % (index, option, value))
+        if kind == "adamw":
+            beta1, beta2 = group["betas"]
+            values = [("lr", group["lr"]), ("weight_decay",
+                                            group["weight_decay"]),
+                      ("beta1", beta1), ("beta2", beta2),
+                      ("eps", group["eps"])]
+        else:
+            values = [("lr", group["lr"]), ("weight_decay",
+                                            group["weight_decay"]),
+                      ("momentum", group["momentum"])]
+        for p in group["params"]:
+            if id(p) not in owners:
+                raise ExportError("parameter group %d of the optimizer holds "
+                                  "a tensor that is not a parameter of the "
+                                  "model" % index)
+            if id(p) in hparams:
+                raise ExportError("parameter '%s' is in two parameter groups "
+                                  "of the optimizer" % owners[id(p)])
+            hparams[id(p)] = [(k, float(v)) for k, v in values]
+    return kind, hparams
 
 
 def _is_label(placeholder, modules):

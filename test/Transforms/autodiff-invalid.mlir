@@ -30,3 +30,27 @@ func.func @statistics(%x: tensor<2x8xf32> {memopt.role = "param", memopt.name = 
   %l = memopt.reduce_sum %m dims [0] : tensor<2xf32> to tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// expected-error @+1 {{'func.func' op parameter 'w': hyper-parameter 'beta2' is 1, expected in [0, 1)}}
+func.func @bad_group_beta(%w: tensor<4xf32> {memopt.role = "param", memopt.name = "w", memopt.hparams = {beta2 = 1.0 : f64}}) -> tensor<f32> attributes {memopt.loss} {
+  %s = memopt.reduce_sum %w dims [0] : tensor<4xf32> to tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op parameter 'w': 'memopt.hparams' entry 'momentum' is not a hyper-parameter of adamw with a float value (expected lr, weight_decay and beta1, beta2, eps)}}
+func.func @sgd_option_under_adamw(%w: tensor<4xf32> {memopt.role = "param", memopt.name = "w", memopt.hparams = {momentum = 0.9 : f64}}) -> tensor<f32> attributes {memopt.loss} {
+  %s = memopt.reduce_sum %w dims [0] : tensor<4xf32> to tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{'func.func' op was exported for the optimizer 'sgd' (memopt.optimizer), but the step is built for 'adamw'}}
+func.func @other_optimizer(%w: tensor<4xf32> {memopt.role = "param", memopt.name = "w"}) -> tensor<f32> attributes {memopt.loss, memopt.optimizer = "sgd"} {
+  %s = memopt.reduce_sum %w dims [0] : tensor<4xf32> to tensor<f32>
+  return %s : tensor<f32>
+}

@@ -467,6 +467,25 @@ llvm::Error memopt::getCompileOptions(CompileOptions &options) {
   return llvm::Error::success();
 }
 
+llvm::Error memopt::adoptRecordedOptimizer(llvm::StringRef recorded,
+                                           MemoptPipelineOptions &options) {
+  if (recorded.empty() || recorded == options.optimizer)
+    return llvm::Error::success();
+  if (optimizer.getNumOccurrences())
+    return fail("--optimizer=" + optimizer +
+                " contradicts the optimizer the model was exported with ('" +
+                recorded + "', memopt.optimizer): its parameter groups are "
+                "that optimizer's");
+  if (recorded != "adamw" && recorded != "sgd")
+    return fail("the model was exported for an unknown optimizer '" +
+                recorded + "' (memopt.optimizer; expected adamw or sgd)");
+  options.optimizer = recorded.str();
+  // torch.optim's defaults for the parameters the groups do not set.
+  if (!weightDecay.getNumOccurrences())
+    options.weightDecay = recorded == "sgd" ? 0.0 : 0.01;
+  return llvm::Error::success();
+}
+
 void memopt::describeDefaults() {
   // The flags' text, with the defaults of the pipeline options they set.
   static const MemoptPipelineOptions defaults;

@@ -50,6 +50,12 @@ struct CompileOptions {
 /// the error is one line, without the tool's name.
 llvm::Error getCompileOptions(CompileOptions &options);
 
+/// The model's own optimizer (`memopt.optimizer`, recorded by the exporter
+/// from the user's torch.optim optimizer; "" when it has none) into
+/// `options`: an error when --optimizer names another one.
+llvm::Error adoptRecordedOptimizer(llvm::StringRef recorded,
+                                   MemoptPipelineOptions &options);
+
 /// Completes the help text of the flags that set a pipeline option with
 /// that option's default (MemoptPipelineOptions holds the numbers).
 void describeDefaults();

@@ -489,8 +489,15 @@ bool compile(MLIRContext &context, const char *argv0) {
   if (!module)
     return false;
 
-  if (!findFunction(*module, memopt::MemoptDialect::kLossAttrName))
+  FunctionOpInterface lossFunction =
+      findFunction(*module, memopt::MemoptDialect::kLossAttrName);
+  if (!lossFunction)
     return false;
+  if (auto recorded = lossFunction->getAttrOfType<StringAttr>(
+          memopt::MemoptDialect::kOptimizerAttrName))
+    if (llvm::Error error =
+            memopt::adoptRecordedOptimizer(recorded.getValue(), options))
+      return fail(llvm::toString(std::move(error)));
 
   if (flags.budgetSearch) {
     bool ok;

@@ -873,7 +873,7 @@ func.func @missing_role(%x: tensor<4xf32> {memopt.role = "input", memopt.name = 
 
 // -----
 
-// expected-error @+1 {{argument #0 attribute 'memopt.role' must be one of "param", "input", "label", "state", "optim", "loss", "param_copy", got "weight"}}
+// expected-error @+1 {{argument #0 attribute 'memopt.role' must be one of "param", "frozen", "input", "label", "state", "optim", "loss", "param_copy", got "weight"}}
 func.func @bad_role(%w: tensor<4xf32> {memopt.role = "weight", memopt.name = "w"}) {
   return
 }
@@ -986,14 +986,14 @@ func.func @scope_type(%x: tensor<4xf32>) {
 // -----
 
 func.func @unknown_op_attr(%x: tensor<4xf32>) {
-  // expected-error @+1 {{has unknown memopt attribute 'memopt.color' (expected memopt.scope, memopt.loss, memopt.train_step, memopt.offset, memopt.arena_bytes, memopt.precision, memopt.loss_scale, memopt.recompute, memopt.micro_batches or memopt.data_parallel)}}
+  // expected-error @+1 {{has unknown memopt attribute 'memopt.color' (expected memopt.scope, memopt.loss, memopt.train_step, memopt.offset, memopt.arena_bytes, memopt.precision, memopt.optimizer, memopt.loss_scale, memopt.recompute, memopt.micro_batches or memopt.data_parallel)}}
   %0 = memopt.relu %x {memopt.color = "red"} : tensor<4xf32>
   return
 }
 
 // -----
 
-// expected-error @+1 {{argument #0 has unknown memopt attribute 'memopt.rol' (expected memopt.role, memopt.name or memopt.batch_dim)}}
+// expected-error @+1 {{argument #0 has unknown memopt attribute 'memopt.rol' (expected memopt.role, memopt.name, memopt.batch_dim, memopt.shard_of or memopt.hparams)}}
 func.func @unknown_arg_attr(%x: tensor<4xf32> {memopt.rol = "param"}) {
   return
 }
@@ -1184,5 +1184,19 @@ func.func @linear_ce_chunk(%x: tensor<3x4xf32>, %w: tensor<5x4xf32>, %t: tensor<
 func.func @linear_ce_grad_bias(%x: tensor<3x4xf32>, %w: tensor<5x4xf32>, %t: tensor<3xi64>, %s: tensor<3xf32>, %g: tensor<f32>, %b: tensor<5xf32>) {
   // expected-error @+1 {{has a bias gradient exactly when it has a bias}}
   %dx, %dw = memopt.linear_cross_entropy_grad %x, %w, %t, %s, %g bias %b chunk 5 : tensor<3x4xf32>, tensor<5x4xf32>, tensor<3xi64>, tensor<3xf32>, tensor<5xf32> -> tensor<3x4xf32>, tensor<5x4xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #0 attribute 'memopt.hparams' must be a dictionary of float values named lr, weight_decay, beta1, beta2, eps or momentum, got {rate = 1.000000e-01 : f64}}}
+func.func @bad_hparams(%w: tensor<4xf32> {memopt.role = "param", memopt.name = "w", memopt.hparams = {rate = 0.1 : f64}}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{attribute 'memopt.optimizer' must be "adamw" or "sgd" on a function, got "adam"}}
+func.func @bad_optimizer(%w: tensor<4xf32>) attributes {memopt.optimizer = "adam"} {
   return
 }

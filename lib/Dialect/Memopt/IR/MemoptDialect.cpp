@@ -115,8 +115,9 @@ LogicalResult MemoptDialect::verifyRegionArgAttribute(Operation *op,
     auto role = dyn_cast<StringAttr>(attr.getValue());
     if (!role || !symbolizeArgumentRole(role.getValue()))
       return argError()
-             << "must be one of \"param\", \"input\", \"label\", "
-                "\"state\", \"optim\", \"loss\", \"param_copy\", got "
+             << "must be one of \"param\", \"frozen\", \"input\", "
+                "\"label\", \"state\", \"optim\", \"loss\", \"param_copy\", "
+                "got "
              << attr.getValue();
     return success();
   }
@@ -154,10 +155,25 @@ LogicalResult MemoptDialect::verifyRegionArgAttribute(Operation *op,
                         << attr.getValue();
     return success();
   }
+  if (name == kHparamsAttrName) {
+    auto hparams = dyn_cast<DictionaryAttr>(attr.getValue());
+    bool valid = hparams && llvm::all_of(hparams, [](NamedAttribute entry) {
+      return isa<FloatAttr>(entry.getValue()) &&
+             llvm::is_contained({"lr", "weight_decay", "beta1", "beta2", "eps",
+                                 "momentum"},
+                                entry.getName().strref());
+    });
+    if (!valid)
+      return argError() << "must be a dictionary of float values named lr, "
+                           "weight_decay, beta1, beta2, eps or momentum, got "
+                        << attr.getValue();
+    return success();
+  }
   return op->emitOpError() << "argument #" << argIndex
                            << " has unknown memopt attribute '" << name
-                           << "' (expected memopt.role, memopt.name or "
-                              "memopt.batch_dim)";
+                           << "' (expected memopt.role, memopt.name, "
+                              "memopt.batch_dim, memopt.shard_of or "
+                              "memopt.hparams)";
 }
 
 //===----------------------------------------------------------------------===//
@@ -388,6 +404,16 @@ LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
                                << attr.getValue();
     return success();
   }
+  if (name == kOptimizerAttrName) {
+    auto optimizer = dyn_cast<StringAttr>(attr.getValue());
+    if (!isa<FunctionOpInterface>(op) || !optimizer ||
+        (optimizer.getValue() != "adamw" && optimizer.getValue() != "sgd"))
+      return op->emitOpError() << "attribute '" << name
+                               << "' must be \"adamw\" or \"sgd\" on a "
+                                  "function, got "
+                               << attr.getValue();
+    return success();
+  }
   if (name == kLossScaleAttrName) {
     if (!isa<FunctionOpInterface>(op))
       return op->emitOpError()
@@ -414,6 +440,7 @@ LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
                            << "' (expected memopt.scope, memopt.loss, "
                               "memopt.train_step, memopt.offset, "
                               "memopt.arena_bytes, memopt.precision, "
-                              "memopt.loss_scale, memopt.recompute, "
+                              "memopt.optimizer, memopt.loss_scale, "
+                              "memopt.recompute, "
                               "memopt.micro_batches or memopt.data_parallel)";
 }

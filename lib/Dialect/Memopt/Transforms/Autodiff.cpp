@@ -34,6 +34,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Debug.h"
 
 #include <cstdio>
@@ -50,31 +51,69 @@ using namespace memopt;
 
 namespace {
 
+/// One parameter's optimizer hyper-parameters: the pass options, or those of
+/// its parameter group (`memopt.hparams`, as the exporter records a
+/// torch.optim optimizer's groups).
+struct Hyperparameters {
+  double lr, beta1, beta2, eps, weightDecay, momentum;
+
+  /// Overrides the values `hparams` names; reports an unknown name, or one
+  /// that `kind` does not use, through `error`.
+  LogicalResult override(DictionaryAttr hparams, OptimizerKind kind,
+                         function_ref<InFlightDiagnostic()> error);
+  /// Checks the ranges; reports the first value out of range through
+  /// `error`, naming it as `what` followed by its name.
+  LogicalResult verify(OptimizerKind kind, StringRef what,
+                       function_ref<InFlightDiagnostic()> error) const;
+};
+
 struct AutodiffPass : public memopt::impl::AutodiffPassBase<AutodiffPass> {
   using Base::Base;
 
   void runOnOperation() override;
 
-  /// The `kind` update of `param` by `grad` with its optimizer state
-  /// `slots` at optimizer step `step`, skipped when `skip` (loss scaling's
-  /// overflow flag, null without) is set.
-  Operation *buildUpdate(OpBuilder &b, Location loc, OptimizerKind kind,
-                         Value param, Value grad, ValueRange slots, Value step,
-                         Value skip);
-
-private:
-  /// Checks the hyper-parameters; reports the first bad one.
-  LogicalResult verifyOptions(Location loc, OptimizerKind kind);
+  /// The pass options as hyper-parameters.
+  Hyperparameters getOptions() const {
+    return {lr, beta1, beta2, eps, weightDecay, momentum};
+  }
 };
 
 } // namespace
 
-LogicalResult AutodiffPass::verifyOptions(Location loc, OptimizerKind kind) {
+LogicalResult
+Hyperparameters::override(DictionaryAttr hparams, OptimizerKind kind,
+                          function_ref<InFlightDiagnostic()> error) {
+  bool adamw = kind == OptimizerKind::AdamW;
+  for (NamedAttribute entry : hparams) {
+    StringRef name = entry.getName().getValue();
+    double *slot = llvm::StringSwitch<double *>(name)
+                       .Case("lr", &lr)
+                       .Case("weight_decay", &weightDecay)
+                       .Case("beta1", adamw ? &beta1 : nullptr)
+                       .Case("beta2", adamw ? &beta2 : nullptr)
+                       .Case("eps", adamw ? &eps : nullptr)
+                       .Case("momentum", adamw ? nullptr : &momentum)
+                       .Default(nullptr);
+    auto value = dyn_cast<FloatAttr>(entry.getValue());
+    if (!slot || !value)
+      return error() << "'" << MemoptDialect::kHparamsAttrName << "' entry '"
+                     << name << "' is not a hyper-parameter of "
+                     << (adamw ? "adamw" : "sgd")
+                     << " with a float value (expected lr, weight_decay and "
+                     << (adamw ? "beta1, beta2, eps" : "momentum") << ")";
+    *slot = value.getValueAsDouble();
+  }
+  return success();
+}
+
+LogicalResult
+Hyperparameters::verify(OptimizerKind kind, StringRef what,
+                        function_ref<InFlightDiagnostic()> error) const {
   auto bad = [&](StringRef name, double value, StringRef range) {
     char text[32];
     std::snprintf(text, sizeof(text), "%g", value);
-    return emitError(loc) << "--memopt-autodiff option '" << name << "' is "
-                          << std::string(text) << ", expected " << range;
+    return error() << what << name << "' is " << std::string(text)
+                   << ", expected " << range;
   };
   if (!(lr >= 0.0))
     return bad("lr", lr, ">= 0");
@@ -93,20 +132,24 @@ LogicalResult AutodiffPass::verifyOptions(Location loc, OptimizerKind kind) {
   return success();
 }
 
-Operation *AutodiffPass::buildUpdate(OpBuilder &b, Location loc,
-                                     OptimizerKind kind, Value param,
-                                     Value grad, ValueRange slots, Value step,
-                                     Value skip) {
+/// The `kind` update of `param` by `grad` with hyper-parameters `h` and its
+/// optimizer state `slots` at optimizer step `step`, skipped when `skip`
+/// (loss scaling's overflow flag, null without) is set.
+static Operation *buildUpdate(OpBuilder &b, Location loc, OptimizerKind kind,
+                              const Hyperparameters &h, Value param,
+                              Value grad, ValueRange slots, Value step,
+                              Value skip) {
   Type type = param.getType();
   if (kind == OptimizerKind::AdamW)
     return AdamWUpdateOp::create(
         b, loc, type, type, type, param, grad, slots[0], slots[1], step, skip,
-        b.getF64FloatAttr(lr), b.getF64FloatAttr(beta1),
-        b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps),
-        b.getF64FloatAttr(weightDecay));
+        b.getF64FloatAttr(h.lr), b.getF64FloatAttr(h.beta1),
+        b.getF64FloatAttr(h.beta2), b.getF64FloatAttr(h.eps),
+        b.getF64FloatAttr(h.weightDecay));
   return SgdUpdateOp::create(b, loc, type, type, param, grad, slots[0], skip,
-                             b.getF64FloatAttr(lr), b.getF64FloatAttr(momentum),
-                             b.getF64FloatAttr(weightDecay));
+                             b.getF64FloatAttr(h.lr),
+                             b.getF64FloatAttr(h.momentum),
+                             b.getF64FloatAttr(h.weightDecay));
 }
 
 /// Returns the role of argument `index` of `func`, if it has one.
@@ -269,6 +312,10 @@ public:
   TrainStepBuilder(AutodiffPass &pass, func::FuncOp loss, OptimizerKind kind,
                    std::optional<LossScaleConfig> lossScale);
 
+  /// Each parameter's hyper-parameters: the pass options, overridden by its
+  /// `memopt.hparams`; checks that the loss function's `memopt.optimizer`,
+  /// if any, is the pass's optimizer.
+  LogicalResult readHyperparameters();
   /// Creates `train_step` with the signature, results and attributes.
   void createStep();
   /// 1. Clones the forward into the step.
@@ -311,6 +358,8 @@ private:
   Value scale, foundInf;
   /// Argument index -> its new value.
   DenseMap<unsigned, Value> updated;
+  /// Parameter argument index -> its hyper-parameters.
+  DenseMap<unsigned, Hyperparameters> hyperparameters;
 };
 
 } // namespace
@@ -321,6 +370,35 @@ TrainStepBuilder::TrainStepBuilder(AutodiffPass &pass, func::FuncOp loss,
     : pass(pass), loss(loss), kind(kind), lossScale(lossScale), b(loss),
       loc(loss.getLoc()), numForwardArgs(loss.getNumArguments()),
       signature(buildSignature(loss, kind, lossScale && lossScale->dynamic)) {}
+
+LogicalResult TrainStepBuilder::readHyperparameters() {
+  StringRef optimizer = kind == OptimizerKind::AdamW ? "adamw" : "sgd";
+  if (auto recorded = loss->getAttrOfType<StringAttr>(
+          MemoptDialect::kOptimizerAttrName);
+      recorded && recorded.getValue() != optimizer)
+    return loss.emitOpError()
+           << "was exported for the optimizer '" << recorded.getValue()
+           << "' (" << MemoptDialect::kOptimizerAttrName
+           << "), but the step is built for '" << optimizer << "'";
+  for (unsigned p : signature.params) {
+    Hyperparameters h = pass.getOptions();
+    auto error = [&] {
+      return loss.emitOpError() << "parameter '"
+                                << loss.getArgAttrOfType<StringAttr>(
+                                       p, MemoptDialect::kNameAttrName)
+                                       .getValue()
+                                << "': ";
+    };
+    if (auto hparams = loss.getArgAttrOfType<DictionaryAttr>(
+            p, MemoptDialect::kHparamsAttrName)) {
+      if (failed(h.override(hparams, kind, error)) ||
+          failed(h.verify(kind, "hyper-parameter '", error)))
+        return failure();
+    }
+    hyperparameters[p] = h;
+  }
+  return success();
+}
 
 void TrainStepBuilder::createStep() {
   // Results: the loss, then the new value of every param, state and optim
@@ -419,8 +497,8 @@ void TrainStepBuilder::updateParameters() {
     Attribute scope;
     if (Operation *use = param.use_empty() ? nullptr : *param.user_begin())
       scope = use->getAttr(MemoptDialect::kScopeAttrName);
-    Operation *update = pass.buildUpdate(
-        b, loc, kind, param, grad,
+    Operation *update = buildUpdate(
+        b, loc, kind, hyperparameters[p], param, grad,
         entry->getArguments().slice(slot, slotNames.size()), newStep, foundInf);
     if (scope)
       update->setAttr(MemoptDialect::kScopeAttrName, scope);
@@ -476,7 +554,9 @@ void AutodiffPass::runOnOperation() {
         << "' for --memopt-autodiff (expected adamw or sgd)";
     return signalPassFailure();
   }
-  if (failed(verifyOptions(module.getLoc(), *kind)))
+  if (failed(getOptions().verify(*kind, "--memopt-autodiff option '", [&] {
+        return emitError(module.getLoc());
+      })))
     return signalPassFailure();
 
   FailureOr<func::FuncOp> found = findLossFunction(module);
@@ -495,6 +575,8 @@ void AutodiffPass::runOnOperation() {
   }
 
   TrainStepBuilder step(*this, loss, *kind, lossScale);
+  if (failed(step.readHyperparameters()))
+    return signalPassFailure();
   step.createStep();
   step.cloneForward();
   unsigned gradientOps = 0;

@@ -31,7 +31,14 @@ def Memopt_Dialect : Dialect {
     * `memopt.name` — the name the user knows it by (the PyTorch
       `named_parameters()` name or the `forward()` argument name);
     * `memopt.batch_dim` — for inputs and labels, the dimension that indexes
-      examples (what gradient accumulation splits).
+      examples (what gradient accumulation splits);
+    * `memopt.hparams` — for a parameter, its own optimizer hyper-parameters
+      (its parameter group's), a dictionary of f64 values named `lr`,
+      `weight_decay`, and `beta1`, `beta2`, `eps` (AdamW) or `momentum`
+      (SGD); the others keep `--memopt-autodiff`'s options.
+
+    A loss function may carry `memopt.optimizer` (`"adamw"` or `"sgd"`), the
+    optimizer it was exported for: the step must be built for that one.
 
     The function that computes the loss carries the unit attribute
     `memopt.loss`. It returns the scalar f32 loss, followed by the new value
@@ -63,6 +70,12 @@ def Memopt_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kShardOfAttrName =
         "memopt.shard_of";
     static constexpr ::llvm::StringLiteral kLossAttrName = "memopt.loss";
+    /// Parameter groups (docs/Exporter.md): the optimizer a `memopt.loss`
+    /// function was exported for, and a parameter's own hyper-parameters.
+    static constexpr ::llvm::StringLiteral kOptimizerAttrName =
+        "memopt.optimizer";
+    static constexpr ::llvm::StringLiteral kHparamsAttrName =
+        "memopt.hparams";
     static constexpr ::llvm::StringLiteral kScopeAttrName = "memopt.scope";
     static constexpr ::llvm::StringLiteral kTrainStepAttrName =
         "memopt.train_step";
