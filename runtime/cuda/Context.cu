@@ -11,6 +11,7 @@
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 
 using namespace memopt::cuda;
@@ -406,6 +407,21 @@ uint64_t memopt_get_step(const memopt_context *ctx) {
 void memopt_advance_step(memopt_context *ctx) {
   if (ctx)
     ++ctx->step;
+}
+
+void memopt_set_lr_scale(memopt_context *ctx, double scale) {
+  if (!ctx || ctx->status != MEMOPT_OK)
+    return;
+  if (!(scale >= 0.0 && scale <= std::numeric_limits<double>::max())) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, "memopt_set_lr_scale",
+             "the learning-rate factor %g is not a finite number >= 0", scale);
+    return;
+  }
+  ctx->lrScale = scale;
+}
+
+double memopt_get_lr_scale(const memopt_context *ctx) {
+  return ctx ? ctx->lrScale : 1.0;
 }
 
 void memopt_step_begin(memopt_context *ctx) {

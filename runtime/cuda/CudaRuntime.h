@@ -80,6 +80,8 @@ struct memopt_context {
   uint64_t measuredArena = 0;
   uint64_t measuredWorkspace = 0;
   uint64_t step = 0;
+  /// memopt_set_lr_scale's factor.
+  double lrScale = 1.0;
   double lastStepSeconds = 0.0;
   /// Pinned host staging for host-to-device copies of up to
   /// kStagingBytes (the generated step's constants), so that they never wait

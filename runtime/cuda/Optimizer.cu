@@ -122,7 +122,7 @@ void memopt_sgd_update(memopt_context *ctx, memopt_dtype dtype,
         static_cast<const T *>(param), static_cast<const T *>(grad),
         static_cast<const T *>(momentum_buffer), skip,
         static_cast<T *>(new_param), static_cast<T *>(new_momentum_buffer), n,
-        sgdCoefficients(lr, momentum, weight_decay));
+        sgdCoefficients(lr * ctx->lrScale, momentum, weight_decay));
   });
   checkLaunch(ctx, entry, "sgdKernel");
 }
@@ -141,7 +141,7 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
                           new_exp_avg, new_exp_avg_sq}) ||
       !checkPointers(ctx, entry, 1, {step}) || isEmpty({n}))
     return;
-  AdamWScalars scalars{lr, beta1, beta2, eps, weight_decay};
+  AdamWScalars scalars{lr * ctx->lrScale, beta1, beta2, eps, weight_decay};
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
     adamwKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(

@@ -485,6 +485,10 @@ int TrainRun::runSteps() {
       memopt_copy_to_host(ctx.get(), &scale, args[*model.lossScaleIndex],
                           sizeof(scale));
     int64_t before = readStep();
+    // The schedule's factor at the optimizer's 0-based step: a step that
+    // loss scaling skipped did not advance it.
+    double factor = memopt::runtime::lrFactor(model.lrSchedule, before);
+    memopt_set_lr_scale(ctx.get(), factor);
     memopt_step_begin(ctx.get());
     step(ctx.get(), args.data(), scratch);
     seconds.push_back(memopt_step_end(ctx.get()));
@@ -503,8 +507,11 @@ int TrainRun::runSteps() {
       length += std::snprintf(line + length, sizeof(line) - length,
                               " skipped");
     if (model.lossScale)
-      std::snprintf(line + length, sizeof(line) - length, " scale %.9g",
-                    static_cast<double>(scale));
+      length += std::snprintf(line + length, sizeof(line) - length,
+                              " scale %.9g", static_cast<double>(scale));
+    if (!model.lrSchedule.isConstant())
+      std::snprintf(line + length, sizeof(line) - length, " lr %.9g",
+                    model.lr * factor);
     if (isFirstRank()) {
       out << line << "\n";
       out.flush();
@@ -763,6 +770,47 @@ bool memopt::driver::parseModelDescription(const std::string &json,
     }
     if (!model.lossScale)
       model.lossScaleIndex.reset();
+    auto optimizer = root.find("optimizer");
+    if (optimizer != root.end() && optimizer->is_object()) {
+      auto lr = optimizer->find("lr");
+      if (lr != optimizer->end() && lr->is_number())
+        model.lr = lr->get<double>();
+    }
+    auto schedule = root.find("lr_schedule");
+    if (schedule != root.end()) {
+      std::optional<memopt::runtime::LrScheduleKind> kind;
+      auto field = [&](const char *name) {
+        auto found = schedule->is_object() ? schedule->find(name)
+                                           : schedule->end();
+        return found == schedule->end() ? nullptr : &*found;
+      };
+      const nlohmann::json *kindName = field("kind");
+      const nlohmann::json *warmup = field("warmup_steps");
+      const nlohmann::json *decay = field("decay_steps");
+      const nlohmann::json *ratio = field("min_lr_ratio");
+      if (kindName && kindName->is_string())
+        kind = memopt::runtime::parseLrScheduleKind(
+            kindName->get<std::string>());
+      if (!kind || !warmup || !warmup->is_number_integer() || !decay ||
+          !decay->is_number_integer() || !ratio || !ratio->is_number()) {
+        error = "'lr_schedule' needs a kind (constant, linear, cosine or "
+                "nanogpt), integer warmup_steps and decay_steps and a "
+                "min_lr_ratio";
+        return false;
+      }
+      model.lrSchedule = {*kind, warmup->get<int64_t>(),
+                          decay->get<int64_t>(), ratio->get<double>()};
+      std::string why = memopt::runtime::checkLrSchedule(model.lrSchedule);
+      if (!why.empty()) {
+        error = "invalid 'lr_schedule': " + why;
+        return false;
+      }
+      if (!model.stepIndex) {
+        error = "an 'lr_schedule' needs the i64 scalar optim argument "
+                "'optimizer.step'";
+        return false;
+      }
+    }
     auto ranks = root.find("data_parallel");
     if (ranks != root.end()) {
       if (!ranks->is_number_unsigned() || ranks->get<uint64_t>() < 1 ||

@@ -15,6 +15,7 @@
 #include "Safetensors.h"
 
 #include "memopt/runtime.h"
+#include "memopt/runtime/LrSchedule.h"
 
 #include <cstdint>
 #include <iosfwd>
@@ -104,6 +105,10 @@ struct ModelDescription {
   std::optional<size_t> lossScaleIndex;
   /// Data parallelism: the ranks the step was compiled for (1: none).
   int64_t dataParallel = 1;
+  /// The learning-rate schedule (constant without `lr_schedule`) and the
+  /// optimizer's lr it multiplies (`optimizer.lr`, for the log line).
+  memopt::runtime::LrSchedule lrSchedule;
+  double lr = 0.0;
 };
 
 /// Parses and checks a model description: valid JSON, known roles and

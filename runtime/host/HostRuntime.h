@@ -37,6 +37,8 @@ struct memopt_context {
   uint64_t workspaceBytes = 0;
   uint64_t highWater = 0;
   uint64_t step = 0;
+  /// memopt_set_lr_scale's factor.
+  double lrScale = 1.0;
   std::chrono::steady_clock::time_point stepStart;
   double lastStepSeconds = 0.0;
   memopt_status status = MEMOPT_OK;

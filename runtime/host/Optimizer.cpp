@@ -46,7 +46,8 @@ void memopt_sgd_update(memopt_context *ctx, memopt_dtype dtype,
     copyIfDistinct(dtype, momentum_buffer, new_momentum_buffer, n);
     return;
   }
-  SgdCoefficients c = sgdCoefficients(lr, momentum, weight_decay);
+  SgdCoefficients c =
+      sgdCoefficients(lr * ctx->lrScale, momentum, weight_decay);
   F32Input p(ctx, dtype, param, n);
   F32Input g(ctx, dtype, grad, n);
   F32Input buf(ctx, dtype, momentum_buffer, n);
@@ -89,8 +90,8 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
              static_cast<long long>(*step));
     return;
   }
-  AdamWCoefficients c =
-      adamwCoefficients(lr, beta1, beta2, eps, weight_decay, *step);
+  AdamWCoefficients c = adamwCoefficients(lr * ctx->lrScale, beta1, beta2,
+                                          eps, weight_decay, *step);
   F32Input p(ctx, dtype, param, n);
   F32Input g(ctx, dtype, grad, n);
   F32Input m(ctx, dtype, exp_avg, n);

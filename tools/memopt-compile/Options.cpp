@@ -80,6 +80,31 @@ cl::opt<std::string> momentum("momentum", cl::desc("SGD momentum"),
                               cl::value_desc("number"),
                               cl::cat(compileCategory));
 
+cl::opt<std::string> lrSchedule(
+    "lr-schedule", cl::init("constant"),
+    cl::desc("Learning-rate schedule, a factor on every parameter group's lr "
+             "computed from the optimizer step at run time: constant, linear "
+             "and cosine (Hugging Face's, with warmup), nanogpt (nanoGPT's "
+             "get_lr); docs/Training.md"),
+    cl::value_desc("constant|linear|cosine|nanogpt"), cl::cat(compileCategory));
+
+cl::opt<std::string> warmupSteps("warmup-steps",
+                                 cl::desc("Schedule: warmup steps (default 0)"),
+                                 cl::value_desc("n"), cl::cat(compileCategory));
+
+cl::opt<std::string>
+    decaySteps("decay-steps",
+               cl::desc("Schedule: the step the decay ends at (linear, "
+                        "cosine: the total training steps)"),
+               cl::value_desc("n"), cl::cat(compileCategory));
+
+cl::opt<std::string>
+    minLr("min-lr",
+          cl::desc("Schedule: the learning rate the decay ends at (cosine, "
+                   "nanogpt; default 0), for the --lr of the default group; "
+                   "every group keeps the same min-lr / lr ratio"),
+          cl::value_desc("number"), cl::cat(compileCategory));
+
 cl::opt<std::string> mixedPrecision(
     "mixed-precision", cl::init("none"),
     cl::desc("Mixed precision (docs/MixedPrecision.md): none, bf16, fp16, "
@@ -252,6 +277,50 @@ int64_t toInteger(llvm::StringRef text) {
 /// An error with `message`, which main prefixes with the tool's name.
 llvm::Error fail(const llvm::Twine &message) {
   return llvm::createStringError(message);
+}
+
+/// Reads --lr-schedule and its flags into `schedule`.
+llvm::Error setLrSchedule(const MemoptPipelineOptions &pipeline,
+                          memopt::runtime::LrSchedule &schedule) {
+  std::optional<memopt::runtime::LrScheduleKind> kind =
+      memopt::runtime::parseLrScheduleKind(lrSchedule);
+  if (!kind)
+    return fail("unknown --lr-schedule='" + lrSchedule +
+                "' (expected constant, linear, cosine or nanogpt)");
+  schedule.kind = *kind;
+  auto steps = [&](cl::opt<std::string> &flag, int64_t &out) {
+    out = toInteger(flag);
+    return flag.getNumOccurrences() && (out <= 0 && flag != "0")
+               ? fail("invalid --" + flag.ArgStr + "='" + flag +
+                      "' (expected a whole number of steps)")
+               : llvm::Error::success();
+  };
+  if (llvm::Error error = steps(warmupSteps, schedule.warmupSteps))
+    return error;
+  if (llvm::Error error = steps(decaySteps, schedule.decaySteps))
+    return error;
+  if (minLr.getNumOccurrences()) {
+    if (*kind != memopt::runtime::LrScheduleKind::Cosine &&
+        *kind != memopt::runtime::LrScheduleKind::NanoGpt)
+      return fail("--min-lr applies to --lr-schedule=cosine or nanogpt only");
+    double value = toNumber(minLr);
+    double base = pipeline.lr;
+    if (!(value >= 0.0 && value <= base)) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%g", base);
+      return fail("invalid --min-lr='" + minLr +
+                  "' (expected a number between 0 and --lr, " + text + ")");
+    }
+    schedule.minRatio = base > 0 ? value / base : 0.0;
+  }
+  if (*kind == memopt::runtime::LrScheduleKind::Constant &&
+      decaySteps.getNumOccurrences())
+    return fail("--decay-steps applies to a decaying --lr-schedule "
+                "(linear, cosine or nanogpt)");
+  std::string why = memopt::runtime::checkLrSchedule(schedule);
+  if (!why.empty())
+    return fail("invalid learning-rate schedule: " + why);
+  return llvm::Error::success();
 }
 
 /// Checks --target and --cuda-arch.
@@ -461,6 +530,8 @@ llvm::Error memopt::getCompileOptions(CompileOptions &options) {
                 "--report-only or --explore)");
   if (llvm::Error error =
           setPipelineOptions(options.budgetSearch, options.pipeline))
+    return error;
+  if (llvm::Error error = setLrSchedule(options.pipeline, options.lrSchedule))
     return error;
   if (options.budgetSearch)
     return setSearchOptions(options.search);

@@ -15,6 +15,7 @@
 #include "Explore.h"
 
 #include "memopt/Pipelines/Pipelines.h"
+#include "memopt/runtime/LrSchedule.h"
 
 #include "llvm/Support/Error.h"
 
@@ -44,6 +45,8 @@ struct CompileOptions {
   /// search, and what it compiles against.
   bool budgetSearch = false;
   ExploreOptions search;
+  /// --lr-schedule and its flags: the driver sets the factor each step.
+  memopt::runtime::LrSchedule lrSchedule;
 };
 
 /// Reads and checks the command line that llvm::cl parsed into `options`;

@@ -160,6 +160,7 @@ std::string formatDouble(double value) {
 /// reads like the table it is.
 bool buildModelJson(FunctionOpInterface func,
                     const memopt::MemoptPipelineOptions &options,
+                    const memopt::runtime::LrSchedule &schedule,
                     std::string &json) {
   auto arena = func->getAttrOfType<IntegerAttr>(
       memopt::MemoptDialect::kArenaBytesAttrName);
@@ -192,6 +193,19 @@ bool buildModelJson(FunctionOpInterface func,
         number("momentum", options.momentum);
       }
       number("weight_decay", options.weightDecay);
+    });
+  }
+  if (!schedule.isConstant()) {
+    os << ",\n  \"lr_schedule\": ";
+    llvm::json::OStream out(os);
+    out.object([&] {
+      out.attribute("kind", memopt::runtime::getLrScheduleKindName(
+                                schedule.kind));
+      out.attribute("warmup_steps", schedule.warmupSteps);
+      out.attribute("decay_steps", schedule.decaySteps);
+      out.attributeBegin("min_lr_ratio");
+      out.rawValue(formatDouble(schedule.minRatio));
+      out.attributeEnd();
     });
   }
   if (options.dataParallel > 1)
@@ -518,7 +532,7 @@ bool compile(MLIRContext &context, const char *argv0) {
     return false;
   FunctionOpInterface step = *found;
   std::string modelJson;
-  if (!flags.reportOnly && !buildModelJson(step, options, modelJson))
+  if (!flags.reportOnly && !buildModelJson(step, options, flags.lrSchedule, modelJson))
     return false;
   // The lowering replaces the function: render the report now.
   memopt::MemoryAccount account(step);

@@ -56,6 +56,37 @@ TEST_F(RuntimeTest, AdamWConstantGradientClosedForm) {
   }
 }
 
+/// memopt_set_lr_scale multiplies every update's lr: AdamW and SGD at lr
+/// 0.02 with scale 0.25 are bit for bit the updates at lr 0.005.
+TEST_F(RuntimeTest, LrScaleMultipliesEveryUpdatesLr) {
+  std::vector<float> g = {0.3f, -2.0f, 1e-3f};
+  auto adamw = [&](double lr) {
+    std::vector<float> p = {1.0f, -0.5f, 2.0f}, m(3, 0.1f), v(3, 0.2f);
+    int64_t step = 2;
+    memopt_adamw_update(ctx, MEMOPT_F32, p.data(), g.data(), m.data(),
+                        v.data(), &step, nullptr, p.data(), m.data(), v.data(),
+                        3, lr, 0.9, 0.999, 1e-8, 0.1);
+    return p;
+  };
+  auto sgd = [&](double lr) {
+    std::vector<float> p = {1.0f, -0.5f, 2.0f}, buf(3, 0.1f);
+    memopt_sgd_update(ctx, MEMOPT_F32, p.data(), g.data(), buf.data(), nullptr,
+                      p.data(), buf.data(), 3, lr, 0.9, 0.1);
+    return p;
+  };
+  EXPECT_EQ(memopt_get_lr_scale(ctx), 1.0);
+  std::vector<float> adamwWant = adamw(0.005), sgdWant = sgd(0.005);
+  memopt_set_lr_scale(ctx, 0.25);
+  EXPECT_EQ(adamw(0.02), adamwWant);
+  EXPECT_EQ(sgd(0.02), sgdWant);
+  EXPECT_NE(adamw(0.005), adamwWant);
+  expectOk();
+  memopt_set_lr_scale(ctx, -1.0);
+  EXPECT_EQ(memopt_get_status(ctx), MEMOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(memopt_get_lr_scale(ctx), 0.25);
+  memopt_clear_error(ctx);
+}
+
 TEST_F(RuntimeTest, AdamWTwoStepsByHand) {
   // p0 = 1, g1 = 0.1, g2 = -0.2, lr 0.01, betas (0.9, 0.99), eps 1e-8,
   // wd 0.1:

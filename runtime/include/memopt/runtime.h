@@ -210,6 +210,16 @@ uint64_t memopt_get_step(const memopt_context *ctx);
 /// Adds one to the training step; the driver calls it after each step.
 void memopt_advance_step(memopt_context *ctx);
 
+/// Sets the factor every optimizer update multiplies its learning rate by
+/// (1 after create): a learning-rate schedule's factor for the next step
+/// (LrSchedule.h), as torch's LambdaLR multiplies each group's base lr. The
+/// program's lr is a runtime scalar, so one compiled step serves any
+/// schedule. A negative or non-finite factor is an invalid argument.
+void memopt_set_lr_scale(memopt_context *ctx, double scale);
+
+/// The factor memopt_set_lr_scale set (1 after create).
+double memopt_get_lr_scale(const memopt_context *ctx);
+
 /// Starts the step timer (on CUDA: records an event on the stream).
 void memopt_step_begin(memopt_context *ctx);
 
