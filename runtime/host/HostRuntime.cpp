@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <new>
 
 using namespace memopt::host;
@@ -175,12 +174,8 @@ void memopt_advance_step(memopt_context *ctx) {
 void memopt_set_lr_scale(memopt_context *ctx, double scale) {
   if (!isLive(ctx))
     return;
-  if (!(scale >= 0.0 && scale <= std::numeric_limits<double>::max())) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, "memopt_set_lr_scale",
-             "the learning-rate factor %g is not a finite number >= 0", scale);
-    return;
-  }
-  ctx->lrScale = scale;
+  if (memopt::runtime::checkLrScale(ctx, scale))
+    ctx->lrScale = scale;
 }
 
 double memopt_get_lr_scale(const memopt_context *ctx) {

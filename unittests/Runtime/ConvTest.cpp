@@ -38,6 +38,36 @@ struct Conv {
                   kh, kw, sh, sw, ph, pw, dh, dw, groups);
   }
 
+  /// Calls tap(input index, filter index, output index) for every product
+  /// of the convolution.
+  template <typename Tap> void forEachTap(Tap &&tap) const {
+    int64_t cg = c / groups, og = o / groups;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t oc = 0; oc < o; ++oc)
+        for (int64_t y0 = 0; y0 < oh(); ++y0)
+          for (int64_t x0 = 0; x0 < ow(); ++x0)
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t i = 0; i < kh; ++i)
+                for (int64_t j = 0; j < kw; ++j) {
+                  int64_t iy = y0 * sh - ph + i * dh,
+                          ix = x0 * sw - pw + j * dw;
+                  if (iy < 0 || iy >= h || ix < 0 || ix >= w)
+                    continue;
+                  tap(((b * c + oc / og * cg + ci) * h + iy) * w + ix,
+                      ((oc * cg + ci) * kh + i) * kw + j,
+                      ((b * o + oc) * oh() + y0) * ow() + x0);
+                }
+  }
+
+  std::vector<double> reference(const std::vector<float> &x,
+                                const std::vector<float> &f) const {
+    std::vector<double> y(outSize(), 0.0);
+    forEachTap([&](int64_t xi, int64_t fi, int64_t yi) {
+      y[yi] += static_cast<double>(x[xi]) * f[fi];
+    });
+    return y;
+  }
+
   /// The input and filter gradients of the reference for output gradient
   /// `dy`, in double.
   void referenceGradients(const std::vector<float> &x,
@@ -46,51 +76,10 @@ struct Conv {
                           std::vector<double> &df) const {
     dx.assign(inSize(), 0.0);
     df.assign(filterSize(), 0.0);
-    int64_t cg = c / groups, og = o / groups;
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t oc = 0; oc < o; ++oc)
-        for (int64_t y0 = 0; y0 < oh(); ++y0)
-          for (int64_t x0 = 0; x0 < ow(); ++x0) {
-            double g = dy[((b * o + oc) * oh() + y0) * ow() + x0];
-            for (int64_t ci = 0; ci < cg; ++ci)
-              for (int64_t i = 0; i < kh; ++i)
-                for (int64_t j = 0; j < kw; ++j) {
-                  int64_t iy = y0 * sh - ph + i * dh,
-                          ix = x0 * sw - pw + j * dw;
-                  if (iy < 0 || iy >= h || ix < 0 || ix >= w)
-                    continue;
-                  int64_t xi = ((b * c + oc / og * cg + ci) * h + iy) * w + ix;
-                  int64_t fi = ((oc * cg + ci) * kh + i) * kw + j;
-                  dx[xi] += g * f[fi];
-                  df[fi] += g * x[xi];
-                }
-          }
-  }
-
-  std::vector<double> reference(const std::vector<float> &x,
-                                const std::vector<float> &f) const {
-    std::vector<double> y(outSize(), 0.0);
-    int64_t cg = c / groups, og = o / groups;
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t oc = 0; oc < o; ++oc)
-        for (int64_t y0 = 0; y0 < oh(); ++y0)
-          for (int64_t x0 = 0; x0 < ow(); ++x0) {
-            double s = 0;
-            int64_t g = oc / og;
-            for (int64_t ci = 0; ci < cg; ++ci)
-              for (int64_t i = 0; i < kh; ++i)
-                for (int64_t j = 0; j < kw; ++j) {
-                  int64_t iy = y0 * sh - ph + i * dh,
-                          ix = x0 * sw - pw + j * dw;
-                  if (iy < 0 || iy >= h || ix < 0 || ix >= w)
-                    continue;
-                  s += static_cast<double>(
-                           x[((b * c + g * cg + ci) * h + iy) * w + ix]) *
-                       f[((oc * cg + ci) * kh + i) * kw + j];
-                }
-            y[((b * o + oc) * oh() + y0) * ow() + x0] = s;
-          }
-    return y;
+    forEachTap([&](int64_t xi, int64_t fi, int64_t yi) {
+      dx[xi] += static_cast<double>(dy[yi]) * f[fi];
+      df[fi] += static_cast<double>(dy[yi]) * x[xi];
+    });
   }
 };
 

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,15 @@ inline bool invalid(memopt_context *ctx, const char *entry, const char *format,
   recordError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry, format, args);
   va_end(args);
   return false;
+}
+
+/// memopt_set_lr_scale's check: a finite factor >= 0.
+inline bool checkLrScale(memopt_context *ctx, double scale) {
+  if (scale >= 0.0 && scale <= std::numeric_limits<double>::max())
+    return true;
+  return invalid(ctx, "memopt_set_lr_scale",
+                 "the learning-rate factor %g is not a finite number >= 0",
+                 scale);
 }
 
 /// The text of a recorded error: "<entry>: <message>".
