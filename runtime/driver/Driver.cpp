@@ -85,6 +85,15 @@ void castToCopy(std::vector<unsigned char> &bytes, TensorDtype dtype) {
   bytes.resize(count * sizeof(uint16_t));
 }
 
+/// Whether `argument` is a frozen weight stored in 16 bits whose checkpoint
+/// tensor `entry` is f32: rounded once at load, saved as it was loaded.
+bool isRoundedAtLoad(const ModelArgument &argument,
+                     const SafetensorsEntry &entry) {
+  return argument.role == Role::Frozen && entry.dtype == TensorDtype::F32 &&
+         (argument.dtype == TensorDtype::BF16 ||
+          argument.dtype == TensorDtype::F16);
+}
+
 bool parseStepCount(const std::string &text, int64_t &steps) {
   if (text.empty() || text[0] < '0' || text[0] > '9')
     return false;
@@ -344,7 +353,7 @@ int TrainRun::bindTensors() {
                                         getRoleName(argument.role) +
                                         ") not found in '" + *path + "'");
     }
-    if (entry->dtype != argument.dtype)
+    if (entry->dtype != argument.dtype && !isRoundedAtLoad(argument, *entry))
       return fail(DriverInputError,
                   "tensor '" + argument.name + "' in '" + *path +
                       "' has dtype " + getSafetensorsDtypeName(entry->dtype) +
@@ -433,6 +442,8 @@ int TrainRun::loadArena() {
                               errorText, sizeof(errorText)))
       return fail(DriverRuntimeError, "cannot broadcast '" + argument.name +
                                           "' from rank 0: " + errorText);
+    if (isRoundedAtLoad(argument, *entry))
+      castToCopy(staging, argument.dtype);
     if (bytes)
       memopt_copy_from_host(ctx.get(), base + offsets[i],
                             staging.data() + from, bytes);
@@ -610,6 +621,18 @@ int TrainRun::save() {
     if (!isCheckpointed(argument.role))
       continue;
     buffers.emplace_back();
+    const SafetensorsEntry *source = sourceEntries[i];
+    if (source && isRoundedAtLoad(argument, *source)) {
+      // The f32 tensor it was loaded from: never trained, so unchanged.
+      std::string error;
+      buffers.back().resize(source->byteSize());
+      if (!sourceReaders[i]->readData(*source, buffers.back().data(), error))
+        return fail(DriverInputError,
+                    "cannot read '" + options.paramsPath + "': " + error);
+      tensors.push_back(SafetensorsTensorRef{argument.name, source->dtype,
+                                             argument.shape, nullptr});
+      continue;
+    }
     if (int code = readWhole(i, buffers.back()))
       return code;
     tensors.push_back(SafetensorsTensorRef{

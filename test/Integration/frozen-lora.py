@@ -5,7 +5,9 @@
 # training byte for byte as they came), the account counts them apart, and
 # the trained adapters match PyTorch through the parity oracle: in FP32
 # (5 AdamW steps and the first-step gradients), with 2 micro-batches, and
-# under BF16 (the losses and the first-step gradients, against autocast).
+# under BF16 (the losses and the first-step gradients, against autocast;
+# the frozen weights that only matmuls read are stored in bf16 alone, and
+# saved as the f32 tensors they were loaded from).
 # Under data parallelism with ZeRO-2 (2 ranks, one BLAS thread) the run is
 # byte for byte that of one process with 2 micro-batches, frozen weights
 # included.
@@ -21,6 +23,7 @@
 # CHECK: fp32: gradients: 4 tensors within the oracle
 # CHECK: K=2: trajectory: 5 losses and 23 tensors within the oracle
 # CHECK: K=2: gradients: 4 tensors within the oracle
+# CHECK: bf16: frozen weights 7712 B (2704 elements in bf16, 576 in f32), saved unchanged: 19 of 19
 # CHECK: bf16: 5 losses within the oracle
 # CHECK: bf16: gradients: 4 tensors within the oracle
 # CHECK: ZeRO-2 x 2 ranks vs K=2: 5 losses bit-identical, state byte-identical
@@ -159,9 +162,23 @@ def main():
 
     oracle = Oracle(model, batch, STEPS, memopt_run.adamw, precision="bf16")
     out = os.path.join(workdir, "out-bf16")
-    memopt_run.compile_model(mlir, out, *memopt_run.ADAMW_FLAGS,
-                             "--mixed-precision=bf16")
-    stdout = memopt_run.train(out, workdir, STEPS)
+    report = memopt_run.compile_model(mlir, out, *memopt_run.ADAMW_FLAGS,
+                                      "--mixed-precision=bf16")
+    # The frozen weights only matmuls read are stored in bf16 alone; the
+    # embedding and the layer norms read theirs in f32.
+    in_f32 = sum(model.get_parameter(n).numel() for n in frozen
+                 if n.startswith(("embed.", "ln")))
+    in_bf16 = counts["frozen"] - in_f32
+    assert report["model_state"]["frozen_weights"] == \
+        4 * in_f32 + 2 * in_bf16, report["model_state"]
+    final = os.path.join(workdir, "final-bf16.safetensors")
+    stdout = memopt_run.train(out, workdir, STEPS, save=final)
+    after = memopt.safetensors.load(final)
+    print("bf16: frozen weights %d B (%d elements in bf16, %d in f32), "
+          "saved unchanged: %d of %d" % (
+              report["model_state"]["frozen_weights"], in_bf16, in_f32,
+              sum(before[n].tobytes() == after[n].tobytes() for n in frozen),
+              len(frozen)))
     for what, verdict in (
             ("", oracle.check(memopt_run.losses(stdout))),
             ("gradients: ", oracle.check_gradients(

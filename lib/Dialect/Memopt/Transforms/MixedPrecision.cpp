@@ -412,6 +412,46 @@ bool DTypeAssigner::assign(Operation &op) {
   return computeType && computeType != f32;
 }
 
+/// A frozen weight that the step reads only through casts to one 16-bit
+/// type is stored in that type: the argument takes the cast's type and the
+/// casts go. Nothing trains it, so no f32 master is needed: this is what
+/// lets a LoRA fine-tune's base take 2 bytes per parameter. The driver
+/// rounds the checkpoint's f32 tensor once at load and saves the f32 tensor
+/// it loaded (docs/Training.md).
+static void storeFrozenInLowPrecision(func::FuncOp loss) {
+  SmallVector<Type> argTypes(loss.getArgumentTypes());
+  bool changed = false;
+  for (unsigned i = 0; i < loss.getNumArguments(); ++i) {
+    auto role =
+        loss.getArgAttrOfType<StringAttr>(i, MemoptDialect::kRoleAttrName);
+    BlockArgument arg = loss.getArgument(i);
+    if (!role || role.getValue() != stringifyArgumentRole(ArgumentRole::Frozen) ||
+        arg.use_empty())
+      continue;
+    Type lowType;
+    bool onlyCasts = llvm::all_of(arg.getUsers(), [&](Operation *user) {
+      auto cast = dyn_cast<CastOp>(user);
+      if (!cast || cast.getType().getElementType().getIntOrFloatBitWidth() != 16)
+        return false;
+      if (!lowType)
+        lowType = cast.getType();
+      return cast.getType() == lowType;
+    });
+    if (!onlyCasts)
+      continue;
+    arg.setType(lowType);
+    argTypes[i] = lowType;
+    for (Operation *user : llvm::make_early_inc_range(arg.getUsers())) {
+      user->getResult(0).replaceAllUsesWith(arg);
+      user->erase();
+    }
+    changed = true;
+  }
+  if (changed)
+    loss.setFunctionType(FunctionType::get(loss.getContext(), argTypes,
+                                           loss.getResultTypes()));
+}
+
 void MixedPrecisionPass::runOnOperation() {
   ModuleOp module = getOperation();
   Type lowType;
@@ -446,6 +486,7 @@ void MixedPrecisionPass::runOnOperation() {
       ++lowOps;
 
   foldCasts(body);
+  storeFrozenInLowPrecision(loss);
   unsigned castCount = 0;
   body.walk([&](CastOp) { ++castCount; });
   numCasts = castCount;
