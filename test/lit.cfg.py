@@ -111,6 +111,14 @@ else:
 # GPU is visible, so GPU tests run (scripts/gpu-check.sh).
 config.substitutions.append(("%cuda_inputs", os.path.join(
     config.memopt_src_root, "test", "Target", "Inputs", "cuda_inputs.py")))
+# The architectures the CUDA runtime was built for (MEMOPT_CUDA_ARCHITECTURES,
+# which --cuda-arch must be a subset of): the first, and all of them.
+cuda_archs = [a for a in getattr(config, "memopt_cuda_architectures",
+                                 "").split(";") if a]
+config.substitutions.append(("%cuda_arch_first",
+                             cuda_archs[0] if cuda_archs else ""))
+config.substitutions.append(("%cuda_arch_all", ";".join(
+    "sm_" + a for a in cuda_archs)))
 if not getattr(config, "memopt_cuda_enabled", False):
     lit_config.note("the CUDA runtime is not built (MEMOPT_ENABLE_CUDA=OFF): "
                     "CUDA tests are unsupported")
