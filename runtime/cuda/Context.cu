@@ -19,6 +19,8 @@ namespace {
 
 /// Why the last memopt_context_create returned NULL.
 thread_local std::string createError;
+/// Whether the last failure of memopt_context_create was "no device".
+thread_local bool createFoundNoDevice = false;
 
 void updateHighWater(memopt_context *ctx) {
   uint64_t total = ctx->arenaBytes + ctx->workspaceAllocated;
@@ -217,14 +219,39 @@ void memopt_set_scope(memopt_context *ctx, const char *scope) {
 
 const char *memopt_context_create_error(void) { return createError.c_str(); }
 
+int memopt_context_create_found_no_device(void) { return createFoundNoDevice; }
+
 memopt_context *memopt_context_create(void) {
-  int count = 0;
+  int count = 0, driver = 0;
+  createFoundNoDevice = false;
   cudaError_t error = cudaGetDeviceCount(&count);
-  if (error != cudaSuccess || count == 0) {
+  cudaDriverGetVersion(&driver);
+  // No device: none counted, or no NVIDIA driver at all (version 0, which
+  // cudaGetDeviceCount reports as an insufficient driver).
+  if (error == cudaErrorNoDevice || (error == cudaSuccess && count == 0) ||
+      (error == cudaErrorInsufficientDriver && driver == 0)) {
+    createFoundNoDevice = true;
     createError = std::string("no CUDA device (cudaGetDeviceCount: ") +
                   (error != cudaSuccess ? cudaGetErrorString(error)
                                         : "0 devices") +
                   ")";
+    cudaGetLastError();
+    return nullptr;
+  }
+  if (error == cudaErrorInsufficientDriver) {
+    // A driver older than the runtime memopt was built with.
+    createError = "the CUDA driver supports CUDA " +
+                  std::to_string(driver / 1000) + "." +
+                  std::to_string(driver % 1000 / 10) +
+                  ", older than the CUDA " + std::to_string(CUDART_VERSION / 1000) +
+                  "." + std::to_string(CUDART_VERSION % 1000 / 10) +
+                  " runtime memopt was built with: update the NVIDIA driver";
+    cudaGetLastError();
+    return nullptr;
+  }
+  if (error != cudaSuccess) {
+    createError = std::string("cudaGetDeviceCount failed: ") +
+                  cudaGetErrorString(error);
     cudaGetLastError();
     return nullptr;
   }

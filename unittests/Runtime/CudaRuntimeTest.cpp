@@ -50,6 +50,8 @@ TEST(CudaContextTest, NameAndNoDeviceError) {
   EXPECT_NE(std::string(memopt_context_create_error()).find("no CUDA device"),
             std::string::npos)
       << memopt_context_create_error();
+  EXPECT_EQ(memopt_context_create_found_no_device(), 1)
+      << memopt_context_create_error();
 }
 
 /// Argument validation runs before any CUDA call, so a context without a

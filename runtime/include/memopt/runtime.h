@@ -189,6 +189,12 @@ const char *memopt_runtime_name(void);
 /// CUDA device (...)"). Meaningful only right after such a failure.
 const char *memopt_context_create_error(void);
 
+/// Whether the last memopt_context_create on this thread failed because the
+/// machine has no device at all (1), rather than for another reason (0): a
+/// driver too old for the runtime, a library that cannot start, memory.
+/// Tests skip only on the first; the host runtime always answers 0.
+int memopt_context_create_found_no_device(void);
+
 /// Names the module scope (`memopt.scope`, e.g. "transformer.h.0.attn") of
 /// the entries that follow, for error messages; generated code calls it when
 /// the scope changes (memopt-compile --target=cuda). `scope` must stay valid
