@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.cuh"
+#include "DeviceSelection.h"
 
 #include <cstdarg>
 #include <cstdlib>
@@ -267,6 +268,11 @@ memopt_context *memopt_context_create(void) {
     memopt_context_destroy(ctx);
     return nullptr;
   };
+  // One rank per GPU: the local rank's device, before anything is made on
+  // one (DeviceSelection.h).
+  if (std::optional<int> device = chooseDevice(findLocalRank(), count))
+    if ((error = cudaSetDevice(*device)) != cudaSuccess)
+      return failed("cudaSetDevice", cudaGetErrorString(error));
   if ((error = cudaGetDevice(&ctx->device)) != cudaSuccess ||
       (error = cudaFree(nullptr)) != cudaSuccess)
     return failed("cudaGetDevice/cudaFree(0)", cudaGetErrorString(error));

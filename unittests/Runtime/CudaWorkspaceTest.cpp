@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DeviceSelection.h"
 #include "WorkspaceLayout.h"
 #include "memopt/runtime.h"
 #include "memopt/runtime/PlanCache.h"
@@ -13,6 +14,8 @@
 #include "gtest/gtest.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <tuple>
 
 using namespace memopt::cuda;
@@ -101,6 +104,29 @@ TEST(CudaPlanCacheTest, AFailedMakeCachesNothing) {
             nullptr)
       << "the next call tries again";
   EXPECT_EQ(attempts, 2);
+}
+
+/// Each rank takes its local rank's device, modulo the devices; the
+/// launchers' variables are read in order; without one, or with a value
+/// that is not a non-negative integer, the current device stays.
+TEST(DeviceSelectionTest, LocalRankPicksTheDevice) {
+  std::map<std::string, std::string> env;
+  auto lookup = [&](const char *name) -> const char * {
+    auto found = env.find(name);
+    return found == env.end() ? nullptr : found->second.c_str();
+  };
+  EXPECT_EQ(findLocalRank(lookup), std::nullopt);
+  EXPECT_EQ(chooseDevice(findLocalRank(lookup), 8), std::nullopt);
+  env["LOCAL_RANK"] = "3";
+  EXPECT_EQ(chooseDevice(findLocalRank(lookup), 8), 3);
+  env["SLURM_LOCALID"] = "5";
+  EXPECT_EQ(chooseDevice(findLocalRank(lookup), 8), 5);
+  env["OMPI_COMM_WORLD_LOCAL_RANK"] = "9";
+  EXPECT_EQ(chooseDevice(findLocalRank(lookup), 8), 1);
+  env["OMPI_COMM_WORLD_LOCAL_RANK"] = "x";
+  env["MPI_LOCALRANKID"] = "-1";
+  EXPECT_EQ(chooseDevice(findLocalRank(lookup), 8), 5);
+  EXPECT_EQ(chooseDevice(findLocalRank(lookup), 0), std::nullopt);
 }
 
 } // namespace
