@@ -29,7 +29,16 @@ void updateHighWater(memopt_context *ctx) {
     ctx->highWater = total;
 }
 
-/// cudaMemGetInfo's used bytes (0 if it fails).
+/// The growth of the device's used bytes from `before`; 0 when they did
+/// not grow (another process freed memory meanwhile: never a wrapped
+/// difference).
+uint64_t growthSince(uint64_t before, uint64_t after) {
+  return after > before ? after - before : 0;
+}
+
+/// cudaMemGetInfo's used bytes (0 if it fails). Device-wide: another
+/// process's allocations move it too, so it only informs (the measured
+/// bytes of --stats); the memory checks use the context's own counts.
 uint64_t deviceUsedBytes() {
   size_t freeBytes = 0, totalBytes = 0;
   if (cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess) {
@@ -302,7 +311,7 @@ memopt_context *memopt_context_create(void) {
   if ((error = cudaMalloc(&ctx->workspace, MEMOPT_CUDA_WORKSPACE_BYTES)) !=
       cudaSuccess)
     return failed("cudaMalloc (workspace)", cudaGetErrorString(error));
-  ctx->measuredWorkspace = deviceUsedBytes() - before;
+  ctx->measuredWorkspace = growthSince(before, deviceUsedBytes());
   ctx->workspaceAllocated = MEMOPT_CUDA_WORKSPACE_BYTES;
   constexpr WorkspaceLayout layout =
       layoutWorkspace(MEMOPT_CUDA_WORKSPACE_BYTES);
@@ -398,7 +407,7 @@ void *memopt_arena_allocate(memopt_context *ctx, uint64_t bytes) {
              static_cast<unsigned long long>(bytes), cudaGetErrorString(error));
     return nullptr;
   }
-  ctx->measuredArena = deviceUsedBytes() - before;
+  ctx->measuredArena = growthSince(before, deviceUsedBytes());
   ctx->arena = block;
   ctx->arenaBytes = bytes;
   updateHighWater(ctx);

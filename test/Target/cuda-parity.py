@@ -7,12 +7,12 @@
 #    element whose gradient is near zero by up to lr per step, whatever the
 #    rounding of that gradient: cuBLASLt and OpenBLAS sum in different
 #    orders);
-#  - the runtime's high-water mark is exactly the driver's arena (arguments
-#    + planned scratch) plus MEMOPT_CUDA_WORKSPACE_BYTES, and what the
-#    device reports those two allocations took (cudaMemGetInfo across each
-#    cudaMalloc) is within 4 MiB of it: each is rounded to the allocator's
-#    2 MiB granularity (a small one may even fit in memory the allocator
-#    already holds).
+#  - the runtime's high-water mark, the context's own count, is exactly the
+#    driver's arena (arguments + planned scratch) plus
+#    MEMOPT_CUDA_WORKSPACE_BYTES. What the device reports those two
+#    allocations took (cudaMemGetInfo across each cudaMalloc, rounded to the
+#    allocator's 2 MiB) is printed when it is more than 4 MiB off, not
+#    checked: cudaMemGetInfo is device-wide, so another process moves it.
 # GPT's dropout makes the losses match only if both runtimes draw the same
 # masks.
 #
@@ -111,10 +111,13 @@ def main():
         if peak != arena + WORKSPACE:
             failures.append(f"high-water mark {peak} != arena {arena} + "
                             f"workspace {WORKSPACE}")
+        # cudaMemGetInfo is device-wide (another process, or a concurrent
+        # test, moves it): the measured bytes inform, the context's own
+        # counts above are the check.
         slack = 2 * GRANULARITY
         if not abs(measured - peak) < slack:
-            failures.append(f"measured {measured} B, expected {peak} B "
-                            f"within {slack} B")
+            print(f"{name}: note: the device reports {measured} B for the "
+                  f"context's {peak} B (device-wide, not checked)")
         if failures:
             failed = True
             print(f"{name}: FAILED")
