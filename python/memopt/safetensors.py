@@ -76,10 +76,15 @@ def save(tensors, path, metadata=None):
 
 def write_atomically(path, chunks):
     """Write the byte strings ``chunks`` to ``path`` through a temporary file
-    in the same directory and an atomic rename."""
+    in the same directory and an atomic rename. The file gets the
+    permissions a plain ``open`` would give it (0666 less the umask), not
+    the temporary file's private 0600."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
                 f.write(chunk)

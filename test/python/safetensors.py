@@ -116,3 +116,13 @@ leftovers = [n for n in os.listdir(os.path.dirname(os.path.abspath(path)))
 assert not leftovers, leftovers
 print("failure leaves no trace")
 # CHECK: failure leaves no trace
+
+# The files get a plain open's permissions (0666 less the umask), not the
+# temporary file's private 0600.
+umask = os.umask(0o022)
+os.umask(umask)
+for suffix in (".mlir", ".safetensors"):
+    mode = os.stat(path + suffix).st_mode & 0o777
+    print("mode of", suffix, oct(mode), "expected", oct(0o666 & ~umask))
+# CHECK: mode of .mlir [[MODE:0o[0-7]+]] expected [[MODE]]
+# CHECK: mode of .safetensors [[MODE]] expected [[MODE]]
