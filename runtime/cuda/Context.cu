@@ -6,10 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ConvPlan.h"
 #include "Device.cuh"
 #include "DeviceSelection.h"
+#include "GemmPlan.h"
 
 #include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -230,6 +233,15 @@ void memopt_set_scope(memopt_context *ctx, const char *scope) {
 const char *memopt_context_create_error(void) { return createError.c_str(); }
 
 int memopt_context_create_found_no_device(void) { return createFoundNoDevice; }
+
+int memopt_kernel_paths(const memopt_context *ctx, char *out, size_t size) {
+  GemmPathCounts gemm = gemmPathCounts(ctx);
+  return std::snprintf(out, size,
+                       "gemm_cublaslt=%zu gemm_per_element=%zu "
+                       "gemm_fallback=%zu conv_cudnn=%zu",
+                       gemm.library, gemm.perElement, gemm.fallback,
+                       convPlanCount(ctx));
+}
 
 memopt_context *memopt_context_create(void) {
   int count = 0, driver = 0;

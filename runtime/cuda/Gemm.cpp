@@ -235,6 +235,20 @@ size_t memopt::cuda::gemmPlanCount(const memopt_context *ctx) {
   return ctx && ctx->gemmPlans ? ctx->gemmPlans->cache.size() : 0;
 }
 
+memopt::cuda::GemmPathCounts
+memopt::cuda::gemmPathCounts(const memopt_context *ctx) {
+  GemmPathCounts counts;
+  if (!ctx || !ctx->gemmPlans)
+    return counts;
+  ctx->gemmPlans->cache.forEach([&](const GemmKey &, const GemmPlan &plan) {
+    size_t &slot = plan.path == GemmPath::Library      ? counts.library
+                   : plan.path == GemmPath::PerElement ? counts.perElement
+                                                       : counts.fallback;
+    ++slot;
+  });
+  return counts;
+}
+
 namespace {
 
 GemmPlan *planFor(memopt_context *ctx, const char *entry, const GemmKey &key) {

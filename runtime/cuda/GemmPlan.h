@@ -140,6 +140,13 @@ struct GemmKey {
 /// tests: a product of a shape seen before makes none.
 size_t gemmPlanCount(const memopt_context *ctx);
 
+/// The GEMM shapes of `ctx` by the path their plan took: one cuBLASLt call,
+/// one per batch element, the fallback kernel.
+struct GemmPathCounts {
+  size_t library = 0, perElement = 0, fallback = 0;
+};
+GemmPathCounts gemmPathCounts(const memopt_context *ctx);
+
 /// Row-major c[p] = op(a[p]) op(b[p]) + beta c[p] for p < batch, with a[p]
 /// at a + p * strideA elements (0: shared), likewise b and c, by a tiled
 /// kernel (GemmFallback.cu) that takes any alignment: the path of products

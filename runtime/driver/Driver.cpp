@@ -568,11 +568,14 @@ int TrainRun::printStats(const std::vector<double> &seconds) {
                   static_cast<unsigned long long>(hash));
     rank = text;
   }
-  char line[512];
+  char paths[256] = "";
+  memopt_kernel_paths(ctx.get(), paths, sizeof(paths));
+  char line[768];
   std::snprintf(line, sizeof(line),
                 "stats runtime=%s steps=%zu step_ms_mean=%.4f "
                 "step_ms_min=%.4f arena_bytes=%llu scratch_bytes=%llu "
-                "workspace_bytes=%llu peak_bytes=%llu measured_bytes=%llu%s\n",
+                "workspace_bytes=%llu peak_bytes=%llu measured_bytes=%llu "
+                "%s%s\n",
                 memopt_runtime_name(), count,
                 count ? sum / static_cast<double>(count) * 1e3 : 0.0,
                 best * 1e3, static_cast<unsigned long long>(arena),
@@ -581,7 +584,7 @@ int TrainRun::printStats(const std::vector<double> &seconds) {
                 static_cast<unsigned long long>(peak),
                 static_cast<unsigned long long>(
                     memopt_device_memory_measured(ctx.get())),
-                rank.c_str());
+                paths, rank.c_str());
   out << line;
   out.flush();
   return DriverSuccess;

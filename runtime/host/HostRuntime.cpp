@@ -7,10 +7,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostRuntime.h"
+#include "OneDnnConv.h"
 #include "Parallel.h"
 #include "memopt/runtime/Float16.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -363,3 +365,10 @@ const char *memopt_context_create_error(void) {
 }
 
 int memopt_context_create_found_no_device(void) { return 0; }
+
+int memopt_kernel_paths(const memopt_context *ctx, char *out, size_t size) {
+  long long onednn = ctx ? oneDnnConvPlanCount(ctx) : 0;
+  long long im2col = ctx ? im2colConvShapeCount(ctx) : 0;
+  return std::snprintf(out, size, "conv_onednn=%lld conv_im2col=%lld", onednn,
+                       im2col);
+}

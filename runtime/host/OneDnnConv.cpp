@@ -32,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <string>
 
 // The OpenMP runtime oneDNN runs on (libgomp); memopt itself is not built
@@ -197,6 +198,8 @@ struct memopt::host::ConvPrimitives {
   memopt::runtime::PlanCache<PlanKey, Plan> plans;
   /// Plans whose shape runs through oneDNN.
   int64_t usable = 0;
+  /// Shapes and directions that ran through im2col + GEMM.
+  std::set<PlanKey> im2col;
 };
 
 void memopt::host::destroyConvPrimitives(ConvPrimitives *primitives) {
@@ -256,8 +259,10 @@ bool run(memopt_context *ctx, Direction direction, const ConvShape &g,
          const float *a, const float *b, float *out) {
   ConvPrimitives &p = *primitivesOf(ctx);
   if (!p.enabled || g.n <= 0 || g.c <= 0 || g.h <= 0 || g.w <= 0 || g.o <= 0 ||
-      g.oh <= 0 || g.ow <= 0)
+      g.oh <= 0 || g.ow <= 0) {
+    p.im2col.insert(keyOf(direction, g));
     return false;
+  }
   bool done = false;
   try {
     Plan *plan = p.plans.get(keyOf(direction, g), [&](Plan &made) {
@@ -272,6 +277,8 @@ bool run(memopt_context *ctx, Direction direction, const ConvShape &g,
     if (plan->usable) {
       execute(ctx, p, *plan, a, b, out);
       done = true;
+    } else {
+      p.im2col.insert(keyOf(direction, g));
     }
   } catch (const dnnl::error &error) {
     setError(ctx, MEMOPT_ERROR_DEVICE,
@@ -289,6 +296,12 @@ bool run(memopt_context *ctx, Direction direction, const ConvShape &g,
 
 int64_t memopt::host::oneDnnConvPlanCount(const memopt_context *ctx) {
   return ctx->convPrimitives ? ctx->convPrimitives->usable : 0;
+}
+
+int64_t memopt::host::im2colConvShapeCount(const memopt_context *ctx) {
+  return ctx->convPrimitives
+             ? static_cast<int64_t>(ctx->convPrimitives->im2col.size())
+             : 0;
 }
 
 bool memopt::host::oneDnnConvForward(memopt_context *ctx, const ConvShape &g,

@@ -37,6 +37,10 @@ bool oneDnnConvGradFilter(memopt_context *ctx, const ConvShape &g,
 /// (for the tests).
 int64_t oneDnnConvPlanCount(const memopt_context *ctx);
 
+/// How many convolution shapes and directions of `ctx` ran through im2col +
+/// GEMM: those oneDNN has no JIT kernel for, or all with oneDNN off.
+int64_t im2colConvShapeCount(const memopt_context *ctx);
+
 } // namespace host
 } // namespace memopt
 

@@ -8,6 +8,7 @@
 # average pooling, branches concatenated along the channels (SqueezeNet's
 # Fire), residual adds, and the same convolution shape several times in one
 # step (so that a cached plan, reorder or workspace serves several layers).
+# OUT/train --stats shows that each path ran (conv_onednn, conv_im2col).
 # The nets are drawn from fixed seeds, the same on every machine.
 #
 # REQUIRES: torch
@@ -20,6 +21,8 @@
 
 import os
 import random
+import re
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
@@ -145,15 +148,22 @@ def main():
                 print("net %d %s: gradients and trajectory within the oracle"
                       % (seed, path))
             failures += bool(found)
-        # Both paths ran their own kernels: oneDNN's sums round otherwise.
-        with open(os.path.join(workdir, "final-onednn.safetensors"),
-                  "rb") as a, \
-                open(os.path.join(workdir, "final-im2col.safetensors"),
-                     "rb") as b:
-            if a.read() == b.read():
-                print("net %d: MISMATCH the two paths gave the same bits: "
-                      "oneDNN did not run" % seed)
-                failures += 1
+        # Each path ran: --stats counts the shapes on each.
+        paths = {}
+        for path, flag in (("onednn", "1"), ("im2col", "0")):
+            stdout = subprocess.run(
+                [os.path.join(out, "train"), "--params",
+                 os.path.join(workdir, "model.safetensors"), "--batch",
+                 os.path.join(workdir, "batch.safetensors"), "--steps", "1",
+                 "--stats"], check=True, capture_output=True, text=True,
+                env=dict(os.environ, MEMOPT_HOST_ONEDNN=flag)).stdout
+            paths[path] = {k: int(v) for k, v in re.findall(
+                r"(conv_\w+)=(\d+)", stdout)}
+        if not (paths["onednn"]["conv_onednn"] > 0 and
+                paths["im2col"]["conv_onednn"] == 0 and
+                paths["im2col"]["conv_im2col"] > 0):
+            print("net %d: MISMATCH convolution paths %s" % (seed, paths))
+            failures += 1
     if not failures:
         print("%d nets, 2 convolution paths, every check within the oracle"
               % NETS)

@@ -394,6 +394,19 @@ TEST_F(CudaGemmTest, IdenticalShapesKeepTheirOwnResults) {
                "operands " + std::to_string(k));
 }
 
+/// A plain product runs on one cuBLASLt call, not on a fallback
+/// (memopt_kernel_paths and --stats report the paths).
+TEST_F(CudaGemmTest, PlainProductRunsOnCublasLt) {
+  checkMatmul({64, 48, 32, 2, 1, false, true}, MEMOPT_F32, MEMOPT_F32);
+  GemmPathCounts counts = gemmPathCounts(ctx);
+  EXPECT_EQ(counts.library, 1u);
+  EXPECT_EQ(counts.perElement + counts.fallback, 0u);
+  char paths[128];
+  memopt_kernel_paths(ctx, paths, sizeof(paths));
+  EXPECT_STREQ(paths, "gemm_cublaslt=1 gemm_per_element=0 gemm_fallback=0 "
+                      "conv_cudnn=0");
+}
+
 TEST_F(CudaGemmTest, MisalignedOperandMatchesReference) {
   // a starts one element past a boundary: 2-byte alignment for 16-bit
   // operands, which cuBLASLt may have no algorithm for.

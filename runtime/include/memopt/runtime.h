@@ -182,6 +182,16 @@ uint64_t memopt_memory_high_water(const memopt_context *ctx);
 /// rounding); the host runtime returns memopt_memory_high_water.
 uint64_t memopt_device_memory_measured(const memopt_context *ctx);
 
+/// Which implementation the context's library calls took, as
+/// space-separated `key=count` pairs of distinct shapes, for `OUT/train
+/// --stats`: on the host "conv_onednn=N conv_im2col=M" (convolutions on
+/// oneDNN's JIT kernels and on im2col + GEMM, docs/Runtime.md); on CUDA
+/// "gemm_cublaslt=N gemm_per_element=M gemm_fallback=K conv_cudnn=C" (one
+/// cuBLASLt call, one per batch element, memopt's own kernel). A systematic
+/// fallback shows here rather than only as a slow step. Writes at most
+/// `size` bytes with the terminating NUL; returns the full length.
+int memopt_kernel_paths(const memopt_context *ctx, char *out, size_t size);
+
 /// The runtime's name: "host" or "cuda".
 const char *memopt_runtime_name(void);
 

@@ -51,6 +51,13 @@ public:
     return plans.size();
   }
 
+  /// Calls fn(key, plan) for every plan (for the path counts of --stats).
+  template <typename Fn> void forEach(Fn &&fn) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto &[key, plan] : plans)
+      fn(key, *plan);
+  }
+
   /// Destroys every plan.
   void clear() {
     std::lock_guard<std::mutex> lock(mutex);
