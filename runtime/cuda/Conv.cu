@@ -119,6 +119,11 @@ struct ConvPlan {
   /// The direction's cudnnConvolution*Algo_t.
   int algo = 0;
   size_t workspaceBytes = 0;
+  /// cuDNN's ranking, for moving to the next qualifying algorithm when the
+  /// chosen one fails to run (ConvPlan.h); `chosen` indexes it.
+  RankedAlgo ranked[kMaxAlgos];
+  int count = 0, chosen = -1;
+  bool strictF32 = false;
 
   ConvPlan() = default;
   ConvPlan(const ConvPlan &) = delete;
@@ -137,6 +142,10 @@ struct ConvPlan {
 
 struct ConvPlans {
   runtime::PlanCache<ConvKey, ConvPlan> plans;
+  /// MEMOPT_CUDA_FAIL_CONV_RUNS=N: the context's first N convolution runs
+  /// report cuDNN's EXECUTION_FAILED without running (for the tests of the
+  /// fallback to the next algorithm).
+  long injectedFailures = 0;
 };
 
 } // namespace cuda
@@ -311,79 +320,119 @@ void noAlgorithm(memopt_context *ctx, const char *entry,
            math, tooLarge);
 }
 
-/// Fills `plan`: descriptors, then the first ranked algorithm that
-/// qualifies (ConvPlan.h), under its math type, whose exact workspace fits.
-bool makePlan(memopt_context *ctx, const char *entry, ConvDirection direction,
-              memopt_dtype dtype, const ConvShape &s, ConvPlan &plan) {
-  bool strictF32 = dtype == MEMOPT_F32 && !allowTf32();
-  cudnnMathType_t math = dtype != MEMOPT_F32 ? CUDNN_TENSOR_OP_MATH
-                         : strictF32         ? CUDNN_FMA_MATH
-                                             : CUDNN_DEFAULT_MATH;
-  if (!describePlan(ctx, entry, dtype, s, math, plan))
-    return false;
-  RankedAlgo ranked[kMaxAlgos];
-  int count = rankAlgorithms(ctx, entry, direction, plan, strictF32, ranked);
-  if (count < 0)
-    return false;
+/// Sets `plan`'s algorithm to the first ranked one from index `from` on that
+/// qualifies (ConvPlan.h), under its math type, whose exact workspace fits;
+/// false when none does (nothing recorded) or after recording an error.
+bool selectAlgorithm(memopt_context *ctx, const char *entry,
+                     ConvDirection direction, ConvPlan &plan, int from) {
   ConvAlgoCandidate candidates[kMaxAlgos];
-  for (int i = 0; i < count; ++i)
-    candidates[i] = ranked[i].candidate;
-  for (int i = pickConvAlgorithm(candidates, count, ctx->libraryBytes); i >= 0;
-       i = pickConvAlgorithm(candidates, count, ctx->libraryBytes, i + 1)) {
-    plan.algo = ranked[i].algo;
+  for (int i = 0; i < plan.count; ++i)
+    candidates[i] = plan.ranked[i].candidate;
+  for (int i = pickConvAlgorithm(candidates, plan.count, ctx->libraryBytes,
+                                 from);
+       i >= 0; i = pickConvAlgorithm(candidates, plan.count, ctx->libraryBytes,
+                                     i + 1)) {
+    plan.algo = plan.ranked[i].algo;
     // Strict f32 keeps FMA math whatever the result says; the others run
     // the ranked algorithm under the math type it was ranked with.
-    if (!strictF32 &&
-        !MEMOPT_CUDNN_CHECK(
-            ctx, entry, cudnnSetConvolutionMathType(plan.conv, ranked[i].math)))
+    if (!plan.strictF32 &&
+        !MEMOPT_CUDNN_CHECK(ctx, entry,
+                            cudnnSetConvolutionMathType(
+                                plan.conv, plan.ranked[i].math)))
       return false;
     size_t bytes = 0;
     if (!workspaceSize(ctx, entry, direction, plan, bytes))
       return false;
     if (bytes <= ctx->libraryBytes) {
       plan.workspaceBytes = bytes;
+      plan.chosen = i;
       return true;
     }
   }
-  noAlgorithm(ctx, entry, direction, s, dtype, ranked, count);
   return false;
 }
 
-/// Runs `plan` on its two operands (the entry's, in argument order) into
-/// `result`, overwriting it.
-void runPlan(memopt_context *ctx, const char *entry, ConvDirection direction,
-             const ConvPlan &plan, const void *a, const void *b, void *result) {
+/// Fills `plan`: descriptors, cuDNN's ranking, and the first algorithm that
+/// qualifies.
+bool makePlan(memopt_context *ctx, const char *entry, ConvDirection direction,
+              memopt_dtype dtype, const ConvShape &s, ConvPlan &plan) {
+  plan.strictF32 = dtype == MEMOPT_F32 && !allowTf32();
+  cudnnMathType_t math = dtype != MEMOPT_F32 ? CUDNN_TENSOR_OP_MATH
+                         : plan.strictF32    ? CUDNN_FMA_MATH
+                                             : CUDNN_DEFAULT_MATH;
+  if (!describePlan(ctx, entry, dtype, s, math, plan))
+    return false;
+  plan.count =
+      rankAlgorithms(ctx, entry, direction, plan, plan.strictF32, plan.ranked);
+  if (plan.count < 0)
+    return false;
+  if (selectAlgorithm(ctx, entry, direction, plan, 0))
+    return true;
+  if (memopt_get_status(ctx) == MEMOPT_OK)
+    noAlgorithm(ctx, entry, direction, s, dtype, plan.ranked, plan.count);
+  return false;
+}
+
+/// One run of `plan`'s algorithm on its two operands (the entry's, in
+/// argument order) into `result`, overwriting it.
+cudnnStatus_t execute(memopt_context *ctx, ConvDirection direction,
+                      const ConvPlan &plan, const void *a, const void *b,
+                      void *result) {
   const float alpha = 1.0f, beta = 0.0f;
   void *workspace = plan.workspaceBytes ? ctx->library : nullptr;
-  bool ok = false;
   switch (direction) {
   case ConvDirection::Forward: // a = input, b = filter
-    ok = MEMOPT_CUDNN_CHECK(
-        ctx, entry,
-        cudnnConvolutionForward(
-            ctx->dnn, &alpha, plan.x, a, plan.filter, b, plan.conv,
-            static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), workspace,
-            plan.workspaceBytes, &beta, plan.y, result));
-    break;
+    return cudnnConvolutionForward(
+        ctx->dnn, &alpha, plan.x, a, plan.filter, b, plan.conv,
+        static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), workspace,
+        plan.workspaceBytes, &beta, plan.y, result);
   case ConvDirection::BackwardData: // a = output gradient, b = filter
-    ok = MEMOPT_CUDNN_CHECK(
-        ctx, entry,
-        cudnnConvolutionBackwardData(
-            ctx->dnn, &alpha, plan.filter, b, plan.y, a, plan.conv,
-            static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), workspace,
-            plan.workspaceBytes, &beta, plan.x, result));
-    break;
+    return cudnnConvolutionBackwardData(
+        ctx->dnn, &alpha, plan.filter, b, plan.y, a, plan.conv,
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), workspace,
+        plan.workspaceBytes, &beta, plan.x, result);
   case ConvDirection::BackwardFilter: // a = output gradient, b = input
-    ok = MEMOPT_CUDNN_CHECK(
-        ctx, entry,
-        cudnnConvolutionBackwardFilter(
-            ctx->dnn, &alpha, plan.x, b, plan.y, a, plan.conv,
-            static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), workspace,
-            plan.workspaceBytes, &beta, plan.filter, result));
-    break;
+    return cudnnConvolutionBackwardFilter(
+        ctx->dnn, &alpha, plan.x, b, plan.y, a, plan.conv,
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), workspace,
+        plan.workspaceBytes, &beta, plan.filter, result);
   }
-  if (ok)
+  return CUDNN_STATUS_BAD_PARAM;
+}
+
+/// Runs `plan`; an algorithm that cannot run the problem here (cuDNN's
+/// NOT_SUPPORTED or EXECUTION_FAILED) gives way to the next one that
+/// qualifies, which the plan keeps for later calls (ConvPlan.h).
+void runPlan(memopt_context *ctx, const char *entry, ConvDirection direction,
+             ConvPlan &plan, const void *a, const void *b, void *result) {
+  cudnnStatus_t last = CUDNN_STATUS_SUCCESS;
+  auto run = [&](int) {
+    last = ctx->convPlans->injectedFailures > 0
+               ? (--ctx->convPlans->injectedFailures,
+                  CUDNN_STATUS_EXECUTION_FAILED)
+               : execute(ctx, direction, plan, a, b, result);
+    if (last == CUDNN_STATUS_SUCCESS)
+      return ConvRunOutcome::Done;
+    if (last == CUDNN_STATUS_NOT_SUPPORTED ||
+        last == CUDNN_STATUS_EXECUTION_FAILED)
+      return ConvRunOutcome::Unsupported;
+    checkCudnn(ctx, entry, directionCall(direction), last);
+    return ConvRunOutcome::Failed;
+  };
+  auto next = [&](int index) {
+    return selectAlgorithm(ctx, entry, direction, plan, index + 1)
+               ? plan.chosen
+               : -1;
+  };
+  if (runWithFallbacks(plan.chosen, next, run) >= 0) {
     checkLaunch(ctx, entry, directionCall(direction));
+    return;
+  }
+  if (memopt_get_status(ctx) == MEMOPT_OK)
+    setError(ctx, MEMOPT_ERROR_DEVICE, entry,
+             "%s: no qualifying algorithm runs this convolution (the last, "
+             "algorithm %d, returned %s)",
+             directionCall(direction), plan.algo, cudnnGetErrorString(last));
 }
 
 /// The body of the three entries: `direction`'s result from operands `a`
@@ -408,8 +457,11 @@ void convolve(memopt_context *ctx, const char *entry, ConvDirection direction,
         cudaMemsetAsync(result, 0, resultSize * dtypeSize(dtype), ctx->stream));
     return;
   }
-  if (!ctx->convPlans)
+  if (!ctx->convPlans) {
     ctx->convPlans = new ConvPlans();
+    if (const char *fail = std::getenv("MEMOPT_CUDA_FAIL_CONV_RUNS"))
+      ctx->convPlans->injectedFailures = std::atol(fail);
+  }
   ConvPlan *plan = ctx->convPlans->plans.get(
       makeConvKey(direction, dtype, s), [&](ConvPlan &fresh) {
         return makePlan(ctx, entry, direction, dtype, s, fresh);

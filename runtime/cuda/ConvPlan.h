@@ -14,6 +14,11 @@
 // and the atomics of some backward algorithms are not) and needs no more
 // workspace than the library slice. Nothing is timed, so the choice depends
 // on the shape, the library and the device only, and is the same every run.
+// An algorithm the heuristic ranked can still fail when it runs (cuDNN's
+// NOT_SUPPORTED or EXECUTION_FAILED for that problem on that device): the
+// plan then moves to the next algorithm that qualifies and runs again
+// (runWithFallbacks), and only when none is left is the convolution an
+// error, naming the shape and each algorithm's outcome.
 //
 // Plain C++ (no CUDA headers), so that the unit tests check it without a
 // device.
@@ -190,6 +195,36 @@ inline int pickConvAlgorithm(const ConvAlgoCandidate *candidates, int count,
     if (c.succeeded && c.deterministic && c.mathAllowed &&
         c.workspaceBytes <= workspaceLimit)
       return i;
+  }
+  return -1;
+}
+
+/// What running one algorithm came to.
+enum class ConvRunOutcome {
+  Done,
+  /// The algorithm cannot run this problem here: try the next one.
+  Unsupported,
+  /// Any other failure, recorded by the runner: stop.
+  Failed,
+};
+
+/// Runs the plan's algorithm `current` with `run(index)`; while it comes
+/// back Unsupported, moves to the next qualifying algorithm (`next(index)`:
+/// the next index that qualifies after it, -1 when none) and runs that.
+/// Returns the index that ran (Done), or -1: `Failed`, or every qualifying
+/// algorithm was unsupported (`current` is then the last one tried).
+template <typename Next, typename Run>
+int runWithFallbacks(int &current, Next &&next, Run &&run) {
+  while (current >= 0) {
+    ConvRunOutcome outcome = run(current);
+    if (outcome == ConvRunOutcome::Done)
+      return current;
+    if (outcome == ConvRunOutcome::Failed)
+      return -1;
+    int following = next(current);
+    if (following < 0)
+      return -1;
+    current = following;
   }
   return -1;
 }

@@ -31,6 +31,8 @@
 #include <vector>
 
 using memopt::cuda::ConvAlgoCandidate;
+using memopt::cuda::ConvRunOutcome;
+using memopt::cuda::runWithFallbacks;
 using memopt::cuda::ConvDescriptors;
 using memopt::cuda::ConvDirection;
 using memopt::cuda::ConvKey;
@@ -354,6 +356,41 @@ TEST(ConvPlanTest, AlgorithmIsTheFirstThatQualifies) {
   EXPECT_EQ(pickConvAlgorithm(ranked.data(), 0, limit), -1);
 }
 
+/// An algorithm that cannot run gives way to the next qualifying one; a
+/// failure of another kind stops; with none left the run fails, having
+/// tried each in rank order.
+TEST(ConvPlanTest, UnsupportedAlgorithmGivesWayToTheNext) {
+  // Qualifying algorithms at ranks 0, 2 and 3.
+  auto next = [](int i) { return i < 2 ? 2 : i == 2 ? 3 : -1; };
+  std::vector<int> tried;
+  auto unsupportedBelow = [&](int first) {
+    return [&tried, first](int i) {
+      tried.push_back(i);
+      return i < first ? ConvRunOutcome::Unsupported : ConvRunOutcome::Done;
+    };
+  };
+  int current = 0;
+  EXPECT_EQ(runWithFallbacks(current, next, unsupportedBelow(3)), 3);
+  EXPECT_EQ(tried, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(current, 3);
+  tried.clear();
+  current = 3;
+  EXPECT_EQ(runWithFallbacks(current, next, unsupportedBelow(0)), 3);
+  EXPECT_EQ(tried, (std::vector<int>{3}));
+  tried.clear();
+  current = 0;
+  EXPECT_EQ(runWithFallbacks(current, next, unsupportedBelow(99)), -1);
+  EXPECT_EQ(tried, (std::vector<int>{0, 2, 3}));
+  tried.clear();
+  current = 0;
+  auto failsOther = [&](int i) {
+    tried.push_back(i);
+    return ConvRunOutcome::Failed;
+  };
+  EXPECT_EQ(runWithFallbacks(current, next, failsOther), -1);
+  EXPECT_EQ(tried, (std::vector<int>{0}));
+}
+
 TEST(ConvPlanTest, NoPlansBeforeTheFirstConvolution) {
   memopt_context ctx;
   EXPECT_EQ(convPlanCount(&ctx), 0u);
@@ -653,6 +690,33 @@ TEST_F(CudaConvTest, IdenticalShapesKeepTheirOwnResults) {
                  get(MEMOPT_F32, op.df, cv.filterSize()), want.df);
     }
   }
+}
+
+/// With the first run of each direction failing as an unsupported
+/// algorithm would (MEMOPT_CUDA_FAIL_CONV_RUNS), the plan moves to the next
+/// qualifying algorithm and the results still match the references.
+TEST_F(CudaConvTest, FailedAlgorithmFallsBackToTheNext) {
+  setenv("MEMOPT_CUDA_FAIL_CONV_RUNS", "3", 1);
+  Conv cv = deviceShapes().back();
+  std::vector<float> x = random(cv.inSize()), f = random(cv.filterSize()),
+                     dy = random(cv.outSize());
+  References want(cv, x, f, dy);
+  void *dX = put(MEMOPT_F32, x), *dF = put(MEMOPT_F32, f),
+       *dDy = put(MEMOPT_F32, dy);
+  void *y = poisoned(MEMOPT_F32, cv.outSize()),
+       *dx = poisoned(MEMOPT_F32, cv.inSize()),
+       *df = poisoned(MEMOPT_F32, cv.filterSize());
+  conv2d(MEMOPT_F32, cv, dX, dF, y);
+  gradInput(MEMOPT_F32, cv, dDy, dF, dx);
+  gradFilter(MEMOPT_F32, cv, dDy, dX, df);
+  unsetenv("MEMOPT_CUDA_FAIL_CONV_RUNS");
+  ASSERT_EQ(memopt_get_status(ctx), MEMOPT_OK) << memopt_get_error_message(ctx);
+  expectNear("forward", cv, MEMOPT_F32, get(MEMOPT_F32, y, cv.outSize()),
+             want.y);
+  expectNear("input gradient", cv, MEMOPT_F32,
+             get(MEMOPT_F32, dx, cv.inSize()), want.dx);
+  expectNear("filter gradient", cv, MEMOPT_F32,
+             get(MEMOPT_F32, df, cv.filterSize()), want.df);
 }
 
 /// One plan per entry, dtype and shape, made at the first call.
