@@ -13,6 +13,10 @@
 
 #include "CudaRuntime.h"
 
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
 using namespace memopt::cuda;
 
 namespace {
@@ -58,6 +62,41 @@ bool ensureCommunicator(memopt_context *ctx, const char *entry) {
 }
 
 } // namespace
+
+cudaError_t memopt::cuda::synchronize(memopt_context *ctx, const char *entry,
+                                      cudaEvent_t event) {
+  if (!ctx->nccl)
+    return event ? cudaEventSynchronize(event)
+                 : cudaStreamSynchronize(ctx->stream);
+  const char *limitText = std::getenv("MEMOPT_COLLECTIVE_TIMEOUT");
+  double limit = limitText && *limitText ? std::atof(limitText) : 1800.0;
+  auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    cudaError_t answer =
+        event ? cudaEventQuery(event) : cudaStreamQuery(ctx->stream);
+    if (answer != cudaErrorNotReady)
+      return answer;
+    ncclResult_t async = ncclSuccess;
+    const char *why = nullptr;
+    if (ncclCommGetAsyncError(ctx->nccl, &async) == ncclSuccess &&
+        async != ncclSuccess && async != ncclInProgress)
+      why = ncclGetErrorString(async);
+    else if (std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                           start)
+                 .count() > limit)
+      why = "no progress within MEMOPT_COLLECTIVE_TIMEOUT seconds";
+    if (why) {
+      ncclCommAbort(ctx->nccl);
+      ctx->nccl = nullptr;
+      setError(ctx, MEMOPT_ERROR_COLLECTIVE, entry,
+               "rank %lld of %lld: a collective failed: %s",
+               static_cast<long long>(ctx->collectives.rank),
+               static_cast<long long>(ctx->collectives.size), why);
+      return cudaErrorLaunchFailure;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
 
 void memopt_set_collectives(memopt_context *ctx,
                             const memopt_collectives *collectives) {

@@ -80,7 +80,9 @@ void pollDevice(const memopt_context *ctx) {
       cudaMemcpyAsync(&record, ctx->deviceError, sizeof(record),
                       cudaMemcpyDeviceToHost, ctx->stream);
   if (error == cudaSuccess)
-    error = cudaStreamSynchronize(ctx->stream);
+    error = synchronize(const_cast<memopt_context *>(ctx), "memopt_get_status");
+  if (ctx->status != MEMOPT_OK)
+    return;
   if (error != cudaSuccess) {
     report(ctx, MEMOPT_ERROR_DEVICE, /*withScope=*/true, "memopt_get_status",
            "asynchronous CUDA error after %s: %s (%s); rerun with "
@@ -486,7 +488,7 @@ double memopt_step_end(memopt_context *ctx) {
   float ms = 0.0f;
   if (!MEMOPT_CUDA_CHECK(ctx, entry,
                          cudaEventRecord(ctx->stepStop, ctx->stream)) ||
-      !MEMOPT_CUDA_CHECK(ctx, entry, cudaEventSynchronize(ctx->stepStop)) ||
+      !MEMOPT_CUDA_CHECK(ctx, entry, synchronize(ctx, entry, ctx->stepStop)) ||
       !MEMOPT_CUDA_CHECK(
           ctx, entry, cudaEventElapsedTime(&ms, ctx->stepStart, ctx->stepStop)))
     return 0.0;
@@ -501,7 +503,7 @@ double memopt_last_step_seconds(const memopt_context *ctx) {
 void memopt_synchronize(memopt_context *ctx) {
   if (isLive(ctx))
     MEMOPT_CUDA_CHECK(ctx, "memopt_synchronize",
-                      cudaStreamSynchronize(ctx->stream));
+                      synchronize(ctx, "memopt_synchronize"));
 }
 
 //===----------------------------------------------------------------------===//
@@ -545,7 +547,7 @@ static void copyBytes(memopt_context *ctx, const char *entry, void *dst,
   // The host buffer of a device-to-host copy is read by the caller as soon as
   // the entry returns.
   if (kind == cudaMemcpyDeviceToHost)
-    MEMOPT_CUDA_CHECK(ctx, entry, cudaStreamSynchronize(ctx->stream));
+    MEMOPT_CUDA_CHECK(ctx, entry, synchronize(ctx, entry));
 }
 
 void memopt_copy_from_host(memopt_context *ctx, void *dst, const void *src,

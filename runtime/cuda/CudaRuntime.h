@@ -152,6 +152,16 @@ bool checkCudnn(memopt_context *ctx, const char *entry, const char *call,
 /// MEMOPT_CUDA_SYNC=1, its completion.
 bool checkLaunch(memopt_context *ctx, const char *entry, const char *kernel);
 
+/// cudaStreamSynchronize of the context's stream (cudaEventSynchronize of
+/// `event` when given). With an NCCL communicator it polls instead of
+/// blocking: an asynchronous NCCL error (a peer that died, a network
+/// failure) aborts the communicator and is recorded as an error naming this
+/// rank, and so is a wait longer than MEMOPT_COLLECTIVE_TIMEOUT seconds
+/// (default 1800), so that a failed collective ends the run instead of
+/// hanging it; the answer is then cudaErrorLaunchFailure.
+cudaError_t synchronize(memopt_context *ctx, const char *entry,
+                        cudaEvent_t event = nullptr);
+
 #define MEMOPT_CUDA_CHECK(ctx, entry, call)                                    \
   ::memopt::cuda::checkCuda(ctx, entry, #call, call)
 #define MEMOPT_CUBLAS_CHECK(ctx, entry, call)                                  \
