@@ -210,6 +210,14 @@ bool memopt::cuda::allowTf32() {
   return allow;
 }
 
+bool memopt::cuda::allowNondeterministic() {
+  static const bool allow = [] {
+    const char *value = std::getenv("MEMOPT_CUDA_ALLOW_NONDETERMINISTIC");
+    return value && *value && std::strcmp(value, "0") != 0;
+  }();
+  return allow;
+}
+
 float *memopt::cuda::scratchFloats(memopt_context *ctx, const char *entry,
                                    int64_t n) {
   if (static_cast<uint64_t>(n) * sizeof(float) <= ctx->scratchBytes)

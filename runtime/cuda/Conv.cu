@@ -313,7 +313,8 @@ void noAlgorithm(memopt_context *ctx, const char *entry,
            "no deterministic %s algorithm with a workspace within the "
            "%llu-byte library slice for %s (of %d ranked: %d unsupported, %d "
            "nondeterministic, %d TF32 or tensor-op, %d needing more "
-           "workspace)",
+           "workspace; MEMOPT_CUDA_ALLOW_NONDETERMINISTIC=1 accepts a "
+           "nondeterministic one)",
            directionCall(direction),
            static_cast<unsigned long long>(ctx->libraryBytes),
            describeShape(s, dtype).c_str(), count, failed, nondeterministic,
@@ -328,10 +329,11 @@ bool selectAlgorithm(memopt_context *ctx, const char *entry,
   ConvAlgoCandidate candidates[kMaxAlgos];
   for (int i = 0; i < plan.count; ++i)
     candidates[i] = plan.ranked[i].candidate;
+  bool any = allowNondeterministic();
   for (int i = pickConvAlgorithm(candidates, plan.count, ctx->libraryBytes,
-                                 from);
+                                 from, any);
        i >= 0; i = pickConvAlgorithm(candidates, plan.count, ctx->libraryBytes,
-                                     i + 1)) {
+                                     i + 1, any)) {
     plan.algo = plan.ranked[i].algo;
     // Strict f32 keeps FMA math whatever the result says; the others run
     // the ranked algorithm under the math type it was ranked with.

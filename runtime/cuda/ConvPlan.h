@@ -186,13 +186,16 @@ struct ConvAlgoCandidate {
 };
 
 /// The index of the first of `count` candidates from `from` on that
-/// succeeded, is deterministic, has an allowed math type and needs at most
-/// `workspaceLimit` bytes; -1 when none does.
+/// succeeded, is deterministic (unless `anyDeterminism`: the way out for a
+/// shape with no deterministic algorithm, MEMOPT_CUDA_ALLOW_NONDETERMINISTIC=1),
+/// has an allowed math type and needs at most `workspaceLimit` bytes; -1
+/// when none does.
 inline int pickConvAlgorithm(const ConvAlgoCandidate *candidates, int count,
-                             uint64_t workspaceLimit, int from = 0) {
+                             uint64_t workspaceLimit, int from = 0,
+                             bool anyDeterminism = false) {
   for (int i = from < 0 ? 0 : from; i < count; ++i) {
     const ConvAlgoCandidate &c = candidates[i];
-    if (c.succeeded && c.deterministic && c.mathAllowed &&
+    if (c.succeeded && (c.deterministic || anyDeterminism) && c.mathAllowed &&
         c.workspaceBytes <= workspaceLimit)
       return i;
   }

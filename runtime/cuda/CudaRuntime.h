@@ -135,6 +135,10 @@ void destroyPlans(ConvPlans *plans);
 /// (MEMOPT_CUDA_ALLOW_TF32=1 in the environment; off by default).
 bool allowTf32();
 
+/// Whether MEMOPT_CUDA_ALLOW_NONDETERMINISTIC=1 lets a convolution take a
+/// nondeterministic algorithm (runs then differ in their last bits).
+bool allowNondeterministic();
+
 /// Checks a CUDA runtime call: records "<entry>: <call> failed: <error>" and
 /// returns false on failure.
 bool checkCuda(memopt_context *ctx, const char *entry, const char *call,

@@ -354,6 +354,9 @@ TEST(ConvPlanTest, AlgorithmIsTheFirstThatQualifies) {
   EXPECT_EQ(pickConvAlgorithm(ranked.data(), count, 999), 5);
   EXPECT_EQ(pickConvAlgorithm(ranked.data(), count, 1001), 3);
   EXPECT_EQ(pickConvAlgorithm(ranked.data(), 0, limit), -1);
+  // The way out for a shape without a deterministic algorithm: the atomic
+  // one qualifies when nondeterminism is allowed.
+  EXPECT_EQ(pickConvAlgorithm(ranked.data(), 4, limit, 0, true), 1);
 }
 
 /// An algorithm that cannot run gives way to the next qualifying one; a
