@@ -144,8 +144,8 @@ def run_pytorch(model, batch, steps, optimizer, dtype=torch.float32,
     `micro_batches` forwards and backwards over equal slices of the batch,
     each loss divided by their number (PyTorch's accumulation loop), then
     `optimizer(parameters).step()`. `hook(model)`, if given, is called on
-    the copy before training (the oracle's own tests use it to plant a
-    wrong gradient)."""
+    the copy before training (the oracle rounds the parameters anew with
+    it, and its own tests plant a wrong gradient)."""
     model = copy.deepcopy(model).to(dtype)
     if hook:
         hook(model)
