@@ -123,6 +123,18 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
       return fail("invalid --" + flag + "='" +
                   spell(flag, formatNumber(value)) + "': expected a " +
                   (positive ? "positive" : "non-negative") + " number");
+  if (!std::isfinite(options.clipGradNorm) || options.clipGradNorm < 0)
+    return fail("invalid --clip-grad-norm='" +
+                spell("clip-grad-norm", formatNumber(options.clipGradNorm)) +
+                "': expected a positive number");
+  if (options.clipStrategy != "keep" && options.clipStrategy != "recompute" &&
+      options.clipStrategy != "auto")
+    return fail("unknown --clip-strategy='" + options.clipStrategy +
+                "' (expected auto, keep or recompute)");
+  if (options.clipStrategy == "recompute" && !releasesGradients(options))
+    return fail("--clip-strategy=recompute keeps the memory of gradient "
+                "release, which needs one micro-batch on one rank, no loss "
+                "scaling and no --no-release-gradients (use keep)");
   if (options.lossScaleGrowthInterval < 1)
     return fail("invalid --loss-scale-growth-interval='" +
                 spell("loss-scale-growth-interval",
@@ -147,8 +159,23 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
   return llvm::Error::success();
 }
 
-void memopt::buildMemoptPipeline(OpPassManager &pm,
-                                 const MemoptPipelineOptions &options) {
+bool memopt::releasesGradients(const MemoptPipelineOptions &options) {
+  bool lossScaled = options.mixedPrecision == "f16" &&
+                    options.lossScale != "none";
+  return options.releaseGradients && options.microBatches == 1 &&
+         options.dataParallel == 1 && !lossScaled;
+}
+
+std::string memopt::getClipStrategy(const MemoptPipelineOptions &options) {
+  if (options.clipStrategy != "auto")
+    return options.clipStrategy;
+  return releasesGradients(options) ? "recompute" : "keep";
+}
+
+/// The passes on the loss function that the training and the evaluation
+/// step share: the fused kernels and the dtypes of the forward.
+static void addForwardPasses(OpPassManager &pm,
+                             const MemoptPipelineOptions &options) {
   if (options.fuseAttention || options.fuseLmLoss) {
     FuseKernelsPassOptions fuse;
     fuse.attention = options.fuseAttention;
@@ -166,6 +193,26 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
     mixed.growthInterval = options.lossScaleGrowthInterval;
     pm.addPass(createMixedPrecisionPass(mixed));
   }
+}
+
+void memopt::buildEvalPipeline(OpPassManager &pm,
+                               const MemoptPipelineOptions &options) {
+  addForwardPasses(pm, options);
+  pm.addPass(createEvalStepPass());
+  BufferizePassOptions bufferize;
+  bufferize.reuse = options.bufferReuse;
+  pm.addPass(createBufferizePass(bufferize));
+  PlanBuffersPassOptions plan;
+  plan.timeLimit = options.planTimeLimit;
+  plan.reuse = options.bufferReuse;
+  pm.addPass(createPlanBuffersPass(plan));
+  pm.addPass(createVerifyPlanPass());
+}
+
+void memopt::buildMemoptPipeline(OpPassManager &pm,
+                                 const MemoptPipelineOptions &options) {
+  std::string clipStrategy = getClipStrategy(options);
+  addForwardPasses(pm, options);
   AutodiffPassOptions autodiff;
   autodiff.optimizer = options.optimizer;
   autodiff.lr = options.lr;
@@ -188,6 +235,8 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
     remat.snapshots = options.rematSnapshots;
     remat.bufferReuse = options.bufferReuse;
     remat.releaseGradients = options.releaseGradients;
+    remat.clipGradNorm = options.clipGradNorm;
+    remat.clipStrategy = clipStrategy;
     pm.addPass(createRematerializePass(remat));
   }
   PlanningPipelineOptions planning;
@@ -197,6 +246,8 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
   planning.zeroStage = options.zeroStage;
   planning.allowBatchNorm = options.accumulateAllowBatchNorm;
   planning.releaseGradients = options.releaseGradients;
+  planning.clipGradNorm = options.clipGradNorm;
+  planning.clipStrategy = clipStrategy;
   planning.bufferReuse = options.bufferReuse;
   planning.planTimeLimit = options.planTimeLimit;
   buildPlanningPipeline(pm, planning);

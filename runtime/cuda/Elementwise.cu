@@ -51,6 +51,13 @@ __global__ void clampKernel(const T *x, float lo, float hi, T *y, int64_t n) {
 }
 
 template <typename T>
+__global__ void scaleByKernel(const T *x, const float *factor, T *y,
+                              int64_t n) {
+  float f = *factor;
+  GRID_STRIDE(i, n) y[i] = fromF32<T>(toF32(x[i]) * f);
+}
+
+template <typename T>
 __global__ void clampGradKernel(const T *x, const T *g, float lo, float hi,
                                 bool inclusive, T *y, int64_t n) {
   GRID_STRIDE(i, n)
@@ -136,6 +143,21 @@ void memopt_clamp(memopt_context *ctx, memopt_dtype dtype, const void *input,
         static_cast<float>(hi), static_cast<T *>(out), n);
   });
   checkLaunch(ctx, entry, "clampKernel");
+}
+
+void memopt_scale_by(memopt_context *ctx, memopt_dtype dtype,
+                     const void *input, const float *factor, void *out,
+                     int64_t n) {
+  const char *entry = "memopt_scale_by";
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) ||
+      !checkPointers(ctx, entry, 1, {factor}) || isEmpty({n}))
+    return;
+  dispatchFloat(dtype, [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    scaleByKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+        static_cast<const T *>(input), factor, static_cast<T *>(out), n);
+  });
+  checkLaunch(ctx, entry, "scaleByKernel");
 }
 
 void memopt_clamp_grad(memopt_context *ctx, memopt_dtype dtype,

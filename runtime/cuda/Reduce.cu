@@ -13,7 +13,7 @@ using namespace memopt::cuda;
 
 namespace {
 
-/// Sums (op 0/1) or maxes (op 2) column `i` of the [reduced, inner] slab of
+/// Sums (op 0/1), maxes (op 2) or sums the squares (op 3) of column `i` of the [reduced, inner] slab of
 /// each outer index: 32 columns per block, 8 row-threads, fixed order.
 template <typename In, typename Out>
 __global__ void reduceColumnsKernel(int op, const In *x, Out *y, int64_t outer,
@@ -27,6 +27,8 @@ __global__ void reduceColumnsKernel(int op, const In *x, Out *y, int64_t outer,
       const In *base = x + o * reduced * inner + col;
       for (int64_t r = ty; r < reduced; r += kColRows) {
         float v = toF32(base[r * inner]);
+        if (op == MEMOPT_REDUCE_SUM_SQUARES)
+          v *= v;
         if (op == MEMOPT_REDUCE_MAX)
           acc = (isnan(acc) || isnan(v)) ? NAN : fmaxf(acc, v);
         else
@@ -62,6 +64,8 @@ __global__ void __launch_bounds__(kRowBlock)
     float acc = op == MEMOPT_REDUCE_MAX ? -INFINITY : 0.0f;
     for (int64_t r = threadIdx.x; r < reduced; r += blockDim.x) {
       float v = toF32(row[r]);
+      if (op == MEMOPT_REDUCE_SUM_SQUARES)
+        v *= v;
       if (op == MEMOPT_REDUCE_MAX)
         acc = (isnan(acc) || isnan(v)) ? NAN : fmaxf(acc, v);
       else

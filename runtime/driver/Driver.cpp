@@ -202,8 +202,10 @@ using ContextPtr = std::unique_ptr<memopt_context, ContextDeleter>;
 class TrainRun {
 public:
   TrainRun(const DriverOptions &options, const ModelDescription &model,
-           TrainStepFunction step, std::ostream &out, std::ostream &err)
-      : options(options), model(model), step(step), out(out), err(err) {}
+           TrainStepFunction step, TrainStepFunction evalStep,
+           std::ostream &out, std::ostream &err)
+      : options(options), model(model), step(step), evalStep(evalStep),
+        out(out), err(err) {}
 
   int run();
 
@@ -236,6 +238,14 @@ private:
 
   /// Finds and checks the file tensor of every argument read from a file.
   int bindTensors();
+  /// Whether the command line asks for evaluations.
+  bool evaluates() const { return options.eval || options.evalEvery > 0; }
+  /// Binds the evaluation step's arguments: its batch from --eval-batch
+  /// (else --batch), everything else to the training step's argument of
+  /// the same name.
+  int bindEval();
+  /// Runs the evaluation step after `done` steps and prints its loss.
+  int evaluate(int64_t done);
   /// Lays out the arena, allocates it and copies the tensors in.
   int loadArena();
   /// Runs the steps, printing the losses.
@@ -252,6 +262,7 @@ private:
   const DriverOptions &options;
   const ModelDescription &model;
   TrainStepFunction step;
+  TrainStepFunction evalStep;
   std::ostream &out;
   std::ostream &err;
 
@@ -269,6 +280,23 @@ private:
   /// Data parallelism (model.dataParallel > 1): the ranks, from MPI.
   bool parallel = false;
   memopt_collectives collectives = memopt::runtime::kSingleRank;
+
+  /// How the evaluation step reads each of its arguments.
+  enum class EvalSource {
+    /// Its own buffer, loaded from the evaluation batch (inputs, labels)
+    /// or written by the step (the loss).
+    Own,
+    /// The training step's argument `evalTrainIndex`.
+    Shared,
+    /// Its own buffer, filled before each evaluation with the training
+    /// step's argument `evalTrainIndex` gathered whole (a ZeRO shard).
+    Gathered
+  };
+  SafetensorsReader evalBatch;
+  std::vector<EvalSource> evalSources;
+  std::vector<size_t> evalTrainIndex;
+  std::vector<const SafetensorsEntry *> evalEntries;
+  std::vector<uint64_t> evalOffsets;
 };
 
 int TrainRun::startCollectives() {
@@ -376,6 +404,97 @@ int TrainRun::bindTensors() {
     sourceReaders[i] = reader;
     sourceEntries[i] = entry;
   }
+  return evaluates() ? bindEval() : DriverSuccess;
+}
+
+int TrainRun::bindEval() {
+  if (!model.eval || !evalStep)
+    return fail(DriverInputError,
+                "--eval and --eval-every need the evaluation step, which "
+                "this program was built without");
+  const std::string &path =
+      options.evalBatchPath.empty() ? options.batchPath : options.evalBatchPath;
+  std::string error;
+  if (!evalBatch.open(path, error))
+    return fail(DriverInputError, "cannot read '" + path + "': " + error);
+  const std::vector<ModelArgument> &arguments = model.eval->arguments;
+  evalSources.assign(arguments.size(), EvalSource::Own);
+  evalTrainIndex.assign(arguments.size(), 0);
+  evalEntries.assign(arguments.size(), nullptr);
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const ModelArgument &argument = arguments[i];
+    if (argument.role == Role::Loss)
+      continue;
+    if (argument.role == Role::Input || argument.role == Role::Label) {
+      const SafetensorsEntry *entry = evalBatch.lookup(argument.name);
+      if (!entry)
+        return fail(DriverInputError,
+                    "tensor '" + argument.name + "' (" +
+                        getRoleName(argument.role) + ") not found in '" +
+                        path + "'");
+      if (entry->dtype != argument.dtype || entry->shape != argument.shape)
+        return fail(DriverInputError,
+                    "tensor '" + argument.name + "' in '" + path +
+                        "' is " + getSafetensorsDtypeName(entry->dtype) +
+                        " " + formatShape(entry->shape) +
+                        ", the evaluation step reads " +
+                        getSafetensorsDtypeName(argument.dtype) + " " +
+                        formatShape(argument.shape));
+      evalEntries[i] = entry;
+      continue;
+    }
+    auto same = std::find_if(
+        model.arguments.begin(), model.arguments.end(),
+        [&](const ModelArgument &train) {
+          return train.name == argument.name && train.role != Role::ParamCopy &&
+                 train.dtype == argument.dtype &&
+                 train.shardOf.value_or(train.shape) == argument.shape;
+        });
+    if (same == model.arguments.end())
+      return fail(DriverInputError,
+                  "the evaluation step's argument '" + argument.name +
+                      "' is no training-step argument of its dtype and "
+                      "shape");
+    evalTrainIndex[i] = static_cast<size_t>(same - model.arguments.begin());
+    evalSources[i] = same->shardOf ? EvalSource::Gathered : EvalSource::Shared;
+  }
+  return DriverSuccess;
+}
+
+int TrainRun::evaluate(int64_t done) {
+  const std::vector<ModelArgument> &arguments = model.eval->arguments;
+  std::vector<void *> args(arguments.size());
+  std::vector<unsigned char> bytes;
+  size_t lossIndex = 0;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (evalSources[i] == EvalSource::Shared) {
+      args[i] = base + offsets[evalTrainIndex[i]];
+      continue;
+    }
+    args[i] = base + evalOffsets[i];
+    if (arguments[i].role == Role::Loss)
+      lossIndex = i;
+    if (evalSources[i] == EvalSource::Gathered) {
+      if (int code = readWhole(evalTrainIndex[i], bytes))
+        return code;
+      memopt_copy_from_host(ctx.get(), args[i], bytes.data(), bytes.size());
+    }
+  }
+  evalStep(ctx.get(), args.data(), base + scratchOffset);
+  float loss = 0;
+  memopt_copy_to_host(ctx.get(), &loss, args[lossIndex], sizeof(loss));
+  if (memopt_get_status(ctx.get()) != MEMOPT_OK)
+    return fail(DriverRuntimeError, "runtime error during the evaluation "
+                                    "after step " +
+                                        std::to_string(done) + ": " +
+                                        runtimeMessage());
+  if (isFirstRank()) {
+    char line[96];
+    std::snprintf(line, sizeof(line), "eval step %lld loss %.9g\n",
+                  static_cast<long long>(done), static_cast<double>(loss));
+    out << line;
+    out.flush();
+  }
   return DriverSuccess;
 }
 
@@ -389,10 +508,27 @@ int TrainRun::loadArena() {
       return fail(DriverInputError, "the model's tensors exceed 2^62 bytes");
     total += padded;
   }
+  // The evaluation step's own buffers; its arena is the training step's.
+  uint64_t arenaBytes = model.arenaBytes;
+  if (evaluates()) {
+    const std::vector<ModelArgument> &arguments = model.eval->arguments;
+    evalOffsets.assign(arguments.size(), 0);
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      if (evalSources[i] == EvalSource::Shared)
+        continue;
+      evalOffsets[i] = total;
+      uint64_t padded =
+          (arguments[i].byteSize + kAlignment - 1) / kAlignment * kAlignment;
+      if (padded > kMaxArenaBytes - total)
+        return fail(DriverInputError, "the model's tensors exceed 2^62 bytes");
+      total += padded;
+    }
+    arenaBytes = std::max(arenaBytes, model.eval->arenaBytes);
+  }
   scratchOffset = total;
-  if (model.arenaBytes > kMaxArenaBytes - total)
+  if (arenaBytes > kMaxArenaBytes - total)
     return fail(DriverInputError, "the model's arena exceeds 2^62 bytes");
-  total += model.arenaBytes;
+  total += arenaBytes;
 
   ctx.reset(memopt_context_create());
   if (!ctx) {
@@ -462,6 +598,20 @@ int TrainRun::loadArena() {
       firstStep = updates > 0 ? static_cast<uint64_t>(updates) : 0;
     }
   }
+  for (size_t i = 0; i < evalEntries.size(); ++i) {
+    const SafetensorsEntry *entry = evalEntries[i];
+    if (!entry || entry->byteSize() == 0)
+      continue;
+    staging.resize(entry->byteSize());
+    if (!evalBatch.readData(*entry, staging.data(), error))
+      return fail(DriverInputError,
+                  "cannot read '" +
+                      (options.evalBatchPath.empty() ? options.batchPath
+                                                     : options.evalBatchPath) +
+                      "': " + error);
+    memopt_copy_from_host(ctx.get(), base + evalOffsets[i], staging.data(),
+                          staging.size());
+  }
   // Fresh optimizer state starts at zero, except the dynamic loss scale.
   if (model.lossScaleIndex && !sourceEntries[*model.lossScaleIndex]) {
     float scale = static_cast<float>(model.lossScale->scale);
@@ -488,6 +638,9 @@ int TrainRun::runSteps() {
     return value;
   };
   std::vector<double> seconds;
+  if (options.evalEvery > 0)
+    if (int code = evaluate(0))
+      return code;
   for (int64_t i = 1; i <= options.steps; ++i) {
     // The scale this step runs with, and the counter a skipped step leaves.
     float scale = model.lossScale ? static_cast<float>(model.lossScale->scale)
@@ -521,13 +674,24 @@ int TrainRun::runSteps() {
       length += std::snprintf(line + length, sizeof(line) - length,
                               " scale %.9g", static_cast<double>(scale));
     if (!model.lrSchedule.isConstant())
-      std::snprintf(line + length, sizeof(line) - length, " lr %.9g",
-                    model.lr * factor);
+      length += std::snprintf(line + length, sizeof(line) - length,
+                              " lr %.9g", model.lr * factor);
+    if (model.gradNormIndex) {
+      float norm = 0;
+      memopt_copy_to_host(ctx.get(), &norm, args[*model.gradNormIndex],
+                          sizeof(norm));
+      std::snprintf(line + length, sizeof(line) - length, " grad_norm %.9g",
+                    static_cast<double>(norm));
+    }
     if (isFirstRank()) {
       out << line << "\n";
       out.flush();
     }
     memopt_advance_step(ctx.get());
+    if ((options.evalEvery > 0 && i % options.evalEvery == 0) ||
+        (options.eval && i == options.steps))
+      if (int code = evaluate(i))
+        return code;
   }
   if (options.stats)
     return printStats(seconds);
@@ -770,6 +934,9 @@ bool memopt::driver::parseModelDescription(const std::string &json,
       if (argument.name == "optimizer.loss_scale" && scalar &&
           argument.dtype == TensorDtype::F32)
         model.lossScaleIndex = i;
+      if (argument.name == "optimizer.grad_norm" && scalar &&
+          argument.dtype == TensorDtype::F32)
+        model.gradNormIndex = i;
     }
     auto lossScale = root.find("loss_scale");
     if (lossScale != root.end()) {
@@ -846,6 +1013,49 @@ bool memopt::driver::parseModelDescription(const std::string &json,
       }
       model.dataParallel = static_cast<int64_t>(ranks->get<uint64_t>());
     }
+    auto evalStep = root.find("eval_step");
+    if (evalStep != root.end()) {
+      auto evalArena = evalStep->is_object() ? evalStep->find("arena_bytes")
+                                             : evalStep->end();
+      auto evalArguments = evalStep->is_object()
+                               ? evalStep->find("arguments")
+                               : evalStep->end();
+      if (evalArena == evalStep->end() || !evalArena->is_number_unsigned() ||
+          evalArena->get<uint64_t>() > kMaxArenaBytes ||
+          evalArguments == evalStep->end() || !evalArguments->is_array()) {
+        error = "'eval_step' needs 'arena_bytes' below 2^62 and an "
+                "'arguments' array";
+        return false;
+      }
+      EvalDescription eval;
+      eval.arenaBytes = evalArena->get<uint64_t>();
+      size_t losses = 0;
+      std::set<std::string> evalNames;
+      for (size_t i = 0; i < evalArguments->size(); ++i) {
+        ModelArgument argument;
+        if (!parseArgument((*evalArguments)[i], i, argument, error)) {
+          error = "'eval_step': " + error;
+          return false;
+        }
+        if (!evalNames.insert(argument.name).second) {
+          error = "'eval_step': argument name '" + argument.name +
+                  "' appears twice";
+          return false;
+        }
+        if (argument.role == Role::Loss &&
+            (argument.dtype != TensorDtype::F32 || !argument.shape.empty())) {
+          error = "'eval_step': the loss argument is not an f32 scalar";
+          return false;
+        }
+        losses += argument.role == Role::Loss;
+        eval.arguments.push_back(std::move(argument));
+      }
+      if (losses != 1) {
+        error = "'eval_step' needs exactly one loss argument";
+        return false;
+      }
+      model.eval = std::move(eval);
+    }
     // A copy's master is the sharded f32 param of its name and shape.
     for (size_t i = 0; i < model.arguments.size(); ++i) {
       const ModelArgument &copy = model.arguments[i];
@@ -897,6 +1107,7 @@ const char *memopt::driver::getDriverUsage() {
   return "usage: train --params P.safetensors --batch B.safetensors "
          "--steps N\n"
          "             [--save F.safetensors] [--stats]\n"
+         "             [--eval] [--eval-every K] [--eval-batch E.safetensors]\n"
          "\n"
          "Trains the compiled model for N steps on one batch and prints\n"
          "`step <i> loss <value>` per step.\n"
@@ -908,6 +1119,11 @@ const char *memopt::driver::getDriverUsage() {
          "  --steps N      the number of steps (N >= 1)\n"
          "  --save FILE    write parameters, state and optimizer state to "
          "FILE\n"
+         "  --eval         after the last step, run the evaluation step (forward\n"
+         "                 and loss, dropout off, batch norm on its running\n"
+         "                 statistics) and print `eval step <i> loss <value>`\n"
+         "  --eval-every K evaluate before the first step and after every K-th\n"
+         "  --eval-batch FILE  the batch the evaluations read (default: --batch)\n"
          "  --stats        print one `stats ...` line: the runtime, the mean\n"
          "                 and minimum step time (first step excluded), and\n"
          "                 the memory high-water mark (arena + workspace)\n"
@@ -927,9 +1143,9 @@ ParseResult memopt::driver::parseDriverArguments(int argc,
   options = DriverOptions();
   if (argc > 0 && argv[0])
     options.program = argv[0];
-  std::string stepsText;
+  std::string stepsText, evalEveryText;
   bool seenParams = false, seenBatch = false, seenSteps = false,
-       seenSave = false;
+       seenSave = false, seenEvalEvery = false, seenEvalBatch = false;
   struct Flag {
     const char *name;
     std::string *value;
@@ -937,7 +1153,9 @@ ParseResult memopt::driver::parseDriverArguments(int argc,
   } flags[] = {{"--params", &options.paramsPath, &seenParams},
                {"--batch", &options.batchPath, &seenBatch},
                {"--steps", &stepsText, &seenSteps},
-               {"--save", &options.savePath, &seenSave}};
+               {"--save", &options.savePath, &seenSave},
+               {"--eval-every", &evalEveryText, &seenEvalEvery},
+               {"--eval-batch", &options.evalBatchPath, &seenEvalBatch}};
 
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i] ? argv[i] : "";
@@ -945,6 +1163,10 @@ ParseResult memopt::driver::parseDriverArguments(int argc,
       return ParseResult::Help;
     if (arg == "--stats") {
       options.stats = true;
+      continue;
+    }
+    if (arg == "--eval") {
+      options.eval = true;
       continue;
     }
     Flag *flag = nullptr;
@@ -986,13 +1208,23 @@ ParseResult memopt::driver::parseDriverArguments(int argc,
     *flag->value = value;
   }
   for (const Flag &flag : flags) {
-    if (!*flag.seen && flag.seen != &seenSave) {
+    bool optional = flag.seen == &seenSave || flag.seen == &seenEvalEvery ||
+                    flag.seen == &seenEvalBatch;
+    if (!*flag.seen && !optional) {
       error = std::string("missing ") + flag.name;
       return ParseResult::Error;
     }
   }
   if (!parseStepCount(stepsText, options.steps)) {
     error = "--steps must be an integer >= 1, got '" + stepsText + "'";
+    return ParseResult::Error;
+  }
+  if (seenEvalEvery && !parseStepCount(evalEveryText, options.evalEvery)) {
+    error = "--eval-every must be an integer >= 1, got '" + evalEveryText + "'";
+    return ParseResult::Error;
+  }
+  if (seenEvalBatch && !options.eval && !seenEvalEvery) {
+    error = "--eval-batch applies to --eval or --eval-every";
     return ParseResult::Error;
   }
   return ParseResult::Run;
@@ -1004,7 +1236,8 @@ ParseResult memopt::driver::parseDriverArguments(int argc,
 
 int memopt::driver::runDriver(int argc, const char *const *argv,
                               const char *modelJson, TrainStepFunction step,
-                              std::ostream &out, std::ostream &err) {
+                              TrainStepFunction evalStep, std::ostream &out,
+                              std::ostream &err) {
   try {
     DriverOptions options;
     std::string error;
@@ -1027,7 +1260,7 @@ int memopt::driver::runDriver(int argc, const char *const *argv,
       err.flush();
       return DriverInputError;
     }
-    return TrainRun(options, model, step, out, err).run();
+    return TrainRun(options, model, step, evalStep, out, err).run();
   } catch (const std::bad_alloc &) {
     err << "train: out of host memory\n";
   } catch (const std::exception &e) {

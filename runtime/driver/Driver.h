@@ -89,6 +89,15 @@ struct LossScaleDescription {
   double scale = 1.0;
 };
 
+/// The evaluation step of the model description ("eval_step").
+struct EvalDescription {
+  /// Bytes of its scratch arena (which shares the training step's).
+  uint64_t arenaBytes = 0;
+  /// Its arguments, in order: the weights, state and optimizer state it
+  /// reads are the training step's of the same name; one has role Loss.
+  std::vector<ModelArgument> arguments;
+};
+
 /// The model description of docs/Pipeline.md, section 5.
 struct ModelDescription {
   /// Bytes of the scratch arena the training step addresses.
@@ -103,12 +112,16 @@ struct ModelDescription {
   /// scale, "optimizer.loss_scale" (an f32 scalar), if present.
   std::optional<size_t> stepIndex;
   std::optional<size_t> lossScaleIndex;
+  /// The global gradient norm that clipping computed ("optimizer.grad_norm").
+  std::optional<size_t> gradNormIndex;
   /// Data parallelism: the ranks the step was compiled for (1: none).
   int64_t dataParallel = 1;
   /// The learning-rate schedule (constant without `lr_schedule`) and the
   /// optimizer's lr it multiplies (`optimizer.lr`, for the log line).
   memopt::runtime::LrSchedule lrSchedule;
   double lr = 0.0;
+  /// The evaluation step, when the program has one.
+  std::optional<EvalDescription> eval;
 };
 
 /// Parses and checks a model description: valid JSON, known roles and
@@ -125,6 +138,12 @@ struct DriverOptions {
   int64_t steps = 0;
   /// --stats: print the runtime's step times and memory high-water mark.
   bool stats = false;
+  /// --eval: evaluate once after the last step; --eval-every N: before the
+  /// first step and after every N-th (0: never); --eval-batch: the batch
+  /// the evaluation reads (empty: --batch).
+  bool eval = false;
+  int64_t evalEvery = 0;
+  std::string evalBatchPath;
   /// argv[0], for messages.
   std::string program;
 };
@@ -140,7 +159,8 @@ ParseResult parseDriverArguments(int argc, const char *const *argv,
 /// The `--help` text.
 const char *getDriverUsage();
 
-/// The generated training step (docs/Pipeline.md, section 4).
+/// The generated training step (docs/Pipeline.md, section 4), and the
+/// evaluation step, which has the same signature.
 using TrainStepFunction = void (*)(memopt_context *, void *const *, uint8_t *);
 
 /// Exit codes of runDriver.
@@ -153,13 +173,15 @@ enum DriverExitCode {
 };
 
 /// Runs `train` with the command line `argv` for the model described by
-/// `modelJson` whose step is `step`. Prints `step <i> loss <value>` lines
-/// (with ` skipped` when the step counter did not advance, and ` scale <s>`,
-/// the loss scale the step ran with, when the loss is scaled) and
-/// the help to `out`, one `train: ...` line per error to `err`. Never
+/// `modelJson` whose step is `step` and evaluation step `evalStep` (null:
+/// none). Prints `step <i> loss <value>` lines (with ` skipped` when the
+/// step counter did not advance, and ` scale <s>`, the loss scale the step
+/// ran with, when the loss is scaled), `eval step <i> loss <value>` lines
+/// and the help to `out`, one `train: ...` line per error to `err`. Never
 /// throws; returns a DriverExitCode.
 int runDriver(int argc, const char *const *argv, const char *modelJson,
-              TrainStepFunction step, std::ostream &out, std::ostream &err);
+              TrainStepFunction step, TrainStepFunction evalStep,
+              std::ostream &out, std::ostream &err);
 
 } // namespace memopt::driver
 

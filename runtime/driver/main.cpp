@@ -1,8 +1,8 @@
 //===- main.cpp - main of a compiled `train` binary -----------------------===//
 //
-// Binds the driver to the two symbols memopt-compile generates:
-// `memopt_train_step` (OUT/train_step.cpp) and `memopt_model_json`
-// (OUT/model_info.cpp). It lives in the memopt_driver archive, so that a
+// Binds the driver to the symbols memopt-compile generates:
+// `memopt_train_step` (OUT/train_step.cpp), `memopt_eval_step`
+// (OUT/eval_step.cpp) and `memopt_model_json` (OUT/model_info.cpp). It lives in the memopt_driver archive, so that a
 // link of those two files against the archive yields the program.
 //
 //===----------------------------------------------------------------------===//
@@ -13,9 +13,14 @@
 
 extern "C" void memopt_train_step(memopt_context *ctx, void *const *args,
                                   uint8_t *scratch);
+// Weak: a program linked without an evaluation step (the driver's tests)
+// has none, and the driver says so when asked to evaluate.
+extern "C" __attribute__((weak)) void
+memopt_eval_step(memopt_context *ctx, void *const *args, uint8_t *scratch);
 extern "C" const char memopt_model_json[];
 
 int main(int argc, char **argv) {
   return memopt::driver::runDriver(argc, argv, memopt_model_json,
-                                   memopt_train_step, std::cout, std::cerr);
+                                   memopt_train_step, memopt_eval_step,
+                                   std::cout, std::cerr);
 }

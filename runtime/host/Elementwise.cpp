@@ -127,6 +127,23 @@ void memopt_clamp(memopt_context *ctx, memopt_dtype dtype, const void *input,
   y.commit();
 }
 
+void memopt_scale_by(memopt_context *ctx, memopt_dtype dtype,
+                     const void *input, const float *factor, void *out,
+                     int64_t n) {
+  const char *entry = "memopt_scale_by";
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) ||
+      !checkPointers(ctx, entry, 1, {factor}) || isEmpty({n}))
+    return;
+  float f = *factor;
+  F32Input x(ctx, dtype, input, n);
+  F32Output y(ctx, dtype, out, n);
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      y[i] = x[i] * f;
+  });
+  y.commit();
+}
+
 void memopt_clamp_grad(memopt_context *ctx, memopt_dtype dtype,
                        const void *input, const void *grad, double lo,
                        double hi, int inclusive, void *out, int64_t n) {

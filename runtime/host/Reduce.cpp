@@ -1,8 +1,8 @@
 //===- Reduce.cpp - host reductions ---------------------------------------===//
 //
 // memopt_reduce over the [outer, reduced, inner] view of a tensor: sums and
-// means accumulate in double in a fixed order per output (laneSum), so
-// results do not depend on threading; max propagates NaN as torch.amax
+// means (and sums of squares) accumulate in double in a fixed order per
+// output (laneSum), so results do not depend on threading; max propagates NaN as torch.amax
 // does. Operands are staged in f32 and the result rounded once into the
 // output dtype.
 //
@@ -27,6 +27,7 @@ constexpr int64_t kColumnBlock = 16;
 /// r mod 8, lanes added pairwise): the same bits as laneSum down each
 /// column, but reading the rows contiguously, so that a reduction over a
 /// leading axis streams its input once instead of once per column.
+template <bool Squares>
 void columnSums(const float *x, int64_t rows, int64_t stride, int64_t cols,
                 double *out) {
   constexpr int64_t kLanes = 8;
@@ -35,7 +36,7 @@ void columnSums(const float *x, int64_t rows, int64_t stride, int64_t cols,
     const float *row = x + r * stride;
     double *lane = lanes[r % kLanes];
     for (int64_t c = 0; c < cols; ++c)
-      lane[c] += double(row[c]);
+      lane[c] += Squares ? double(row[c]) * double(row[c]) : double(row[c]);
   }
   for (int64_t c = 0; c < cols; ++c)
     out[c] = ((lanes[0][c] + lanes[1][c]) + (lanes[2][c] + lanes[3][c])) +
@@ -65,8 +66,11 @@ void memopt_reduce(memopt_context *ctx, memopt_reduce_op op,
                   for (int64_t k = begin; k < end; ++k) {
                     int64_t o = k / blocks, i0 = k % blocks * kColumnBlock;
                     int64_t cols = std::min(kColumnBlock, inner - i0);
-                    columnSums(x.get() + o * reduced * inner + i0, reduced,
-                               inner, cols, sums);
+                    const float *slab = x.get() + o * reduced * inner + i0;
+                    if (op == MEMOPT_REDUCE_SUM_SQUARES)
+                      columnSums<true>(slab, reduced, inner, cols, sums);
+                    else
+                      columnSums<false>(slab, reduced, inner, cols, sums);
                     for (int64_t c = 0; c < cols; ++c) {
                       double sum = sums[c];
                       if (op == MEMOPT_REDUCE_MEAN)
@@ -98,9 +102,16 @@ void memopt_reduce(memopt_context *ctx, memopt_reduce_op op,
                     y[o * inner + i] = best;
                     continue;
                   }
-                  double sum = laneSum(reduced, [&](int64_t r) {
-                    return double(row[r * inner]);
-                  });
+                  double sum =
+                      op == MEMOPT_REDUCE_SUM_SQUARES
+                          ? laneSum(reduced,
+                                    [&](int64_t r) {
+                                      double v = row[r * inner];
+                                      return v * v;
+                                    })
+                          : laneSum(reduced, [&](int64_t r) {
+                              return double(row[r * inner]);
+                            });
                   if (op == MEMOPT_REDUCE_MEAN)
                     sum = reduced ? sum / static_cast<double>(reduced)
                                   : std::numeric_limits<double>::quiet_NaN();

@@ -17,6 +17,7 @@
 #include "llvm/Support/CommandLine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <deque>
 #include <limits>
@@ -236,6 +237,20 @@ cl::opt<bool> noReleaseGradients(
              "(for comparison; docs/Remat.md)"),
     cl::cat(compileCategory));
 
+cl::opt<std::string> clipGradNorm(
+    "clip-grad-norm",
+    cl::desc("Clip the gradients to this global 2-norm before each update, "
+             "as torch.nn.utils.clip_grad_norm_ (docs/Training.md)"),
+    cl::value_desc("C"), cl::cat(compileCategory));
+
+cl::opt<std::string> clipStrategy(
+    "clip-strategy", cl::init("auto"),
+    cl::desc("How clipping meets gradient release: keep (every gradient "
+             "waits for the norm), recompute (a norm pass, then the backward "
+             "again, each update right after its gradient) or auto (keep "
+             "where it fits the memory budget, otherwise recompute)"),
+    cl::value_desc("auto|keep|recompute"), cl::cat(compileCategory));
+
 cl::opt<std::string> lmLossChunk(
     "lm-loss-chunk",
     cl::desc("Classes per chunk of the fused linear cross-entropy (0: the "
@@ -257,7 +272,8 @@ cl::opt<std::string> *numberFlags[] = {&lr,
                                        &eps,
                                        &momentum,
                                        &lossScaleInit,
-                                       &lossScaleGrowthInterval};
+                                       &lossScaleGrowthInterval,
+                                       &clipGradNorm};
 
 /// `text` as a number; NaN when it is not one, which the range checks then
 /// report with the text.
@@ -415,6 +431,15 @@ llvm::Error setPipelineOptions(bool budgetSearch,
   options.fuseAttention = !noFusedAttention;
   options.fuseLmLoss = !noFusedLmLoss;
   options.releaseGradients = !noReleaseGradients;
+  if (clipGradNorm.getNumOccurrences()) {
+    options.clipGradNorm = toNumber(clipGradNorm);
+    if (!(options.clipGradNorm > 0) || !std::isfinite(options.clipGradNorm))
+      return fail("invalid --clip-grad-norm='" + clipGradNorm +
+                  "': expected a positive number");
+  } else if (clipStrategy.getNumOccurrences()) {
+    return fail("--clip-strategy applies to --clip-grad-norm=C");
+  }
+  options.clipStrategy = clipStrategy;
   if (lmLossChunk.getNumOccurrences()) {
     options.lmLossChunk = toInteger(lmLossChunk);
     if (options.lmLossChunk < 1 || lmLossChunk != std::to_string(

@@ -32,7 +32,17 @@ static std::string dump(const Json &value, int indent = -1) {
                     Json::error_handler_t::replace);
 }
 
-Json memopt::buildMemoryReport(const MemoryAccount &account) {
+/// The arena and peak of a planned step.
+static Json describePeak(const MemoryAccount &account) {
+  mlir::Operation *peakOp = account.getPeakOp();
+  return Json{{"index", account.getPeakIndex()},
+              {"op", getReportedOpName(peakOp).str()},
+              {"scope", getReportedScope(peakOp).str()},
+              {"bytes", account.getPeakBytes()}};
+}
+
+Json memopt::buildMemoryReport(const MemoryAccount &account,
+                               const MemoryAccount *eval) {
   Json report = Json::object();
   if (std::optional<int64_t> arena = account.getArenaBytes())
     report["arena_bytes"] = *arena;
@@ -46,11 +56,7 @@ Json memopt::buildMemoryReport(const MemoryAccount &account) {
         account.getPoolsAtPeak()[pool];
   report["pools"] = std::move(pools);
 
-  mlir::Operation *peakOp = account.getPeakOp();
-  report["peak"] = Json{{"index", account.getPeakIndex()},
-                        {"op", getReportedOpName(peakOp).str()},
-                        {"scope", getReportedScope(peakOp).str()},
-                        {"bytes", account.getPeakBytes()}};
+  report["peak"] = describePeak(account);
 
   Json byScope = Json::object();
   for (const auto &[scope, bytes] : account.getSavedByScope())
@@ -89,13 +95,20 @@ Json memopt::buildMemoryReport(const MemoryAccount &account) {
                             {"grads", point.grads},
                             {"params", point.params}});
   report["timeline"] = std::move(timeline);
+  if (eval)
+    report["eval_step"] =
+        Json{{"arena_bytes", eval->getArenaBytes().value_or(0)},
+             {"allocated_bytes", eval->getArgumentBytes() +
+                                     eval->getArenaBytes().value_or(0)},
+             {"peak", describePeak(*eval)}};
   return report;
 }
 
-std::string memopt::renderMemoryReportJson(const MemoryAccount &account) {
+std::string memopt::renderMemoryReportJson(const MemoryAccount &account,
+                                           const MemoryAccount *eval) {
   // Pretty-printed, except that each timeline point stays on one line so
   // that the file reads like the table it is.
-  Json report = buildMemoryReport(account);
+  Json report = buildMemoryReport(account, eval);
   std::string text = "{";
   llvm::ListSeparator sep(",");
   for (const auto &[key, value] : report.items()) {
@@ -212,6 +225,15 @@ void memopt::printMemoryReportText(llvm::raw_ostream &os,
     if (workspace > 0)
       os << " + workspace " << workspace << " B";
     os << "\n";
+    if (const MemoryAccount *eval = context.eval) {
+      int64_t evalArena = eval->getArenaBytes().value_or(0);
+      mlir::Operation *peakOp = eval->getPeakOp();
+      os << "evaluation step (eval_step): arena " << formatBytes(evalArena)
+         << " (" << evalArena << " B), peak at "
+         << getReportedOpName(peakOp) << " in "
+         << displayScope(getReportedScope(peakOp))
+         << " (the parameters and the arena are the training step's)\n";
+    }
   } else {
     os << "not planned, lower bound " << formatBytes(lowerBound) << " ("
        << lowerBound << " B)\n";

@@ -33,15 +33,20 @@ struct ReportContext {
   std::string optimizer;
   /// Where the files go, for the pointer printed after the table.
   std::string outputDir;
+  /// The evaluation step's account, when it was compiled.
+  const MemoryAccount *eval = nullptr;
 };
 
 /// The report as a JSON value: the fields of OUT/memory_report.json, in the
-/// order docs/MemoryReport.md lists them.
-nlohmann::ordered_json buildMemoryReport(const MemoryAccount &account);
+/// order docs/MemoryReport.md lists them; `eval_step` (its arena and peak)
+/// when `eval`, the evaluation step's account, is given.
+nlohmann::ordered_json buildMemoryReport(const MemoryAccount &account,
+                                         const MemoryAccount *eval = nullptr);
 
 /// The report as JSON text (docs/MemoryReport.md, "The JSON"): one line per
 /// timeline point, two-space indentation elsewhere, a final newline.
-std::string renderMemoryReportJson(const MemoryAccount &account);
+std::string renderMemoryReportJson(const MemoryAccount &account,
+                                   const MemoryAccount *eval = nullptr);
 
 /// One line naming the step's fused kernels and the FLOPs their backward
 /// spends recomputing scores and logits; nothing when there are none.

@@ -9,6 +9,7 @@
 //   OUT/plan.mlir         the bufferized, planned module
 //   OUT/model.json        the arguments of @train_step and the arena size
 //   OUT/train_step.cpp    the generated step
+//   OUT/eval_step.cpp     the generated evaluation step (forward and loss)
 //   OUT/model_info.cpp    model.json as the string `memopt_model_json`
 //   OUT/train             the program
 //   OUT/memory_report.json  the memory account (docs/MemoryReport.md)
@@ -35,6 +36,7 @@
 #include "Options.h"
 #include "Report.h"
 
+#include "memopt/Analysis/CostModel.h"
 #include "memopt/Analysis/MemoryAccount.h"
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Pipelines/Pipelines.h"
@@ -155,10 +157,58 @@ std::string formatDouble(double value) {
   return llvm::formatv("{0}", llvm::format("%.17g", value)).str();
 }
 
+/// The "arguments" array of the model description: one object per argument
+/// of the bufferized, planned `func`, each on a line of its own after
+/// `indent`.
+bool writeArguments(llvm::raw_ostream &os, FunctionOpInterface func,
+                    int64_t dataParallel, llvm::StringRef indent) {
+  os << "[";
+  for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
+    auto name = func.getArgAttrOfType<StringAttr>(
+        index, memopt::MemoptDialect::kNameAttrName);
+    auto role = func.getArgAttrOfType<StringAttr>(
+        index, memopt::MemoptDialect::kRoleAttrName);
+    auto memref = dyn_cast<MemRefType>(type);
+    std::string dtype = memref ? getDtypeName(memref.getElementType()) : "";
+    if (!name || !role || !memref || !memref.hasStaticShape() ||
+        !memref.getLayout().isIdentity() || dtype.empty()) {
+      func.emitError() << "argument " << index << " (" << type
+                       << ") is not a named, static, identity-layout memref "
+                          "of f32, f16, bf16, i64, i32 or i1";
+      return false;
+    }
+    os << (index ? ",\n" : "\n") << indent;
+    llvm::json::OStream out(os);
+    out.object([&] {
+      out.attribute("name", llvm::json::fixUTF8(name.getValue()));
+      out.attribute("role", llvm::json::fixUTF8(role.getValue()));
+      out.attribute("dtype", dtype);
+      out.attributeArray("shape", [&] {
+        for (int64_t dim : memref.getShape())
+          out.value(dim);
+      });
+      // Data parallelism: where the batch file holds the ranks' shares.
+      if (auto batchDim = func.getArgAttrOfType<IntegerAttr>(
+              index, memopt::MemoptDialect::kBatchDimAttrName);
+          batchDim && dataParallel > 1)
+        out.attribute("batch_dim", batchDim.getInt());
+      // ZeRO: the full shape the argument holds the rank's shard of.
+      if (auto full = func.getArgAttrOfType<DenseI64ArrayAttr>(
+              index, memopt::MemoptDialect::kShardOfAttrName))
+        out.attributeArray("shard_of", [&] {
+          for (int64_t dim : full.asArrayRef())
+            out.value(dim);
+        });
+    });
+  }
+  os << "\n" << indent.drop_back(2) << "]";
+  return true;
+}
+
 /// Builds the model description (docs/Pipeline.md, section 5) of the
 /// bufferized, planned `func`: one line per argument, so that the file
 /// reads like the table it is.
-bool buildModelJson(FunctionOpInterface func,
+bool buildModelJson(FunctionOpInterface func, FunctionOpInterface eval,
                     const memopt::MemoptPipelineOptions &options,
                     const memopt::runtime::LrSchedule &schedule,
                     std::string &json) {
@@ -237,46 +287,25 @@ bool buildModelJson(FunctionOpInterface func,
       }
     });
   }
-  os << ",\n  \"arguments\": [";
-  for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
-    auto name = func.getArgAttrOfType<StringAttr>(
-        index, memopt::MemoptDialect::kNameAttrName);
-    auto role = func.getArgAttrOfType<StringAttr>(
-        index, memopt::MemoptDialect::kRoleAttrName);
-    auto memref = dyn_cast<MemRefType>(type);
-    std::string dtype = memref ? getDtypeName(memref.getElementType()) : "";
-    if (!name || !role || !memref || !memref.hasStaticShape() ||
-        !memref.getLayout().isIdentity() || dtype.empty()) {
-      func.emitError() << "argument " << index << " (" << type
-                       << ") is not a named, static, identity-layout memref "
-                          "of f32, f16, bf16, i64, i32 or i1";
+  os << ",\n  \"arguments\": ";
+  if (!writeArguments(os, func, options.dataParallel, "    "))
+    return false;
+  if (eval) {
+    auto evalArena = eval->getAttrOfType<IntegerAttr>(
+        memopt::MemoptDialect::kArenaBytesAttrName);
+    if (!evalArena || evalArena.getValue().isNegative()) {
+      eval.emitError() << "has no '"
+                       << memopt::MemoptDialect::kArenaBytesAttrName
+                       << "' after planning";
       return false;
     }
-    os << (index ? ",\n    " : "\n    ");
-    llvm::json::OStream out(os);
-    out.object([&] {
-      out.attribute("name", llvm::json::fixUTF8(name.getValue()));
-      out.attribute("role", llvm::json::fixUTF8(role.getValue()));
-      out.attribute("dtype", dtype);
-      out.attributeArray("shape", [&] {
-        for (int64_t dim : memref.getShape())
-          out.value(dim);
-      });
-      // Data parallelism: where the batch file holds the ranks' shares.
-      if (auto batchDim = func.getArgAttrOfType<IntegerAttr>(
-              index, memopt::MemoptDialect::kBatchDimAttrName);
-          batchDim && options.dataParallel > 1)
-        out.attribute("batch_dim", batchDim.getInt());
-      // ZeRO: the full shape the argument holds the rank's shard of.
-      if (auto full = func.getArgAttrOfType<DenseI64ArrayAttr>(
-              index, memopt::MemoptDialect::kShardOfAttrName))
-        out.attributeArray("shard_of", [&] {
-          for (int64_t dim : full.asArrayRef())
-            out.value(dim);
-        });
-    });
+    os << ",\n  \"eval_step\": {\n    \"arena_bytes\": "
+       << evalArena.getValue().getSExtValue() << ",\n    \"arguments\": ";
+    if (!writeArguments(os, eval, 1, "      "))
+      return false;
+    os << "\n  }";
   }
-  os << "\n  ]\n}\n";
+  os << "\n}\n";
   return true;
 }
 
@@ -351,6 +380,7 @@ bool buildTrain(const memopt::CompileOptions &flags, const char *argv0) {
                                    "-std=c++17",
                                    "-I" MEMOPT_RUNTIME_INCLUDE_DIR,
                                    inOut("train_step.cpp"),
+                                   inOut("eval_step.cpp"),
                                    inOut("model_info.cpp"),
                                    std::string(driverLib)};
   args.insert(args.end(), mpiArgs.begin(), mpiArgs.end());
@@ -481,6 +511,83 @@ bool searchBudget(ModuleOp module, const memopt::CompileOptions &flags,
 }
 
 //===----------------------------------------------------------------------===//
+// Gradient clipping's strategy
+//===----------------------------------------------------------------------===//
+
+/// One clipping strategy, planned.
+struct PricedStrategy {
+  std::string name;
+  int64_t plannedBytes = 0;
+  int64_t flops = 0;
+};
+
+/// Plans a copy of `module` with clipping `strategy`; nullopt after an error
+/// (reported).
+std::optional<PricedStrategy>
+priceClipStrategy(ModuleOp module, const memopt::MemoptPipelineOptions &options,
+                  llvm::StringRef strategy,
+                  const memopt::DeviceProfile &device) {
+  OwningOpRef<ModuleOp> copy(module.clone());
+  memopt::MemoptPipelineOptions priced;
+  priced.copyOptionValuesFrom(options);
+  priced.clipStrategy = strategy.str();
+  PassManager pm(module.getContext(), ModuleOp::getOperationName());
+  memopt::buildMemoptPipeline(pm, priced);
+  if (failed(pm.run(*copy)))
+    return std::nullopt;
+  FailureOr<FunctionOpInterface> step =
+      memopt::findTrainStep(*copy, "price clipping for");
+  if (failed(step))
+    return std::nullopt;
+  memopt::MemoryAccount account(*step);
+  return PricedStrategy{
+      strategy.str(),
+      account.getArgumentBytes() + account.getArenaBytes().value_or(0),
+      memopt::estimateStepCost(*step, device).flops};
+}
+
+/// --clip-strategy=auto on a step that releases its gradients: plans both
+/// strategies and takes `keep` (no extra backward) when it fits `budget`
+/// bytes, or without a budget when it plans no more than `recompute`;
+/// otherwise `recompute`. Sets options.clipStrategy and returns the line
+/// that says why; empty after an error.
+std::string chooseClipStrategy(ModuleOp module,
+                               memopt::MemoptPipelineOptions &options,
+                               std::optional<int64_t> budget,
+                               const memopt::DeviceProfile &device) {
+  std::optional<PricedStrategy> keep =
+      priceClipStrategy(module, options, "keep", device);
+  std::optional<PricedStrategy> recompute =
+      keep ? priceClipStrategy(module, options, "recompute", device)
+           : std::nullopt;
+  if (!keep || !recompute)
+    return "";
+  bool keepFits = budget ? keep->plannedBytes <= *budget
+                         : keep->plannedBytes <= recompute->plannedBytes;
+  options.clipStrategy = keepFits ? "keep" : "recompute";
+  double extra = keep->flops > 0 ? 100.0 * double(recompute->flops -
+                                                  keep->flops) /
+                                       double(keep->flops)
+                                 : 0.0;
+  return llvm::formatv(
+             "gradient clipping to norm {0}: keep the gradients plans {1}, "
+             "recompute the backward plans {2} with {3:f1}% more FLOPs; "
+             "chose {4} ({5})\n",
+             options.clipGradNorm.getValue(),
+             memopt::formatBytes(keep->plannedBytes),
+             memopt::formatBytes(recompute->plannedBytes), extra,
+             options.clipStrategy.getValue(),
+             budget ? (keepFits ? "keep fits the memory budget "
+                                : "keep exceeds the memory budget ") +
+                          memopt::formatBytes(*budget)
+             : keepFits ? std::string("keep plans no more, without the extra "
+                                      "backward")
+                        : std::string("recompute plans less; --memory-budget "
+                                      "lets keep win where it fits"))
+      .str();
+}
+
+//===----------------------------------------------------------------------===//
 // Compilation
 //===----------------------------------------------------------------------===//
 
@@ -519,11 +626,37 @@ bool compile(MLIRContext &context, const char *argv0) {
       return ok;
   }
 
+  std::string clipLine;
+  if (options.clipGradNorm > 0 && options.clipStrategy == "auto" &&
+      memopt::releasesGradients(options)) {
+    std::optional<int64_t> budget;
+    if (flags.budgetSearch)
+      budget = flags.search.budgetBytes;
+    const memopt::DeviceProfile *device = flags.search.device;
+    if (!device)
+      device = memopt::lookupDeviceProfile("h100-80gb");
+    clipLine = chooseClipStrategy(*module, options, budget, *device);
+    if (clipLine.empty())
+      return false;
+  }
+
+  // The evaluation step compiles from its own copy of the input.
+  OwningOpRef<ModuleOp> evalModule(module->clone());
   PassManager pm(&context, ModuleOp::getOperationName());
   if (failed(applyPassManagerCLOptions(pm)))
     return false;
   memopt::buildMemoptPipeline(pm, options);
   if (failed(pm.run(*module)))
+    return false;
+  PassManager evalPm(&context, ModuleOp::getOperationName());
+  if (failed(applyPassManagerCLOptions(evalPm)))
+    return false;
+  memopt::buildEvalPipeline(evalPm, options);
+  if (failed(evalPm.run(*evalModule)))
+    return false;
+  FailureOr<FunctionOpInterface> evalStep =
+      memopt::findTrainStep(*evalModule, "generate code for");
+  if (failed(evalStep))
     return false;
 
   FailureOr<FunctionOpInterface> found =
@@ -532,10 +665,12 @@ bool compile(MLIRContext &context, const char *argv0) {
     return false;
   FunctionOpInterface step = *found;
   std::string modelJson;
-  if (!flags.reportOnly && !buildModelJson(step, options, flags.lrSchedule, modelJson))
+  if (!flags.reportOnly &&
+      !buildModelJson(step, *evalStep, options, flags.lrSchedule, modelJson))
     return false;
   // The lowering replaces the function: render the report now.
   memopt::MemoryAccount account(step);
+  memopt::MemoryAccount evalAccount(*evalStep);
   if (flags.target == "cuda")
     account.setWorkspaceBytes(
         static_cast<int64_t>(MEMOPT_CUDA_WORKSPACE_BYTES));
@@ -552,8 +687,8 @@ bool compile(MLIRContext &context, const char *argv0) {
                   std::to_string(chosenBudget->second) + " B)");
   }
   memopt::ReportContext reportContext{step.getName().str(), options.optimizer,
-                                      flags.outputDir};
-  std::string reportJson = memopt::renderMemoryReportJson(account);
+                                      flags.outputDir, &evalAccount};
+  std::string reportJson = memopt::renderMemoryReportJson(account, &evalAccount);
   std::string reportText;
   llvm::raw_string_ostream reportTextStream(reportText);
   memopt::printMemoryReportText(reportTextStream, account, reportContext);
@@ -574,7 +709,8 @@ bool compile(MLIRContext &context, const char *argv0) {
           !writeOutput(flags.outputDir, "memory_report.html", reportHtml))
         return false;
     }
-    llvm::outs() << (flags.report == "json" ? reportJson : reportText);
+    llvm::outs() << (flags.report == "json" ? reportJson
+                                            : clipLine + reportText);
     return true;
   }
 
@@ -589,6 +725,16 @@ bool compile(MLIRContext &context, const char *argv0) {
   llvm::raw_string_ostream stepStream(stepCpp);
   if (failed(memopt::emitTrainStepCpp(*module, stepStream)))
     return false;
+  PassManager evalLowering(&context, ModuleOp::getOperationName());
+  if (failed(applyPassManagerCLOptions(evalLowering)))
+    return false;
+  memopt::buildEmitCPipeline(evalLowering, flags.target == "cuda");
+  if (failed(evalLowering.run(*evalModule)))
+    return false;
+  std::string evalCpp;
+  llvm::raw_string_ostream evalStream(evalCpp);
+  if (failed(memopt::emitTrainStepCpp(*evalModule, evalStream)))
+    return false;
 
   // Everything that can reject the input has run: only now create OUT and
   // write into it, so that a rejected model leaves no output behind.
@@ -602,6 +748,7 @@ bool compile(MLIRContext &context, const char *argv0) {
       !writeOutput(flags.outputDir, "memory_report.json", reportJson) ||
       !writeOutput(flags.outputDir, "memory_report.html", reportHtml) ||
       !writeOutput(flags.outputDir, "train_step.cpp", stepCpp) ||
+      !writeOutput(flags.outputDir, "eval_step.cpp", evalCpp) ||
       !writeOutput(flags.outputDir, "model_info.cpp",
                    // JSON escapes every '"' inside strings, so `)memopt"`
                    // cannot occur in it and the raw string is safe.
@@ -612,7 +759,7 @@ bool compile(MLIRContext &context, const char *argv0) {
   if (!buildTrain(flags, argv0))
     return false;
 
-  llvm::outs() << (flags.report == "json" ? reportJson : reportText);
+  llvm::outs() << (flags.report == "json" ? reportJson : clipLine + reportText);
   return true;
 }
 

@@ -128,7 +128,8 @@ std::vector<OpCase> opCases() {
                          "silu_grad", "tanh_grad", "sigmoid_grad", "gelu_grad",
                          "hardswish_grad", "hardsigmoid_grad", "mish_grad"})
       bodies[op.str()] = "%r = memopt." + op.str() + " %x, %x : tensor<4x$0>";
-    for (StringRef op : {"reduce_sum", "reduce_mean", "reduce_max"})
+    for (StringRef op : {"reduce_sum", "reduce_mean", "reduce_max",
+                         "reduce_sum_squares"})
       bodies[op.str()] = "%r = memopt." + op.str() +
                          " %x dims [0] : tensor<2x3x$0> to tensor<3x$1>";
     for (StringRef op : {"softmax", "log_softmax"})
@@ -192,6 +193,8 @@ std::vector<OpCase> opCases() {
       opCase<ClampOp>(vec, "%r = memopt.clamp %x min -1.0 : tensor<4x$0>"),
       opCase<ClampGradOp>(vec, "%r = memopt.clamp_grad %x, %x min 0.0 max "
                                "6.0 inclusive = false : tensor<4x$0>"),
+      opCase<ScaleByOp>("%x: tensor<4x$0>, %s: tensor<f32>",
+                        "%r = memopt.scale_by %x, %s : tensor<4x$0>"),
       // Shapes.
       opCase<BroadcastOp>("%x: tensor<3x$0>",
                           "%r = memopt.broadcast %x dims [1] : tensor<3x$0> "
@@ -210,6 +213,7 @@ std::vector<OpCase> opCases() {
       opCase<ReduceSumOp>(mat, body("reduce_sum")),
       opCase<ReduceMeanOp>(mat, body("reduce_mean")),
       opCase<ReduceMaxOp>(mat, body("reduce_max")),
+      opCase<ReduceSumSquaresOp>(mat, body("reduce_sum_squares")),
       opCase<SoftmaxOp>(mat, body("softmax")),
       opCase<LogSoftmaxOp>(mat, body("log_softmax")),
       opCase<SoftmaxGradOp>(mat, body("softmax_grad")),
@@ -407,12 +411,13 @@ const llvm::StringSet<> kElementwiseEntries = {
     "memopt_where",           "memopt_masked_fill", "memopt_dropout"};
 
 /// The other ops whose entries runtime.h lets write over an operand: a
-/// same-size cast, softmax, and the updates of the optimizer, the loss
-/// scale and the running statistics.
+/// same-size cast, softmax, the clipping coefficient's multiply, and the
+/// updates of the optimizer, the loss scale and the running statistics.
 const llvm::StringSet<> kOtherInPlaceOps = {
     "memopt.cast",       "memopt.softmax",      "memopt.increment",
     "memopt.scale_loss", "memopt.sgd_update",   "memopt.adamw_update",
-    "memopt.batch_norm", "memopt.update_scale", "memopt.unscale"};
+    "memopt.batch_norm", "memopt.update_scale", "memopt.unscale",
+    "memopt.scale_by"};
 
 TEST_F(VerifierTest, FamilyEntriesHaveOpCodes) {
   // An entry that serves several ops takes the op's code, the name of a
@@ -437,8 +442,8 @@ TEST_F(VerifierTest, FamilyEntriesHaveOpCodes) {
         << binding.opCode.str() << " is the code of two ops";
   }
   // 13 unary ops (gelu's tanh form is its code's variant), 5 binary,
-  // 3 scalar, 8 activation gradients, 3 reductions.
-  EXPECT_EQ(codes.size(), 32u);
+  // 3 scalar, 8 activation gradients, 4 reductions.
+  EXPECT_EQ(codes.size(), 33u);
 }
 
 TEST_F(VerifierTest, InPlaceOpsAreTheRuntimesAliasingEntries) {

@@ -141,7 +141,7 @@ protected:
       argv.push_back(arg.c_str());
     std::ostringstream outStream, errStream;
     int code = runDriver(static_cast<int>(argv.size()), argv.data(),
-                         memopt_model_json, step, outStream, errStream);
+                         memopt_model_json, step, nullptr, outStream, errStream);
     out = outStream.str();
     err = errStream.str();
     return code;
@@ -400,7 +400,8 @@ TEST_F(DriverTest, InvalidEmbeddedModelIsAnInputError) {
                                     "--batch", batch.c_str(), "--steps",
                                     "1"};
   std::ostringstream outStream, errStream;
-  EXPECT_EQ(runDriver(7, argv.data(), "{}", countingStep, outStream, errStream),
+  EXPECT_EQ(runDriver(7, argv.data(), "{}", countingStep, nullptr, outStream,
+                      errStream),
             1);
   EXPECT_EQ(errStream.str().rfind(
                 "train: invalid embedded model description: 'arena_bytes'", 0),

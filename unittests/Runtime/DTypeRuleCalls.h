@@ -123,6 +123,10 @@ inline std::vector<DTypeCall> dtypeCalls() {
        [](Ctx c, DTypes d, B &b) {
          memopt_clamp(c, d[0], b.t(0), -1.0, kDTypeCallInf, b.t(1), 4);
        }},
+      {"memopt_scale_by",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_scale_by(c, d[0], b.t(0), b.scale, b.t(1), 4);
+       }},
       {"memopt_clamp_grad",
        [](Ctx c, DTypes d, B &b) {
          memopt_clamp_grad(c, d[0], b.t(0), b.t(1), 0.0, 6.0, 0, b.t(2), 4);

@@ -240,6 +240,25 @@ TEST_F(RuntimeTest, MishMatchesItsClosedFormAndStaysFinite) {
   expectValues(dx, slope, "mish_grad", 1e-5);
 }
 
+TEST_F(RuntimeTest, ScaleByMultipliesInF32AndMayWriteOverItsInput) {
+  std::vector<float> x = randomVector(rng, 37), out(37);
+  float factor = 0.3f;
+  memopt_scale_by(ctx, MEMOPT_F32, x.data(), &factor, out.data(), 37);
+  ASSERT_STREQ(memopt_get_error_message(ctx), "");
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_EQ(out[i], x[i] * factor) << i; // one f32 product, as g.mul_(c)
+  memopt_scale_by(ctx, MEMOPT_F32, x.data(), &factor, x.data(), 37);
+  EXPECT_EQ(x, out);
+  // bf16: widened, multiplied in f32, rounded once.
+  std::vector<uint16_t> bf(4), scaled(4);
+  std::vector<float> wide = {1.5f, -2.25f, 3.0f, 0.0f};
+  memopt_cast(ctx, MEMOPT_F32, wide.data(), MEMOPT_BF16, bf.data(), 4);
+  float half = 0.5f;
+  memopt_scale_by(ctx, MEMOPT_BF16, bf.data(), &half, scaled.data(), 4);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(bfloat16BitsToFloat(scaled[i]), wide[i] * 0.5f) << i;
+}
+
 TEST_F(RuntimeTest, ClampAndItsGradientAtTheBounds) {
   std::vector<float> x = {-2, -1, -0.5f, 0, 0.5f, 1, 2, kInf, kNaN};
   std::vector<float> g = {1, 2, 3, 4, 5, 6, 7, 8, 9};
@@ -313,22 +332,24 @@ TEST_F(RuntimeTest, ClampAndItsGradientAtTheBounds) {
 TEST_F(RuntimeTest, ReduceOverMiddleExtent) {
   const int64_t outer = 3, reduced = 5, inner = 4;
   std::vector<float> x = randomVector(rng, outer * reduced * inner);
-  for (memopt_reduce_op op :
-       {MEMOPT_REDUCE_SUM, MEMOPT_REDUCE_MEAN, MEMOPT_REDUCE_MAX}) {
+  for (memopt_reduce_op op : {MEMOPT_REDUCE_SUM, MEMOPT_REDUCE_MEAN,
+                             MEMOPT_REDUCE_MAX, MEMOPT_REDUCE_SUM_SQUARES}) {
     std::vector<float> out(outer * inner);
     memopt_reduce(ctx, op, MEMOPT_F32, x.data(), MEMOPT_F32, out.data(), outer,
                   reduced, inner);
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t i = 0; i < inner; ++i) {
-        double sum = 0, best = -INFINITY;
+        double sum = 0, squares = 0, best = -INFINITY;
         for (int64_t r = 0; r < reduced; ++r) {
           double v = x[(o * reduced + r) * inner + i];
           sum += v;
+          squares += v * v;
           best = std::max(best, v);
         }
         double expected = op == MEMOPT_REDUCE_SUM    ? sum
                           : op == MEMOPT_REDUCE_MEAN ? sum / reduced
-                                                     : best;
+                          : op == MEMOPT_REDUCE_MAX  ? best
+                                                     : squares;
         EXPECT_NEAR(out[o * inner + i], expected, 1e-6);
       }
     }

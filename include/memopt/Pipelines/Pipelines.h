@@ -109,6 +109,17 @@ struct MemoptPipelineOptions
       llvm::cl::desc("Run each optimizer update as soon as its gradient is "
                      "complete (one micro-batch, no loss scaling)"),
       llvm::cl::init(true)};
+  Option<double> clipGradNorm{
+      *this, "clip-grad-norm",
+      llvm::cl::desc("Clip the gradients to this global 2-norm, as "
+                     "torch.nn.utils.clip_grad_norm_ (0: no clipping)"),
+      llvm::cl::init(0.0)};
+  Option<std::string> clipStrategy{
+      *this, "clip-strategy",
+      llvm::cl::desc("How clipping meets gradient release: keep (the "
+                     "gradients wait for the norm) or recompute (a norm "
+                     "pass, then the backward again)"),
+      llvm::cl::init("keep")};
   Option<int64_t> memoryBudget{
       *this, "memory-budget",
       llvm::cl::desc("Bytes the planned arena may take (remat budget or "
@@ -169,11 +180,27 @@ using FlagText =
 llvm::Error validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
                                           FlagText flagText = nullptr);
 
+/// Whether the pipeline releases the gradients (one micro-batch on one
+/// rank, no loss scaling, release on).
+bool releasesGradients(const MemoptPipelineOptions &options);
+
+/// The clipping strategy the pipeline builds: `clipStrategy`, with `auto`
+/// as `recompute` where the gradients are released and `keep` elsewhere
+/// (memopt-compile prices both and may choose `keep` under a budget).
+std::string getClipStrategy(const MemoptPipelineOptions &options);
+
 /// Adds the passes from a forward + loss module to a planned, bufferized
 /// @train_step: mixed precision (when asked for), autodiff, bufferization,
 /// buffer planning, plan verification.
 void buildMemoptPipeline(mlir::OpPassManager &pm,
                          const MemoptPipelineOptions &options);
+
+/// Adds the passes from the same module to a planned, bufferized
+/// @eval_step (forward and loss only, docs/Training.md): the fused kernels
+/// and mixed precision of `options`, --memopt-eval-step, bufferization,
+/// planning and verification. memopt-compile runs it on a copy of the input.
+void buildEvalPipeline(mlir::OpPassManager &pm,
+                       const MemoptPipelineOptions &options);
 
 /// Adds the lowering of the planned @train_step to EmitC runtime calls;
 /// `emitScopes` names each kernel's module scope at run time (the CUDA

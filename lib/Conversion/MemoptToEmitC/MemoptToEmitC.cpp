@@ -64,6 +64,7 @@ using namespace memopt;
 
 /// The name of the generated entry point (docs/Pipeline.md, section 4).
 static constexpr llvm::StringLiteral kEntryName = "memopt_train_step";
+static constexpr llvm::StringLiteral kEvalEntryName = "memopt_eval_step";
 
 //===----------------------------------------------------------------------===//
 // Types and sizes
@@ -556,7 +557,9 @@ LogicalResult TrainStepLowering::run() {
   Type scratchType =
       emitc::PointerType::get(IntegerType::get(ctx, 8, IntegerType::Unsigned));
   auto entry = emitc::FuncOp::create(
-      builder, loc, kEntryName,
+      builder, loc,
+      func->hasAttr(MemoptDialect::kEvalStepAttrName) ? kEvalEntryName
+                                                      : kEntryName,
       builder.getFunctionType({contextType, argsType, scratchType}, {}));
   entry.setSpecifiersAttr(builder.getStrArrayAttr({"extern \"C\""}));
   globalInsertionPoint = entry;
@@ -939,6 +942,14 @@ std::optional<LogicalResult> KernelLowering::lowerCopies() {
     ptr(ins[0]);
     ptr(ins[1]);
     call.f64(f64Attr("value"));
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else if (name == "memopt.scale_by") {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(ins[1]);
     ptr(outs[0]);
     call.i64(numel(outs[0]));
   } else if (name == "memopt.clamp" || name == "memopt.clamp_grad") {
@@ -1503,7 +1514,7 @@ struct ConvertMemoptToEmitCPass
     SmallVector<Operation *> grids;
     for (Operation &op : module.getBody()->getOperations()) {
       auto func = dyn_cast<func::FuncOp>(op);
-      if (func && func->hasAttr(MemoptDialect::kTrainStepAttrName) && !step) {
+      if (func && isStepFunction(func) && !step) {
         step = func;
         continue;
       }

@@ -130,7 +130,9 @@ typedef enum memopt_activation_grad_op {
 typedef enum memopt_reduce_op {
   MEMOPT_REDUCE_SUM = 0,
   MEMOPT_REDUCE_MEAN = 1,
-  MEMOPT_REDUCE_MAX = 2
+  MEMOPT_REDUCE_MAX = 2,
+  /// The sum of x * x (gradient clipping's norm).
+  MEMOPT_REDUCE_SUM_SQUARES = 3
 } memopt_reduce_op;
 
 /// Loss reductions; the values match `memopt::LossReduction`.
@@ -327,6 +329,13 @@ void memopt_clamp(memopt_context *ctx, memopt_dtype dtype, const void *input,
 void memopt_clamp_grad(memopt_context *ctx, memopt_dtype dtype,
                        const void *input, const void *grad, double lo,
                        double hi, int inclusive, void *out, int64_t n);
+
+/// `memopt.scale_by`: out[i] = input[i] * *factor in f32, `factor` one f32
+/// that the step computed (gradient clipping's coefficient). `out` may be
+/// `input`.
+void memopt_scale_by(memopt_context *ctx, memopt_dtype dtype,
+                     const void *input, const float *factor, void *out,
+                     int64_t n);
 
 /*===----------------------------------------------------------------------===*
  * Shapes (any dtype; they move elements of memopt_dtype_size bytes)

@@ -34,11 +34,16 @@ void MemoptDialect::initialize() {
   registerAttributes();
 }
 
+bool memopt::isStepFunction(Operation *op) {
+  return op->hasAttr(MemoptDialect::kTrainStepAttrName) ||
+         op->hasAttr(MemoptDialect::kEvalStepAttrName);
+}
+
 FailureOr<FunctionOpInterface> memopt::findTrainStep(ModuleOp module,
                                                     StringRef purpose) {
   FunctionOpInterface found;
   for (auto func : module.getOps<FunctionOpInterface>()) {
-    if (!func->hasAttr(MemoptDialect::kTrainStepAttrName) || func.isExternal())
+    if (!isStepFunction(func) || func.isExternal())
       continue;
     if (found) {
       func->emitOpError() << "is a second function marked "
@@ -380,7 +385,7 @@ LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "marked memopt.loss must have a body";
     return verifyLossFunction(func);
   }
-  if (name == kTrainStepAttrName) {
+  if (name == kTrainStepAttrName || name == kEvalStepAttrName) {
     if (!isa<UnitAttr>(attr.getValue()) || !isa<FunctionOpInterface>(op))
       return op->emitOpError() << "attribute '" << name
                                << "' must be a unit attribute on a function";
@@ -438,7 +443,8 @@ LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
   }
   return op->emitOpError() << "has unknown memopt attribute '" << name
                            << "' (expected memopt.scope, memopt.loss, "
-                              "memopt.train_step, memopt.offset, "
+                              "memopt.train_step, memopt.eval_step, "
+                              "memopt.offset, "
                               "memopt.arena_bytes, memopt.precision, "
                               "memopt.optimizer, memopt.loss_scale, "
                               "memopt.recompute, "

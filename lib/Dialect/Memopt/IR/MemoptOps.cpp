@@ -476,6 +476,9 @@ LogicalResult ReduceMeanOp::verify() {
 LogicalResult ReduceMaxOp::verify() {
   return verifyReduce(*this, getInput().getType(), getDims(), getResult());
 }
+LogicalResult ReduceSumSquaresOp::verify() {
+  return verifyReduce(*this, getInput().getType(), getDims(), getResult());
+}
 
 LogicalResult SoftmaxOp::verify() {
   if (failed(expectDim(*this, "'dim'", getDim(),
@@ -1181,6 +1184,11 @@ LogicalResult UnscaleOp::verify() {
   return success();
 }
 
+LogicalResult ScaleByOp::verify() {
+  return expectSameTypes(
+      *this, {{"operand 'input'", getInput()}, {"result", getResult()}});
+}
+
 LogicalResult UpdateScaleOp::verify() {
   double growth = getGrowthFactor().convertToDouble();
   if (growth <= 1.0)
@@ -1262,6 +1270,12 @@ bool UpdateScaleOp::mayWriteResultOver(unsigned resultIndex,
                                        unsigned operandIndex) {
   // The new scale and growth tracker over the old ones.
   return isPairOf(resultIndex, operandIndex, {{0, 0}, {1, 1}});
+}
+
+bool ScaleByOp::mayWriteResultOver(unsigned resultIndex,
+                                   unsigned operandIndex) {
+  // Every element reads the factor: only the input may be overwritten.
+  return operandIndex == 0;
 }
 
 bool UnscaleOp::mayWriteResultOver(unsigned resultIndex,

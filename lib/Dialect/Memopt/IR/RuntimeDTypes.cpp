@@ -113,6 +113,7 @@ std::vector<Binding> buildBindings() {
                               "MEMOPT_GRAD_HARDSIGMOID"),
       bind<MishGradOp>("memopt_activation_grad", {in0}, "MEMOPT_GRAD_MISH"),
       bind<ClampOp>("memopt_clamp", {in0}),
+      bind<ScaleByOp>("memopt_scale_by", {in0}),
       bind<ClampGradOp>("memopt_clamp_grad", {in0}),
       // Shapes.
       bind<BroadcastOp>("memopt_broadcast", {in0}),
@@ -124,6 +125,8 @@ std::vector<Binding> buildBindings() {
       bind<ReduceSumOp>("memopt_reduce", {in0, out0}, "MEMOPT_REDUCE_SUM"),
       bind<ReduceMeanOp>("memopt_reduce", {in0, out0}, "MEMOPT_REDUCE_MEAN"),
       bind<ReduceMaxOp>("memopt_reduce", {in0, out0}, "MEMOPT_REDUCE_MAX"),
+      bind<ReduceSumSquaresOp>("memopt_reduce", {in0, out0},
+                               "MEMOPT_REDUCE_SUM_SQUARES"),
       bind<SoftmaxOp>("memopt_softmax", {in0}),
       bind<LogSoftmaxOp>("memopt_log_softmax", {in0}),
       bind<SoftmaxGradOp>("memopt_softmax_grad", {in0}),

@@ -128,7 +128,7 @@ static SmallVector<unsigned> getReusableOperands(Operation *op,
 /// only by dimensions of extent 1. Empty for other ops.
 static SmallVector<SmallVector<int64_t>> getReductionRuns(Operation *op) {
   SmallVector<SmallVector<int64_t>> runs;
-  if (!isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op))
+  if (!isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceSumSquaresOp>(op))
     return runs;
   ArrayRef<int64_t> shape =
       cast<ShapedType>(op->getOperand(0).getType()).getShape();

@@ -16,6 +16,16 @@ using namespace memopt;
 void memopt::buildPlanningPipeline(OpPassManager &pm,
                                    const PlanningPipelineOptions &options) {
   bool split = options.microBatches != 1 || options.dataParallel != 1;
+  // Clipping needs the gradients the updates read: before release moves
+  // the updates, after the loop and ZeRO have made the sums and shards.
+  auto addClipping = [&] {
+    ClipGradientsPassOptions clip;
+    clip.maxNorm = options.clipGradNorm;
+    clip.strategy = options.clipStrategy;
+    pm.addPass(createClipGradientsPass(clip));
+  };
+  if (options.clipGradNorm > 0 && !split)
+    addClipping();
   if (options.releaseGradients && !split)
     pm.addPass(createReleaseGradientsPass());
   if (split) {
@@ -31,6 +41,8 @@ void memopt::buildPlanningPipeline(OpPassManager &pm,
     shard.stage = options.zeroStage;
     pm.addPass(createShardOptimizerPass(shard));
   }
+  if (options.clipGradNorm > 0 && split)
+    addClipping();
   BufferizePassOptions bufferize;
   bufferize.reuse = options.bufferReuse;
   pm.addPass(createBufferizePass(bufferize));

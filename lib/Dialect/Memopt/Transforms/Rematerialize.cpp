@@ -813,6 +813,8 @@ FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
   planning.zeroStage = zeroStage;
   planning.allowBatchNorm = accumulateAllowBatchNorm;
   planning.releaseGradients = releaseGradients;
+  planning.clipGradNorm = clipGradNorm;
+  planning.clipStrategy = clipStrategy;
   planning.bufferReuse = bufferReuse;
   planning.planTimeLimit = timeLimit; // 0: the heuristics, a bound
   buildPlanningPipeline(pm, planning);
@@ -1103,7 +1105,8 @@ LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
                                            StepGraph &graph) {
   BudgetSearch search(*this, func, graph, budget,
                       /*released=*/microBatches == 1 && dataParallel == 1 &&
-                          releaseGradients);
+                          releaseGradients &&
+                          (clipGradNorm <= 0 || clipStrategy == "recompute"));
   if (failed(search.run()))
     return failure();
   if (!search.fitting())

@@ -161,6 +161,7 @@ inline constexpr DTypeRule kDTypeRules[] = {
     rules::row("memopt_scalar", rules::floats("dtype")),
     rules::row("memopt_activation_grad", rules::floats("dtype")),
     rules::row("memopt_clamp", rules::floats("dtype")),
+    rules::row("memopt_scale_by", rules::floats("dtype")),
     rules::row("memopt_clamp_grad", rules::floats("dtype")),
     // Shapes move elements of any dtype.
     rules::row("memopt_broadcast", rules::anyDType("dtype")),

@@ -236,7 +236,7 @@ inline bool checkReduce(memopt_context *ctx, const char *entry,
   if (!checkDTypes(ctx, entry, {inDtype, outDtype}) ||
       !checkExtents(ctx, entry, {outer, reduced, inner}))
     return false;
-  if (!checkOp(ctx, entry, op, MEMOPT_REDUCE_MAX))
+  if (!checkOp(ctx, entry, op, MEMOPT_REDUCE_SUM_SQUARES))
     return false;
   if (op == MEMOPT_REDUCE_MAX && reduced == 0)
     return invalid(ctx, entry, "max over an empty extent");

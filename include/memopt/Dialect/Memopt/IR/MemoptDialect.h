@@ -70,7 +70,11 @@ std::optional<ArgumentRole> symbolizeArgumentRole(llvm::StringRef name);
 /// Returns the spelling of `role` in `memopt.role`.
 llvm::StringRef stringifyArgumentRole(ArgumentRole role);
 
-/// Returns the one function of `module` marked `memopt.train_step` that has a
+/// Whether `op` is a step the planning passes compile: a function marked
+/// `memopt.train_step`, or `memopt.eval_step` (which updates nothing).
+bool isStepFunction(mlir::Operation *op);
+
+/// Returns the one step function of `module` (isStepFunction) that has a
 /// body. Otherwise reports "no function marked 'memopt.train_step' to
 /// <purpose>" (or that there are two) on the module and fails.
 llvm::FailureOr<mlir::FunctionOpInterface>

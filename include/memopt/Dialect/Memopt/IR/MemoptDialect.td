@@ -79,6 +79,10 @@ def Memopt_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kScopeAttrName = "memopt.scope";
     static constexpr ::llvm::StringLiteral kTrainStepAttrName =
         "memopt.train_step";
+    /// The evaluation step (--memopt-eval-step): forward and loss only,
+    /// compiled in a module of its own as a step that updates nothing.
+    static constexpr ::llvm::StringLiteral kEvalStepAttrName =
+        "memopt.eval_step";
     static constexpr ::llvm::StringLiteral kOffsetAttrName = "memopt.offset";
     static constexpr ::llvm::StringLiteral kArenaBytesAttrName =
         "memopt.arena_bytes";

@@ -480,6 +480,8 @@ class Memopt_ReduceOp<string mnemonic, string what,
 def Memopt_ReduceSumOp : Memopt_ReduceOp<"reduce_sum", "sum">;
 def Memopt_ReduceMeanOp : Memopt_ReduceOp<"reduce_mean", "mean">;
 def Memopt_ReduceMaxOp : Memopt_ReduceOp<"reduce_max", "maximum", []>;
+def Memopt_ReduceSumSquaresOp
+    : Memopt_ReduceOp<"reduce_sum_squares", "sum of squares", []>;
 
 class Memopt_SoftmaxOpBase<string mnemonic, string formula,
                            list<Trait> traits = []>
@@ -1199,6 +1201,28 @@ def Memopt_AdamWUpdateOp : Memopt_Op<"adamw_update",
     custom<SameTypes>(type($param), type($grad), type($exp_avg),
                       type($exp_avg_sq), type($new_param), type($new_exp_avg),
                       type($new_exp_avg_sq))
+  }];
+}
+
+def Memopt_ScaleByOp : Memopt_Op<"scale_by",
+    [Pure, DeclareOpInterfaceMethods<Memopt_InPlaceOpInterface,
+                                    ["mayWriteResultOver"]>]> {
+  let summary = "multiply a tensor by a scalar computed in the step";
+  let description = [{
+    `input * factor` for each element, in f32, with `factor` a 0-d f32
+    tensor that the step computes (gradient clipping's coefficient: the
+    in-place multiply of `torch.nn.utils.clip_grad_norm_`). The result may
+    be written over the input.
+
+    ```mlir
+    %c = memopt.scale_by %g, %coef : tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$input, Memopt_F32Scalar:$factor);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $factor attr-dict `:`
+    custom<SameTypes>(type($input), type($result))
   }];
 }
 

@@ -45,6 +45,9 @@ struct PlanningPipelineOptions {
   int64_t zeroStage = 0;
   /// --memopt-release-gradients, with one micro-batch on one rank.
   bool releaseGradients = true;
+  /// --memopt-clip-gradients' max-norm (0: no clipping) and strategy.
+  double clipGradNorm = 0;
+  std::string clipStrategy = "keep";
   bool bufferReuse = true;
   /// --memopt-plan-buffers' time-limit (0: its heuristics only).
   double planTimeLimit = 1.0;

@@ -356,6 +356,71 @@ def ReleaseGradientsPass
   ];
 }
 
+def EvalStepPass : Pass<"memopt-eval-step", "mlir::ModuleOp"> {
+  let summary = "Build the evaluation step from the loss function";
+  let description = [{
+    Rewrites the `memopt.loss` function into `@eval_step`, marked
+    `memopt.eval_step`: `model.eval(); with torch.no_grad(): model(x, y)`
+    (docs/Training.md, "The evaluation step"). Dropout is the identity,
+    batch norm normalises with its running statistics (PyTorch's inference
+    formula, in f32) and updates nothing; the function returns the loss and
+    then each param, state and optim argument unchanged, so that
+    --memopt-bufferize and --memopt-plan-buffers compile it like a training
+    step, into an arena of its own. Run it after --memopt-fuse-kernels and
+    --memopt-mixed-precision, on a module of its own.
+
+    ```
+    memopt-opt --memopt-eval-step --memopt-bufferize --memopt-plan-buffers model.mlir
+    ```
+  }];
+}
+
+def ClipGradientsPass : Pass<"memopt-clip-gradients", "mlir::ModuleOp"> {
+  let summary = "Clip the gradients to a global 2-norm, as clip_grad_norm_";
+  let description = [{
+    `torch.nn.utils.clip_grad_norm_(trained parameters, max-norm)` on
+    `@train_step` (docs/Training.md, "Gradient clipping"): the 2-norm over
+    the gradient of every optimizer update (the sum of each one's squares,
+    `memopt.reduce_sum_squares`, added in f32), the coefficient
+    `min(1, max-norm / (norm + 1e-6))`, and every gradient multiplied by it
+    (`memopt.scale_by`) before its update. The gradients are the ones the
+    updates read: unscaled under loss scaling, summed over the micro-batches
+    and the ranks, and a rank's shards under ZeRO, whose partial sums are
+    added over the ranks (`shard.all_reduce`). The norm becomes the new
+    value of an optim argument, `optimizer.grad_norm`, which the driver
+    prints.
+
+    The norm needs every gradient, so no update can run before the last one
+    exists. `strategy` says what the step pays for that:
+    - `keep`: every gradient lives until the coefficient is known (what
+      PyTorch does);
+    - `recompute`: a first backward computes each gradient only for its
+      squares and drops it, then the backward runs again and each update
+      follows its gradient (--memopt-release-gradients, which runs after
+      this pass, moves them): the release's memory at the cost of one more
+      backward. Only on a step that release applies to (one micro-batch,
+      no loss scaling).
+
+    ```
+    memopt-opt --memopt-autodiff --memopt-clip-gradients="max-norm=1.0" model.mlir
+    ```
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+  let options = [
+    Option<"maxNorm", "max-norm", "double", /*default=*/"1.0",
+           "The largest global 2-norm of the gradients (> 0)">,
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"keep\"",
+           "keep (the gradients live until the norm is known) or recompute "
+           "(a norm pass, then the backward again with released updates)">
+  ];
+  let statistics = [
+    Statistic<"numClipped", "clipped-gradients",
+              "Number of gradients multiplied by the clipping coefficient">,
+    Statistic<"numRecomputed", "recomputed-ops",
+              "Number of backward ops run twice (strategy recompute)">
+  ];
+}
+
 def BufferizePass : Pass<"memopt-bufferize", "mlir::ModuleOp"> {
   let summary = "Rewrite @train_step from tensors to buffers, one kernel per op";
   let description = [{
@@ -514,7 +579,13 @@ def RematerializePass : Pass<"memopt-remat", "mlir::ModuleOp"> {
     Option<"releaseGradients", "release-gradients", "bool",
            /*default=*/"false",
            "--memopt-release-gradients will run: the arena comparisons plan "
-           "their copies with it (micro-batches 1 only)">
+           "their copies with it (micro-batches 1 only)">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
+           "--memopt-clip-gradients' max-norm for the planned copies (0: "
+           "no clipping)">,
+    Option<"clipStrategy", "clip-strategy", "std::string",
+           /*default=*/"\"keep\"",
+           "--memopt-clip-gradients' strategy for the planned copies">
   ];
   let statistics = [
     Statistic<"numStages", "stages", "Number of stages of the forward chain">,
