@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Driver.h"
+#include "Data.h"
 
 #include "memopt/runtime/Collectives.h"
 #include "memopt/runtime/Float16.h"
@@ -23,9 +24,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <ostream>
@@ -47,6 +51,14 @@ constexpr uint64_t kAlignment = 256;
 /// The largest arena the driver lays out; far beyond any device, small enough
 /// that offsets never overflow.
 constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 62;
+
+/// XORed into the seed for the evaluation's token windows, a stream of
+/// their own ("eval" in ASCII).
+constexpr uint64_t kEvalStream = 0x6576616c;
+
+/// The signal (SIGINT, SIGTERM) that asked the run to stop, or 0.
+volatile std::sig_atomic_t stopSignal = 0;
+extern "C" void requestStop(int signal) { stopSignal = signal; }
 
 const char *getRoleName(Role role) {
   switch (role) {
@@ -240,12 +252,31 @@ private:
   int bindTensors();
   /// Whether the command line asks for evaluations.
   bool evaluates() const { return options.eval || options.evalEvery > 0; }
-  /// Binds the evaluation step's arguments: its batch from --eval-batch
-  /// (else --batch), everything else to the training step's argument of
-  /// the same name.
+  /// Opens a batch source for the arguments `indices` of `arguments`:
+  /// --tokens (or --eval-tokens) windows, else the files of `path`.
+  /// `whole` scales each batch dimension to every rank's share.
+  int openData(const std::vector<ModelArgument> &arguments,
+               const std::vector<size_t> &indices, const std::string &path,
+               const std::string &tokens, uint64_t tokenSeed, bool whole,
+               std::unique_ptr<BatchSource> &source);
+  /// Copies batch `k` of the training data into the step's inputs and
+  /// labels (this rank's share).
+  int loadBatch(uint64_t k);
+  /// Binds the evaluation step's arguments: its batches from --eval-data or
+  /// --eval-tokens (else the training data's), everything else to the
+  /// training step's argument of the same name.
   int bindEval();
-  /// Runs the evaluation step after `done` steps and prints its loss.
-  int evaluate(int64_t done);
+  /// Runs the evaluation step on --eval-batches batches after step `done`
+  /// and prints their mean loss.
+  int evaluate(uint64_t done);
+  /// Appends one record to --log.
+  void logRecord(const std::string &json);
+  /// Seconds since the run started.
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         started)
+        .count();
+  }
   /// Lays out the arena, allocates it and copies the tensors in.
   int loadArena();
   /// Runs the steps, printing the losses.
@@ -267,7 +298,18 @@ private:
   std::ostream &err;
 
   SafetensorsReader params;
-  SafetensorsReader batch;
+  /// The training batches, and the step arguments they fill, in the
+  /// source's tensor order.
+  std::unique_ptr<BatchSource> trainData;
+  std::vector<size_t> batchArguments;
+  /// Steps run before this run (the checkpoint's driver.steps): the next
+  /// step is stepsDone + 1 and reads batch stepsDone.
+  uint64_t stepsDone = 0;
+  /// The token windows' seed (--seed, else the checkpoint's driver.seed).
+  uint64_t seed = 0;
+  /// --log's stream; the run's start, for the log's elapsed times.
+  std::ofstream log;
+  std::chrono::steady_clock::time_point started;
   /// Per argument: the reader and entry it is loaded from, or null (zeroed).
   std::vector<SafetensorsReader *> sourceReaders;
   std::vector<const SafetensorsEntry *> sourceEntries;
@@ -275,6 +317,8 @@ private:
   uint64_t scratchOffset = 0;
   /// The runtime step the first training step runs at.
   uint64_t firstStep = 0;
+  /// The number of the last step run (stepsDone until one has).
+  uint64_t stepsRun = 0;
   ContextPtr ctx;
   unsigned char *base = nullptr;
   /// Data parallelism (model.dataParallel > 1): the ranks, from MPI.
@@ -292,10 +336,10 @@ private:
     /// step's argument `evalTrainIndex` gathered whole (a ZeRO shard).
     Gathered
   };
-  SafetensorsReader evalBatch;
+  std::unique_ptr<BatchSource> evalData;
+  std::vector<size_t> evalBatchArguments;
   std::vector<EvalSource> evalSources;
   std::vector<size_t> evalTrainIndex;
-  std::vector<const SafetensorsEntry *> evalEntries;
   std::vector<uint64_t> evalOffsets;
 };
 
@@ -329,9 +373,6 @@ int TrainRun::bindTensors() {
   if (!params.open(options.paramsPath, error))
     return fail(DriverInputError,
                 "cannot read '" + options.paramsPath + "': " + error);
-  if (!batch.open(options.batchPath, error))
-    return fail(DriverInputError,
-                "cannot read '" + options.batchPath + "': " + error);
 
   // Optimizer state is all or nothing: a checkpoint that has some of it but
   // not all is not a checkpoint of this model.
@@ -360,9 +401,8 @@ int TrainRun::bindTensors() {
       break;
     case Role::Input:
     case Role::Label:
-      reader = &batch;
-      path = &options.batchPath;
-      break;
+      batchArguments.push_back(i);
+      continue;
     case Role::Loss:
     // Made from its master's tensor when the master is loaded.
     case Role::ParamCopy:
@@ -404,7 +444,106 @@ int TrainRun::bindTensors() {
     sourceReaders[i] = reader;
     sourceEntries[i] = entry;
   }
+
+  // Where a resumed run is: the steps run, and the windows' seed.
+  auto readScalar = [&](const char *name, uint64_t &value) -> bool {
+    const SafetensorsEntry *entry = params.lookup(name);
+    if (!entry)
+      return true;
+    int64_t v = -1;
+    if (entry->dtype != TensorDtype::I64 || !entry->shape.empty() ||
+        !params.readData(*entry, &v, error) || v < 0) {
+      error = "'" + std::string(name) + "' is not a non-negative i64 scalar";
+      return false;
+    }
+    value = static_cast<uint64_t>(v);
+    return true;
+  };
+  seed = options.seed;
+  uint64_t savedSeed = seed;
+  if (!readScalar("driver.steps", stepsDone) ||
+      !readScalar("driver.seed", savedSeed))
+    return fail(DriverInputError,
+                "cannot resume from '" + options.paramsPath + "': " + error);
+  if (!options.seedGiven)
+    seed = savedSeed;
+  if (int code = openData(model.arguments, batchArguments, options.dataPath,
+                          options.tokensPath, seed, true, trainData))
+    return code;
   return evaluates() ? bindEval() : DriverSuccess;
+}
+
+int TrainRun::openData(const std::vector<ModelArgument> &arguments,
+                       const std::vector<size_t> &indices,
+                       const std::string &path, const std::string &tokens,
+                       uint64_t tokenSeed, bool whole,
+                       std::unique_ptr<BatchSource> &source) {
+  std::vector<BatchTensor> tensors;
+  for (size_t i : indices) {
+    const ModelArgument &argument = arguments[i];
+    BatchTensor tensor{argument.name, argument.dtype, argument.shape};
+    if (whole && parallel && argument.batchDim)
+      tensor.shape[*argument.batchDim] *= model.dataParallel;
+    tensors.push_back(std::move(tensor));
+  }
+  std::string error;
+  if (tokens.empty()) {
+    source = openBatchFiles(path, tensors, error);
+    if (!source)
+      return fail(DriverInputError, error);
+    return DriverSuccess;
+  }
+  // One integer input and one integer label of one shape [B, T]; the
+  // source fills [input, label], and the arguments are ordered alike.
+  size_t in = tensors.size() == 2 && arguments[indices[1]].role == Role::Input;
+  const BatchTensor *input = tensors.size() == 2 ? &tensors[in] : nullptr;
+  const BatchTensor *label = tensors.size() == 2 ? &tensors[1 - in] : nullptr;
+  if (!input || arguments[indices[in]].role != Role::Input ||
+      arguments[indices[1 - in]].role != Role::Label ||
+      input->shape != label->shape || input->shape.size() != 2 ||
+      input->dtype != label->dtype ||
+      (input->dtype != TensorDtype::I64 && input->dtype != TensorDtype::I32))
+    return fail(DriverInputError,
+                "--tokens needs a model with one integer input and one "
+                "integer label of one shape [B, T]");
+  std::vector<size_t> &order =
+      &indices == &batchArguments ? batchArguments : evalBatchArguments;
+  order = {indices[in], indices[1 - in]};
+  source = openTokenFile(tokens, options.tokenBytes, *input, *label,
+                         tokenSeed, error);
+  if (!source)
+    return fail(DriverInputError, error);
+  return DriverSuccess;
+}
+
+int TrainRun::loadBatch(uint64_t k) {
+  // One batch file: loaded once.
+  if (trainData->getNumBatches() == 1 && k != stepsDone)
+    return DriverSuccess;
+  std::vector<std::vector<unsigned char>> tensors;
+  std::string error;
+  if (!trainData->read(k, tensors, error))
+    return fail(DriverInputError, error);
+  for (size_t j = 0; j < batchArguments.size(); ++j) {
+    const ModelArgument &argument = model.arguments[batchArguments[j]];
+    // Data parallelism: the rank's share (contiguous: the dimensions
+    // before the batch's have extent 1).
+    uint64_t from = parallel && argument.batchDim
+                        ? static_cast<uint64_t>(collectives.rank) *
+                              argument.byteSize
+                        : 0;
+    if (argument.byteSize)
+      memopt_copy_from_host(ctx.get(), base + offsets[batchArguments[j]],
+                            tensors[j].data() + from, argument.byteSize);
+  }
+  return DriverSuccess;
+}
+
+void TrainRun::logRecord(const std::string &json) {
+  if (!log.is_open() || !isFirstRank())
+    return;
+  log << json << "\n";
+  log.flush();
 }
 
 int TrainRun::bindEval() {
@@ -412,35 +551,16 @@ int TrainRun::bindEval() {
     return fail(DriverInputError,
                 "--eval and --eval-every need the evaluation step, which "
                 "this program was built without");
-  const std::string &path =
-      options.evalBatchPath.empty() ? options.batchPath : options.evalBatchPath;
-  std::string error;
-  if (!evalBatch.open(path, error))
-    return fail(DriverInputError, "cannot read '" + path + "': " + error);
   const std::vector<ModelArgument> &arguments = model.eval->arguments;
   evalSources.assign(arguments.size(), EvalSource::Own);
   evalTrainIndex.assign(arguments.size(), 0);
-  evalEntries.assign(arguments.size(), nullptr);
+  std::vector<size_t> batch;
   for (size_t i = 0; i < arguments.size(); ++i) {
     const ModelArgument &argument = arguments[i];
     if (argument.role == Role::Loss)
       continue;
     if (argument.role == Role::Input || argument.role == Role::Label) {
-      const SafetensorsEntry *entry = evalBatch.lookup(argument.name);
-      if (!entry)
-        return fail(DriverInputError,
-                    "tensor '" + argument.name + "' (" +
-                        getRoleName(argument.role) + ") not found in '" +
-                        path + "'");
-      if (entry->dtype != argument.dtype || entry->shape != argument.shape)
-        return fail(DriverInputError,
-                    "tensor '" + argument.name + "' in '" + path +
-                        "' is " + getSafetensorsDtypeName(entry->dtype) +
-                        " " + formatShape(entry->shape) +
-                        ", the evaluation step reads " +
-                        getSafetensorsDtypeName(argument.dtype) + " " +
-                        formatShape(argument.shape));
-      evalEntries[i] = entry;
+      batch.push_back(i);
       continue;
     }
     auto same = std::find_if(
@@ -458,10 +578,17 @@ int TrainRun::bindEval() {
     evalTrainIndex[i] = static_cast<size_t>(same - model.arguments.begin());
     evalSources[i] = same->shardOf ? EvalSource::Gathered : EvalSource::Shared;
   }
-  return DriverSuccess;
+  // Without --eval-data or --eval-tokens the evaluation reads the training
+  // data: its first batches, or token windows of a stream of their own.
+  bool own = !options.evalDataPath.empty() || !options.evalTokensPath.empty();
+  evalBatchArguments = batch;
+  return openData(arguments, evalBatchArguments,
+                  own ? options.evalDataPath : options.dataPath,
+                  own ? options.evalTokensPath : options.tokensPath,
+                  seed ^ kEvalStream, false, evalData);
 }
 
-int TrainRun::evaluate(int64_t done) {
+int TrainRun::evaluate(uint64_t done) {
   const std::vector<ModelArgument> &arguments = model.eval->arguments;
   std::vector<void *> args(arguments.size());
   std::vector<unsigned char> bytes;
@@ -480,20 +607,39 @@ int TrainRun::evaluate(int64_t done) {
       memopt_copy_from_host(ctx.get(), args[i], bytes.data(), bytes.size());
     }
   }
-  evalStep(ctx.get(), args.data(), base + scratchOffset);
-  float loss = 0;
-  memopt_copy_to_host(ctx.get(), &loss, args[lossIndex], sizeof(loss));
-  if (memopt_get_status(ctx.get()) != MEMOPT_OK)
-    return fail(DriverRuntimeError, "runtime error during the evaluation "
-                                    "after step " +
-                                        std::to_string(done) + ": " +
-                                        runtimeMessage());
+  double sum = 0;
+  std::vector<std::vector<unsigned char>> tensors;
+  std::string error;
+  for (int64_t j = 0; j < options.evalBatches; ++j) {
+    if (!evalData->read(static_cast<uint64_t>(j), tensors, error))
+      return fail(DriverInputError, error);
+    for (size_t t = 0; t < evalBatchArguments.size(); ++t)
+      memopt_copy_from_host(ctx.get(), args[evalBatchArguments[t]],
+                            tensors[t].data(), tensors[t].size());
+    evalStep(ctx.get(), args.data(), base + scratchOffset);
+    float loss = 0;
+    memopt_copy_to_host(ctx.get(), &loss, args[lossIndex], sizeof(loss));
+    if (memopt_get_status(ctx.get()) != MEMOPT_OK)
+      return fail(DriverRuntimeError, "runtime error during the evaluation "
+                                      "after step " +
+                                          std::to_string(done) + ": " +
+                                          runtimeMessage());
+    sum += loss;
+  }
+  double mean = sum / static_cast<double>(options.evalBatches);
   if (isFirstRank()) {
     char line[96];
-    std::snprintf(line, sizeof(line), "eval step %lld loss %.9g\n",
-                  static_cast<long long>(done), static_cast<double>(loss));
+    std::snprintf(line, sizeof(line), "eval step %llu loss %.9g\n",
+                  static_cast<unsigned long long>(done), mean);
     out << line;
     out.flush();
+    char record[160];
+    std::snprintf(record, sizeof(record),
+                  "{\"step\": %llu, \"eval_loss\": %.9g, \"eval_batches\": "
+                  "%lld, \"elapsed_s\": %.3f}",
+                  static_cast<unsigned long long>(done), mean,
+                  static_cast<long long>(options.evalBatches), elapsed());
+    logRecord(record);
   }
   return DriverSuccess;
 }
@@ -558,10 +704,7 @@ int TrainRun::loadArena() {
     staging.resize(entry->byteSize());
     if (!sourceReaders[i]->readData(*entry, staging.data(), error))
       return fail(DriverInputError,
-                  "cannot read '" +
-                      (sourceReaders[i] == &params ? options.paramsPath
-                                                   : options.batchPath) +
-                      "': " + error);
+                  "cannot read '" + options.paramsPath + "': " + error);
     const ModelArgument &argument = model.arguments[i];
     // Data parallelism: the rank's share of the batch (contiguous: the
     // dimensions before the batch's have extent 1), and rank 0's state.
@@ -598,20 +741,6 @@ int TrainRun::loadArena() {
       firstStep = updates > 0 ? static_cast<uint64_t>(updates) : 0;
     }
   }
-  for (size_t i = 0; i < evalEntries.size(); ++i) {
-    const SafetensorsEntry *entry = evalEntries[i];
-    if (!entry || entry->byteSize() == 0)
-      continue;
-    staging.resize(entry->byteSize());
-    if (!evalBatch.readData(*entry, staging.data(), error))
-      return fail(DriverInputError,
-                  "cannot read '" +
-                      (options.evalBatchPath.empty() ? options.batchPath
-                                                     : options.evalBatchPath) +
-                      "': " + error);
-    memopt_copy_from_host(ctx.get(), base + evalOffsets[i], staging.data(),
-                          staging.size());
-  }
   // Fresh optimizer state starts at zero, except the dynamic loss scale.
   if (model.lossScaleIndex && !sourceEntries[*model.lossScaleIndex]) {
     float scale = static_cast<float>(model.lossScale->scale);
@@ -637,11 +766,29 @@ int TrainRun::runSteps() {
                           sizeof(value));
     return value;
   };
+  // Samples and tokens per step, for the log: the whole batch of the first
+  // input (every rank's), and B x T when it is an integer [B, T].
+  uint64_t samples = 0, tokens = 0;
+  if (!batchArguments.empty()) {
+    const ModelArgument &first = model.arguments[batchArguments.front()];
+    int64_t ranks = parallel && first.batchDim ? model.dataParallel : 1;
+    int64_t dim = first.batchDim.value_or(0);
+    samples = first.shape.empty() ? 1 : first.shape[dim] * ranks;
+    if (first.shape.size() == 2 && (first.dtype == TensorDtype::I64 ||
+                                    first.dtype == TensorDtype::I32))
+      tokens = samples * static_cast<uint64_t>(first.shape[1]);
+  }
+  // SIGINT and SIGTERM finish the step in flight, then stop.
+  std::signal(SIGINT, requestStop);
+  std::signal(SIGTERM, requestStop);
   std::vector<double> seconds;
-  if (options.evalEvery > 0)
+  if (options.evalEvery > 0 && stepsDone == 0)
     if (int code = evaluate(0))
       return code;
   for (int64_t i = 1; i <= options.steps; ++i) {
+    uint64_t number = stepsDone + static_cast<uint64_t>(i);
+    if (int code = loadBatch(number - 1))
+      return code;
     // The scale this step runs with, and the counter a skipped step leaves.
     float scale = model.lossScale ? static_cast<float>(model.lossScale->scale)
                                   : 1.0f;
@@ -661,11 +808,11 @@ int TrainRun::runSteps() {
     int64_t after = readStep();
     if (memopt_get_status(ctx.get()) != MEMOPT_OK)
       return fail(DriverRuntimeError, "runtime error during step " +
-                                          std::to_string(i) + ": " +
+                                          std::to_string(number) + ": " +
                                           runtimeMessage());
-    char line[128];
-    int length = std::snprintf(line, sizeof(line), "step %lld loss %.9g",
-                               static_cast<long long>(i),
+    char line[160];
+    int length = std::snprintf(line, sizeof(line), "step %llu loss %.9g",
+                               static_cast<unsigned long long>(number),
                                static_cast<double>(loss));
     if (model.lossScale && model.stepIndex && after == before)
       length += std::snprintf(line + length, sizeof(line) - length,
@@ -676,8 +823,8 @@ int TrainRun::runSteps() {
     if (!model.lrSchedule.isConstant())
       length += std::snprintf(line + length, sizeof(line) - length,
                               " lr %.9g", model.lr * factor);
+    float norm = 0;
     if (model.gradNormIndex) {
-      float norm = 0;
       memopt_copy_to_host(ctx.get(), &norm, args[*model.gradNormIndex],
                           sizeof(norm));
       std::snprintf(line + length, sizeof(line) - length, " grad_norm %.9g",
@@ -687,11 +834,62 @@ int TrainRun::runSteps() {
       out << line << "\n";
       out.flush();
     }
+    if (log.is_open()) {
+      double secondsThisStep = seconds.back();
+      char record[512];
+      int n = std::snprintf(
+          record, sizeof(record),
+          "{\"step\": %llu, \"loss\": %.9g, \"lr\": %.9g, \"skipped\": %s, "
+          "\"loss_scale\": %.9g, \"grad_norm\": %.9g, \"step_ms\": %.4f, "
+          "\"samples_per_s\": %.6g",
+          static_cast<unsigned long long>(number), static_cast<double>(loss),
+          model.lr * factor,
+          model.lossScale && model.stepIndex && after == before ? "true"
+                                                                : "false",
+          static_cast<double>(scale), static_cast<double>(norm),
+          secondsThisStep * 1e3,
+          secondsThisStep > 0 ? double(samples) / secondsThisStep : 0.0);
+      if (tokens)
+        n += std::snprintf(record + n, sizeof(record) - n,
+                           ", \"tokens_per_s\": %.6g",
+                           secondsThisStep > 0
+                               ? double(tokens) / secondsThisStep
+                               : 0.0);
+      std::snprintf(record + n, sizeof(record) - n, ", \"elapsed_s\": %.3f}",
+                    elapsed());
+      logRecord(record);
+    }
     memopt_advance_step(ctx.get());
-    if ((options.evalEvery > 0 && i % options.evalEvery == 0) ||
+    stepsRun = number;
+    if ((options.evalEvery > 0 && number % options.evalEvery == 0) ||
         (options.eval && i == options.steps))
-      if (int code = evaluate(i))
+      if (int code = evaluate(number))
         return code;
+    if (options.saveEvery > 0 && number % options.saveEvery == 0 &&
+        i != options.steps)
+      if (int code = save())
+        return code;
+    // Every rank stops after the same step: the ranks agree on the signal.
+    float stop = static_cast<float>(stopSignal);
+    if (parallel) {
+      char errorText[256] = "";
+      if (collectives.all_reduce_sum_f32(collectives.state, &stop, 1,
+                                         errorText, sizeof(errorText)))
+        return fail(DriverRuntimeError,
+                    std::string("cannot agree on stopping: ") + errorText);
+    }
+    if (stop > 0 && i != options.steps) {
+      int signal = stopSignal ? static_cast<int>(stopSignal) : SIGTERM;
+      if (isFirstRank()) {
+        out << "stopped by signal " << signal << " after step " << number
+            << (options.savePath.empty() ? "" : ", saving") << "\n";
+        out.flush();
+      }
+      if (!options.savePath.empty())
+        if (int code = save())
+          return code;
+      return 128 + signal;
+    }
   }
   if (options.stats)
     return printStats(seconds);
@@ -810,6 +1008,11 @@ int TrainRun::save() {
     return DriverSuccess;
   for (size_t i = 0; i < tensors.size(); ++i)
     tensors[i].data = buffers[i].data();
+  // Where the run is: the steps run (the next batch) and the windows' seed.
+  int64_t position[2] = {static_cast<int64_t>(stepsRun),
+                         static_cast<int64_t>(seed)};
+  tensors.push_back({"driver.steps", TensorDtype::I64, {}, &position[0]});
+  tensors.push_back({"driver.seed", TensorDtype::I64, {}, &position[1]});
   std::string error;
   if (!writeSafetensors(options.savePath, tensors, {{"format", "pt"}}, error))
     return fail(DriverInputError,
@@ -818,14 +1021,26 @@ int TrainRun::save() {
 }
 
 int TrainRun::run() {
+  started = std::chrono::steady_clock::now();
   if (int code = startCollectives())
     return code;
   if (int code = bindTensors())
     return code;
+  stepsRun = stepsDone;
+  if (!options.logPath.empty() && isFirstRank()) {
+    log.open(options.logPath, std::ios::app);
+    if (!log)
+      return fail(DriverInputError,
+                  "cannot open the log '" + options.logPath + "'");
+  }
   if (int code = loadArena())
     return code;
-  if (int code = runSteps())
+  if (int code = runSteps()) {
+    // Stopped by a signal, after its checkpoint.
+    if (code > 128 && parallel)
+      memopt_driver_stop_collectives();
     return code;
+  }
   if (!options.savePath.empty())
     if (int code = save())
       return code;
@@ -1104,36 +1319,59 @@ bool memopt::driver::parseModelDescription(const std::string &json,
 //===----------------------------------------------------------------------===//
 
 const char *memopt::driver::getDriverUsage() {
-  return "usage: train --params P.safetensors --batch B.safetensors "
-         "--steps N\n"
-         "             [--save F.safetensors] [--stats]\n"
-         "             [--eval] [--eval-every K] [--eval-batch E.safetensors]\n"
+  return "usage: train --params P.safetensors --steps N\n"
+         "             (--batch B.safetensors | --data FILE|DIR |\n"
+         "              --tokens T.bin [--token-dtype uint16|uint32] "
+         "[--seed S])\n"
+         "             [--save F.safetensors [--save-every K]] [--log L.jsonl]\n"
+         "             [--eval | --eval-every K] [--eval-batches M]\n"
+         "             [--eval-data FILE|DIR | --eval-tokens T.bin] [--stats]\n"
          "\n"
-         "Trains the compiled model for N steps on one batch and prints\n"
-         "`step <i> loss <value>` per step.\n"
+         "Trains the compiled model for N steps and prints `step <i> loss "
+         "<value>`\n"
+         "per step (docs/Training.md, \"Training on data\").\n"
          "\n"
-         "  --params FILE  parameters and state by name; optimizer state\n"
-         "                 (optimizer.*) too when resuming, else it starts at "
-         "zero\n"
-         "  --batch FILE   the inputs and labels\n"
-         "  --steps N      the number of steps (N >= 1)\n"
-         "  --save FILE    write parameters, state and optimizer state to "
-         "FILE\n"
-         "  --eval         after the last step, run the evaluation step (forward\n"
-         "                 and loss, dropout off, batch norm on its running\n"
-         "                 statistics) and print `eval step <i> loss <value>`\n"
-         "  --eval-every K evaluate before the first step and after every K-th\n"
-         "  --eval-batch FILE  the batch the evaluations read (default: --batch)\n"
-         "  --stats        print one `stats ...` line: the runtime, the mean\n"
-         "                 and minimum step time (first step excluded), and\n"
-         "                 the memory high-water mark (arena + workspace)\n"
-         "  --help         print this message\n"
+         "  --params FILE    parameters and state by name; optimizer state\n"
+         "                   (optimizer.*) and the position (driver.*) too "
+         "when\n"
+         "                   resuming: the run continues at the next step and "
+         "batch\n"
+         "  --batch FILE     one batch of inputs and labels, every step\n"
+         "  --data FILE|DIR  a batch file, or a directory of them used in "
+         "name\n"
+         "                   order and cycled\n"
+         "  --tokens FILE    a flat token file (uint16 by default), read "
+         "memory-\n"
+         "                   mapped: each row of a batch is a window at an "
+         "offset\n"
+         "                   drawn from --seed, the label one token later\n"
+         "  --steps N        the number of steps to run (N >= 1)\n"
+         "  --save FILE      write parameters, state, optimizer state and the\n"
+         "                   position to FILE (atomically); --save-every K "
+         "also\n"
+         "                   after every K-th step\n"
+         "  --log FILE       append one JSON record per step and evaluation\n"
+         "  --eval           after the last step, run the evaluation step "
+         "(dropout\n"
+         "                   off, batch norm on its running statistics)\n"
+         "  --eval-every K   evaluate before the first step and after every "
+         "K-th\n"
+         "  --eval-batches M the mean loss over M batches (default 1) of\n"
+         "  --eval-data / --eval-tokens, else of the training data\n"
+         "  --stats          print one `stats ...` line: the runtime, the "
+         "mean\n"
+         "                   and minimum step time (first step excluded), and\n"
+         "                   the memory high-water mark (arena + workspace)\n"
+         "  --help           print this message\n"
          "\n"
-         "On the host runtime, MEMOPT_NUM_THREADS (else OMP_NUM_THREADS, else\n"
-         "the CPUs) threads run the kernels; the results do not depend on it.\n"
+         "SIGINT and SIGTERM finish the step in flight, save (with --save) "
+         "and\n"
+         "exit with 130 and 143. On the host runtime, MEMOPT_NUM_THREADS (else\n"
+         "OMP_NUM_THREADS, else the CPUs) threads run the kernels; the results\n"
+         "do not depend on it.\n"
          "\n"
          "Exit codes: 0 success, 1 bad command line or input files, 2 a\n"
-         "runtime error.\n";
+         "runtime error, 128 + the signal after a stop.\n";
 }
 
 ParseResult memopt::driver::parseDriverArguments(int argc,
@@ -1143,30 +1381,39 @@ ParseResult memopt::driver::parseDriverArguments(int argc,
   options = DriverOptions();
   if (argc > 0 && argv[0])
     options.program = argv[0];
-  std::string stepsText, evalEveryText;
-  bool seenParams = false, seenBatch = false, seenSteps = false,
-       seenSave = false, seenEvalEvery = false, seenEvalBatch = false;
+  std::string stepsText, evalEveryText, evalBatchesText, saveEveryText,
+      seedText, tokenDtype, batchPath;
   struct Flag {
     const char *name;
     std::string *value;
-    bool *seen;
-  } flags[] = {{"--params", &options.paramsPath, &seenParams},
-               {"--batch", &options.batchPath, &seenBatch},
-               {"--steps", &stepsText, &seenSteps},
-               {"--save", &options.savePath, &seenSave},
-               {"--eval-every", &evalEveryText, &seenEvalEvery},
-               {"--eval-batch", &options.evalBatchPath, &seenEvalBatch}};
+    bool seen = false;
+  } flags[] = {{"--params", &options.paramsPath},
+               {"--batch", &batchPath},
+               {"--data", &options.dataPath},
+               {"--tokens", &options.tokensPath},
+               {"--token-dtype", &tokenDtype},
+               {"--seed", &seedText},
+               {"--steps", &stepsText},
+               {"--save", &options.savePath},
+               {"--save-every", &saveEveryText},
+               {"--log", &options.logPath},
+               {"--eval-every", &evalEveryText},
+               {"--eval-batches", &evalBatchesText},
+               {"--eval-data", &options.evalDataPath},
+               {"--eval-tokens", &options.evalTokensPath}};
+  auto seen = [&](const char *name) {
+    for (const Flag &flag : flags)
+      if (std::string(flag.name) == name)
+        return flag.seen;
+    return false;
+  };
 
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i] ? argv[i] : "";
     if (arg == "--help" || arg == "-h")
       return ParseResult::Help;
-    if (arg == "--stats") {
-      options.stats = true;
-      continue;
-    }
-    if (arg == "--eval") {
-      options.eval = true;
+    if (arg == "--stats" || arg == "--eval") {
+      (arg == "--stats" ? options.stats : options.eval) = true;
       continue;
     }
     Flag *flag = nullptr;
@@ -1200,31 +1447,76 @@ ParseResult memopt::driver::parseDriverArguments(int argc,
       error = std::string(flag->name) + " needs a value";
       return ParseResult::Error;
     }
-    if (*flag->seen) {
+    if (flag->seen) {
       error = std::string(flag->name) + " is given twice";
       return ParseResult::Error;
     }
-    *flag->seen = true;
+    flag->seen = true;
     *flag->value = value;
   }
-  for (const Flag &flag : flags) {
-    bool optional = flag.seen == &seenSave || flag.seen == &seenEvalEvery ||
-                    flag.seen == &seenEvalBatch;
-    if (!*flag.seen && !optional) {
-      error = std::string("missing ") + flag.name;
+  for (const char *required : {"--params", "--steps"})
+    if (!seen(required)) {
+      error = std::string("missing ") + required;
       return ParseResult::Error;
     }
+  int sources = seen("--batch") + seen("--data") + seen("--tokens");
+  if (sources != 1) {
+    error = sources ? "--batch, --data and --tokens exclude each other"
+                    : "missing --batch, --data or --tokens";
+    return ParseResult::Error;
   }
+  if (seen("--batch"))
+    options.dataPath = batchPath;
   if (!parseStepCount(stepsText, options.steps)) {
     error = "--steps must be an integer >= 1, got '" + stepsText + "'";
     return ParseResult::Error;
   }
-  if (seenEvalEvery && !parseStepCount(evalEveryText, options.evalEvery)) {
-    error = "--eval-every must be an integer >= 1, got '" + evalEveryText + "'";
+  struct Count {
+    const char *flag;
+    std::string &text;
+    int64_t &value;
+  } counts[] = {{"--eval-every", evalEveryText, options.evalEvery},
+                {"--eval-batches", evalBatchesText, options.evalBatches},
+                {"--save-every", saveEveryText, options.saveEvery}};
+  for (const Count &count : counts)
+    if (seen(count.flag) && !parseStepCount(count.text, count.value)) {
+      error = std::string(count.flag) + " must be an integer >= 1, got '" +
+              count.text + "'";
+      return ParseResult::Error;
+    }
+  if (seen("--token-dtype")) {
+    if (!seen("--tokens") && !seen("--eval-tokens")) {
+      error = "--token-dtype applies to --tokens and --eval-tokens";
+      return ParseResult::Error;
+    }
+    if (tokenDtype != "uint16" && tokenDtype != "uint32") {
+      error = "--token-dtype must be uint16 or uint32, got '" + tokenDtype +
+              "'";
+      return ParseResult::Error;
+    }
+    options.tokenBytes = tokenDtype == "uint16" ? 2 : 4;
+  }
+  if (seen("--seed")) {
+    int64_t value = 0;
+    if (!parseStepCount(seedText, value) && seedText != "0") {
+      error = "--seed must be a non-negative integer, got '" + seedText + "'";
+      return ParseResult::Error;
+    }
+    options.seed = static_cast<uint64_t>(value);
+    options.seedGiven = true;
+  }
+  bool evaluates = options.eval || options.evalEvery > 0;
+  for (const char *flag : {"--eval-data", "--eval-tokens", "--eval-batches"})
+    if (seen(flag) && !evaluates) {
+      error = std::string(flag) + " applies to --eval or --eval-every";
+      return ParseResult::Error;
+    }
+  if (seen("--eval-data") && seen("--eval-tokens")) {
+    error = "--eval-data and --eval-tokens exclude each other";
     return ParseResult::Error;
   }
-  if (seenEvalBatch && !options.eval && !seenEvalEvery) {
-    error = "--eval-batch applies to --eval or --eval-every";
+  if (seen("--save-every") && !seen("--save")) {
+    error = "--save-every needs --save FILE";
     return ParseResult::Error;
   }
   return ParseResult::Run;

@@ -132,18 +132,33 @@ bool parseModelDescription(const std::string &json, ModelDescription &model,
 /// The command line of `train`.
 struct DriverOptions {
   std::string paramsPath;
-  std::string batchPath;
+  /// The training data: --batch or --data (a safetensors file or a
+  /// directory of them), or --tokens (a token file) with --token-dtype's
+  /// bytes per token and --seed (seedGiven: on the command line; else a
+  /// resumed run takes its checkpoint's).
+  std::string dataPath;
+  std::string tokensPath;
+  unsigned tokenBytes = 2;
+  uint64_t seed = 0;
+  bool seedGiven = false;
   /// Empty when --save is absent.
   std::string savePath;
   int64_t steps = 0;
   /// --stats: print the runtime's step times and memory high-water mark.
   bool stats = false;
   /// --eval: evaluate once after the last step; --eval-every N: before the
-  /// first step and after every N-th (0: never); --eval-batch: the batch
-  /// the evaluation reads (empty: --batch).
+  /// first step of a fresh run and after every step numbered a multiple of
+  /// N (0: never); on --eval-batches batches of --eval-data or
+  /// --eval-tokens (else of the training data).
   bool eval = false;
   int64_t evalEvery = 0;
-  std::string evalBatchPath;
+  int64_t evalBatches = 1;
+  std::string evalDataPath;
+  std::string evalTokensPath;
+  /// --save-every N: also save after every step numbered a multiple of N.
+  int64_t saveEvery = 0;
+  /// --log FILE: one JSON record per step and per evaluation, appended.
+  std::string logPath;
   /// argv[0], for messages.
   std::string program;
 };

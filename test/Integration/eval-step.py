@@ -28,9 +28,9 @@
 # CHECK: gpt-dropout bf16: eval losses after 0 and 3 steps within the oracle
 # CHECK: gpt-dropout K=2 vs K=1: eval before training bit-identical
 # CHECK: gpt-dropout ZeRO-2 x 2 ranks vs K=2: 4 eval losses bit-identical
-# CHECK: no eval: train: --eval-batch applies to --eval or --eval-every (see --help)
+# CHECK: no eval: train: --eval-data applies to --eval or --eval-every (see --help)
 # CHECK: zero: train: --eval-every must be an integer >= 1, got '0' (see --help)
-# CHECK: wrong shape: train: tensor 'idx' in '{{.*}}' is I64 [2, 16], the evaluation step reads I64 [4, 16]
+# CHECK: wrong shape: train: tensor 'idx' in '{{.*}}' is I64 [2, 16], the step reads I64 [4, 16]
 
 import os
 import re
@@ -183,9 +183,9 @@ def main():
     out = os.path.join(gpt, "out")
     small = os.path.join(gpt, "small.safetensors")
     memopt.safetensors.save({k: v[:2] for k, v in batch.items()}, small)
-    for label, flags in (("no eval", ["--eval-batch", small]),
+    for label, flags in (("no eval", ["--eval-data", small]),
                          ("zero", ["--eval-every", "0"]),
-                         ("wrong shape", ["--eval", "--eval-batch", small])):
+                         ("wrong shape", ["--eval", "--eval-data", small])):
         bad = subprocess.run(
             [os.path.join(out, "train"), "--params",
              os.path.join(gpt, "model.safetensors"), "--batch",

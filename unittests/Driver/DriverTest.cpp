@@ -147,14 +147,16 @@ protected:
     return code;
   }
 
-  /// The loss values of `step <i> loss <value>` lines, checking the numbering.
-  static std::vector<double> parseLosses(const std::string &text) {
+  /// The loss values of `step <i> loss <value>` lines, checking the
+  /// numbering from `first`.
+  static std::vector<double> parseLosses(const std::string &text,
+                                         size_t first = 1) {
     std::vector<double> losses;
     std::istringstream lines(text);
     std::string line;
     while (std::getline(lines, line)) {
       std::string expectedPrefix =
-          "step " + std::to_string(losses.size() + 1) + " loss ";
+          "step " + std::to_string(losses.size() + first) + " loss ";
       EXPECT_EQ(line.compare(0, expectedPrefix.size(), expectedPrefix), 0)
           << line;
       losses.push_back(
@@ -185,7 +187,7 @@ TEST_F(DriverTest, ParsesBothFlagSpellings) {
   ASSERT_EQ(parseDriverArguments(7, argv, options, error), ParseResult::Run)
       << error;
   EXPECT_EQ(options.paramsPath, "p");
-  EXPECT_EQ(options.batchPath, "b");
+  EXPECT_EQ(options.dataPath, "b");
   EXPECT_EQ(options.steps, 12);
   EXPECT_EQ(options.savePath, "s");
 }
@@ -198,7 +200,22 @@ struct UsageCase {
 TEST_F(DriverTest, UsageErrors) {
   std::vector<UsageCase> cases = {
       {{}, "missing --params"},
-      {{"--params", "p", "--steps", "1"}, "missing --batch"},
+      {{"--params", "p", "--steps", "1"}, "missing --batch, --data or --tokens"},
+      {{"--params", "p", "--steps", "1", "--batch", "b", "--tokens", "t"},
+       "--batch, --data and --tokens exclude each other"},
+      {{"--params", "p", "--steps", "1", "--batch", "b", "--eval-data", "e"},
+       "--eval-data applies to --eval or --eval-every"},
+      {{"--params", "p", "--steps", "1", "--batch", "b", "--save-every", "2"},
+       "--save-every needs --save FILE"},
+      {{"--params", "p", "--steps", "1", "--batch", "b", "--token-dtype",
+        "uint16"},
+       "--token-dtype applies to --tokens and --eval-tokens"},
+      {{"--params", "p", "--steps", "1", "--tokens", "t", "--token-dtype",
+        "int8"},
+       "--token-dtype must be uint16 or uint32, got 'int8'"},
+      {{"--params", "p", "--steps", "1", "--batch", "b", "--eval",
+        "--eval-batches", "0"},
+       "--eval-batches must be an integer >= 1, got '0'"},
       {{"--params", "p", "--batch", "b"}, "missing --steps"},
       {{"--params", "p", "--frobnicate"}, "unknown option '--frobnicate'"},
       {{"stray"}, "unexpected argument 'stray'"},
@@ -442,7 +459,7 @@ TEST_F(DriverTest, MissingTensor) {
 TEST_F(DriverTest, MissingInput) {
   writeParams(batch, {{"x", TensorDtype::F32, {4, 3}, kX}});
   EXPECT_EQ(run({"--params", params, "--batch", batch, "--steps", "1"}), 1);
-  EXPECT_EQ(err, "train: tensor 'y' (label) not found in '" + batch + "'\n");
+  EXPECT_EQ(err, "train: tensor 'y' not found in '" + batch + "'\n");
 }
 
 TEST_F(DriverTest, WrongDtype) {
@@ -548,7 +565,14 @@ TEST_F(DriverTest, TrainsAndSaves) {
   // Inputs, labels and the loss are not part of the checkpoint.
   EXPECT_EQ(reader.lookup("x"), nullptr);
   EXPECT_EQ(reader.lookup("loss"), nullptr);
-  EXPECT_EQ(reader.getEntries().size(), 5u);
+  // The position a resumed run continues from: 3 steps run.
+  const SafetensorsEntry *position = reader.lookup("driver.steps");
+  ASSERT_NE(position, nullptr);
+  int64_t stepsRun = 0;
+  ASSERT_TRUE(reader.readData(*position, &stepsRun, error)) << error;
+  EXPECT_EQ(stepsRun, 3);
+  EXPECT_NE(reader.lookup("driver.seed"), nullptr);
+  EXPECT_EQ(reader.getEntries().size(), 7u);
 }
 
 TEST_F(DriverTest, ResumingContinuesTheRun) {
@@ -569,7 +593,8 @@ TEST_F(DriverTest, ResumingContinuesTheRun) {
       << err;
   std::vector<double> all = parseLosses(continuous);
   std::vector<double> head = parseLosses(first);
-  std::vector<double> tail = parseLosses(out);
+  // The resumed run numbers its step 3.
+  std::vector<double> tail = parseLosses(out, 3);
   ASSERT_EQ(all.size(), 3u);
   ASSERT_EQ(head.size(), 2u);
   ASSERT_EQ(tail.size(), 1u);
