@@ -253,10 +253,11 @@ private:
   /// Whether the command line asks for evaluations.
   bool evaluates() const { return options.eval || options.evalEvery > 0; }
   /// Opens a batch source for the arguments `indices` of `arguments`:
-  /// --tokens (or --eval-tokens) windows, else the files of `path`.
-  /// `whole` scales each batch dimension to every rank's share.
+  /// --tokens (or --eval-tokens) windows, else the files of `path`, and
+  /// orders `indices` as the source's tensors. `whole` scales each batch
+  /// dimension to every rank's share.
   int openData(const std::vector<ModelArgument> &arguments,
-               const std::vector<size_t> &indices, const std::string &path,
+               std::vector<size_t> &indices, const std::string &path,
                const std::string &tokens, uint64_t tokenSeed, bool whole,
                std::unique_ptr<BatchSource> &source);
   /// Copies batch `k` of the training data into the step's inputs and
@@ -310,8 +311,8 @@ private:
   /// --log's stream; the run's start, for the log's elapsed times.
   std::ofstream log;
   std::chrono::steady_clock::time_point started;
-  /// Per argument: the reader and entry it is loaded from, or null (zeroed).
-  std::vector<SafetensorsReader *> sourceReaders;
+  /// Per argument: the --params entry it is loaded from, or null (zeroed,
+  /// or a batch argument, which loadBatch fills).
   std::vector<const SafetensorsEntry *> sourceEntries;
   std::vector<uint64_t> offsets;
   uint64_t scratchOffset = 0;
@@ -385,32 +386,17 @@ int TrainRun::bindTensors() {
   }
 
   size_t numArguments = model.arguments.size();
-  sourceReaders.assign(numArguments, nullptr);
   sourceEntries.assign(numArguments, nullptr);
+  const std::string *path = &options.paramsPath;
   for (size_t i = 0; i < numArguments; ++i) {
     const ModelArgument &argument = model.arguments[i];
-    SafetensorsReader *reader = nullptr;
-    const std::string *path = nullptr;
-    switch (argument.role) {
-    case Role::Param:
-    case Role::Frozen:
-    case Role::State:
-    case Role::Optim:
-      reader = &params;
-      path = &options.paramsPath;
-      break;
-    case Role::Input:
-    case Role::Label:
+    if (argument.role == Role::Input || argument.role == Role::Label)
       batchArguments.push_back(i);
+    // A copy is made from its master's tensor when the master is loaded.
+    if (!isCheckpointed(argument.role) ||
+        (argument.role == Role::Optim && !firstOptim))
       continue;
-    case Role::Loss:
-    // Made from its master's tensor when the master is loaded.
-    case Role::ParamCopy:
-      continue;
-    }
-    if (argument.role == Role::Optim && !firstOptim)
-      continue;
-    const SafetensorsEntry *entry = reader->lookup(argument.name);
+    const SafetensorsEntry *entry = params.lookup(argument.name);
     if (!entry) {
       if (argument.role == Role::Optim)
         return fail(DriverInputError, "tensor '" + argument.name +
@@ -426,22 +412,13 @@ int TrainRun::bindTensors() {
                   "tensor '" + argument.name + "' in '" + *path +
                       "' has dtype " + getSafetensorsDtypeName(entry->dtype) +
                       ", expected " + getSafetensorsDtypeName(argument.dtype));
-    // Data parallelism: the batch file holds every rank's share, and a
-    // ZeRO shard's tensor is whole.
+    // A ZeRO shard's tensor is whole.
     std::vector<int64_t> expected = argument.shardOf.value_or(argument.shape);
-    if (parallel && argument.batchDim)
-      expected[*argument.batchDim] *= model.dataParallel;
     if (entry->shape != expected)
       return fail(DriverInputError,
                   "tensor '" + argument.name + "' in '" + *path +
                       "' has shape " + formatShape(entry->shape) +
-                      ", expected " + formatShape(expected) +
-                      (expected != argument.shape
-                           ? " (" + std::to_string(model.dataParallel) +
-                                 " ranks' shares of " +
-                                 formatShape(argument.shape) + ")"
-                           : std::string()));
-    sourceReaders[i] = reader;
+                      ", expected " + formatShape(expected));
     sourceEntries[i] = entry;
   }
 
@@ -474,7 +451,7 @@ int TrainRun::bindTensors() {
 }
 
 int TrainRun::openData(const std::vector<ModelArgument> &arguments,
-                       const std::vector<size_t> &indices,
+                       std::vector<size_t> &indices,
                        const std::string &path, const std::string &tokens,
                        uint64_t tokenSeed, bool whole,
                        std::unique_ptr<BatchSource> &source) {
@@ -506,11 +483,9 @@ int TrainRun::openData(const std::vector<ModelArgument> &arguments,
     return fail(DriverInputError,
                 "--tokens needs a model with one integer input and one "
                 "integer label of one shape [B, T]");
-  std::vector<size_t> &order =
-      &indices == &batchArguments ? batchArguments : evalBatchArguments;
-  order = {indices[in], indices[1 - in]};
   source = openTokenFile(tokens, options.tokenBytes, *input, *label,
                          tokenSeed, error);
+  indices = {indices[in], indices[1 - in]};
   if (!source)
     return fail(DriverInputError, error);
   return DriverSuccess;
@@ -554,13 +529,13 @@ int TrainRun::bindEval() {
   const std::vector<ModelArgument> &arguments = model.eval->arguments;
   evalSources.assign(arguments.size(), EvalSource::Own);
   evalTrainIndex.assign(arguments.size(), 0);
-  std::vector<size_t> batch;
+  evalBatchArguments.clear();
   for (size_t i = 0; i < arguments.size(); ++i) {
     const ModelArgument &argument = arguments[i];
     if (argument.role == Role::Loss)
       continue;
     if (argument.role == Role::Input || argument.role == Role::Label) {
-      batch.push_back(i);
+      evalBatchArguments.push_back(i);
       continue;
     }
     auto same = std::find_if(
@@ -581,7 +556,6 @@ int TrainRun::bindEval() {
   // Without --eval-data or --eval-tokens the evaluation reads the training
   // data: its first batches, or token windows of a stream of their own.
   bool own = !options.evalDataPath.empty() || !options.evalTokensPath.empty();
-  evalBatchArguments = batch;
   return openData(arguments, evalBatchArguments,
                   own ? options.evalDataPath : options.dataPath,
                   own ? options.evalTokensPath : options.tokensPath,
@@ -702,20 +676,19 @@ int TrainRun::loadArena() {
     if (!entry || entry->byteSize() == 0)
       continue;
     staging.resize(entry->byteSize());
-    if (!sourceReaders[i]->readData(*entry, staging.data(), error))
+    if (!params.readData(*entry, staging.data(), error))
       return fail(DriverInputError,
                   "cannot read '" + options.paramsPath + "': " + error);
     const ModelArgument &argument = model.arguments[i];
-    // Data parallelism: the rank's share of the batch (contiguous: the
-    // dimensions before the batch's have extent 1), and rank 0's state.
+    // Data parallelism: rank 0's tensors, and the rank's shard of them.
     uint64_t from = 0, bytes = argument.byteSize;
-    if (parallel && (argument.batchDim || argument.shardOf))
+    if (parallel && argument.shardOf)
       from = static_cast<uint64_t>(collectives.rank) * argument.byteSize;
     // The last shards hold the padding past the tensor's end: zeros.
     if (argument.shardOf)
       bytes = std::min(bytes, staging.size() - std::min<uint64_t>(
                                                    from, staging.size()));
-    if (parallel && sourceReaders[i] == &params &&
+    if (parallel &&
         collectives.broadcast(collectives.state, staging.data(),
                               static_cast<int64_t>(staging.size()), 0,
                               errorText, sizeof(errorText)))
@@ -991,7 +964,7 @@ int TrainRun::save() {
       // The f32 tensor it was loaded from: never trained, so unchanged.
       std::string error;
       buffers.back().resize(source->byteSize());
-      if (!sourceReaders[i]->readData(*source, buffers.back().data(), error))
+      if (!params.readData(*source, buffers.back().data(), error))
         return fail(DriverInputError,
                     "cannot read '" + options.paramsPath + "': " + error);
       tensors.push_back(SafetensorsTensorRef{argument.name, source->dtype,
