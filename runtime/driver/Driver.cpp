@@ -810,16 +810,22 @@ int TrainRun::runSteps() {
     if (log.is_open()) {
       double secondsThisStep = seconds.back();
       char record[512];
-      int n = std::snprintf(
-          record, sizeof(record),
-          "{\"step\": %llu, \"loss\": %.9g, \"lr\": %.9g, \"skipped\": %s, "
-          "\"loss_scale\": %.9g, \"grad_norm\": %.9g, \"step_ms\": %.4f, "
-          "\"samples_per_s\": %.6g",
-          static_cast<unsigned long long>(number), static_cast<double>(loss),
-          model.lr * factor,
-          model.lossScale && model.stepIndex && after == before ? "true"
-                                                                : "false",
-          static_cast<double>(scale), static_cast<double>(norm),
+      int n = std::snprintf(record, sizeof(record),
+                            "{\"step\": %llu, \"loss\": %.9g, \"lr\": %.9g",
+                            static_cast<unsigned long long>(number),
+                            static_cast<double>(loss), model.lr * factor);
+      if (model.lossScale)
+        n += std::snprintf(record + n, sizeof(record) - n,
+                           ", \"skipped\": %s, \"loss_scale\": %.9g",
+                           model.stepIndex && after == before ? "true"
+                                                              : "false",
+                           static_cast<double>(scale));
+      if (model.gradNormIndex)
+        n += std::snprintf(record + n, sizeof(record) - n,
+                           ", \"grad_norm\": %.9g", static_cast<double>(norm));
+      n += std::snprintf(
+          record + n, sizeof(record) - n,
+          ", \"step_ms\": %.4f, \"samples_per_s\": %.6g",
           secondsThisStep * 1e3,
           secondsThisStep > 0 ? double(samples) / secondsThisStep : 0.0);
       if (tokens)
