@@ -99,11 +99,6 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
          memopt_reduce(c, MEMOPT_REDUCE_SUM, MEMOPT_BF16, p, MEMOPT_F16, p, 1,
                        2, 1);
        }},
-      {"memopt_reduce: unknown op 4",
-       [=](Ctx c) {
-         memopt_reduce(c, static_cast<memopt_reduce_op>(4), MEMOPT_F32, p,
-                       MEMOPT_F32, p, 1, 2, 1);
-       }},
       {"memopt_scale_by: null buffer",
        [=](Ctx c) { memopt_scale_by(c, MEMOPT_F32, p, nullptr, p, 4); }},
       {"memopt_reduce: max over an empty extent",
