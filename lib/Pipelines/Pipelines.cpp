@@ -199,13 +199,13 @@ void memopt::buildEvalPipeline(OpPassManager &pm,
                                const MemoptPipelineOptions &options) {
   addForwardPasses(pm, options);
   pm.addPass(createEvalStepPass());
-  BufferizePassOptions bufferize;
-  bufferize.reuse = options.bufferReuse;
-  pm.addPass(createBufferizePass(bufferize));
-  PlanBuffersPassOptions plan;
-  plan.timeLimit = options.planTimeLimit;
-  plan.reuse = options.bufferReuse;
-  pm.addPass(createPlanBuffersPass(plan));
+  // One step with no update to release, clip, loop over or shard: the
+  // planning pipeline is bufferization and planning alone.
+  PlanningPipelineOptions planning;
+  planning.releaseGradients = false;
+  planning.bufferReuse = options.bufferReuse;
+  planning.planTimeLimit = options.planTimeLimit;
+  buildPlanningPipeline(pm, planning);
   pm.addPass(createVerifyPlanPass());
 }
 

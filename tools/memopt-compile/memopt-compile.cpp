@@ -714,26 +714,20 @@ bool compile(MLIRContext &context, const char *argv0) {
     return true;
   }
 
-  PassManager lowering(&context, ModuleOp::getOperationName());
-  if (failed(applyPassManagerCLOptions(lowering)))
-    return false;
-  // On the GPU, errors surface away from their call: name the module scope.
-  memopt::buildEmitCPipeline(lowering, flags.target == "cuda");
-  if (failed(lowering.run(*module)))
-    return false;
-  std::string stepCpp;
-  llvm::raw_string_ostream stepStream(stepCpp);
-  if (failed(memopt::emitTrainStepCpp(*module, stepStream)))
-    return false;
-  PassManager evalLowering(&context, ModuleOp::getOperationName());
-  if (failed(applyPassManagerCLOptions(evalLowering)))
-    return false;
-  memopt::buildEmitCPipeline(evalLowering, flags.target == "cuda");
-  if (failed(evalLowering.run(*evalModule)))
-    return false;
-  std::string evalCpp;
-  llvm::raw_string_ostream evalStream(evalCpp);
-  if (failed(memopt::emitTrainStepCpp(*evalModule, evalStream)))
+  // Each step's module to EmitC, then C++. On the GPU, errors surface away
+  // from their call: name the module scope.
+  auto lowerToCpp = [&](ModuleOp stepModule, std::string &cpp) {
+    PassManager lowering(&context, ModuleOp::getOperationName());
+    if (failed(applyPassManagerCLOptions(lowering)))
+      return false;
+    memopt::buildEmitCPipeline(lowering, flags.target == "cuda");
+    if (failed(lowering.run(stepModule)))
+      return false;
+    llvm::raw_string_ostream stream(cpp);
+    return succeeded(memopt::emitTrainStepCpp(stepModule, stream));
+  };
+  std::string stepCpp, evalCpp;
+  if (!lowerToCpp(*module, stepCpp) || !lowerToCpp(*evalModule, evalCpp))
     return false;
 
   // Everything that can reject the input has run: only now create OUT and
