@@ -4,8 +4,9 @@
 # The README's main-job command: a character-level GPT on Shakespeare
 # (examples/shakespeare): prepare the text as token files, export the model
 # from PyTorch, compile its training step with memopt-compile (printing the
-# memory account), and train it on the host runtime from the token file,
-# evaluating on the held-out text every 100 steps.
+# memory account), and train it on the host runtime from the token file
+# with nanoGPT's learning-rate schedule, evaluating on the held-out text
+# every 100 steps.
 #
 #===-------------------------------------------------------------------------===#
 set -euo pipefail
@@ -21,7 +22,9 @@ mkdir -p "$out"
 example=examples/shakespeare/shakespeare.py
 /usr/bin/python3 "$example" prepare "$out"
 /usr/bin/python3 "$example" export "$out"
-"$BUILD_DIR/bin/memopt-compile" "$out/model.mlir" -o "$out/compiled"
+"$BUILD_DIR/bin/memopt-compile" "$out/model.mlir" -o "$out/compiled" \
+  --lr=1e-3 --lr-schedule=nanogpt --warmup-steps=100 --decay-steps="$STEPS" \
+  --min-lr=1e-4
 "$out/compiled/train" --params "$out/model.safetensors" \
   --tokens "$out/train.bin" --seed 1337 --steps "$STEPS" \
   --eval-every 100 --eval-tokens "$out/val.bin" --eval-batches 8 \

@@ -11,9 +11,10 @@ written as nanoGPT writes them (uint16 token files, train.bin and val.bin).
     /usr/bin/python3 examples/shakespeare/shakespeare.py export OUT
         writes OUT/model.mlir and OUT/model.safetensors (the initial weights)
     /usr/bin/python3 examples/shakespeare/shakespeare.py compare OUT [STEPS]
-        trains with memopt (OUT/compiled/train --tokens) and with PyTorch
-        eager from the same weights on the same batches, prints both runs'
-        losses and draws their curves in OUT/curves.html
+        compiles the step for a run of STEPS (OUT/compare), trains with
+        memopt (OUT/compare/train --tokens) and with PyTorch eager from the
+        same weights on the same batches, prints both runs' losses and draws
+        their curves in OUT/curves.html
 
 Both runs read the batches the driver documents: row b of batch k is the
 window of BLOCK tokens at window_offset(seed, k, b), the label the window one
@@ -23,6 +24,7 @@ token later (docs/Training.md, "Training on data"); evaluations read batches
 
 import gzip
 import json
+import math
 import os
 import subprocess
 import sys
@@ -35,9 +37,11 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "examples", "pytorch"))
 
 # The model and the run: 4 layers of width 128, a block of 64 characters,
-# batches of 16 windows, AdamW at nanoGPT's shakespeare_char rate.
+# batches of 16 windows, AdamW at nanoGPT's shakespeare_char rates: 1e-3
+# after 100 warmup steps, decaying to 1e-4 at the last step (its get_lr).
 LAYERS, HEADS, EMBED, BLOCK, BATCH = 4, 4, 128, 64, 16
 LR, EVAL_EVERY, EVAL_BATCHES, SEED = 1e-3, 100, 8, 1337
+WARMUP, MIN_LR = 100, 1e-4
 EVAL_STREAM = 0x6576616C  # "eval"
 MASK = (1 << 64) - 1
 
@@ -98,6 +102,23 @@ def export(out):
           f"batch {BATCH} x {BLOCK}")
 
 
+def schedule_flags(steps):
+    """memopt-compile's flags for nanoGPT's schedule over `steps` steps."""
+    return ["--lr=%g" % LR, "--lr-schedule=nanogpt",
+            "--warmup-steps=%d" % WARMUP, "--decay-steps=%d" % steps,
+            "--min-lr=%g" % MIN_LR]
+
+
+def get_lr(it, steps):
+    """nanoGPT's get_lr, the rate of 0-based step `it`."""
+    if it < WARMUP:
+        return LR * (it + 1) / (WARMUP + 1)
+    if it > steps:
+        return MIN_LR
+    ratio = (it - WARMUP) / (steps - WARMUP)
+    return MIN_LR + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (LR - MIN_LR)
+
+
 def train_pytorch(out, steps):
     """PyTorch eager from the same weights on the same batches."""
     import torch
@@ -120,6 +141,8 @@ def train_pytorch(out, steps):
     losses, evals = [], [(0, evaluate())]
     for k in range(steps):
         x, y = map(torch.from_numpy, batch(train, SEED, k))
+        for group in opt.param_groups:
+            group["lr"] = get_lr(k, steps)
         opt.zero_grad()
         loss = model(x, y)
         loss.backward()
@@ -131,7 +154,12 @@ def train_pytorch(out, steps):
 
 
 def train_memopt(out, steps):
-    command = [os.path.join(out, "compiled", "train"),
+    compiler = os.environ.get("MEMOPT_COMPILE") or os.path.join(
+        ROOT, "build", "bin", "memopt-compile")
+    subprocess.run([compiler, os.path.join(out, "model.mlir"), "-o",
+                    os.path.join(out, "compare"), *schedule_flags(steps)],
+                   check=True, stdout=subprocess.DEVNULL)
+    command = [os.path.join(out, "compare", "train"),
                "--params", os.path.join(out, "model.safetensors"),
                "--tokens", os.path.join(out, "train.bin"),
                "--seed", str(SEED), "--steps", str(steps),

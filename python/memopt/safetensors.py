@@ -15,7 +15,7 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["save", "load"]
+__all__ = ["save", "load", "read_metadata"]
 
 # safetensors dtype name <-> little-endian numpy dtype. BF16 has no numpy
 # type and is refused.
@@ -95,6 +95,27 @@ def write_atomically(path, chunks):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def read_metadata(path):
+    """The ``__metadata__`` mapping of the safetensors file ``path`` (empty
+    when it has none), reading only its header."""
+    with open(path, "rb") as f:
+        prefix = f.read(8)
+        if len(prefix) < 8:
+            raise ValueError("%s: too short for a safetensors header" % path)
+        (length,) = struct.unpack("<Q", prefix)
+        text = f.read(length)
+    if len(text) < length:
+        raise ValueError("%s: header length %d exceeds the file size"
+                         % (path, length))
+    try:
+        header = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ValueError("%s: malformed JSON header: %s" % (path, e))
+    metadata = header.get("__metadata__", {}) if isinstance(header, dict) \
+        else {}
+    return metadata if isinstance(metadata, dict) else {}
 
 
 def load(path):

@@ -27,6 +27,55 @@ uint64_t memopt::driver::getWindowOffset(uint64_t seed, uint64_t batch,
 
 namespace {
 
+/// The first of the `count` elements of type T at `data` outside [0, bound)
+/// and other than `ignoreIndex`, or `count` when there is none.
+template <typename T>
+uint64_t findOutOfBound(const unsigned char *data, uint64_t count,
+                        int64_t bound, std::optional<int64_t> ignoreIndex) {
+  for (uint64_t i = 0; i < count; ++i) {
+    T value;
+    std::memcpy(&value, data + i * sizeof(T), sizeof(T));
+    // One unsigned comparison catches negatives too.
+    if (static_cast<uint64_t>(static_cast<int64_t>(value)) >=
+            static_cast<uint64_t>(bound) &&
+        ignoreIndex != static_cast<int64_t>(value))
+      return i;
+  }
+  return count;
+}
+
+/// Checks that `data`, the bytes of `tensor` read from `path`, holds only
+/// values its bound allows; else sets `error` to one naming the element.
+bool checkBound(const BatchTensor &tensor,
+                const std::vector<unsigned char> &data, const std::string &path,
+                std::string &error) {
+  if (!tensor.bound)
+    return true;
+  bool wide = tensor.dtype == TensorDtype::I64;
+  uint64_t count = data.size() / (wide ? 8 : 4);
+  uint64_t at = wide
+                    ? findOutOfBound<int64_t>(data.data(), count, *tensor.bound,
+                                              tensor.ignoreIndex)
+                    : findOutOfBound<int32_t>(data.data(), count, *tensor.bound,
+                                              tensor.ignoreIndex);
+  if (at == count)
+    return true;
+  int64_t value;
+  if (wide) {
+    std::memcpy(&value, data.data() + 8 * at, 8);
+  } else {
+    int32_t narrow;
+    std::memcpy(&narrow, data.data() + 4 * at, 4);
+    value = narrow;
+  }
+  error = "tensor '" + tensor.name + "' in '" + path + "' holds " +
+          std::to_string(value) + " at element " + std::to_string(at) +
+          ", outside [0, " + std::to_string(*tensor.bound) + ")";
+  if (tensor.ignoreIndex)
+    error += " and not the ignore_index " + std::to_string(*tensor.ignoreIndex);
+  return false;
+}
+
 /// Batch files: one file (the same batch every step) or a directory's.
 class FileSource : public BatchSource {
 public:
@@ -57,6 +106,8 @@ public:
         error = "cannot read '" + path + "': " + error;
         return false;
       }
+      if (!checkBound(tensors[i], out[i], path, error))
+        return false;
     }
     return true;
   }
@@ -154,17 +205,41 @@ public:
       uint64_t start = getWindowOffset(seed, k, b, rows, count - width);
       for (uint64_t t = 0; t < width; ++t) {
         uint64_t at = (b * width + t) * elementBytes;
-        store(out[0].data() + at, token(start + t));
-        store(out[1].data() + at, token(start + t + 1));
+        uint64_t x = token(start + t), y = token(start + t + 1);
+        if (!allows(input, x))
+          return outOfVocabulary(start + t, x, input, "input", error);
+        if (!allows(label, y))
+          return outOfVocabulary(start + t + 1, y, label, "label", error);
+        store(out[0].data() + at, x);
+        store(out[1].data() + at, y);
       }
     }
-    (void)error;
     return true;
   }
 
   uint64_t getNumBatches() const override { return 0; }
 
 private:
+  /// Whether token `value` lies in `tensor`'s bound or is its ignore_index
+  /// (tokens are unsigned: a negative ignore_index is never one).
+  static bool allows(const BatchTensor &tensor, uint64_t value) {
+    return !tensor.bound || value < static_cast<uint64_t>(*tensor.bound) ||
+           (tensor.ignoreIndex && *tensor.ignoreIndex >= 0 &&
+            value == static_cast<uint64_t>(*tensor.ignoreIndex));
+  }
+
+  /// Sets `error` for token `value` at token offset `at`, outside the bound
+  /// of `tensor`, the step's input or label (`role`); returns false.
+  bool outOfVocabulary(uint64_t at, uint64_t value, const BatchTensor &tensor,
+                       const char *role, std::string &error) const {
+    error = "token id " + std::to_string(value) + " at offset " +
+            std::to_string(at) + " (in tokens; byte " +
+            std::to_string(at * tokenBytes) + ") of '" + path +
+            "' is outside the vocabulary [0, " + std::to_string(*tensor.bound) +
+            ") of " + role + " '" + tensor.name + "'";
+    return false;
+  }
+
   uint64_t token(uint64_t i) const {
     if (tokenBytes == 2) {
       uint16_t value;

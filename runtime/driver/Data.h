@@ -12,7 +12,10 @@
 //    window one token later.
 //
 // A source fills whole-batch tensors by argument name; the driver copies
-// each rank's share into the step's arguments.
+// each rank's share into the step's arguments. It checks each batch of a
+// bounded tensor as it reads it (one comparison per element): a token id
+// or a label beyond the vocabulary or the classes is an error naming the
+// file and the offset or element, not a kernel's error in the step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,16 +26,21 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace memopt::driver {
 
-/// One tensor a batch source fills: its name, dtype and whole-batch shape.
+/// One tensor a batch source fills: its name, dtype and whole-batch shape,
+/// and, for an integer input or label that indexes a table or labels
+/// classes, the values it may hold: [0, bound), and `ignoreIndex`.
 struct BatchTensor {
   std::string name;
   TensorDtype dtype = TensorDtype::I64;
   std::vector<int64_t> shape;
+  std::optional<int64_t> bound;
+  std::optional<int64_t> ignoreIndex;
 };
 
 /// A source of batches: batch k (0-based, counted over the whole training
@@ -40,7 +48,8 @@ struct BatchTensor {
 class BatchSource {
 public:
   virtual ~BatchSource();
-  /// Fills `out[i]` with the bytes of tensor i of batch `k`; on failure sets
+  /// Fills `out[i]` with the bytes of tensor i of batch `k`; on failure (a
+  /// file that cannot be read, a value outside a tensor's bound) sets
   /// `error` to a message naming the file (and the tensor or offset).
   virtual bool read(uint64_t k, std::vector<std::vector<unsigned char>> &out,
                     std::string &error) = 0;
@@ -56,7 +65,8 @@ openBatchFiles(const std::string &path, const std::vector<BatchTensor> &tensors,
 
 /// Opens the token file `path` of `tokenBytes`-byte tokens (2 or 4) for an
 /// input and a label of one shape [B, T] and integer dtype, with windows
-/// drawn from `seed`. Fails on an empty, truncated or too short file.
+/// drawn from `seed`. Fails on an empty, truncated or too short file; a
+/// read fails on a token outside the input's or the label's bound.
 std::unique_ptr<BatchSource>
 openTokenFile(const std::string &path, unsigned tokenBytes,
               const BatchTensor &input, const BatchTensor &label,

@@ -12,10 +12,14 @@
 // `optimizer.step` when resuming, so that N steps followed by M resumed ones
 // draw the same masks as N + M steps in one run.
 //
+// The TrainRun (TrainRun.h) is the run; `train`'s command line drives it
+// here through run(), and the C API (Program.cpp) step by step with the
+// caller's batches.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Driver.h"
-#include "Data.h"
+#include "TrainRun.h"
 
 #include "memopt/runtime/Collectives.h"
 #include "memopt/runtime/Float16.h"
@@ -190,6 +194,29 @@ bool parseArgument(const nlohmann::json &json, size_t index,
     }
     argument.batchDim = static_cast<int64_t>(batchDim->get<uint64_t>());
   }
+  bool integer =
+      argument.dtype == TensorDtype::I64 || argument.dtype == TensorDtype::I32;
+  if (const nlohmann::json *bound = field("bound")) {
+    if (!bound->is_number_unsigned() ||
+        bound->get<uint64_t>() >
+            static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+        !integer ||
+        (argument.role != Role::Input && argument.role != Role::Label)) {
+      error = where + " has an invalid bound";
+      return false;
+    }
+    argument.bound = static_cast<int64_t>(bound->get<uint64_t>());
+  }
+  if (const nlohmann::json *ignore = field("ignore_index")) {
+    if (!ignore->is_number_integer() || !argument.bound ||
+        (ignore->is_number_unsigned() &&
+         ignore->get<uint64_t>() >
+             static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
+      error = where + " has an invalid ignore_index";
+      return false;
+    }
+    argument.ignoreIndex = ignore->get<int64_t>();
+  }
   if (const nlohmann::json *full = field("shard_of")) {
     std::vector<int64_t> dims;
     uint64_t fullElements = 0;
@@ -204,145 +231,24 @@ bool parseArgument(const nlohmann::json &json, size_t index,
   return true;
 }
 
-/// Frees a context when the run ends, whichever way.
-struct ContextDeleter {
-  void operator()(memopt_context *ctx) const { memopt_context_destroy(ctx); }
-};
-using ContextPtr = std::unique_ptr<memopt_context, ContextDeleter>;
+} // namespace
 
-/// One run of `train` for a parsed command line and model.
-class TrainRun {
-public:
-  TrainRun(const DriverOptions &options, const ModelDescription &model,
-           TrainStepFunction step, TrainStepFunction evalStep,
-           std::ostream &out, std::ostream &err)
-      : options(options), model(model), step(step), evalStep(evalStep),
-        out(out), err(err) {}
+int TrainRun::fail(int code, const std::string &message) {
+  lastError = message;
+  err << "train: "
+      << (parallel ? "rank " + std::to_string(collectives.rank) + ": "
+                   : std::string())
+      << message << "\n";
+  err.flush();
+  if (parallel)
+    memopt_driver_abort_collectives(code);
+  return code;
+}
 
-  int run();
-
-private:
-  /// Prints `train: <message>` and returns `code`. In a data-parallel run
-  /// the message names the rank, and every rank ends at once: the others
-  /// would otherwise wait for this one in the next collective.
-  int fail(int code, const std::string &message) {
-    err << "train: "
-        << (parallel ? "rank " + std::to_string(collectives.rank) + ": "
-                     : std::string())
-        << message << "\n";
-    err.flush();
-    if (parallel)
-      memopt_driver_abort_collectives(code);
-    return code;
-  }
-
-  /// Starts the collectives of a data-parallel model and checks the world.
-  int startCollectives();
-  /// Whether this process prints the losses and writes --save: the only
-  /// rank, or rank 0 (every rank holds the same parameters).
-  bool isFirstRank() const { return collectives.rank == 0; }
-
-  /// The runtime's error message, or a generic one.
-  std::string runtimeMessage() const {
-    const char *message = memopt_get_error_message(ctx.get());
-    return message && *message ? message : "unknown runtime error";
-  }
-
-  /// Finds and checks the file tensor of every argument read from a file.
-  int bindTensors();
-  /// Whether the command line asks for evaluations.
-  bool evaluates() const { return options.eval || options.evalEvery > 0; }
-  /// Opens a batch source for the arguments `indices` of `arguments`:
-  /// --tokens (or --eval-tokens) windows, else the files of `path`, and
-  /// orders `indices` as the source's tensors. `whole` scales each batch
-  /// dimension to every rank's share.
-  int openData(const std::vector<ModelArgument> &arguments,
-               std::vector<size_t> &indices, const std::string &path,
-               const std::string &tokens, uint64_t tokenSeed, bool whole,
-               std::unique_ptr<BatchSource> &source);
-  /// Copies batch `k` of the training data into the step's inputs and
-  /// labels (this rank's share).
-  int loadBatch(uint64_t k);
-  /// Binds the evaluation step's arguments: its batches from --eval-data or
-  /// --eval-tokens (else the training data's), everything else to the
-  /// training step's argument of the same name.
-  int bindEval();
-  /// Runs the evaluation step on --eval-batches batches after step `done`
-  /// and prints their mean loss.
-  int evaluate(uint64_t done);
-  /// Appends one record to --log.
-  void logRecord(const std::string &json);
-  /// Seconds since the run started.
-  double elapsed() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                         started)
-        .count();
-  }
-  /// Lays out the arena, allocates it and copies the tensors in.
-  int loadArena();
-  /// Runs the steps, printing the losses.
-  int runSteps();
-  /// Writes params, state and optimizer state to --save (rank 0; every
-  /// rank gathers its shards).
-  int save();
-  /// Reads argument `i` back whole into `bytes`: a ZeRO shard gathered
-  /// from every rank (a collective: all ranks call it in the same order).
-  int readWhole(size_t i, std::vector<unsigned char> &bytes);
-  /// Prints the --stats line.
-  int printStats(const std::vector<double> &seconds);
-
-  const DriverOptions &options;
-  const ModelDescription &model;
-  TrainStepFunction step;
-  TrainStepFunction evalStep;
-  std::ostream &out;
-  std::ostream &err;
-
-  SafetensorsReader params;
-  /// The training batches, and the step arguments they fill, in the
-  /// source's tensor order.
-  std::unique_ptr<BatchSource> trainData;
-  std::vector<size_t> batchArguments;
-  /// Steps run before this run (the checkpoint's driver.steps): the next
-  /// step is stepsDone + 1 and reads batch stepsDone.
-  uint64_t stepsDone = 0;
-  /// The token windows' seed (--seed, else the checkpoint's driver.seed).
-  uint64_t seed = 0;
-  /// --log's stream; the run's start, for the log's elapsed times.
-  std::ofstream log;
-  std::chrono::steady_clock::time_point started;
-  /// Per argument: the --params entry it is loaded from, or null (zeroed,
-  /// or a batch argument, which loadBatch fills).
-  std::vector<const SafetensorsEntry *> sourceEntries;
-  std::vector<uint64_t> offsets;
-  uint64_t scratchOffset = 0;
-  /// The runtime step the first training step runs at.
-  uint64_t firstStep = 0;
-  /// The number of the last step run (stepsDone until one has).
-  uint64_t stepsRun = 0;
-  ContextPtr ctx;
-  unsigned char *base = nullptr;
-  /// Data parallelism (model.dataParallel > 1): the ranks, from MPI.
-  bool parallel = false;
-  memopt_collectives collectives = memopt::runtime::kSingleRank;
-
-  /// How the evaluation step reads each of its arguments.
-  enum class EvalSource {
-    /// Its own buffer, loaded from the evaluation batch (inputs, labels)
-    /// or written by the step (the loss).
-    Own,
-    /// The training step's argument `evalTrainIndex`.
-    Shared,
-    /// Its own buffer, filled before each evaluation with the training
-    /// step's argument `evalTrainIndex` gathered whole (a ZeRO shard).
-    Gathered
-  };
-  std::unique_ptr<BatchSource> evalData;
-  std::vector<size_t> evalBatchArguments;
-  std::vector<EvalSource> evalSources;
-  std::vector<size_t> evalTrainIndex;
-  std::vector<uint64_t> evalOffsets;
-};
+std::string TrainRun::runtimeMessage() const {
+  const char *message = memopt_get_error_message(ctx.get());
+  return message && *message ? message : "unknown runtime error";
+}
 
 int TrainRun::startCollectives() {
   if (model.dataParallel == 1)
@@ -444,9 +350,10 @@ int TrainRun::bindTensors() {
                 "cannot resume from '" + options.paramsPath + "': " + error);
   if (!options.seedGiven)
     seed = savedSeed;
-  if (int code = openData(model.arguments, batchArguments, options.dataPath,
-                          options.tokensPath, seed, true, trainData))
-    return code;
+  if (!callerBatches())
+    if (int code = openData(model.arguments, batchArguments, options.dataPath,
+                            options.tokensPath, seed, true, trainData))
+      return code;
   return evaluates() ? bindEval() : DriverSuccess;
 }
 
@@ -458,7 +365,8 @@ int TrainRun::openData(const std::vector<ModelArgument> &arguments,
   std::vector<BatchTensor> tensors;
   for (size_t i : indices) {
     const ModelArgument &argument = arguments[i];
-    BatchTensor tensor{argument.name, argument.dtype, argument.shape};
+    BatchTensor tensor{argument.name, argument.dtype, argument.shape,
+                       argument.bound, argument.ignoreIndex};
     if (whole && parallel && argument.batchDim)
       tensor.shape[*argument.batchDim] *= model.dataParallel;
     tensors.push_back(std::move(tensor));
@@ -553,6 +461,21 @@ int TrainRun::bindEval() {
     evalTrainIndex[i] = static_cast<size_t>(same - model.arguments.begin());
     evalSources[i] = same->shardOf ? EvalSource::Gathered : EvalSource::Shared;
   }
+  // The caller's batches come in the training step's order.
+  evalBatchByTrainOrder.clear();
+  for (size_t trainIndex : batchArguments) {
+    const std::string &name = model.arguments[trainIndex].name;
+    auto same = std::find_if(
+        evalBatchArguments.begin(), evalBatchArguments.end(),
+        [&](size_t i) { return arguments[i].name == name; });
+    if (same == evalBatchArguments.end())
+      return fail(DriverInputError, "the evaluation step reads no batch "
+                                    "tensor '" +
+                                        name + "'");
+    evalBatchByTrainOrder.push_back(*same);
+  }
+  if (callerBatches())
+    return DriverSuccess;
   // Without --eval-data or --eval-tokens the evaluation reads the training
   // data: its first batches, or token windows of a stream of their own.
   bool own = !options.evalDataPath.empty() || !options.evalTokensPath.empty();
@@ -562,25 +485,54 @@ int TrainRun::bindEval() {
                   seed ^ kEvalStream, false, evalData);
 }
 
-int TrainRun::evaluate(uint64_t done) {
+int TrainRun::prepareEval() {
   const std::vector<ModelArgument> &arguments = model.eval->arguments;
-  std::vector<void *> args(arguments.size());
+  evalArgs.assign(arguments.size(), nullptr);
   std::vector<unsigned char> bytes;
-  size_t lossIndex = 0;
   for (size_t i = 0; i < arguments.size(); ++i) {
     if (evalSources[i] == EvalSource::Shared) {
-      args[i] = base + offsets[evalTrainIndex[i]];
+      evalArgs[i] = base + offsets[evalTrainIndex[i]];
       continue;
     }
-    args[i] = base + evalOffsets[i];
+    evalArgs[i] = base + evalOffsets[i];
     if (arguments[i].role == Role::Loss)
-      lossIndex = i;
+      evalLossIndex = i;
     if (evalSources[i] == EvalSource::Gathered) {
       if (int code = readWhole(evalTrainIndex[i], bytes))
         return code;
-      memopt_copy_from_host(ctx.get(), args[i], bytes.data(), bytes.size());
+      memopt_copy_from_host(ctx.get(), evalArgs[i], bytes.data(),
+                            bytes.size());
     }
   }
+  return DriverSuccess;
+}
+
+int TrainRun::evaluateBatch(void *const *batch, float &loss) {
+  if (!canEvaluate())
+    return fail(DriverInputError,
+                "this program was built without the evaluation step");
+  if (int code = prepareEval())
+    return code;
+  const std::vector<ModelArgument> &arguments = model.eval->arguments;
+  for (size_t t = 0; t < evalBatchByTrainOrder.size(); ++t) {
+    size_t i = evalBatchByTrainOrder[t];
+    if (hostMemory)
+      evalArgs[i] = batch[t];
+    else
+      memopt_copy_from_host(ctx.get(), evalArgs[i], batch[t],
+                            arguments[i].byteSize);
+  }
+  evalStep(ctx.get(), evalArgs.data(), base + scratchOffset);
+  memopt_copy_to_host(ctx.get(), &loss, evalArgs[evalLossIndex], sizeof(loss));
+  if (memopt_get_status(ctx.get()) != MEMOPT_OK)
+    return fail(DriverRuntimeError,
+                "runtime error during the evaluation: " + runtimeMessage());
+  return DriverSuccess;
+}
+
+int TrainRun::evaluate(uint64_t done) {
+  if (int code = prepareEval())
+    return code;
   double sum = 0;
   std::vector<std::vector<unsigned char>> tensors;
   std::string error;
@@ -588,11 +540,12 @@ int TrainRun::evaluate(uint64_t done) {
     if (!evalData->read(static_cast<uint64_t>(j), tensors, error))
       return fail(DriverInputError, error);
     for (size_t t = 0; t < evalBatchArguments.size(); ++t)
-      memopt_copy_from_host(ctx.get(), args[evalBatchArguments[t]],
+      memopt_copy_from_host(ctx.get(), evalArgs[evalBatchArguments[t]],
                             tensors[t].data(), tensors[t].size());
-    evalStep(ctx.get(), args.data(), base + scratchOffset);
+    evalStep(ctx.get(), evalArgs.data(), base + scratchOffset);
     float loss = 0;
-    memopt_copy_to_host(ctx.get(), &loss, args[lossIndex], sizeof(loss));
+    memopt_copy_to_host(ctx.get(), &loss, evalArgs[evalLossIndex],
+                        sizeof(loss));
     if (memopt_get_status(ctx.get()) != MEMOPT_OK)
       return fail(DriverRuntimeError, "runtime error during the evaluation "
                                       "after step " +
@@ -605,7 +558,8 @@ int TrainRun::evaluate(uint64_t done) {
     char line[96];
     std::snprintf(line, sizeof(line), "eval step %llu loss %.9g\n",
                   static_cast<unsigned long long>(done), mean);
-    out << line;
+    // On a terminal, over the progress line.
+    out << (options.terminal ? "\r\x1b[K" : "") << line;
     out.flush();
     char record[160];
     std::snprintf(record, sizeof(record),
@@ -671,6 +625,8 @@ int TrainRun::loadArena() {
   std::vector<unsigned char> staging;
   std::string error;
   char errorText[256] = "";
+  // The runtime step the first training step runs at.
+  uint64_t firstStep = 0;
   for (size_t i = 0; i < model.arguments.size(); ++i) {
     const SafetensorsEntry *entry = sourceEntries[i];
     if (!entry || entry->byteSize() == 0)
@@ -723,34 +679,151 @@ int TrainRun::loadArena() {
   if (memopt_get_status(ctx.get()) != MEMOPT_OK)
     return fail(DriverRuntimeError,
                 "cannot load the tensors: " + runtimeMessage());
+  memopt_set_step(ctx.get(), firstStep);
+  hostMemory = std::strcmp(memopt_runtime_name(), "host") == 0;
+  for (uint64_t offset : offsets)
+    stepArgs.push_back(base + offset);
   return DriverSuccess;
 }
 
-int TrainRun::runSteps() {
-  std::vector<void *> args;
-  for (uint64_t offset : offsets)
-    args.push_back(base + offset);
-  unsigned char *scratch = base + scratchOffset;
-  memopt_set_step(ctx.get(), firstStep);
+void TrainRun::bindBatch(void *const *batch) {
+  for (size_t j = 0; j < batchArguments.size(); ++j) {
+    size_t i = batchArguments[j];
+    stepArgs[i] = base + offsets[i];
+    if (!batch)
+      continue;
+    if (hostMemory)
+      stepArgs[i] = batch[j];
+    else
+      memopt_copy_from_host(ctx.get(), stepArgs[i], batch[j],
+                            model.arguments[i].byteSize);
+  }
+}
+
+int TrainRun::runStep(std::optional<double> lr, StepResult &result) {
   auto readStep = [&]() {
     int64_t value = 0;
     if (model.stepIndex)
-      memopt_copy_to_host(ctx.get(), &value, args[*model.stepIndex],
+      memopt_copy_to_host(ctx.get(), &value, stepArgs[*model.stepIndex],
                           sizeof(value));
     return value;
   };
-  // Samples and tokens per step, for the log: the whole batch of the first
-  // input (every rank's), and B x T when it is an integer [B, T].
-  uint64_t samples = 0, tokens = 0;
-  if (!batchArguments.empty()) {
-    const ModelArgument &first = model.arguments[batchArguments.front()];
-    int64_t ranks = parallel && first.batchDim ? model.dataParallel : 1;
-    int64_t dim = first.batchDim.value_or(0);
-    samples = first.shape.empty() ? 1 : first.shape[dim] * ranks;
-    if (first.shape.size() == 2 && (first.dtype == TensorDtype::I64 ||
-                                    first.dtype == TensorDtype::I32))
-      tokens = samples * static_cast<uint64_t>(first.shape[1]);
+  result = StepResult();
+  result.number = stepsRun + 1;
+  // The scale this step runs with, and the counter a skipped step leaves.
+  result.scale =
+      model.lossScale ? static_cast<float>(model.lossScale->scale) : 1.0f;
+  if (model.lossScaleIndex)
+    memopt_copy_to_host(ctx.get(), &result.scale,
+                        stepArgs[*model.lossScaleIndex], sizeof(result.scale));
+  int64_t before = readStep();
+  // The schedule's factor at the optimizer's 0-based step (a step that loss
+  // scaling skipped did not advance it), or the caller's rate's.
+  double factor = memopt::runtime::lrFactor(model.lrSchedule, before);
+  if (lr) {
+    if (model.lr == 0.0)
+      return fail(DriverInputError,
+                  "the step was compiled with learning rate 0, which no "
+                  "learning rate can scale");
+    factor = *lr / model.lr;
   }
+  result.lr = model.lr * factor;
+  memopt_set_lr_scale(ctx.get(), factor);
+  memopt_step_begin(ctx.get());
+  step(ctx.get(), stepArgs.data(), base + scratchOffset);
+  result.seconds = memopt_step_end(ctx.get());
+  memopt_copy_to_host(ctx.get(), &result.loss, stepArgs[model.lossIndex],
+                      sizeof(result.loss));
+  result.skipped = model.lossScale && model.stepIndex && readStep() == before;
+  if (model.gradNormIndex)
+    memopt_copy_to_host(ctx.get(), &result.gradNorm,
+                        stepArgs[*model.gradNormIndex],
+                        sizeof(result.gradNorm));
+  if (memopt_get_status(ctx.get()) != MEMOPT_OK)
+    return fail(DriverRuntimeError, "runtime error during step " +
+                                        std::to_string(result.number) + ": " +
+                                        runtimeMessage());
+  memopt_advance_step(ctx.get());
+  stepsRun = result.number;
+  return DriverSuccess;
+}
+
+void TrainRun::report(const StepResult &result, int64_t i) {
+  if (!isFirstRank())
+    return;
+  char line[256];
+  int length = std::snprintf(line, sizeof(line), "step %llu loss %.9g",
+                             static_cast<unsigned long long>(result.number),
+                             static_cast<double>(result.loss));
+  auto append = [&](const char *format, auto... values) {
+    length += std::snprintf(line + length, sizeof(line) - length, format,
+                            values...);
+  };
+  if (result.skipped)
+    append(" skipped");
+  if (model.lossScale)
+    append(" scale %.9g", static_cast<double>(result.scale));
+  if (!model.lrSchedule.isConstant())
+    append(" lr %.9g", result.lr);
+  if (model.gradNormIndex)
+    append(" grad_norm %.9g", static_cast<double>(result.gradNorm));
+  if (options.terminal) {
+    // One line rewritten in place: the plain line's fields, the run's
+    // throughput so far and the time left.
+    double seconds = elapsed() - loopStarted;
+    double perStep = seconds / static_cast<double>(i);
+    uint64_t total = stepsDone + static_cast<uint64_t>(options.steps);
+    length = std::snprintf(line, sizeof(line),
+                           "step %llu/%llu loss %.4f",
+                           static_cast<unsigned long long>(result.number),
+                           static_cast<unsigned long long>(total),
+                           static_cast<double>(result.loss));
+    if (result.skipped)
+      append(" skipped");
+    append(" lr %.3g", result.lr);
+    if (model.gradNormIndex)
+      append(" grad_norm %.3g", static_cast<double>(result.gradNorm));
+    if (tokensPerStep)
+      append(" %.0f tok/s", double(tokensPerStep) / perStep);
+    else
+      append(" %.1f samples/s", double(samplesPerStep) / perStep);
+    long long left =
+        std::llround(perStep * static_cast<double>(options.steps - i));
+    append(" ETA %lld:%02lld:%02lld", left / 3600, left / 60 % 60, left % 60);
+    out << "\r\x1b[K" << line << (i == options.steps ? "\n" : "");
+  } else {
+    out << line << "\n";
+  }
+  out.flush();
+  if (!log.is_open())
+    return;
+  char record[512];
+  int n = std::snprintf(record, sizeof(record),
+                        "{\"step\": %llu, \"loss\": %.9g, \"lr\": %.9g",
+                        static_cast<unsigned long long>(result.number),
+                        static_cast<double>(result.loss), result.lr);
+  if (model.lossScale)
+    n += std::snprintf(record + n, sizeof(record) - n,
+                       ", \"skipped\": %s, \"loss_scale\": %.9g",
+                       result.skipped ? "true" : "false",
+                       static_cast<double>(result.scale));
+  if (model.gradNormIndex)
+    n += std::snprintf(record + n, sizeof(record) - n, ", \"grad_norm\": %.9g",
+                       static_cast<double>(result.gradNorm));
+  double perSecond = result.seconds > 0 ? 1.0 / result.seconds : 0.0;
+  n += std::snprintf(record + n, sizeof(record) - n,
+                     ", \"step_ms\": %.4f, \"samples_per_s\": %.6g",
+                     result.seconds * 1e3, double(samplesPerStep) * perSecond);
+  if (tokensPerStep)
+    n += std::snprintf(record + n, sizeof(record) - n,
+                       ", \"tokens_per_s\": %.6g",
+                       double(tokensPerStep) * perSecond);
+  std::snprintf(record + n, sizeof(record) - n, ", \"elapsed_s\": %.3f}",
+                elapsed());
+  logRecord(record);
+}
+
+int TrainRun::runSteps() {
   // SIGINT and SIGTERM finish the step in flight, then stop.
   std::signal(SIGINT, requestStop);
   std::signal(SIGTERM, requestStop);
@@ -758,95 +831,23 @@ int TrainRun::runSteps() {
   if (options.evalEvery > 0 && stepsDone == 0)
     if (int code = evaluate(0))
       return code;
+  loopStarted = elapsed();
   for (int64_t i = 1; i <= options.steps; ++i) {
     uint64_t number = stepsDone + static_cast<uint64_t>(i);
     if (int code = loadBatch(number - 1))
       return code;
-    // The scale this step runs with, and the counter a skipped step leaves.
-    float scale = model.lossScale ? static_cast<float>(model.lossScale->scale)
-                                  : 1.0f;
-    if (model.lossScaleIndex)
-      memopt_copy_to_host(ctx.get(), &scale, args[*model.lossScaleIndex],
-                          sizeof(scale));
-    int64_t before = readStep();
-    // The schedule's factor at the optimizer's 0-based step: a step that
-    // loss scaling skipped did not advance it.
-    double factor = memopt::runtime::lrFactor(model.lrSchedule, before);
-    memopt_set_lr_scale(ctx.get(), factor);
-    memopt_step_begin(ctx.get());
-    step(ctx.get(), args.data(), scratch);
-    seconds.push_back(memopt_step_end(ctx.get()));
-    float loss = 0;
-    memopt_copy_to_host(ctx.get(), &loss, args[model.lossIndex], sizeof(loss));
-    int64_t after = readStep();
-    if (memopt_get_status(ctx.get()) != MEMOPT_OK)
-      return fail(DriverRuntimeError, "runtime error during step " +
-                                          std::to_string(number) + ": " +
-                                          runtimeMessage());
-    char line[160];
-    int length = std::snprintf(line, sizeof(line), "step %llu loss %.9g",
-                               static_cast<unsigned long long>(number),
-                               static_cast<double>(loss));
-    if (model.lossScale && model.stepIndex && after == before)
-      length += std::snprintf(line + length, sizeof(line) - length,
-                              " skipped");
-    if (model.lossScale)
-      length += std::snprintf(line + length, sizeof(line) - length,
-                              " scale %.9g", static_cast<double>(scale));
-    if (!model.lrSchedule.isConstant())
-      length += std::snprintf(line + length, sizeof(line) - length,
-                              " lr %.9g", model.lr * factor);
-    float norm = 0;
-    if (model.gradNormIndex) {
-      memopt_copy_to_host(ctx.get(), &norm, args[*model.gradNormIndex],
-                          sizeof(norm));
-      std::snprintf(line + length, sizeof(line) - length, " grad_norm %.9g",
-                    static_cast<double>(norm));
-    }
-    if (isFirstRank()) {
-      out << line << "\n";
-      out.flush();
-    }
-    if (log.is_open()) {
-      double secondsThisStep = seconds.back();
-      char record[512];
-      int n = std::snprintf(record, sizeof(record),
-                            "{\"step\": %llu, \"loss\": %.9g, \"lr\": %.9g",
-                            static_cast<unsigned long long>(number),
-                            static_cast<double>(loss), model.lr * factor);
-      if (model.lossScale)
-        n += std::snprintf(record + n, sizeof(record) - n,
-                           ", \"skipped\": %s, \"loss_scale\": %.9g",
-                           model.stepIndex && after == before ? "true"
-                                                              : "false",
-                           static_cast<double>(scale));
-      if (model.gradNormIndex)
-        n += std::snprintf(record + n, sizeof(record) - n,
-                           ", \"grad_norm\": %.9g", static_cast<double>(norm));
-      n += std::snprintf(
-          record + n, sizeof(record) - n,
-          ", \"step_ms\": %.4f, \"samples_per_s\": %.6g",
-          secondsThisStep * 1e3,
-          secondsThisStep > 0 ? double(samples) / secondsThisStep : 0.0);
-      if (tokens)
-        n += std::snprintf(record + n, sizeof(record) - n,
-                           ", \"tokens_per_s\": %.6g",
-                           secondsThisStep > 0
-                               ? double(tokens) / secondsThisStep
-                               : 0.0);
-      std::snprintf(record + n, sizeof(record) - n, ", \"elapsed_s\": %.3f}",
-                    elapsed());
-      logRecord(record);
-    }
-    memopt_advance_step(ctx.get());
-    stepsRun = number;
+    StepResult result;
+    if (int code = runStep(std::nullopt, result))
+      return code;
+    seconds.push_back(result.seconds);
+    report(result, i);
     if ((options.evalEvery > 0 && number % options.evalEvery == 0) ||
         (options.eval && i == options.steps))
       if (int code = evaluate(number))
         return code;
     if (options.saveEvery > 0 && number % options.saveEvery == 0 &&
         i != options.steps)
-      if (int code = save())
+      if (int code = save(options.savePath))
         return code;
     // Every rank stops after the same step: the ranks agree on the signal.
     float stop = static_cast<float>(stopSignal);
@@ -860,12 +861,13 @@ int TrainRun::runSteps() {
     if (stop > 0 && i != options.steps) {
       int signal = stopSignal ? static_cast<int>(stopSignal) : SIGTERM;
       if (isFirstRank()) {
-        out << "stopped by signal " << signal << " after step " << number
+        out << (options.terminal ? "\n" : "") << "stopped by signal "
+            << signal << " after step " << number
             << (options.savePath.empty() ? "" : ", saving") << "\n";
         out.flush();
       }
       if (!options.savePath.empty())
-        if (int code = save())
+        if (int code = save(options.savePath))
           return code;
       return 128 + signal;
     }
@@ -957,7 +959,8 @@ int TrainRun::readWhole(size_t i, std::vector<unsigned char> &bytes) {
   return DriverSuccess;
 }
 
-int TrainRun::save() {
+int TrainRun::save(const std::string &path,
+                   const std::map<std::string, std::string> &metadata) {
   std::vector<std::vector<unsigned char>> buffers;
   std::vector<SafetensorsTensorRef> tensors;
   for (size_t i = 0; i < model.arguments.size(); ++i) {
@@ -993,26 +996,50 @@ int TrainRun::save() {
   tensors.push_back({"driver.steps", TensorDtype::I64, {}, &position[0]});
   tensors.push_back({"driver.seed", TensorDtype::I64, {}, &position[1]});
   std::string error;
-  if (!writeSafetensors(options.savePath, tensors, {{"format", "pt"}}, error))
-    return fail(DriverInputError,
-                "cannot save '" + options.savePath + "': " + error);
+  if (!writeSafetensors(path, tensors, metadata, error))
+    return fail(DriverInputError, "cannot save '" + path + "': " + error);
   return DriverSuccess;
 }
 
-int TrainRun::run() {
+int TrainRun::write(size_t i, const void *bytes, uint64_t size) {
+  const ModelArgument &argument = model.arguments[i];
+  if (argument.shardOf || size != argument.byteSize)
+    return fail(DriverInputError, "cannot write '" + argument.name + "'");
+  if (size)
+    memopt_copy_from_host(ctx.get(), base + offsets[i], bytes, size);
+  if (memopt_get_status(ctx.get()) != MEMOPT_OK)
+    return fail(DriverRuntimeError,
+                "cannot write '" + argument.name + "': " + runtimeMessage());
+  return DriverSuccess;
+}
+
+int TrainRun::open() {
   started = std::chrono::steady_clock::now();
   if (int code = startCollectives())
     return code;
   if (int code = bindTensors())
     return code;
   stepsRun = stepsDone;
+  if (!batchArguments.empty()) {
+    const ModelArgument &first = model.arguments[batchArguments.front()];
+    int64_t ranks = parallel && first.batchDim ? model.dataParallel : 1;
+    int64_t dim = first.batchDim.value_or(0);
+    samplesPerStep = first.shape.empty() ? 1 : first.shape[dim] * ranks;
+    if (first.shape.size() == 2 && (first.dtype == TensorDtype::I64 ||
+                                    first.dtype == TensorDtype::I32))
+      tokensPerStep = samplesPerStep * static_cast<uint64_t>(first.shape[1]);
+  }
   if (!options.logPath.empty() && isFirstRank()) {
     log.open(options.logPath, std::ios::app);
     if (!log)
       return fail(DriverInputError,
                   "cannot open the log '" + options.logPath + "'");
   }
-  if (int code = loadArena())
+  return loadArena();
+}
+
+int TrainRun::run() {
+  if (int code = open())
     return code;
   if (int code = runSteps()) {
     // Stopped by a signal, after its checkpoint.
@@ -1021,14 +1048,12 @@ int TrainRun::run() {
     return code;
   }
   if (!options.savePath.empty())
-    if (int code = save())
+    if (int code = save(options.savePath))
       return code;
   if (parallel)
     memopt_driver_stop_collectives();
   return DriverSuccess;
 }
-
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // Model description
@@ -1508,7 +1533,7 @@ ParseResult memopt::driver::parseDriverArguments(int argc,
 int memopt::driver::runDriver(int argc, const char *const *argv,
                               const char *modelJson, TrainStepFunction step,
                               TrainStepFunction evalStep, std::ostream &out,
-                              std::ostream &err) {
+                              std::ostream &err, bool terminal) {
   try {
     DriverOptions options;
     std::string error;
@@ -1524,6 +1549,7 @@ int memopt::driver::runDriver(int argc, const char *const *argv,
     case ParseResult::Run:
       break;
     }
+    options.terminal = terminal;
     ModelDescription model;
     if (!modelJson || !parseModelDescription(modelJson, model, error)) {
       err << "train: invalid embedded model description: "

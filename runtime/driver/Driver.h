@@ -69,6 +69,11 @@ struct ModelArgument {
   /// Data parallelism: the dimension along which the batch file's tensor
   /// holds every rank's share ("batch_dim" of an input or label).
   std::optional<int64_t> batchDim;
+  /// An integer input or label that indexes a table or labels classes:
+  /// the exclusive upper bound of its values, which start at 0 ("bound").
+  std::optional<int64_t> bound;
+  /// The value a cross-entropy skips, allowed besides ("ignore_index").
+  std::optional<int64_t> ignoreIndex;
   /// ZeRO: the full shape of the tensor this rank holds a shard of
   /// ("shard_of"): flattened, zero-padded to world size x shape[0], rank r
   /// holding elements [r * shape[0], (r + 1) * shape[0]).
@@ -161,6 +166,9 @@ struct DriverOptions {
   std::string logPath;
   /// argv[0], for messages.
   std::string program;
+  /// Whether the output is a terminal: each step rewrites one progress
+  /// line (with throughput and time left) instead of printing its own.
+  bool terminal = false;
 };
 
 /// What parseDriverArguments found.
@@ -192,11 +200,12 @@ enum DriverExitCode {
 /// none). Prints `step <i> loss <value>` lines (with ` skipped` when the
 /// step counter did not advance, and ` scale <s>`, the loss scale the step
 /// ran with, when the loss is scaled), `eval step <i> loss <value>` lines
-/// and the help to `out`, one `train: ...` line per error to `err`. Never
-/// throws; returns a DriverExitCode.
+/// and the help to `out`, one `train: ...` line per error to `err`. With
+/// `terminal` (`out` is one), one progress line rewritten in place replaces
+/// the step lines. Never throws; returns a DriverExitCode.
 int runDriver(int argc, const char *const *argv, const char *modelJson,
               TrainStepFunction step, TrainStepFunction evalStep,
-              std::ostream &out, std::ostream &err);
+              std::ostream &out, std::ostream &err, bool terminal = false);
 
 } // namespace memopt::driver
 

@@ -11,7 +11,11 @@
 // The writer lays the tensors out contiguously in the given order, pads the
 // header with spaces to a multiple of 8 bytes (as the reference
 // implementation does, so the data section stays aligned) and publishes the
-// file with a rename.
+// file with a rename: written to `path.tmp.<pid>`, synced, renamed over
+// `path` and the directory synced, so that a full disk, a crash or a
+// kill -9 leaves the previous file whole. A failed write removes its
+// temporary; one a killed writer left behind, the next write to `path`
+// removes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,7 +25,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
+#include <fcntl.h>
+#include <filesystem>
 #include <limits>
 #include <set>
 #include <sys/stat.h>
@@ -397,6 +404,50 @@ bool SafetensorsReader::readData(const SafetensorsEntry &entry, void *dst,
 // Writing
 //===----------------------------------------------------------------------===//
 
+namespace {
+
+/// The directory that holds `path`.
+std::filesystem::path getDirectory(const std::string &path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  return dir.empty() ? std::filesystem::path(".") : dir;
+}
+
+/// Removes the temporaries `path.tmp.<pid>` that writers killed mid-write
+/// (kill -9, a crash) left behind: those whose process no longer exists on
+/// this machine. A live writer's, and any other file, is kept.
+void removeStaleTemporaries(const std::string &path) {
+  namespace fs = std::filesystem;
+  std::string prefix = fs::path(path).filename().string() + ".tmp.";
+  std::error_code ec;
+  for (fs::directory_iterator it(getDirectory(path), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.size() > prefix.size() + 9 ||
+        name.compare(0, prefix.size(), prefix) != 0 ||
+        !std::all_of(name.begin() + prefix.size(), name.end(),
+                     [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    pid_t pid = static_cast<pid_t>(std::stol(name.substr(prefix.size())));
+    if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      fs::remove(it->path(), ignored);
+    }
+  }
+}
+
+/// Makes the rename of `path` durable: fsync of its directory. Best effort,
+/// as some file systems cannot sync a directory; the file is in place.
+void syncDirectory(const std::string &path) {
+  int fd =
+      ::open(getDirectory(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+} // namespace
+
 bool memopt::driver::writeSafetensors(
     const std::string &path, const std::vector<SafetensorsTensorRef> &tensors,
     const std::map<std::string, std::string> &metadata, std::string &error) {
@@ -451,33 +502,51 @@ bool memopt::driver::writeSafetensors(
   }
   header.append((8 - header.size() % 8) % 8, ' ');
 
+  removeStaleTemporaries(path);
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   std::FILE *out = std::fopen(tmp.c_str(), "wb");
   if (!out) {
     error = "cannot create '" + tmp + "': " + std::strerror(errno);
     return false;
   }
+  // The first failure and its errno: a full disk (ENOSPC), the file size
+  // limit (EFBIG) or an I/O error shows at a write, at the flush of stdio's
+  // buffer, at fsync or at close. Until the rename, `path` is untouched.
+  const char *failed = nullptr;
+  int failedErrno = 0;
+  auto check = [&](bool ok, const char *what) {
+    if (!ok && !failed) {
+      failed = what;
+      failedErrno = errno ? errno : EIO;
+    }
+    return !failed;
+  };
+  errno = 0;
   unsigned char prefix[8];
   writeLittleEndian64(header.size(), prefix);
-  bool ok = std::fwrite(prefix, 1, 8, out) == 8 &&
-            std::fwrite(header.data(), 1, header.size(), out) == header.size();
-  for (size_t i = 0; ok && i < tensors.size(); ++i)
-    ok = sizes[i] == 0 ||
-         std::fwrite(tensors[i].data, 1, sizes[i], out) == sizes[i];
-  ok = ok && std::fflush(out) == 0 && ::fsync(::fileno(out)) == 0;
-  int savedErrno = errno;
-  if (std::fclose(out) != 0 && ok) {
-    ok = false;
-    savedErrno = errno;
-  }
-  if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    ok = false;
-    savedErrno = errno;
-  }
-  if (!ok) {
+  check(std::fwrite(prefix, 1, 8, out) == 8 &&
+            std::fwrite(header.data(), 1, header.size(), out) == header.size(),
+        "write");
+  for (size_t i = 0; !failed && i < tensors.size(); ++i)
+    check(sizes[i] == 0 ||
+              std::fwrite(tensors[i].data, 1, sizes[i], out) == sizes[i],
+          "write");
+  if (check(std::fflush(out) == 0, "write"))
+    check(::fsync(::fileno(out)) == 0, "sync");
+  check(std::fclose(out) == 0, "close");
+  if (failed) {
     std::remove(tmp.c_str());
-    error = std::string("cannot write: ") + std::strerror(savedErrno);
+    error = std::string("cannot ") + failed + " '" + tmp +
+            "': " + std::strerror(failedErrno);
     return false;
   }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int renameErrno = errno;
+    std::remove(tmp.c_str());
+    error = "cannot rename '" + tmp + "' to '" + path +
+            "': " + std::strerror(renameErrno);
+    return false;
+  }
+  syncDirectory(path);
   return true;
 }

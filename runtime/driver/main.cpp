@@ -9,7 +9,10 @@
 
 #include "Driver.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <unistd.h>
 
 extern "C" void memopt_train_step(memopt_context *ctx, void *const *args,
                                   uint8_t *scratch);
@@ -20,7 +23,13 @@ memopt_eval_step(memopt_context *ctx, void *const *args, uint8_t *scratch);
 extern "C" const char memopt_model_json[];
 
 int main(int argc, char **argv) {
+  // A progress line for a person at a terminal. Under mpirun the ranks'
+  // output is a pseudo-terminal whatever mpirun's own is: plain lines.
+  const char *term = std::getenv("TERM");
+  bool terminal = isatty(STDOUT_FILENO) && term && std::strcmp(term, "dumb") &&
+                  !std::getenv("OMPI_COMM_WORLD_SIZE") &&
+                  !std::getenv("PMI_SIZE");
   return memopt::driver::runDriver(argc, argv, memopt_model_json,
                                    memopt_train_step, memopt_eval_step,
-                                   std::cout, std::cerr);
+                                   std::cout, std::cerr, terminal);
 }

@@ -176,6 +176,13 @@ cl::opt<std::string> cxx("cxx", cl::init("c++"),
                          cl::desc("C++ compiler that builds OUT/train"),
                          cl::value_desc("path"), cl::cat(compileCategory));
 
+cl::opt<bool> library(
+    "library",
+    cl::desc("Also build OUT/libmemopt_program.so: the steps behind the C "
+             "API of runtime/driver/Program.h, which memopt.compile loads "
+             "into Python (docs/Python.md)"),
+    cl::cat(compileCategory));
+
 cl::opt<int64_t> microBatches(
     "micro-batches", cl::init(1),
     cl::desc("Gradient accumulation: split the batch into K micro-batches "
@@ -542,6 +549,7 @@ llvm::Error memopt::getCompileOptions(CompileOptions &options) {
   options.reportOnly = reportOnly;
   options.explore = explore;
   options.cxx = cxx;
+  options.library = library;
   options.cudaHostCompiler =
       cxx.getNumOccurrences() ? cxx.getValue() : MEMOPT_CUDA_HOST_COMPILER;
   options.budgetSearch = explore || memoryBudget.getNumOccurrences() ||

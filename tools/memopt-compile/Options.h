@@ -38,6 +38,8 @@ struct CompileOptions {
   /// The C++ compiler that builds OUT/train (--target=host), and the host
   /// compiler nvcc hands the step to (--target=cuda; "": nvcc's default).
   std::string cxx;
+  /// --library: also build OUT/libmemopt_program.so.
+  bool library = false;
   std::string cudaHostCompiler;
   /// The pipeline; the budget search, when it runs, starts from it.
   MemoptPipelineOptions pipeline;

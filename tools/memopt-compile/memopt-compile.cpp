@@ -12,6 +12,7 @@
 //   OUT/eval_step.cpp     the generated evaluation step (forward and loss)
 //   OUT/model_info.cpp    model.json as the string `memopt_model_json`
 //   OUT/train             the program
+//   OUT/libmemopt_program.so  with --library: the steps behind a C API
 //   OUT/memory_report.json  the memory account (docs/MemoryReport.md)
 //   OUT/memory_report.html  the same, as a page with the timeline and the
 //                           buffers live at the peak
@@ -39,6 +40,7 @@
 #include "memopt/Analysis/CostModel.h"
 #include "memopt/Analysis/MemoryAccount.h"
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Pipelines/Pipelines.h"
 #include "memopt/Support/ByteSize.h"
 #include "memopt/Support/ModelState.h"
@@ -53,8 +55,10 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
@@ -157,10 +161,81 @@ std::string formatDouble(double value) {
   return llvm::formatv("{0}", llvm::format("%.17g", value)).str();
 }
 
+/// The values an integer input or label may hold (docs/Pipeline.md, section
+/// 5): [0, bound), and `ignored` besides, a cross-entropy's ignore_index
+/// outside that range that every op bounding the argument skips.
+struct IndexBound {
+  int64_t bound = 0;
+  std::optional<int64_t> ignored;
+};
+
+/// The bound each integer argument of the loss function `func` has, by
+/// name: the least number of rows of an embedding table it indexes and of
+/// classes of a cross-entropy it labels, followed through reshapes,
+/// transposes and broadcasts, which move its elements but keep them all.
+/// Any other use (a slice, arithmetic, a label count) bounds nothing, so an
+/// argument no lookup or loss reads whole has no entry. Read from the loss
+/// function before the pipeline: its ops name what the step's kernels do.
+llvm::StringMap<IndexBound> getIndexBounds(FunctionOpInterface func) {
+  llvm::StringMap<IndexBound> bounds;
+  if (func.isExternal())
+    return bounds;
+  for (BlockArgument argument : func.getArguments()) {
+    auto name = func.getArgAttrOfType<StringAttr>(
+        argument.getArgNumber(), memopt::MemoptDialect::kNameAttrName);
+    auto type = dyn_cast<RankedTensorType>(argument.getType());
+    if (!name || !type || !type.getElementType().isSignlessInteger())
+      continue;
+    std::optional<int64_t> bound, ignored;
+    bool allIgnore = true;
+    // Each bounding use: its exclusive bound and the value it skips.
+    auto add = [&](int64_t limit, std::optional<int64_t> skipped) {
+      bound = bound ? std::min(*bound, limit) : limit;
+      if (!skipped || (ignored && *ignored != *skipped))
+        allIgnore = false;
+      ignored = skipped;
+    };
+    SmallVector<Value> worklist = {argument};
+    llvm::DenseSet<Value> seen = {argument};
+    while (!worklist.empty()) {
+      Value value = worklist.pop_back_val();
+      for (OpOperand &use : value.getUses()) {
+        Operation *user = use.getOwner();
+        if (isa<memopt::ReshapeOp, memopt::TransposeOp, memopt::BroadcastOp>(
+                user)) {
+          if (seen.insert(user->getResult(0)).second)
+            worklist.push_back(user->getResult(0));
+        } else if (auto embedding = dyn_cast<memopt::EmbeddingOp>(user);
+                   embedding && value == embedding.getIndices()) {
+          add(embedding.getWeight().getType().getDimSize(0), std::nullopt);
+        } else if (auto loss = dyn_cast<memopt::CrossEntropyOp>(user);
+                   loss && value == loss.getLabels()) {
+          add(loss.getLogits().getType().getShape().back(),
+              static_cast<int64_t>(loss.getIgnoreIndex()));
+        } else if (auto fused = dyn_cast<memopt::LinearCrossEntropyOp>(user);
+                   fused && value == fused.getLabels()) {
+          add(fused.getW().getType().getDimSize(0),
+              static_cast<int64_t>(fused.getIgnoreIndex()));
+        }
+      }
+    }
+    if (!bound)
+      continue;
+    IndexBound &entry = bounds[name.getValue()];
+    entry.bound = *bound;
+    // An ignore_index inside [0, bound) is an ordinary value.
+    if (allIgnore && (*ignored < 0 || *ignored >= *bound))
+      entry.ignored = ignored;
+  }
+  return bounds;
+}
+
 /// The "arguments" array of the model description: one object per argument
 /// of the bufferized, planned `func`, each on a line of its own after
-/// `indent`.
+/// `indent`; an integer input or label with an entry in `bounds` has its
+/// "bound" (and "ignore_index").
 bool writeArguments(llvm::raw_ostream &os, FunctionOpInterface func,
+                    const llvm::StringMap<IndexBound> &bounds,
                     int64_t dataParallel, llvm::StringRef indent) {
   os << "[";
   for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
@@ -187,6 +262,14 @@ bool writeArguments(llvm::raw_ostream &os, FunctionOpInterface func,
         for (int64_t dim : memref.getShape())
           out.value(dim);
       });
+      // What the driver checks each batch's values against.
+      if (auto it = bounds.find(name.getValue());
+          it != bounds.end() && memref.getElementType().isSignlessInteger() &&
+          (role.getValue() == "input" || role.getValue() == "label")) {
+        out.attribute("bound", it->second.bound);
+        if (it->second.ignored)
+          out.attribute("ignore_index", *it->second.ignored);
+      }
       // Data parallelism: where the batch file holds the ranks' shares.
       if (auto batchDim = func.getArgAttrOfType<IntegerAttr>(
               index, memopt::MemoptDialect::kBatchDimAttrName);
@@ -206,9 +289,11 @@ bool writeArguments(llvm::raw_ostream &os, FunctionOpInterface func,
 }
 
 /// Builds the model description (docs/Pipeline.md, section 5) of the
-/// bufferized, planned `func`: one line per argument, so that the file
-/// reads like the table it is.
+/// bufferized, planned `func` and evaluation step `eval`, with the `bounds`
+/// of the loss function's integer arguments: one line per argument, so that
+/// the file reads like the table it is.
 bool buildModelJson(FunctionOpInterface func, FunctionOpInterface eval,
+                    const llvm::StringMap<IndexBound> &bounds,
                     const memopt::MemoptPipelineOptions &options,
                     const memopt::runtime::LrSchedule &schedule,
                     std::string &json) {
@@ -288,7 +373,7 @@ bool buildModelJson(FunctionOpInterface func, FunctionOpInterface eval,
     });
   }
   os << ",\n  \"arguments\": ";
-  if (!writeArguments(os, func, options.dataParallel, "    "))
+  if (!writeArguments(os, func, bounds, options.dataParallel, "    "))
     return false;
   if (eval) {
     auto evalArena = eval->getAttrOfType<IntegerAttr>(
@@ -301,7 +386,7 @@ bool buildModelJson(FunctionOpInterface func, FunctionOpInterface eval,
     }
     os << ",\n  \"eval_step\": {\n    \"arena_bytes\": "
        << evalArena.getValue().getSExtValue() << ",\n    \"arguments\": ";
-    if (!writeArguments(os, eval, 1, "      "))
+    if (!writeArguments(os, eval, bounds, 1, "      "))
       return false;
     os << "\n  }";
   }
@@ -314,8 +399,10 @@ bool buildModelJson(FunctionOpInterface func, FunctionOpInterface eval,
 //===----------------------------------------------------------------------===//
 
 /// Runs the C++ compiler on the generated sources, linking the driver and the
-/// host runtime found next to this executable (bin/../lib).
-bool buildTrain(const memopt::CompileOptions &flags, const char *argv0) {
+/// host runtime found next to this executable (bin/../lib): OUT/train, or
+/// with `library` OUT/libmemopt_program.so.
+bool buildTrain(const memopt::CompileOptions &flags, const char *argv0,
+                bool library) {
   static int anchor;
   std::string self = llvm::sys::fs::getMainExecutable(argv0, &anchor);
   llvm::SmallString<256> libDir(llvm::sys::path::parent_path(self));
@@ -372,17 +459,20 @@ bool buildTrain(const memopt::CompileOptions &flags, const char *argv0) {
     llvm::sys::path::append(path, name);
     return std::string(path);
   };
-  std::string finalPath = inOut("train");
-  std::string tmpPath =
-      inOut(".train.tmp." + std::to_string(llvm::sys::Process::getProcessId()));
-  std::vector<std::string> args = {compiler,
-                                   "-O2",
-                                   "-std=c++17",
-                                   "-I" MEMOPT_RUNTIME_INCLUDE_DIR,
-                                   inOut("train_step.cpp"),
-                                   inOut("eval_step.cpp"),
-                                   inOut("model_info.cpp"),
-                                   std::string(driverLib)};
+  std::string name = library ? "libmemopt_program.so" : "train";
+  std::string finalPath = inOut(name);
+  std::string tmpPath = inOut("." + name + ".tmp." +
+                              std::to_string(llvm::sys::Process::getProcessId()));
+  std::vector<std::string> args = {compiler, "-O2", "-std=c++17",
+                                   "-I" MEMOPT_RUNTIME_INCLUDE_DIR};
+  if (library) {
+    // The C API (Program.o) is pulled from the driver archive by its entry.
+    std::string prefix = isCuda ? "-Xlinker=" : "-Wl,";
+    args.insert(args.end(), {"-shared", isCuda ? "-Xcompiler=-fPIC" : "-fPIC",
+                             prefix + "-u," + "memopt_program_open"});
+  }
+  args.insert(args.end(), {inOut("train_step.cpp"), inOut("eval_step.cpp"),
+                           inOut("model_info.cpp"), std::string(driverLib)});
   args.insert(args.end(), mpiArgs.begin(), mpiArgs.end());
   args.push_back(std::string(runtimeLib));
   if (isCuda) {
@@ -619,6 +709,8 @@ bool compile(MLIRContext &context, const char *argv0) {
     if (llvm::Error error =
             memopt::adoptRecordedOptimizer(recorded.getValue(), options))
       return fail(llvm::toString(std::move(error)));
+  // Read before the pipeline replaces the loss function.
+  llvm::StringMap<IndexBound> bounds = getIndexBounds(lossFunction);
 
   if (flags.budgetSearch) {
     bool ok;
@@ -666,7 +758,8 @@ bool compile(MLIRContext &context, const char *argv0) {
   FunctionOpInterface step = *found;
   std::string modelJson;
   if (!flags.reportOnly &&
-      !buildModelJson(step, *evalStep, options, flags.lrSchedule, modelJson))
+      !buildModelJson(step, *evalStep, bounds, options, flags.lrSchedule,
+                      modelJson))
     return false;
   // The lowering replaces the function: render the report now.
   memopt::MemoryAccount account(step);
@@ -750,7 +843,8 @@ bool compile(MLIRContext &context, const char *argv0) {
                    "extern \"C\" const char memopt_model_json[] = R\"memopt(" +
                        modelJson + ")memopt\";\n"))
     return false;
-  if (!buildTrain(flags, argv0))
+  if (!buildTrain(flags, argv0, /*library=*/false) ||
+      (flags.library && !buildTrain(flags, argv0, /*library=*/true)))
     return false;
 
   llvm::outs() << (flags.report == "json" ? reportJson : clipLine + reportText);

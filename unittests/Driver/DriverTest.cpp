@@ -135,13 +135,14 @@ protected:
 
   /// Runs the driver on `args` (without argv[0]).
   int run(const std::vector<std::string> &args,
-          TrainStepFunction step = countingStep) {
+          TrainStepFunction step = countingStep, bool terminal = false) {
     std::vector<const char *> argv = {"train"};
     for (const std::string &arg : args)
       argv.push_back(arg.c_str());
     std::ostringstream outStream, errStream;
     int code = runDriver(static_cast<int>(argv.size()), argv.data(),
-                         memopt_model_json, step, nullptr, outStream, errStream);
+                         memopt_model_json, step, nullptr, outStream, errStream,
+                         terminal);
     out = outStream.str();
     err = errStream.str();
     return code;
@@ -573,6 +574,39 @@ TEST_F(DriverTest, TrainsAndSaves) {
   EXPECT_EQ(stepsRun, 3);
   EXPECT_NE(reader.lookup("driver.seed"), nullptr);
   EXPECT_EQ(reader.getEntries().size(), 7u);
+}
+
+TEST_F(DriverTest, ProgressLineOnATerminal) {
+  // On a terminal each step rewrites one line: its number of the total, the
+  // loss, the rate, the throughput and the time left; the last ends it.
+  ASSERT_EQ(run({"--params", params, "--batch", batch, "--steps", "3"},
+                countingStep, /*terminal=*/true),
+            0)
+      << err;
+  Reference reference;
+  std::vector<std::string> updates;
+  for (size_t at = out.find("\r\x1b[K"); at != std::string::npos;) {
+    size_t next = out.find("\r\x1b[K", at + 1);
+    updates.push_back(out.substr(at + 4, next == std::string::npos
+                                             ? std::string::npos
+                                             : next - at - 4));
+    at = next;
+  }
+  ASSERT_EQ(updates.size(), 3u) << out;
+  for (size_t i = 0; i < updates.size(); ++i) {
+    char loss[32];
+    std::snprintf(loss, sizeof(loss), "%.4f", reference.step());
+    std::string prefix = "step " + std::to_string(i + 1) + "/3 loss " + loss +
+                         " lr ";
+    EXPECT_EQ(updates[i].rfind(prefix, 0), 0u) << updates[i];
+    EXPECT_NE(updates[i].find(" samples/s ETA 0:00:"), std::string::npos)
+        << updates[i];
+    EXPECT_EQ(updates[i].find('\n'), i + 1 < updates.size()
+                                         ? std::string::npos
+                                         : updates[i].size() - 1)
+        << updates[i];
+  }
+  EXPECT_EQ(out.rfind("\r\x1b[K", 0), 0u) << out;
 }
 
 TEST_F(DriverTest, ResumingContinuesTheRun) {
