@@ -8,7 +8,7 @@ For the smallest member of every torchvision 0.14 classification family
 and a small input the model accepts, wrapped so that forward(x, y) returns
 F.cross_entropy(model(x), y), it runs the stages
 
-  export    memopt.export (python/memopt/exporter.py)
+  export    memopt.export (python/memopt/exporter/)
   compile   memopt-compile for the host with AdamW (lr 1e-3, weight decay
             0.01, as the parity tests)
   train     OUT/train for 3 steps (--stats: the step time)

@@ -1,0 +1,155 @@
+"""Arithmetic with PyTorch's broadcasting: + - * / **, torch.maximum,
+masked_fill and torch.where."""
+
+import math
+import operator
+
+import numpy as np
+import torch
+
+from ..dtypes import dtype_name
+from ..emit import FLOAT_TYPES
+from ..registry import handles, register
+from .common import as_number, float_input
+
+
+def _binary(kind):
+    """``add``, ``sub``, ``mul``, ``div``, ``pow`` and ``maximum`` with
+    PyTorch's broadcasting and Python-number operands."""
+    def handler(ex, call):
+        lhs, rhs = call.args["input"], call.args["other"]
+        alpha = call.args.get("alpha", 1)
+        if call.args.get("rounding_mode") is not None:
+            ex.fail("rounding_mode is not supported")
+        shape = ex.out_shape(call)
+        dtype = dtype_name(call.out.dtype, "the result")
+        if dtype not in FLOAT_TYPES:
+            ex.fail("arithmetic on %s tensors is not supported" % dtype)
+        if alpha != 1:
+            if as_number(ex, rhs) is None:
+                rhs_value = ex.emit.scalar(
+                    "mul_scalar", ex.emit.broadcast_to(
+                        ex.val(rhs, dtype), shape), alpha)
+                return ex.emit.binary(kind, ex.emit.broadcast_to(
+                    ex.val(lhs, dtype), shape), rhs_value)
+        a, b = as_number(ex, lhs), as_number(ex, rhs)
+        if b is not None:
+            x = ex.val(lhs, dtype)
+            b *= alpha
+            if kind == "add":
+                y = ex.emit.scalar("add_scalar", x, b)
+            elif kind == "sub":
+                y = ex.emit.scalar("add_scalar", x, -b)
+            elif kind == "mul":
+                y = ex.emit.scalar("mul_scalar", x, b)
+            elif kind == "div":
+                y = ex.emit.scalar("mul_scalar", x, 1.0 / b)
+            elif kind == "pow":
+                y = ex.emit.scalar("pow_scalar", x, b)
+            else:
+                ex.fail("a Python-number operand is not supported")
+            return _reshape_to(ex, y, shape)
+        if a is not None:
+            x = ex.val(rhs, dtype)
+            if kind == "add":
+                y = ex.emit.scalar("add_scalar", x, a)
+            elif kind == "mul":
+                y = ex.emit.scalar("mul_scalar", x, a)
+            elif kind == "sub":
+                y = ex.emit.unary("neg", x)
+                if a != 0:
+                    y = ex.emit.scalar("add_scalar", y, a)
+            elif kind == "div":
+                y = ex.emit.scalar("pow_scalar", x, -1.0)
+                if a != 1:
+                    y = ex.emit.scalar("mul_scalar", y, a)
+            elif kind == "pow" and a > 0:
+                y = ex.emit.unary("exp", ex.emit.scalar(
+                    "mul_scalar", x, math.log(a)))
+            else:
+                ex.fail("a Python-number left operand is not supported")
+            return _reshape_to(ex, y, shape)
+        if kind == "pow":
+            ex.fail("a tensor exponent is not supported")
+        x = ex.emit.broadcast_to(ex.val(lhs, dtype), shape)
+        y = ex.emit.broadcast_to(ex.val(rhs, dtype), shape)
+        return ex.emit.binary(kind, x, y)
+    return handler
+
+
+def _binary_pow(handler):
+    """torch.pow names its second operand ``exponent``."""
+    def adapted(ex, call):
+        call.args["other"] = call.args.pop("exponent")
+        return handler(ex, call)
+    return adapted
+
+
+for _kind, _operators, _function in (
+        ("add", [operator.add, operator.iadd], torch.add),
+        ("sub", [operator.sub, operator.isub], torch.sub),
+        ("mul", [operator.mul, operator.imul], torch.mul),
+        ("div", [operator.truediv, operator.itruediv], torch.div),
+        ("pow", [operator.pow, operator.ipow], torch.pow),
+        ("maximum", [], torch.maximum)):
+    _handler = _binary(_kind)
+    register("input, other", _handler, functions=_operators)
+    _signature = {"add": "input, other, alpha=1",
+                  "sub": "input, other, alpha=1",
+                  "div": "input, other, rounding_mode=None",
+                  "pow": "input, exponent"}.get(_kind, "input, other")
+    if _kind == "pow":
+        _handler = _binary_pow(_handler)
+    register(_signature, _handler, functions=[_function],
+             methods=[_function.__name__])
+register("input, other, alpha=1", _binary("sub"), functions=[torch.subtract])
+register("input, other", _binary("mul"), functions=[torch.multiply])
+register("input, other", _binary("div"), functions=[torch.true_divide],
+         methods=["true_divide"])
+
+
+def _reshape_to(ex, value, shape):
+    """A scalar op's result, given the shape PyTorch broadcast it to (a
+    one-element tensor operand may add leading dimensions)."""
+    if value.shape == tuple(shape):
+        return value
+    if int(np.prod(value.shape)) == int(np.prod(shape)):
+        return ex.emit.reshape(value, shape)
+    return ex.emit.broadcast_to(value, shape)
+
+
+@handles("input, mask, value", functions=[torch.masked_fill],
+         methods=["masked_fill"])
+def _masked_fill(ex, call):
+    x = float_input(ex, call.args["input"])
+    if tuple(call.out.shape) != x.shape:
+        ex.fail("the mask may not broadcast the input")
+    mask = ex.val(call.args["mask"])
+    if mask.dtype != "i1":
+        ex.fail("the mask must be a bool tensor, got %s" % mask.dtype)
+    value = as_number(ex, call.args["value"])
+    if value is None:
+        ex.fail("the fill value must be a number known at export time")
+    return ex.emit.masked_fill(x, ex.emit.broadcast_to(mask, x.shape), value)
+
+
+@handles("condition, input, other", functions=[torch.where])
+def _where_handler(ex, call):
+    shape = ex.out_shape(call)
+    dtype = dtype_name(call.out.dtype, "the result")
+    if dtype not in FLOAT_TYPES:
+        ex.fail("only float results are supported")
+    condition = ex.val(call.args["condition"])
+    if condition.dtype != "i1":
+        ex.fail("the condition must be a bool tensor")
+
+    def operand(arg):
+        number = as_number(ex, arg)
+        if number is not None and not isinstance(ex.concrete(arg),
+                                                  torch.Tensor):
+            return ex.emit.constant(np.full(shape, number, np.float32), dtype)
+        return ex.emit.broadcast_to(ex.val(arg, dtype), shape)
+
+    return ex.emit.where(ex.emit.broadcast_to(condition, shape),
+                         operand(call.args["input"]),
+                         operand(call.args["other"]))

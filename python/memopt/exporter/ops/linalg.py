@@ -1,0 +1,192 @@
+"""Matrix products (matmul, bmm, mm, @, einsum), linear layers and
+embeddings."""
+
+import operator
+
+import numpy as np
+import torch
+import torch.fx
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..emit import INDEX_TYPES
+from ..registry import handles
+from .common import float_input
+
+
+def _matmul_values(ex, a, b):
+    """torch.matmul of two Values: vectors become matrices, batch
+    dimensions that memopt.matmul does not share are broadcast, and a
+    transpose of the two trailing dimensions folds into the op's flags."""
+    if a.rank == 0 or b.rank == 0:
+        ex.fail("both operands must have rank 1 or more")
+    out_shape = None
+    if a.rank == 1 and b.rank == 1:
+        out_shape = ()
+    elif a.rank == 1:
+        out_shape = b.shape[:-2] + b.shape[-1:]
+    elif b.rank == 1:
+        out_shape = a.shape[:-1]
+    if a.rank == 1:
+        a = ex.emit.reshape(a, (1,) + a.shape)
+    if b.rank == 1:
+        b = ex.emit.reshape(b, b.shape + (1,))
+    batch_a, batch_b = a.shape[:-2], b.shape[:-2]
+    if batch_a != batch_b and batch_a and batch_b:
+        batch = tuple(torch.broadcast_shapes(batch_a, batch_b))
+        a = ex.emit.broadcast_to(a, batch + a.shape[-2:])
+        b = ex.emit.broadcast_to(b, batch + b.shape[-2:])
+    transpose_lhs = a.name in ex.emit.swapped
+    transpose_rhs = b.name in ex.emit.swapped
+    if transpose_lhs:
+        a = ex.emit.swapped[a.name]
+    if transpose_rhs:
+        b = ex.emit.swapped[b.name]
+    y = ex.emit.matmul(a, b, transpose_lhs, transpose_rhs)
+    return y if out_shape is None else ex.emit.reshape(y, out_shape)
+
+
+@handles("input, other", functions=[operator.matmul, torch.matmul],
+         methods=["matmul", "__matmul__"])
+@handles("input, mat2", functions=[torch.bmm, torch.mm],
+         methods=["bmm", "mm"])
+def _matmul(ex, call):
+    a = float_input(ex, call.args["input"])
+    b = float_input(ex, call.args.get("other", call.args.get("mat2")))
+    if a.dtype != b.dtype:
+        ex.fail("operands of different element types %s and %s"
+                % (a.dtype, b.dtype))
+    return _matmul_values(ex, a, b)
+
+
+def linear_values(ex, x, weight, bias):
+    if weight.rank != 2:
+        ex.fail("the weight must be a matrix, got %s" % weight.type)
+    lead = x.shape[:-1]
+    if x.rank == 1:
+        x = ex.emit.reshape(x, (1,) + x.shape)
+    if weight.name in ex.emit.swapped:  # F.linear(x, w.t()): x @ w
+        y = ex.emit.matmul(x, ex.emit.swapped[weight.name])
+    else:
+        y = ex.emit.matmul(x, weight, transpose_rhs=True)
+    y = ex.emit.reshape(y, lead + weight.shape[:1])
+    if bias is not None:
+        y = ex.emit.binary("add", y, ex.emit.broadcast_to(bias, y.shape))
+    return y
+
+
+def linear_module(ex, m, x):
+    """``nn.Linear`` ``m`` applied to the Value ``x``."""
+    weight = ex.param(m.weight, "weight")
+    bias = ex.param(m.bias, "bias") if m.bias is not None else None
+    return linear_values(ex, x, weight, bias)
+
+
+@handles("input, weight, bias=None", functions=[F.linear])
+@handles("input", modules=[nn.Linear])
+def _linear(ex, call):
+    x = float_input(ex, call.args["input"])
+    if call.module is not None:
+        return linear_module(ex, call.module, x)
+    weight = float_input(ex, call.args["weight"])
+    bias = float_input(ex, call.args["bias"]) \
+        if call.args["bias"] is not None else None
+    return linear_values(ex, x, weight, bias)
+
+
+@handles("input, weight, padding_idx=None, max_norm=None, "
+         "norm_type=2.0, scale_grad_by_freq=False, sparse=False",
+         functions=[F.embedding])
+@handles("input", modules=[nn.Embedding])
+def _embedding(ex, call):
+    if call.module is not None:
+        m = call.module
+        weight = ex.param(m.weight, "weight")
+        padding_idx = m.padding_idx
+        options = {"max_norm": m.max_norm,
+                   "scale_grad_by_freq": m.scale_grad_by_freq,
+                   "sparse": m.sparse}
+    else:
+        weight = float_input(ex, call.args["weight"])
+        padding_idx = ex.const(call.args["padding_idx"])
+        options = {k: ex.const(call.args[k]) for k in
+                   ("max_norm", "scale_grad_by_freq", "sparse")}
+    for name, value in options.items():
+        if value is not None and value is not False:
+            ex.fail("%s=%r is not supported" % (name, value))
+    if padding_idx is not None:
+        # As F.embedding and nn.Embedding: a negative index counts from the
+        # end of the table.
+        rows = weight.shape[0]
+        padding_idx = int(padding_idx)
+        if not -rows <= padding_idx < rows:
+            ex.fail("padding_idx=%d is not a row of the %d-row table"
+                    % (padding_idx, rows))
+        padding_idx %= rows
+    indices = ex.val(call.args["input"])
+    if indices.dtype not in INDEX_TYPES:
+        ex.fail("the indices must be int64 or int32, got %s" % indices.dtype)
+    return ex.emit.embedding(weight, indices, padding_idx)
+
+
+@handles("equation, *operands", functions=[torch.einsum])
+def _einsum(ex, call):
+    """torch.einsum of one or two operands without '...': sums over the
+    indices only one operand has, then one (batched) memopt.matmul with the
+    indices both have and the output keeps as its batch, those it drops as
+    the contraction."""
+    equation = ex.const(call.args["equation"], "equation").replace(" ", "")
+    operands = call.args["operands"]
+    if len(operands) == 1 and not isinstance(operands[0], torch.fx.Node):
+        operands = operands[0]
+    values = [float_input(ex, v) for v in operands]
+    inputs, arrow, output = equation.partition("->")
+    inputs = inputs.split(",")
+    if "." in equation or len(inputs) != len(values) or len(values) > 2:
+        ex.fail("only einsum equations of one or two operands without '...'"
+                " are supported")
+    if not arrow:
+        letters = "".join(inputs)
+        output = "".join(sorted(c for c in set(letters)
+                                if letters.count(c) == 1))
+    sizes = {}
+    for spec, v in zip(inputs, values):
+        if len(spec) != v.rank or len(set(spec)) != len(spec):
+            ex.fail("the operand subscripts '%s' do not name the %d "
+                    "dimensions of %s once each" % (spec, v.rank, v.type))
+        sizes.update(zip(spec, v.shape))
+
+    def keep_only(spec, v, wanted):
+        dims = [i for i, c in enumerate(spec) if c not in wanted]
+        if not dims:
+            return spec, v
+        return ("".join(c for c in spec if c in wanted),
+                ex.emit.reduce("reduce_sum", v, dims))
+
+    def arrange(spec, v, order):
+        return ex.emit.transpose(v, [spec.index(c) for c in order])
+
+    if len(values) == 1:
+        spec, v = keep_only(inputs[0], values[0], output)
+        return arrange(spec, v, output)
+    (sa, a), (sb, b) = (keep_only(inputs[i], values[i],
+                                  output + inputs[1 - i]) for i in (0, 1))
+    batch = [c for c in output if c in sa and c in sb]
+    left = [c for c in sa if c in output and c not in sb]
+    right = [c for c in sb if c in output and c not in sa]
+    inner = [c for c in sa if c in sb and c not in output]
+    batch_shape = tuple(sizes[c] for c in batch)
+
+    def matrix(spec, v, rows, cols):
+        v = arrange(spec, v, batch + rows + cols)
+        return ex.emit.reshape(v, batch_shape + (
+            int(np.prod([sizes[c] for c in rows])),
+            int(np.prod([sizes[c] for c in cols]))))
+    lhs = matrix(sa, a, left, inner)
+    rhs = ex.emit.transpose(matrix(sb, b, right, inner),
+                            list(range(len(batch))) +
+                            [len(batch) + 1, len(batch)])
+    y = _matmul_values(ex, lhs, rhs)
+    y = ex.emit.reshape(y, batch_shape + tuple(sizes[c]
+                                               for c in left + right))
+    return arrange("".join(batch + left + right), y, output)

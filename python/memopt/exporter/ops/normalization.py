@@ -1,0 +1,100 @@
+"""Normalisation: layer norm, batch norm (training mode, with its running
+statistics as state) and F.normalize."""
+
+import numpy as np
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..registry import handles
+from .common import float_input, norm_dim
+
+BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d)
+
+
+@handles("input, normalized_shape, weight=None, bias=None, eps=1e-05",
+         functions=[F.layer_norm])
+@handles("input", modules=[nn.LayerNorm])
+def _layer_norm(ex, call):
+    x = float_input(ex, call.args["input"])
+    if call.module is not None:
+        return layer_norm_module(ex, call.module, x)
+    shape = ex.const(call.args["normalized_shape"])
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    eps = ex.const(call.args["eps"])
+    weight = ex.val(call.args["weight"], "f32") \
+        if call.args["weight"] is not None else None
+    bias = ex.val(call.args["bias"], "f32") \
+        if call.args["bias"] is not None else None
+    return _layer_norm_values(ex, x, shape, weight, bias, eps)
+
+
+def layer_norm_module(ex, m, x):
+    """``nn.LayerNorm`` ``m`` applied to the Value ``x``."""
+    weight = ex.param(m.weight, "weight") if m.weight is not None else None
+    bias = ex.param(m.bias, "bias") if m.bias is not None else None
+    return _layer_norm_values(ex, x, tuple(m.normalized_shape), weight, bias,
+                              m.eps)
+
+
+def _layer_norm_values(ex, x, shape, weight, bias, eps):
+    if weight is None:
+        weight = ex.emit.constant(np.ones(shape, np.float32), "f32")
+    if bias is None:
+        bias = ex.emit.constant(np.zeros(shape, np.float32), "f32")
+    if x.shape[x.rank - len(shape):] != tuple(shape) or \
+            weight.shape != tuple(shape) or bias.shape != tuple(shape):
+        ex.fail("normalized_shape %s does not match the input %s"
+                % (list(shape), x.type))
+    return ex.emit.layer_norm(x, weight, bias, eps)[0]
+
+
+@handles("input", modules=list(BATCH_NORMS))
+def _batch_norm(ex, call):
+    m = call.module
+    path = call.node.target
+    if not m.training:
+        ex.fail("the module is in eval mode: export a model in training "
+                "mode (model.train())")
+    if m.momentum is None:
+        ex.fail("momentum=None (a cumulative average) is not supported")
+    x = float_input(ex, call.args["input"])
+    if x.rank < 2 or x.shape[1] != m.num_features:
+        ex.fail("expected an input with %d channels in dimension 1, got %s"
+                % (m.num_features, x.type))
+    channels = (m.num_features,)
+    weight = ex.param(m.weight, "weight") if m.affine else \
+        ex.emit.constant(np.ones(channels, np.float32), "f32")
+    bias = ex.param(m.bias, "bias") if m.affine else \
+        ex.emit.constant(np.zeros(channels, np.float32), "f32")
+    if m.track_running_stats:
+        mean = ex.state[path + ".running_mean"]
+        var = ex.state[path + ".running_var"]
+    else:
+        mean = ex.emit.constant(np.zeros(channels, np.float32), "f32")
+        var = ex.emit.constant(np.ones(channels, np.float32), "f32")
+    y, _, _, new_mean, new_var = ex.emit.batch_norm(
+        x, weight, bias, mean, var, m.eps, m.momentum)
+    if m.track_running_stats:
+        ex.state[path + ".running_mean"] = new_mean
+        ex.state[path + ".running_var"] = new_var
+    return y
+
+
+@handles("input, p=2.0, dim=1, eps=1e-12, out=None",
+         functions=[F.normalize])
+def _normalize(ex, call):
+    """F.normalize with p=2: x / max(||x||, eps) along ``dim``, the norm
+    computed as sqrt(max(sum x^2, eps^2)), the same function whose
+    gradient is PyTorch's also at x = 0 (a zero row, which Swin V2's
+    padding makes): the clamp stops the gradient before sqrt's infinite
+    slope at 0."""
+    x = float_input(ex, call.args["input"])
+    p, eps = ex.const(call.args["p"]), ex.const(call.args["eps"])
+    if p != 2:
+        ex.fail("p=%r is not supported (only the Euclidean norm)" % p)
+    dim = norm_dim(ex, ex.const(call.args["dim"]), x.rank)
+    keep = x.shape[:dim] + (1,) + x.shape[dim + 1:]
+    squares = ex.emit.reduce("reduce_sum", ex.emit.binary("mul", x, x), [dim])
+    norm = ex.emit.unary("sqrt", ex.emit.clamp(squares, min=eps * eps))
+    norm = ex.emit.reshape(norm, keep)
+    return ex.emit.binary("div", x, ex.emit.broadcast_to(norm, x.shape))

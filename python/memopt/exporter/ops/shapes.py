@@ -1,0 +1,330 @@
+"""Shapes and indexing: views and reshapes, transposes, broadcasts, dtype
+conversions, indexing and slicing, concatenation and splitting, padding,
+rolling, and zero_/fill_ of a computed tensor."""
+
+import builtins
+import math
+import operator
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..dtypes import dtype_name
+from ..emit import FLOAT_TYPES
+from ..registry import handles, returns_tuple
+from .common import as_number, float_input, norm_dim
+
+
+@handles("input, *rest, **", functions=[torch.reshape, torch.flatten,
+                                        torch.squeeze, torch.unsqueeze],
+         methods=["view", "reshape", "flatten", "squeeze", "unsqueeze",
+                  "view_as", "reshape_as"])
+@handles("input", modules=[nn.Flatten, nn.Unflatten])
+def _reshape(ex, call):
+    """view, reshape, flatten, squeeze, unsqueeze, expand-free shape
+    changes: the result shape is PyTorch's."""
+    return ex.emit.reshape(ex.val(call.args["input"]), ex.out_shape(call))
+
+
+@handles("input, *rest, **", methods=["contiguous"])
+@handles("input", modules=[nn.Identity])
+@handles("input, memory_format=None", functions=[torch.clone],
+         methods=["clone"])
+def _identity(ex, call):
+    return ex.val(call.args["input"])
+
+
+@handles("input, *rest, **",
+         methods=["to", "type", "type_as", "float", "cpu", "cuda"])
+def _convert(ex, call):
+    """Tensor.to / float / type_as ...: a no-op, or a float-to-float cast."""
+    x = ex.val(call.args["input"])
+    dtype = dtype_name(call.out.dtype, "the result")
+    if dtype == x.dtype:
+        return x
+    if x.dtype in FLOAT_TYPES and dtype in FLOAT_TYPES:
+        return ex.emit.cast(x, dtype)
+    ex.fail("conversion from %s to %s is not supported" % (x.dtype, dtype))
+
+
+@handles("input, *rest, **", methods=["expand", "expand_as"])
+@handles("input, *rest", functions=[torch.broadcast_to])
+def _expand(ex, call):
+    return ex.emit.broadcast_to(ex.val(call.args["input"]),
+                                ex.out_shape(call))
+
+
+@handles("input, dim0, dim1",
+         functions=[torch.transpose, torch.swapaxes, torch.swapdims],
+         methods=["transpose", "swapaxes", "swapdims"])
+@handles("input", functions=[torch.t], methods=["t"])
+def _transpose(ex, call):
+    x = ex.val(call.args["input"])
+    perm = list(range(x.rank))
+    if "dim0" in call.args:
+        d0 = norm_dim(ex, ex.const(call.args["dim0"]), x.rank)
+        d1 = norm_dim(ex, ex.const(call.args["dim1"]), x.rank)
+        perm[d0], perm[d1] = perm[d1], perm[d0]
+    elif x.rank == 2:  # .t(), .T
+        perm = [1, 0]
+    elif x.rank > 2:
+        ex.fail(".t() / .T expects a tensor of rank 2 at most")
+    return ex.emit.transpose(x, perm)
+
+
+def _swap_last(ex, call):
+    x = ex.val(call.args["input"])
+    if x.rank < 2:
+        ex.fail("expects a tensor of rank 2 or more")
+    return ex.emit.transpose(x, list(range(x.rank - 2)) +
+                             [x.rank - 1, x.rank - 2])
+
+
+@handles("input, *dims", methods=["permute"])
+@handles("input, dims", functions=[torch.permute])
+def _permute(ex, call):
+    x = ex.val(call.args["input"])
+    dims = ex.const(call.args["dims"])
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = dims[0]
+    return ex.emit.transpose(x, [norm_dim(ex, d, x.rank) for d in dims])
+
+
+@handles("input, name", functions=[builtins.getattr])
+def _getattr(ex, call):
+    name = ex.const(call.args["name"])
+    if name == "T":  # reverses every dimension
+        x = ex.val(call.args["input"])
+        return ex.emit.transpose(x, list(reversed(range(x.rank))))
+    if name == "mT":
+        return _swap_last(ex, call)
+    ex.fail("attribute '%s' is not supported" % name)
+
+
+@handles("input, index", functions=[operator.getitem])
+def _getitem(ex, call):
+    """Static indexing: ints, slices with a positive step, None and
+    Ellipsis, as one memopt.slice and a reshape."""
+    x = ex.val(call.args["input"])
+    index = ex.const(call.args["index"], "index")
+    if isinstance(index, torch.Tensor):
+        return _gather_rows(ex, call, x, index)
+    if not isinstance(index, tuple):
+        index = (index,)
+    consumed = sum(1 for i in index if i is not None and i is not Ellipsis)
+    items = []
+    for item in index:
+        if item is Ellipsis:
+            items.extend([slice(None)] * (x.rank - consumed))
+        else:
+            items.append(item)
+    starts, limits, strides = [], [], []
+    dim = 0
+    for item in items:
+        if item is None:
+            continue
+        if dim >= x.rank:
+            ex.fail("too many indices for a tensor of rank %d" % x.rank)
+        size = x.shape[dim]
+        if isinstance(item, slice):
+            start, stop, step = item.indices(size)
+            count = len(range(start, stop, step))
+            if count == 0:
+                ex.fail("the slice %s of dimension %d is empty" % (item, dim))
+            starts.append(start)
+            limits.append(start + (count - 1) * step + 1)
+            strides.append(step)
+        elif isinstance(item, int) and not isinstance(item, bool):
+            i = item + size if item < 0 else item
+            starts.append(i)
+            limits.append(i + 1)
+            strides.append(1)
+        else:
+            ex.fail("indexing with %s is not supported (only ints, slices, "
+                    "None and ...)" % type(item).__name__)
+        dim += 1
+    starts += [0] * (x.rank - dim)
+    limits += list(x.shape[dim:])
+    strides += [1] * (x.rank - dim)
+    y = x
+    if tuple(starts) != (0,) * x.rank or tuple(limits) != x.shape or \
+            tuple(strides) != (1,) * x.rank:
+        y = ex.emit.slice(x, starts, limits, strides)
+    return ex.emit.reshape(y, ex.out_shape(call))
+
+
+def _gather_rows(ex, call, x, index):
+    """x[index] with a constant integer tensor: rows of ``x`` (dimension 0)
+    gathered by memopt.embedding, whose backward scatter-adds."""
+    if index.dtype not in (torch.int64, torch.int32) or index.dim() == 0:
+        ex.fail("indexing with a %s tensor of shape %s is not supported (only "
+                "an integer tensor of rank 1 or more, which gathers rows)"
+                % (index.dtype, list(index.shape)))
+    if x.dtype not in FLOAT_TYPES or x.rank == 0:
+        ex.fail("only rows of a floating-point tensor can be gathered")
+    rows = x.shape[0]
+    if index.numel() and not bool(((index >= -rows) & (index < rows)).all()):
+        ex.fail("an index is out of range for a dimension of size %d" % rows)
+    flat = (index.reshape(-1) % rows).to(torch.int64).numpy()
+    table = ex.emit.reshape(x, (rows, int(np.prod(x.shape[1:]))))
+    gathered = ex.emit.embedding(table, ex.emit.constant(flat, "i64"))
+    return ex.emit.reshape(gathered, ex.out_shape(call))
+
+
+@handles("tensors, dim=0", functions=[torch.cat, torch.concat])
+def _cat(ex, call):
+    dtype = dtype_name(call.out.dtype, "the result")
+    values = ex.vals(call.args["tensors"], dtype)
+    dim = norm_dim(ex, ex.const(call.args["dim"]), values[0].rank)
+    if len(values) == 1:
+        return values[0]
+    return ex.emit.concat(values, dim)
+
+
+@handles("tensors, dim=0", functions=[torch.stack])
+def _stack(ex, call):
+    """torch.stack: each operand with a unit dimension at ``dim``, then one
+    concat."""
+    dtype = dtype_name(call.out.dtype, "the result")
+    values = ex.vals(call.args["tensors"], dtype)
+    rank = values[0].rank + 1
+    dim = norm_dim(ex, ex.const(call.args["dim"]), rank)
+    values = [ex.emit.reshape(v, v.shape[:dim] + (1,) + v.shape[dim:])
+              for v in values]
+    if len(values) == 1:
+        return values[0]
+    return ex.emit.concat(values, dim)
+
+
+@returns_tuple
+@handles("input, chunks, dim=0", functions=[torch.chunk],
+         methods=["chunk"])
+@handles("input, split_size=None, dim=0", methods=["split"])
+@handles("input, split_size_or_sections=None, dim=0",
+         functions=[torch.split])
+@handles("input, dim=0", functions=[torch.unbind], methods=["unbind"])
+def _split(ex, call):
+    """chunk, split and unbind: a tuple of slices along ``dim``, their sizes
+    those of PyTorch's pieces (an unbind's without the dimension)."""
+    x = ex.val(call.args["input"])
+    dim = norm_dim(ex, ex.const(call.args["dim"]), x.rank)
+    unbind = call.node.target in ("unbind", torch.unbind)
+    pieces, start = [], 0
+    for piece in call.out:
+        size = 1 if unbind else piece.shape[dim]
+        starts = [0] * x.rank
+        limits = list(x.shape)
+        starts[dim], limits[dim] = start, start + size
+        y = x
+        if size != x.shape[dim]:
+            y = ex.emit.slice(x, starts, limits, [1] * x.rank)
+        pieces.append(ex.emit.reshape(y, tuple(piece.shape)))
+        start += size
+    return tuple(pieces)
+
+
+@handles("input, pad, mode='constant', value=None", functions=[F.pad])
+def _pad(ex, call):
+    """F.pad in constant mode: negative amounts crop (a slice), positive ones
+    pad with zeros (memopt.slice_grad, whose backward is the slice), and a
+    value other than 0 is added where the padding is (a constant over the
+    padded dimensions, broadcast over the others)."""
+    x = float_input(ex, call.args["input"])
+    amounts = list(ex.const(call.args["pad"], "padding"))
+    mode, value = ex.const(call.args["mode"]), ex.const(call.args["value"])
+    if mode != "constant":
+        ex.fail("mode='%s' is not supported (only 'constant')" % mode)
+    if not isinstance(value, (int, float, type(None))) or (
+            value is not None and not math.isfinite(value)):
+        ex.fail("padding with value=%r is not supported (a finite number)"
+                % (value,))
+    if len(amounts) % 2 or len(amounts) // 2 > x.rank:
+        ex.fail("the padding %s does not pair up with the dimensions of %s"
+                % (amounts, x.type))
+    low, high = [0] * x.rank, [0] * x.rank
+    for i in range(len(amounts) // 2):
+        low[x.rank - 1 - i] = amounts[2 * i]
+        high[x.rank - 1 - i] = amounts[2 * i + 1]
+    if any(lo < 0 or hi < 0 for lo, hi in zip(low, high)):
+        starts = [max(-lo, 0) for lo in low]
+        limits = [d - max(-hi, 0) for d, hi in zip(x.shape, high)]
+        x = ex.emit.slice(x, starts, limits, [1] * x.rank)
+        low, high = [max(lo, 0) for lo in low], [max(hi, 0) for hi in high]
+    if not any(low) and not any(high):
+        return x
+    shape = [lo + d + hi for lo, d, hi in zip(low, x.shape, high)]
+    y = ex.emit.pad(x, low, shape)
+    if not value:
+        return y
+    padded = len(amounts) // 2
+    fill = np.full(shape[-padded:], value, dtype=np.float32)
+    fill[tuple(slice(lo, lo + d) for lo, d in
+               zip(low[-padded:], x.shape[-padded:]))] = 0
+    fill = ex.emit.constant(fill, "f32")
+    if padded < x.rank:
+        fill = ex.emit.broadcast(fill, list(range(x.rank - padded, x.rank)),
+                                 shape)
+    return ex.emit.binary("add", y, fill)
+
+
+@handles("input, shifts, dims=None", functions=[torch.roll],
+         methods=["roll"])
+def _roll(ex, call):
+    """torch.roll along given dimensions: two slices and a concat each."""
+    x = ex.val(call.args["input"])
+    shifts, dims = ex.const(call.args["shifts"]), ex.const(call.args["dims"])
+    if dims is None or dims == ():
+        ex.fail("torch.roll without dims (of the flattened tensor) is not "
+                "supported")
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if len(shifts) != len(dims):
+        ex.fail("shifts and dims differ in length")
+    for shift, dim in zip(shifts, dims):
+        dim = norm_dim(ex, dim, x.rank)
+        size = x.shape[dim]
+        shift %= size
+        if shift == 0:
+            continue
+        def part(start, stop):
+            starts, limits = [0] * x.rank, list(x.shape)
+            starts[dim], limits[dim] = start, stop
+            return ex.emit.slice(x, starts, limits, [1] * x.rank)
+        x = ex.emit.concat([part(size - shift, size), part(0, size - shift)],
+                           dim)
+    return x
+
+
+def inplace_fill(ex, node):
+    """``t.zero_()`` / ``t.fill_(v)`` where ``t`` is a tensor the model
+    computed (a clone of a parameter, say) or a static view ``t = base[i]``
+    of one: every later use of ``base`` reads a masked_fill of its old
+    value, the positions of the view taken from PyTorch itself."""
+    target = node.args[0]
+    value = 0.0 if node.target == "zero_" else as_number(ex, node.args[1])
+    if value is None:
+        ex.fail("filling with a tensor is not supported")
+    base, index = target, None
+    if target.op == "call_function" and target.target is operator.getitem:
+        base, index = target.args[0], ex.const(target.args[1], "index")
+    later = [u for u in list(node.users) + list(target.users)
+             if u is not node and u is not target]
+    if base is not target and later:
+        ex.fail("the view it fills is read afterwards: fill the tensor the "
+                "view is taken from, or use masked_fill")
+    old = ex.val(base)
+    if old.dtype not in FLOAT_TYPES or base.op in ("get_attr",
+                                                   "placeholder"):
+        ex.fail("only a floating-point tensor computed by the model can be "
+                "filled in place (clone a parameter first)")
+    mask = torch.zeros(old.shape, dtype=torch.bool)
+    if index is None:
+        mask[...] = True
+    else:
+        mask[index] = True
+    ex.values[base] = ex.emit.masked_fill(
+        old, ex.emit.constant(mask.numpy(), "i1"), value)
+    if base is target:
+        ex.values[node] = ex.values[base]
