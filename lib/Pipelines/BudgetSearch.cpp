@@ -43,6 +43,8 @@ using namespace memopt;
 std::string Combination::str() const {
   std::string text =
       llvm::formatv("{0} / {1} / K={2}", precision, remat, microBatches).str();
+  if (stateBits == 8)
+    text += " / 8-bit state";
   if (ranks > 1)
     text += llvm::formatv(" / ZeRO-{0} x {1} ranks", zeroStage, ranks).str();
   return text;
@@ -77,6 +79,7 @@ std::string memopt::applyCombination(const Combination &combination,
   options.dataParallel = combination.ranks;
   options.rankBatch = combination.ranks > 1;
   options.zeroStage = combination.zeroStage;
+  options.optimizerStateBits = combination.stateBits;
   if (llvm::Error error = validateMemoptPipelineOptions(options))
     return llvm::toString(std::move(error));
   return "";
@@ -338,6 +341,26 @@ static std::string explainZero(const ExploreResult &result,
       result.samplesPerStep * c.ranks);
 }
 
+/// Why the chosen combination `c` (single-device, 8-bit state) quantizes.
+static std::string explainState(const ExploreResult &result,
+                                const CombinationResult &chosen) {
+  const CombinationResult *wide = nullptr;
+  for (const CombinationResult &row : result.rows)
+    if (row.compiled() && row.combination.stateBits == 32 &&
+        row.combination.ranks == 1 &&
+        (!wide || row.plannedPeakBytes < wide->plannedPeakBytes))
+      wide = &row;
+  return llvm::formatv(
+      "8-bit optimizer state applied: no combination with 32-bit state fits "
+      "one device{0}; AdamW's moments take {1} instead of {2} "
+      "(--optimizer-state=8bit, docs/Optimizer.md), before more devices",
+      wide ? " (the smallest, " + wide->combination.str() + ", needs " +
+                 formatBytes(wide->plannedPeakBytes) + ")"
+           : std::string(),
+      formatBytes(chosen.modelState.optimizer),
+      wide ? formatBytes(wide->modelState.optimizer) : std::string("32 bits"));
+}
+
 /// The explanation of the choice, in terms of the account of the step
 /// without any technique (`plain`) and of the chosen one: one line per
 /// technique, then the choice.
@@ -355,6 +378,8 @@ static void explain(ExploreResult &result, const ExploreOptions &options,
   lines.push_back(explainPrecision(result, options, c));
   lines.push_back(explainRemat(result, options, chosen, plain));
   lines.push_back(explainAccumulation(result, options, c));
+  if (c.stateBits == 8 && options.mayQuantizeState)
+    lines.push_back(explainState(result, chosen));
   if (c.ranks > 1)
     lines.push_back(explainZero(result, c));
   lines.push_back(llvm::formatv(
@@ -395,8 +420,11 @@ static void findRemedies(ExploreResult &result, const ExploreOptions &options) {
   const CombinationResult &row = result.rows[*result.smallest];
   int64_t peak = row.plannedPeakBytes;
   int64_t optimizer = row.getPool(MemoryPoolKind::Optimizer);
+  // ZeRO does not shard 8-bit moments (yet).
+  bool shardable = row.combination.stateBits == 32;
   if (auto remedy =
-          shard("shard-optimizer", peak, optimizer, options.budgetBytes))
+          shard("shard-optimizer", peak, optimizer, options.budgetBytes);
+      remedy && shardable)
     result.remedies.push_back(*remedy);
   if (peak - optimizer <= options.budgetBytes)
     result.remedies.push_back(
@@ -407,8 +435,30 @@ static void findRemedies(ExploreResult &result, const ExploreOptions &options) {
                        row.getPool(MemoryPoolKind::MasterParams) +
                        row.getPool(MemoryPoolKind::Grads) + optimizer;
   if (auto remedy =
-          shard("shard-model-state", peak, modelState, options.budgetBytes))
+          shard("shard-model-state", peak, modelState, options.budgetBytes);
+      remedy && shardable)
     result.remedies.push_back(*remedy);
+}
+
+/// Nothing fits one device: compiles every single-device combination that
+/// compiled (but the budget remat strategy's, whose arena budget depends on
+/// the arguments) again with 8-bit AdamW moments. Returns whether it added
+/// rows.
+static bool addQuantizedStateRows(ModuleOp module,
+                                  const MemoptPipelineOptions &base,
+                                  const ExploreOptions &options,
+                                  ExploreResult &result) {
+  std::vector<Combination> wide;
+  for (const CombinationResult &row : result.rows)
+    if (row.compiled() && row.combination.ranks == 1 &&
+        row.combination.stateBits == 32 && row.combination.remat != "budget")
+      wide.push_back(row.combination);
+  for (Combination combination : wide) {
+    combination.stateBits = 8;
+    result.rows.push_back(
+        compileCombination(module, base, combination, options));
+  }
+  return !wide.empty();
 }
 
 /// Nothing fits one device: compiles the smallest single-device combination
@@ -420,8 +470,10 @@ static bool addShardedRows(ModuleOp module, const MemoptPipelineOptions &base,
                            const ExploreOptions &options,
                            ExploreResult &result) {
   const CombinationResult *smallest = nullptr;
+  // ZeRO shards 32-bit moments only.
   for (const CombinationResult &row : result.rows)
     if (row.compiled() && row.combination.remat != "budget" &&
+        row.combination.stateBits == 32 &&
         (!smallest || row.plannedPeakBytes < smallest->plannedPeakBytes))
       smallest = &row;
   if (!smallest)
@@ -454,6 +506,12 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
   auto start = std::chrono::steady_clock::now();
   ExploreResult result;
   countItems(module, result);
+  // Every combination keeps the state precision the options give, until
+  // the search quantizes it.
+  auto withBaseState = [&](Combination c) {
+    c.stateBits = base.optimizerStateBits;
+    return c;
+  };
 
   // By default every power of two that divides the batch.
   std::vector<int64_t> microBatches = options.microBatches;
@@ -475,14 +533,15 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
           row.combination.microBatches == c.microBatches)
         return row.argumentBytes;
     CombinationResult reference = compileCombination(
-        module, base, Combination{c.precision, "none", c.microBatches},
+        module, base, withBaseState(Combination{c.precision, "none",
+                                                c.microBatches}),
         options);
     return reference.compiled() ? reference.argumentBytes : -1;
   };
   for (const std::string &precision : options.precisions)
     for (const std::string &remat : options.remats)
       for (int64_t k : microBatches) {
-        Combination c{precision, remat, k};
+        Combination c = withBaseState({precision, remat, k});
         int64_t arenaBudget = 0;
         if (remat == "budget" || remat == "auto") {
           int64_t arguments = getArgumentBytes(c);
@@ -516,7 +575,8 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
     }
   std::optional<CombinationResult> plainExtra;
   if (!plain) {
-    plainExtra = compileCombination(module, base, Combination(), options);
+    plainExtra =
+        compileCombination(module, base, withBaseState(Combination()), options);
     if (plainExtra->compiled()) {
       plain = &*plainExtra;
       referenceFlops.emplace("none", plain->flops);
@@ -528,7 +588,8 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
     auto it = referenceFlops.find(row.combination.precision);
     if (it == referenceFlops.end()) {
       CombinationResult reference = compileCombination(
-          module, base, Combination{row.combination.precision, "none", 1},
+          module, base,
+          withBaseState(Combination{row.combination.precision, "none", 1}),
           options);
       it = referenceFlops
                .emplace(row.combination.precision,
@@ -543,16 +604,24 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
   std::optional<size_t> plainRow;
   if (plain && !plainExtra)
     plainRow = plain - result.rows.data();
-  if (!result.chosen && base.dataParallel == 1 &&
-      addShardedRows(module, base, options, result)) {
+  // Then 8-bit optimizer state, before more devices.
+  auto recount = [&] {
     if (plainRow)
       plain = &result.rows[*plainRow];
     for (CombinationResult &row : result.rows)
-      if (row.compiled() && row.combination.ranks > 1)
+      if (row.compiled() && (row.combination.ranks > 1 ||
+                             row.combination.stateBits != 32))
         row.extraFlops = std::max<int64_t>(
             0, row.flops - referenceFlops[row.combination.precision]);
     chooseCombination(result, options, plain);
-  }
+  };
+  if (!result.chosen && options.mayQuantizeState &&
+      base.optimizer == "adamw" && base.dataParallel == 1 &&
+      addQuantizedStateRows(module, base, options, result))
+    recount();
+  if (!result.chosen && base.dataParallel == 1 &&
+      addShardedRows(module, base, options, result))
+    recount();
   result.seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - start)
                        .count();

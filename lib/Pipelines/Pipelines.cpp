@@ -92,6 +92,16 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
   if (options.zeroStage < 0 || options.zeroStage > 2)
     return fail("invalid --zero-stage=" + llvm::Twine(options.zeroStage) +
                 ": expected 0, 1 or 2");
+  if (options.optimizerStateBits != 32 &&
+      (options.optimizerStateBits != 8 || options.optimizer != "adamw"))
+    return fail("invalid optimizer-state-bits=" +
+                llvm::Twine(options.optimizerStateBits) +
+                ": expected 32, or 8 with adamw");
+  if (options.optimizerStateBits == 8 && options.zeroStage > 0)
+    return fail("--optimizer-state=8bit with --zero-stage=" +
+                llvm::Twine(options.zeroStage) +
+                " is not supported yet: ZeRO shards the moments element by "
+                "element, the 8-bit moments are packed in blocks");
   if (options.zeroStage > 0 && options.dataParallel < 2)
     return fail("--zero-stage=" + llvm::Twine(options.zeroStage) +
                 " shards over the data-parallel ranks: it needs "
@@ -221,6 +231,7 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
   autodiff.eps = options.eps;
   autodiff.weightDecay = options.weightDecay;
   autodiff.momentum = options.momentum;
+  autodiff.stateBits = options.optimizerStateBits;
   pm.addPass(createAutodiffPass(autodiff));
   if (options.remat != "none" || options.cheapRecompute) {
     RematerializePassOptions remat;

@@ -63,6 +63,8 @@ const char *siteName(int site) {
     return "memopt_cross_entropy_grad";
   case SiteAdamWStep:
     return "memopt_adamw_update";
+  case SiteAdamW8bitStep:
+    return "memopt_adamw8bit_update";
   }
   return "a kernel";
 }
@@ -97,7 +99,7 @@ void pollDevice(const memopt_context *ctx) {
   int site = record.site;
   memopt_status status = static_cast<memopt_status>(record.code);
   long long value = record.value, row = record.row, limit = record.limit;
-  if (site == SiteAdamWStep)
+  if (site == SiteAdamWStep || site == SiteAdamW8bitStep)
     report(ctx, status, false, siteName(site),
            "step %lld is not a 1-based update count", value);
   else if (site == SiteCrossEntropy || site == SiteCrossEntropyGrad)

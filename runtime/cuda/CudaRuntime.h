@@ -121,6 +121,7 @@ enum DeviceErrorSite {
   SiteCrossEntropy = 3,
   SiteCrossEntropyGrad = 4,
   SiteAdamWStep = 5,
+  SiteAdamW8bitStep = 6,
 };
 
 inline bool isLive(const memopt_context *ctx) {

@@ -8,6 +8,7 @@
 
 #include "Device.cuh"
 #include "memopt/runtime/OptimizerMath.h"
+#include "memopt/runtime/QuantizeMath.h"
 
 using namespace memopt::cuda;
 
@@ -62,6 +63,83 @@ __global__ void adamwKernel(const T *param, const T *grad, const T *expAvg,
     newExpAvg[i] = fromF32<T>(mi);
     newExpAvgSq[i] = fromF32<T>(vi);
     newParam[i] = fromF32<T>(pi);
+  }
+}
+
+__constant__ float kSignedCode[256] = MEMOPT_DYNAMIC_SIGNED_CODE;
+__constant__ float kUnsignedCode[256] = MEMOPT_DYNAMIC_UNSIGNED_CODE;
+
+/// One thread block per block of kQuantBlock elements, one thread per
+/// element: the host's adamw8bitBlock with the absmaxes reduced in shared
+/// memory (a max, so the order does not matter: the same bits).
+__global__ void adamw8bitKernel(const float *param, const float *grad,
+                                const uint8_t *expAvg,
+                                const uint8_t *expAvgSq, const int64_t *step,
+                                const uint8_t *skip, float *newParam,
+                                uint8_t *newExpAvg, uint8_t *newExpAvgSq,
+                                int64_t n, AdamWScalars s,
+                                memopt_device_error *error) {
+  __shared__ float mMax[kQuantBlock], vMax[kQuantBlock];
+  bool skipped = skip && *skip;
+  int64_t t64 = *step;
+  if (!skipped && t64 < 1) {
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+      raiseDeviceError(error, MEMOPT_ERROR_INVALID_ARGUMENT, SiteAdamW8bitStep, t64,
+                       0, 0);
+    return;
+  }
+  int64_t absmaxAt = (n + 3) / 4 * 4;
+  int64_t block = blockIdx.x, i = block * kQuantBlock + threadIdx.x;
+  const float *mAbsmax = reinterpret_cast<const float *>(expAvg + absmaxAt);
+  const float *vAbsmax = reinterpret_cast<const float *>(expAvgSq + absmaxAt);
+  float *newMAbsmax = reinterpret_cast<float *>(newExpAvg + absmaxAt);
+  float *newVAbsmax = reinterpret_cast<float *>(newExpAvgSq + absmaxAt);
+  bool inside = i < n;
+  if (skipped) {
+    if (inside) {
+      newParam[i] = param[i];
+      newExpAvg[i] = expAvg[i];
+      newExpAvgSq[i] = expAvgSq[i];
+    }
+    if (threadIdx.x == 0) {
+      newMAbsmax[block] = mAbsmax[block];
+      newVAbsmax[block] = vAbsmax[block];
+    }
+    return;
+  }
+  AdamWCoefficients c =
+      adamwCoefficients(s.lr, s.beta1, s.beta2, s.eps, s.weightDecay, t64);
+  float m = 0.0f, v = 0.0f;
+  if (inside) {
+    m = kSignedCode[expAvg[i]] * mAbsmax[block];
+    v = kUnsignedCode[expAvgSq[i]] * vAbsmax[block];
+    newParam[i] = adamwElement(c, param[i], grad[i], m, v);
+  }
+  mMax[threadIdx.x] = inside ? fabsf(m) : 0.0f;
+  vMax[threadIdx.x] = inside ? fabsf(v) : 0.0f;
+  __syncthreads();
+  for (int stride = kQuantBlock / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      mMax[threadIdx.x] = fmaxf(mMax[threadIdx.x], mMax[threadIdx.x + stride]);
+      vMax[threadIdx.x] = fmaxf(vMax[threadIdx.x], vMax[threadIdx.x + stride]);
+    }
+    __syncthreads();
+  }
+  float mTop = mMax[0], vTop = vMax[0];
+  if (inside) {
+    newExpAvg[i] =
+        nearestCode(kSignedCode, m * (mTop > 0.0f ? 1.0f / mTop : 0.0f));
+    newExpAvgSq[i] =
+        nearestCode(kUnsignedCode, v * (vTop > 0.0f ? 1.0f / vTop : 0.0f));
+  }
+  if (threadIdx.x == 0) {
+    newMAbsmax[block] = mTop;
+    newVAbsmax[block] = vTop;
+  }
+  // The bytes between the codes and the absmaxes: zero, as on the host.
+  if (block == 0 && threadIdx.x < absmaxAt - n) {
+    newExpAvg[n + threadIdx.x] = 0;
+    newExpAvgSq[n + threadIdx.x] = 0;
   }
 }
 
@@ -151,6 +229,33 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
         static_cast<T *>(new_exp_avg_sq), n, scalars, ctx->deviceError);
   });
   checkLaunch(ctx, entry, "adamwKernel");
+}
+
+void memopt_adamw8bit_update(memopt_context *ctx, memopt_dtype dtype,
+                             const void *param, const void *grad,
+                             const void *exp_avg, const void *exp_avg_sq,
+                             const int64_t *step, const uint8_t *skip,
+                             void *new_param, void *new_exp_avg,
+                             void *new_exp_avg_sq, int64_t n, double lr,
+                             double beta1, double beta2, double eps,
+                             double weight_decay) {
+  const char *entry = "memopt_adamw8bit_update";
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {param, grad, new_param}) ||
+      !checkPointers(ctx, entry, 1,
+                     {exp_avg, exp_avg_sq, new_exp_avg, new_exp_avg_sq,
+                      step}) ||
+      isEmpty({n}))
+    return;
+  AdamWScalars scalars{lr * ctx->lrScale, beta1, beta2, eps, weight_decay};
+  int64_t blocks = (n + kQuantBlock - 1) / kQuantBlock;
+  adamw8bitKernel<<<static_cast<unsigned>(blocks), kQuantBlock, 0,
+                    ctx->stream>>>(
+      static_cast<const float *>(param), static_cast<const float *>(grad),
+      static_cast<const uint8_t *>(exp_avg),
+      static_cast<const uint8_t *>(exp_avg_sq), step, skip,
+      static_cast<float *>(new_param), static_cast<uint8_t *>(new_exp_avg),
+      static_cast<uint8_t *>(new_exp_avg_sq), n, scalars, ctx->deviceError);
+  checkLaunch(ctx, entry, "adamw8bitKernel");
 }
 
 void memopt_increment(memopt_context *ctx, const int64_t *step,

@@ -1080,7 +1080,8 @@ bool memopt::driver::parseModelDtype(const std::string &name,
   static const std::pair<const char *, TensorDtype> kDtypes[] = {
       {"f32", TensorDtype::F32},   {"f16", TensorDtype::F16},
       {"bf16", TensorDtype::BF16}, {"i64", TensorDtype::I64},
-      {"i32", TensorDtype::I32},   {"i1", TensorDtype::Bool}};
+      {"i32", TensorDtype::I32},   {"i1", TensorDtype::Bool},
+      {"u8", TensorDtype::U8}};
   for (const auto &[spelling, value] : kDtypes) {
     if (name == spelling) {
       dtype = value;

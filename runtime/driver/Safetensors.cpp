@@ -163,6 +163,8 @@ const char *memopt::driver::getSafetensorsDtypeName(TensorDtype dtype) {
     return "I32";
   case TensorDtype::Bool:
     return "BOOL";
+  case TensorDtype::U8:
+    return "U8";
   }
   return "?";
 }
@@ -172,7 +174,8 @@ bool memopt::driver::parseSafetensorsDtype(const std::string &name,
   static const std::pair<const char *, TensorDtype> kNames[] = {
       {"F32", TensorDtype::F32},   {"F16", TensorDtype::F16},
       {"BF16", TensorDtype::BF16}, {"I64", TensorDtype::I64},
-      {"I32", TensorDtype::I32},   {"BOOL", TensorDtype::Bool}};
+      {"I32", TensorDtype::I32},   {"BOOL", TensorDtype::Bool},
+      {"U8", TensorDtype::U8}};
   for (const auto &[spelling, value] : kNames) {
     if (name == spelling) {
       dtype = value;
@@ -193,6 +196,7 @@ uint64_t memopt::driver::getDtypeSize(TensorDtype dtype) {
   case TensorDtype::I64:
     return 8;
   case TensorDtype::Bool:
+  case TensorDtype::U8:
     return 1;
   }
   return 0;

@@ -20,12 +20,13 @@
 namespace memopt::driver {
 
 /// The element types the driver reads and writes.
-enum class TensorDtype { F32, F16, BF16, I64, I32, Bool };
+/// U8: the packed bytes of 8-bit optimizer state.
+enum class TensorDtype { F32, F16, BF16, I64, I32, Bool, U8 };
 
 /// The safetensors spelling of `dtype` ("F32", ..., "BOOL").
 const char *getSafetensorsDtypeName(TensorDtype dtype);
 
-/// Parses a safetensors dtype name; false if it is not one of the six above.
+/// Parses a safetensors dtype name; false if it is not one of the seven above.
 bool parseSafetensorsDtype(const std::string &name, TensorDtype &dtype);
 
 /// Bytes per element of `dtype`.

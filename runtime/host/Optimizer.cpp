@@ -11,7 +11,9 @@
 #include "Parallel.h"
 
 #include "memopt/runtime/OptimizerMath.h"
+#include "memopt/runtime/QuantizeMath.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -116,6 +118,77 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
   outP.commit();
   outM.commit();
   outV.commit();
+}
+
+void memopt_adamw8bit_update(memopt_context *ctx, memopt_dtype dtype,
+                             const void *param, const void *grad,
+                             const void *exp_avg, const void *exp_avg_sq,
+                             const int64_t *step, const uint8_t *skip,
+                             void *new_param, void *new_exp_avg,
+                             void *new_exp_avg_sq, int64_t n, double lr,
+                             double beta1, double beta2, double eps,
+                             double weight_decay) {
+  const char *entry = "memopt_adamw8bit_update";
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {param, grad, new_param}) ||
+      !checkPointers(ctx, entry, 1,
+                     {exp_avg, exp_avg_sq, new_exp_avg, new_exp_avg_sq,
+                      step}) ||
+      isEmpty({n}))
+    return;
+  int64_t stateBytes = quantizedStateBytes(n);
+  auto *mIn = static_cast<const uint8_t *>(exp_avg);
+  auto *vIn = static_cast<const uint8_t *>(exp_avg_sq);
+  auto *mOut = static_cast<uint8_t *>(new_exp_avg);
+  auto *vOut = static_cast<uint8_t *>(new_exp_avg_sq);
+  if (isSkipped(skip)) {
+    copyIfDistinct(dtype, param, new_param, n);
+    if (exp_avg != new_exp_avg)
+      std::memmove(new_exp_avg, exp_avg, static_cast<size_t>(stateBytes));
+    if (exp_avg_sq != new_exp_avg_sq)
+      std::memmove(new_exp_avg_sq, exp_avg_sq, static_cast<size_t>(stateBytes));
+    return;
+  }
+  if (*step < 1) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "step %lld is not a 1-based update count",
+             static_cast<long long>(*step));
+    return;
+  }
+  AdamWCoefficients c = adamwCoefficients(lr * ctx->lrScale, beta1, beta2,
+                                          eps, weight_decay, *step);
+  static const float signedCode[256] = MEMOPT_DYNAMIC_SIGNED_CODE;
+  static const float unsignedCode[256] = MEMOPT_DYNAMIC_UNSIGNED_CODE;
+  F32Input p(ctx, dtype, param, n);
+  F32Input g(ctx, dtype, grad, n);
+  F32Output outP(ctx, dtype, new_param, n);
+  // The absmaxes follow the codes, 4-byte aligned (QuantizeMath.h).
+  int64_t absmaxAt = (n + 3) / 4 * 4;
+  auto absmax = [&](const uint8_t *state) {
+    return reinterpret_cast<const float *>(state + absmaxAt);
+  };
+  auto newAbsmax = [&](uint8_t *state) {
+    return reinterpret_cast<float *>(state + absmaxAt);
+  };
+  int64_t blocks = (n + kQuantBlock - 1) / kQuantBlock;
+  parallelFor(blocks, kElementGrain / kQuantBlock,
+              [&](int64_t first, int64_t last) {
+                float m[kQuantBlock], v[kQuantBlock];
+                for (int64_t b = first; b < last; ++b) {
+                  int64_t begin = b * kQuantBlock;
+                  int64_t count = std::min(kQuantBlock, n - begin);
+                  adamw8bitBlock(c, signedCode, unsignedCode,
+                                 p.get() + begin, g.get() + begin,
+                                 mIn + begin, absmax(mIn)[b], vIn + begin,
+                                 absmax(vIn)[b], count, outP.get() + begin, m,
+                                 v, mOut + begin, newAbsmax(mOut)[b],
+                                 vOut + begin, newAbsmax(vOut)[b]);
+                }
+              });
+  // The bytes between the codes and the absmaxes are zero, so that a
+  // checkpoint's bytes depend on the state alone.
+  std::memset(mOut + n, 0, static_cast<size_t>(absmaxAt - n));
+  std::memset(vOut + n, 0, static_cast<size_t>(absmaxAt - n));
+  outP.commit();
 }
 
 void memopt_increment(memopt_context *ctx, const int64_t *step,

@@ -77,6 +77,13 @@ cl::opt<std::string> eps("eps",
                          cl::desc("AdamW denominator term"),
                          cl::value_desc("number"), cl::cat(compileCategory));
 
+cl::opt<std::string> optimizerState(
+    "optimizer-state", cl::init("32bit"),
+    cl::desc("AdamW's moments in 32 bits, or 8 (blockwise-quantized, "
+             "bitsandbytes' 8-bit AdamW; parameters under 4096 elements keep "
+             "32; docs/Optimizer.md)"),
+    cl::value_desc("32bit|8bit"), cl::cat(compileCategory));
+
 cl::opt<std::string> momentum("momentum", cl::desc("SGD momentum"),
                               cl::value_desc("number"),
                               cl::cat(compileCategory));
@@ -393,6 +400,12 @@ llvm::Error setPipelineOptions(bool budgetSearch,
                 " applies to --optimizer=adamw only");
   if (!isSgd && given(momentum))
     return fail("--momentum applies to --optimizer=sgd only");
+  if (optimizerState != "32bit" && optimizerState != "8bit")
+    return fail("invalid --optimizer-state='" + optimizerState +
+                "': expected 32bit or 8bit");
+  if (isSgd && optimizerState == "8bit")
+    return fail("--optimizer-state=8bit applies to --optimizer=adamw only");
+  options.optimizerStateBits = optimizerState == "8bit" ? 8 : 32;
   if (given(lr))
     options.lr = toNumber(lr);
   if (given(eps))
@@ -527,6 +540,9 @@ llvm::Error setSearchOptions(ExploreOptions &options) {
   } else {
     options.remats = getAvailableRematStrategies();
   }
+  // 8-bit AdamW moments when nothing fits one device with 32, unless the
+  // user chose the state's precision.
+  options.mayQuantizeState = !optimizerState.getNumOccurrences();
   // Sharding over ranks when nothing fits one device, unless the user chose
   // the ranks.
   if (!dataParallel.getNumOccurrences() && !zeroStage.getNumOccurrences())

@@ -146,6 +146,9 @@ std::string getDtypeName(Type type) {
   for (unsigned width : {1, 32, 64})
     if (type.isSignlessInteger(width))
       return "i" + std::to_string(width);
+  // The packed bytes of 8-bit optimizer state.
+  if (type.isSignlessInteger(8))
+    return "u8";
   return "";
 }
 

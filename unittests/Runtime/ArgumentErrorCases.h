@@ -326,6 +326,11 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
          memopt_adamw_update(c, MEMOPT_F32, p, p, p, p, nullptr, nullptr, p, p,
                              p, 2, 1e-3, 0.9, 0.999, 1e-8, 0.0);
        }},
+      {"memopt_adamw8bit_update: null buffer",
+       [=](Ctx c) {
+         memopt_adamw8bit_update(c, MEMOPT_F32, p, p, u8, nullptr, i64, nullptr,
+                                 p, u8, u8, 2, 1e-3, 0.9, 0.999, 1e-8, 0.0);
+       }},
       {"memopt_increment: null buffer",
        [=](Ctx c) { memopt_increment(c, i64, nullptr, nullptr); }},
       {"memopt_scale_loss: null buffer",

@@ -346,6 +346,12 @@ inline std::vector<DTypeCall> dtypeCalls() {
                              nullptr, b.t(4), b.t(5), b.t(6), 4, 1e-3, 0.9,
                              0.999, 1e-8, 0.0);
        }},
+      {"memopt_adamw8bit_update",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_adamw8bit_update(c, d[0], b.t(0), b.t(1), b.u8(2), b.u8(3),
+                                 b.step, nullptr, b.t(4), b.u8(5), b.u8(6), 4,
+                                 1e-3, 0.9, 0.999, 1e-8, 0.0);
+       }},
       {"memopt_unscale",
        [](Ctx c, DTypes d, B &b) {
          const void *grads[] = {b.t(0)};

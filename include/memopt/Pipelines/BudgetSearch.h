@@ -42,8 +42,11 @@ struct Combination {
   /// batch is `ranks` times it); 1 is one device, zeroStage 0 none.
   int64_t ranks = 1;
   int64_t zeroStage = 0;
+  /// Bits per AdamW moment element: 32, or 8 (blockwise-quantized).
+  unsigned stateBits = 32;
 
-  /// "bf16 / budget / K=4", then " / ZeRO-2 x 4 ranks" with ranks.
+  /// "bf16 / budget / K=4", then " / 8-bit state" and
+  /// " / ZeRO-2 x 4 ranks" where they apply.
   std::string str() const;
 };
 
@@ -85,6 +88,9 @@ struct ExploreOptions {
   /// The most ranks the ZeRO search may use when nothing fits one device
   /// (1: none).
   int64_t maxRanks = 1;
+  /// Whether the search may store AdamW's moments in 8 bits when nothing
+  /// fits one device with 32 (before it asks for more devices).
+  bool mayQuantizeState = false;
   /// The cost model's factors.
   CostModelOptions cost;
 };

@@ -45,6 +45,10 @@ struct MemoptPipelineOptions
                              llvm::cl::init(0.01)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
                           llvm::cl::init(0.0)};
+  Option<unsigned> optimizerStateBits{
+      *this, "optimizer-state-bits",
+      llvm::cl::desc("AdamW moments in 32 or 8 bits (docs/Optimizer.md)"),
+      llvm::cl::init(32)};
   Option<double> planTimeLimit{
       *this, "plan-time-limit",
       llvm::cl::desc("Seconds the buffer placer may search for a smaller "

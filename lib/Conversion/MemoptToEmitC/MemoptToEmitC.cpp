@@ -77,6 +77,12 @@ static StringRef getDTypeName(Type type) {
   return dtype ? runtime::dtypeEnumName(*dtype) : "";
 }
 
+/// Whether the runtime addresses buffers of `type`: a runtime dtype, or i8
+/// (bytes: 8-bit optimizer state, kernel scratch).
+static bool isAddressable(Type type) {
+  return !getDTypeName(type).empty() || type.isInteger(8);
+}
+
 /// The C element type a buffer of `type` is addressed through.
 static Type getStorageType(Type type) {
   MLIRContext *ctx = type.getContext();
@@ -291,9 +297,8 @@ LogicalResult TrainStepLowering::lowerAlloc(memref::AllocOp alloc,
     return alloc.emitOpError() << "has no '" << MemoptDialect::kOffsetAttrName
                                << "' (run --memopt-plan-buffers first)";
   // (An i8 allocation is a byte buffer that memref.view slots subdivide.)
-  if ((getDTypeName(type.getElementType()).empty() &&
-       !type.getElementType().isInteger(8)) ||
-      !type.hasStaticShape() || !type.getLayout().isIdentity())
+  if (!isAddressable(type.getElementType()) || !type.hasStaticShape() ||
+      !type.getLayout().isIdentity())
     return alloc.emitOpError()
            << "allocates " << type << ", which the runtime cannot address";
   int64_t bytes =
@@ -397,7 +402,7 @@ LogicalResult TrainStepLowering::lowerBody(Block &body) {
   for (BlockArgument arg : body.getArguments()) {
     auto type = dyn_cast<MemRefType>(arg.getType());
     if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity() ||
-        getDTypeName(type.getElementType()).empty())
+        !isAddressable(type.getElementType()))
       return func.emitOpError()
              << "argument #" << arg.getArgNumber() << " has type "
              << arg.getType()
@@ -826,7 +831,7 @@ LogicalResult KernelLowering::lower() {
     return fail("its dtype arguments are not bound to " + callee +
                 "'s (lib/Dialect/Memopt/IR/RuntimeDTypes.cpp)");
   for (Value v : llvm::concat<Value>(ins, outs))
-    if (dtype(v).empty())
+    if (!isAddressable(typeOf(v).getElementType()))
       return fail("the runtime has no dtype for its operand types");
   step.emitCall(loc, callee, call);
   return success();
@@ -1427,7 +1432,13 @@ std::optional<LogicalResult> KernelLowering::lowerOptimizer() {
   } else if (name == "memopt.adamw_update") {
     if (failed(expectCounts(5, 3, 6)))
       return failure();
-    call.verbatim(dtypeArg(0));
+    // 8-bit moments (packed bytes) update f32 parameters only.
+    if (typeOf(ins[2]).getElementType().isInteger(8)) {
+      callee = "memopt_adamw8bit_update";
+      call.verbatim("MEMOPT_F32");
+    } else {
+      call.verbatim(dtypeArg(0));
+    }
     for (Value v : ArrayRef<Value>(ins).take_front(5))
       ptr(v);
     optionalPtr(ins.size() == 6 ? std::optional<Value>(ins[5]) : std::nullopt);

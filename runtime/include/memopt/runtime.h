@@ -844,6 +844,20 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
                          double beta1, double beta2, double eps,
                          double weight_decay);
 
+/// `memopt.adamw_update` with 8-bit moments (memopt/runtime/QuantizeMath.h):
+/// exp_avg and exp_avg_sq each hold quantizedStateBytes(n) bytes, the codes
+/// of the n elements and the f32 absmax of each block; the update of each
+/// block dequantizes it, computes memopt_adamw_update's formulas in f32 and
+/// quantizes the new moments. The outputs may be the inputs.
+void memopt_adamw8bit_update(memopt_context *ctx, memopt_dtype dtype,
+                             const void *param, const void *grad,
+                             const void *exp_avg, const void *exp_avg_sq,
+                             const int64_t *step, const uint8_t *skip,
+                             void *new_param, void *new_exp_avg,
+                             void *new_exp_avg_sq, int64_t n, double lr,
+                             double beta1, double beta2, double eps,
+                             double weight_decay);
+
 /// `memopt.increment`: *out = *step + 1, or *step when *skip is 1.
 void memopt_increment(memopt_context *ctx, const int64_t *step,
                       const uint8_t *skip, int64_t *out);

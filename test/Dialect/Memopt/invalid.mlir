@@ -798,6 +798,22 @@ func.func @adamw_beta(%p: tensor<4xf32>, %t: tensor<i64>) {
 
 // -----
 
+func.func @adamw_8bit_size(%p: tensor<300xf32>, %m: tensor<300xi8>, %t: tensor<i64>) {
+  // expected-error @+1 {{operand 'exp_avg' has type 'tensor<300xi8>', expected 'tensor<308xi8>' (the packed 8-bit moments of the parameter)}}
+  %0, %1, %2 = memopt.adamw_update %p, %p, %m, %m step %t lr 1.0e-03 betas(0.9, 0.999) eps 1.0e-08 weight_decay 0.01 : tensor<300xf32> state tensor<300xi8>
+  return
+}
+
+// -----
+
+func.func @adamw_8bit_bf16(%p: tensor<300xbf16>, %m: tensor<308xi8>, %t: tensor<i64>) {
+  // expected-error @+1 {{has 8-bit moments, which update f32 parameters only, not 'tensor<300xbf16>'}}
+  %0, %1, %2 = memopt.adamw_update %p, %p, %m, %m step %t lr 1.0e-03 betas(0.9, 0.999) eps 1.0e-08 weight_decay 0.01 : tensor<300xbf16> state tensor<308xi8>
+  return
+}
+
+// -----
+
 func.func @adamw_eps(%p: tensor<4xf32>, %t: tensor<i64>) {
   // expected-error @+1 {{'eps' must be in (0, 1), got 0}}
   %0, %1, %2 = memopt.adamw_update %p, %p, %p, %p step %t lr 1.0e-03 betas(0.9, 0.999) eps 0.0 weight_decay 0.01 : tensor<4xf32>

@@ -358,6 +358,14 @@ func.func @optimizers(%p: tensor<64x32xf32>, %g: tensor<64x32xf32>, %buf: tensor
   return
 }
 
+// 8-bit moments: 2048 codes and 8 block absmaxes.
+// CHECK-LABEL: func.func @adamw_8bit(
+// CHECK:         %{{.*}}, %{{.*}}, %{{.*}} = memopt.adamw_update %{{.*}} step %{{.*}} lr 1.000000e-03 betas(9.000000e-01, 0.99899999999999999) eps 1.000000e-08 weight_decay 1.000000e-02 : tensor<64x32xf32> state tensor<2080xi8>
+func.func @adamw_8bit(%p: tensor<64x32xf32>, %g: tensor<64x32xf32>, %m: tensor<2080xi8>, %v: tensor<2080xi8>, %step: tensor<i64>) {
+  %p1, %m1, %v1 = memopt.adamw_update %p, %g, %m, %v step %step lr 1.000000e-03 betas(9.000000e-01, 9.990000e-01) eps 1.000000e-08 weight_decay 1.000000e-02 : tensor<64x32xf32> state tensor<2080xi8>
+  return
+}
+
 // CHECK-LABEL: func.func @loss_scaling(
 // CHECK-SAME:    %[[LOSS:.*]]: tensor<f32>, %[[SCALE:.*]]: tensor<f32>, %[[TRACKER:.*]]: tensor<i64>, %[[D1:.*]]: tensor<64x32xf32>, %[[D2:.*]]: tensor<64xbf16>)
 // CHECK:         %{{.*}} = memopt.scale_loss %[[LOSS]], %[[SCALE]]{{$}}

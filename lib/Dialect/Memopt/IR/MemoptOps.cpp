@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+#include "memopt/runtime/QuantizeMath.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -46,6 +47,29 @@ template <typename... Rest>
 static void printSameTypes(OpAsmPrinter &printer, Operation *, Type first,
                            Rest...) {
   printer << first;
+}
+
+// `custom<ParamAndStateTypes>(p, g, new_p, m, v, new_m, new_v)`: `T` when
+// the state has the parameter's type, `T state S` when it does not.
+static ParseResult parseParamAndStateTypes(OpAsmParser &parser, Type &param,
+                                           Type &grad, Type &newParam,
+                                           Type &m, Type &v, Type &newM,
+                                           Type &newV) {
+  if (parser.parseType(param))
+    return failure();
+  grad = newParam = m = v = newM = newV = param;
+  if (succeeded(parser.parseOptionalKeyword("state")) && parser.parseType(m))
+    return failure();
+  v = newM = newV = m;
+  return success();
+}
+
+static void printParamAndStateTypes(OpAsmPrinter &printer, Operation *,
+                                    Type param, Type, Type, Type m, Type, Type,
+                                    Type) {
+  printer << param;
+  if (m != param)
+    printer << " state " << m;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1152,14 +1176,32 @@ LogicalResult AdamWUpdateOp::verify() {
                            /*closedHigh=*/false, /*closedLow=*/false)) ||
       failed(expectNonNegative(*this, "'weight_decay'", getWeightDecay())))
     return failure();
-  return expectSameTypes(*this,
-                         {{"operand 'param'", getParam()},
-                          {"operand 'grad'", getGrad()},
-                          {"operand 'exp_avg'", getExpAvg()},
-                          {"operand 'exp_avg_sq'", getExpAvgSq()},
-                          {"result 'new_param'", getNewParam()},
-                          {"result 'new_exp_avg'", getNewExpAvg()},
-                          {"result 'new_exp_avg_sq'", getNewExpAvgSq()}});
+  if (failed(expectSameTypes(*this, {{"operand 'param'", getParam()},
+                                     {"operand 'grad'", getGrad()},
+                                     {"result 'new_param'", getNewParam()}})))
+    return failure();
+  if (!hasQuantizedState())
+    return expectSameTypes(*this,
+                           {{"operand 'param'", getParam()},
+                            {"operand 'exp_avg'", getExpAvg()},
+                            {"operand 'exp_avg_sq'", getExpAvgSq()},
+                            {"result 'new_exp_avg'", getNewExpAvg()},
+                            {"result 'new_exp_avg_sq'", getNewExpAvgSq()}});
+  // 8-bit moments: the packed bytes of the parameter's elements.
+  if (!tensorType(getParam()).getElementType().isF32())
+    return emitOpError() << "has 8-bit moments, which update f32 parameters "
+                            "only, not "
+                         << getParam().getType();
+  int64_t n = tensorType(getParam()).getNumElements();
+  auto packed = RankedTensorType::get({runtime::quantizedStateBytes(n)},
+                                      IntegerType::get(getContext(), 8));
+  if (failed(expectType(*this, {"operand 'exp_avg'", getExpAvg()}, packed,
+                        "the packed 8-bit moments of the parameter")))
+    return failure();
+  return expectSameTypes(*this, {{"operand 'exp_avg'", getExpAvg()},
+                                 {"operand 'exp_avg_sq'", getExpAvgSq()},
+                                 {"result 'new_exp_avg'", getNewExpAvg()},
+                                 {"result 'new_exp_avg_sq'", getNewExpAvgSq()}});
 }
 
 //===----------------------------------------------------------------------===//

@@ -29,6 +29,7 @@
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 #include "memopt/Support/ModelState.h"
+#include "memopt/runtime/QuantizeMath.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -76,6 +77,8 @@ struct AutodiffPass : public memopt::impl::AutodiffPassBase<AutodiffPass> {
   Hyperparameters getOptions() const {
     return {lr, beta1, beta2, eps, weightDecay, momentum};
   }
+  /// Bits per moment element (32, or 8 for AdamW).
+  unsigned getStateBits() const { return stateBits; }
 };
 
 } // namespace
@@ -142,7 +145,8 @@ static Operation *buildUpdate(OpBuilder &b, Location loc, OptimizerKind kind,
   Type type = param.getType();
   if (kind == OptimizerKind::AdamW)
     return AdamWUpdateOp::create(
-        b, loc, type, type, type, param, grad, slots[0], slots[1], step, skip,
+        b, loc, type, slots[0].getType(), slots[1].getType(), param, grad,
+        slots[0], slots[1], step, skip,
         b.getF64FloatAttr(h.lr), b.getF64FloatAttr(h.beta1),
         b.getF64FloatAttr(h.beta2), b.getF64FloatAttr(h.eps),
         b.getF64FloatAttr(h.weightDecay));
@@ -178,7 +182,7 @@ struct StepSignature {
 };
 
 static StepSignature buildSignature(func::FuncOp loss, OptimizerKind kind,
-                                    bool dynamicScale) {
+                                    unsigned stateBits, bool dynamicScale) {
   Builder b(loss.getContext());
   StepSignature signature;
   signature.argTypes.assign(loss.getArgumentTypes().begin(),
@@ -203,8 +207,15 @@ static StepSignature buildSignature(func::FuncOp loss, OptimizerKind kind,
     StringRef name =
         loss.getArgAttrOfType<StringAttr>(p, MemoptDialect::kNameAttrName)
             .getValue();
+    // 8-bit moments: the packed bytes of QuantizeMath.h, for parameters
+    // large enough that the blocks pay.
+    Type stateType = signature.argTypes[p];
+    int64_t n = cast<RankedTensorType>(stateType).getNumElements();
+    if (stateBits == 8 && n >= runtime::kQuantMinElements)
+      stateType = RankedTensorType::get({runtime::quantizedStateBytes(n)},
+                                        b.getIntegerType(8));
     for (StringRef slot : signature.slotNames)
-      optimArg(signature.argTypes[p], "optimizer." + name + "." + slot);
+      optimArg(stateType, "optimizer." + name + "." + slot);
   }
   auto stepType = RankedTensorType::get({}, b.getI64Type());
   signature.stepIndex = signature.argTypes.size();
@@ -369,7 +380,8 @@ TrainStepBuilder::TrainStepBuilder(AutodiffPass &pass, func::FuncOp loss,
                                    std::optional<LossScaleConfig> lossScale)
     : pass(pass), loss(loss), kind(kind), lossScale(lossScale), b(loss),
       loc(loss.getLoc()), numForwardArgs(loss.getNumArguments()),
-      signature(buildSignature(loss, kind, lossScale && lossScale->dynamic)) {}
+      signature(buildSignature(loss, kind, pass.getStateBits(),
+                               lossScale && lossScale->dynamic)) {}
 
 LogicalResult TrainStepBuilder::readHyperparameters() {
   StringRef optimizer = kind == OptimizerKind::AdamW ? "adamw" : "sgd";
@@ -558,6 +570,12 @@ void AutodiffPass::runOnOperation() {
         return emitError(module.getLoc());
       })))
     return signalPassFailure();
+  if (stateBits != 32 && (stateBits != 8 || *kind != OptimizerKind::AdamW)) {
+    emitError(module.getLoc())
+        << "--memopt-autodiff option 'state-bits' is " << getStateBits()
+        << ", expected 32, or 8 with adamw";
+    return signalPassFailure();
+  }
 
   FailureOr<func::FuncOp> found = findLossFunction(module);
   if (failed(found))

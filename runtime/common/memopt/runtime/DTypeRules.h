@@ -243,6 +243,8 @@ inline constexpr DTypeRule kDTypeRules[] = {
     // entry of its `dtypes` array.
     rules::row("memopt_sgd_update", rules::floats("dtype")),
     rules::row("memopt_adamw_update", rules::floats("dtype")),
+    // 8-bit moments update f32 master weights.
+    rules::row("memopt_adamw8bit_update", rules::f32("dtype")),
     rules::row("memopt_unscale", rules::floats("dtypes[j]")),
 };
 

@@ -3,7 +3,7 @@
     check_explore_table.py TABLE.txt EXPLORE.json
 
 Every row of the table is parsed back and compared with the JSON entry of
-the same position: combination, planned peak (formatted as the table
+the same position: combination (with its optimizer state bits), planned peak (formatted as the table
 formats bytes), fit, extra FLOPs, step time, throughput and the chosen
 mark; the explanation lines must be the JSON's. Exits 1 on a difference.
 """
@@ -39,7 +39,8 @@ def format_seconds(s):
     return "%.3f s" % s if s >= 1 else "%.2f ms" % (s * 1e3)
 
 
-ROW = re.compile(r"^([* ]) (\S+)\s+(\S+)\s+(\d+)\s+(\d+(?:\.\d+)? \w+)\s+"
+ROW = re.compile(r"^([* ]) (\S+)\s+(\S+)\s+(\d+)\s+(\d+)bit\s+"
+                 r"(\d+(?:\.\d+)? \w+)\s+"
                  r"(yes|no)\s+(\d+(?:\.\d+)? \w+) \((\d+\.\d)%\)\s+"
                  r"(\d+\.\d+ m?s)\s+(\d+)$")
 
@@ -60,7 +61,8 @@ def main(table_path, json_path):
         base = c["flops"] - c["extra_flops"]
         expected = (
             "*" if c["chosen"] else " ", c["precision"], c["remat"],
-            str(c["micro_batches"]), format_bytes(c["planned_peak_bytes"]),
+            str(c["micro_batches"]), str(c["optimizer_state_bits"]),
+            format_bytes(c["planned_peak_bytes"]),
             "yes" if c["fits"] else "no", format_flops(c["extra_flops"]),
             "%.1f" % (100.0 * c["extra_flops"] / base if base else 0.0),
             format_seconds(c["step_seconds"]), "%.0f" % c[rate])

@@ -34,6 +34,8 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def Memopt_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
 def Memopt_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 def Memopt_MaskTensor : StaticShapeTensorOf<[I1]>;
+// Optimizer state: the parameter's type, or packed 8-bit moments.
+def Memopt_StateTensor : StaticShapeTensorOf<[F32, F16, BF16, I8]>;
 def Memopt_AnyTensor : StaticShapeTensorOf<[F32, F16, BF16, I1, I32, I64]>;
 def Memopt_F32Tensor : StaticShapeTensorOf<[F32]>;
 
@@ -1180,27 +1182,39 @@ def Memopt_AdamWUpdateOp : Memopt_Op<"adamw_update",
     (sqrt(v') / sqrt(1 - beta2^step) + eps)`. With `skip_if` true, every
     output equals its input.
 
+    The moments have the parameter's type, or are 8-bit: each a 1-D `i8`
+    tensor of the packed bytes of the runtime's QuantizeMath.h (one code
+    per element, then one f32 absmax per block of 256), dequantized, updated
+    in f32 and quantized block by block; the type after `state` says so.
+
     ```mlir
     %p2, %m2, %v2 = memopt.adamw_update %p, %g, %m, %v step %t lr 1.0e-03 betas(9.0e-01, 9.990000e-01) eps 1.0e-08 weight_decay 1.0e-02 : tensor<64x32xf32>
+    %p3, %m3, %v3 = memopt.adamw_update %q, %h, %qm, %qv step %t lr 1.0e-03 betas(9.0e-01, 9.990000e-01) eps 1.0e-08 weight_decay 1.0e-02 : tensor<64x64xf32> state tensor<4128xi8>
     ```
   }];
   let arguments = (ins Memopt_FloatTensor:$param, Memopt_FloatTensor:$grad,
-                       Memopt_FloatTensor:$exp_avg,
-                       Memopt_FloatTensor:$exp_avg_sq,
+                       Memopt_StateTensor:$exp_avg,
+                       Memopt_StateTensor:$exp_avg_sq,
                        Memopt_I64Scalar:$step,
                        Optional<Memopt_I1Scalar>:$skip, F64Attr:$lr,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps,
                        F64Attr:$weight_decay);
   let results = (outs Memopt_FloatTensor:$new_param,
-                      Memopt_FloatTensor:$new_exp_avg,
-                      Memopt_FloatTensor:$new_exp_avg_sq);
+                      Memopt_StateTensor:$new_exp_avg,
+                      Memopt_StateTensor:$new_exp_avg_sq);
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `step` $step
     (`skip_if` $skip^)? `lr` $lr `betas` `(` $beta1 `,` $beta2 `)`
     `eps` $eps `weight_decay` $weight_decay attr-dict `:`
-    custom<SameTypes>(type($param), type($grad), type($exp_avg),
-                      type($exp_avg_sq), type($new_param), type($new_exp_avg),
-                      type($new_exp_avg_sq))
+    custom<ParamAndStateTypes>(type($param), type($grad), type($new_param),
+                               type($exp_avg), type($exp_avg_sq),
+                               type($new_exp_avg), type($new_exp_avg_sq))
+  }];
+  let extraClassDeclaration = [{
+    /// Whether the moments are stored in 8 bits.
+    bool hasQuantizedState() {
+      return getExpAvg().getType().getElementType().isInteger(8);
+    }
   }];
 }
 

@@ -37,7 +37,10 @@ def AutodiffPass : Pass<"memopt-autodiff", "mlir::ModuleOp"> {
     Option<"weightDecay", "weight-decay", "double", /*default=*/"0.01",
            "Weight decay (decoupled for AdamW, L2 for SGD)">,
     Option<"momentum", "momentum", "double", /*default=*/"0.0",
-           "SGD: momentum factor">
+           "SGD: momentum factor">,
+    Option<"stateBits", "state-bits", "unsigned", /*default=*/"32",
+           "AdamW: bits per moment element, 32 or 8 (blockwise-quantized, "
+           "for parameters of at least 4096 elements)">
   ];
   let statistics = [
     Statistic<"numGradientOps", "gradient-ops",
