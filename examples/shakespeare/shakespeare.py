@@ -119,16 +119,35 @@ def get_lr(it, steps):
     return MIN_LR + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (LR - MIN_LR)
 
 
-def train_pytorch(out, steps):
-    """PyTorch eager from the same weights on the same batches."""
+def pytorch_trainer(out, dtype=None):
+    """The model (in `dtype`) from the exported weights' seed, its AdamW
+    and the training tokens."""
     import torch
     with open(os.path.join(out, "meta.json")) as f:
         vocab = len(json.load(f)["vocab"])
-    model = build(vocab)
+    model = build(vocab).to(dtype or torch.float32)
     train = np.fromfile(os.path.join(out, "train.bin"), dtype=np.uint16)
-    val = np.fromfile(os.path.join(out, "val.bin"), dtype=np.uint16)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999),
                             eps=1e-8, weight_decay=0.01)
+    return model, opt, train
+
+
+def pytorch_step(model, opt, x, y, lr):
+    """One eager AdamW step at rate `lr`; its loss."""
+    for group in opt.param_groups:
+        group["lr"] = lr
+    opt.zero_grad()
+    loss = model(x, y)
+    loss.backward()
+    opt.step()
+    return float(loss)
+
+
+def train_pytorch(out, steps):
+    """PyTorch eager from the same weights on the same batches."""
+    import torch
+    model, opt, train = pytorch_trainer(out)
+    val = np.fromfile(os.path.join(out, "val.bin"), dtype=np.uint16)
 
     def evaluate():
         model.eval()
@@ -141,16 +160,43 @@ def train_pytorch(out, steps):
     losses, evals = [], [(0, evaluate())]
     for k in range(steps):
         x, y = map(torch.from_numpy, batch(train, SEED, k))
-        for group in opt.param_groups:
-            group["lr"] = get_lr(k, steps)
-        opt.zero_grad()
-        loss = model(x, y)
-        loss.backward()
-        opt.step()
-        losses.append(float(loss))
+        losses.append(pytorch_step(model, opt, x, y, get_lr(k, steps)))
         if (k + 1) % EVAL_EVERY == 0:
             evals.append((k + 1, evaluate()))
     return losses, evals
+
+
+def first_losses(out, steps, count, dtype, order=None):
+    """PyTorch's first `count` losses of the run in `dtype`, the rows of
+    each batch permuted by `order` (the same mean loss, rounded anew)."""
+    import torch
+    model, opt, train = pytorch_trainer(out, dtype)
+    rows = np.random.default_rng(order).permutation(BATCH) \
+        if order is not None else np.arange(BATCH)
+    return np.array([pytorch_step(model, opt, *(torch.from_numpy(t[rows])
+                                               for t in batch(train, SEED, k)),
+                                  get_lr(k, steps))
+                     for k in range(count)])
+
+
+def oracle_verdict(out, steps, losses):
+    """The parity oracle (memopt.testing, docs/Reliability.md) on the first
+    losses: memopt's distance from PyTorch's float64 run at most FACTOR
+    times PyTorch float32's own (the largest over ORDERS row orders), or
+    the floor."""
+    import torch
+    from memopt import testing
+    count = len(losses)
+    exact = first_losses(out, steps, count, torch.float64)
+    own = max(np.linalg.norm(first_losses(out, steps, count, torch.float32,
+                                          order) - exact)
+              for order in range(testing.ORDERS))
+    floor = testing.FLOOR_ULPS * testing.UNIT_ROUNDOFF * np.linalg.norm(exact)
+    ours = np.linalg.norm(np.array(losses, dtype=np.float64) - exact)
+    bound = testing.FACTOR * max(own, floor)
+    return ours <= bound, (f"first {count} losses: memopt {ours:.3g} from "
+                           f"PyTorch float64, PyTorch float32 {own:.3g}; "
+                           f"bound {bound:.3g}")
 
 
 def train_memopt(out, steps):
@@ -159,6 +205,9 @@ def train_memopt(out, steps):
     subprocess.run([compiler, os.path.join(out, "model.mlir"), "-o",
                     os.path.join(out, "compare"), *schedule_flags(steps)],
                    check=True, stdout=subprocess.DEVNULL)
+    log = os.path.join(out, "memopt.jsonl")
+    if os.path.exists(log):  # --log appends
+        os.remove(log)
     command = [os.path.join(out, "compare", "train"),
                "--params", os.path.join(out, "model.safetensors"),
                "--tokens", os.path.join(out, "train.bin"),
@@ -166,7 +215,7 @@ def train_memopt(out, steps):
                "--eval-every", str(EVAL_EVERY),
                "--eval-tokens", os.path.join(out, "val.bin"),
                "--eval-batches", str(EVAL_BATCHES),
-               "--log", os.path.join(out, "memopt.jsonl")]
+               "--log", log]
     text = subprocess.run(command, check=True, capture_output=True,
                           text=True).stdout
     losses, evals = [], []
@@ -230,6 +279,9 @@ def compare(out, steps):
     print("validation loss (mean of %d batches)" % EVAL_BATCHES)
     for (s, a), (_, b) in zip(memopt_evals, torch_evals):
         print(f"{s:5d}  {a:.6f}   {b:.6f}")
+    within, detail = oracle_verdict(out, steps, memopt_losses[:20])
+    print(("within the parity oracle: " if within else
+           "OUTSIDE the parity oracle: ") + detail)
     final = memopt_evals[-1][1] / torch_evals[-1][1] - 1
     print(f"final validation loss: memopt {memopt_evals[-1][1]:.4f}, "
           f"PyTorch {torch_evals[-1][1]:.4f} ({100 * final:+.2f}%)")

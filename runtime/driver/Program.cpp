@@ -36,11 +36,17 @@ struct memopt_program {
     error = std::move(message);
     return code;
   }
-  /// The index of the training-step argument `name`, or null.
-  const ModelArgument *lookup(const char *name, size_t &index) const {
+  /// The checkpointed training-step argument `name` (a weight, state or
+  /// optimizer state) and its index; null, with the failure recorded,
+  /// when there is none.
+  const ModelArgument *lookup(const char *name, size_t &index) {
     for (index = 0; index < model.arguments.size(); ++index)
-      if (model.arguments[index].name == name)
+      if (model.arguments[index].name == name &&
+          isCheckpointed(model.arguments[index].role))
         return &model.arguments[index];
+    fail(DriverInputError,
+         std::string("the program holds no weight or state named '") + name +
+             "'");
     return nullptr;
   }
   /// Runs `body` (which returns a DriverExitCode from `run`), taking the
@@ -167,11 +173,8 @@ extern "C" int memopt_program_read(memopt_program *program, const char *name,
   return program->guard([&] {
     size_t index;
     const ModelArgument *argument = program->lookup(name, index);
-    if (!argument || !isCheckpointed(argument->role))
-      return program->fail(DriverInputError,
-                           std::string("the program holds no weight or state "
-                                       "named '") +
-                               name + "'");
+    if (!argument)
+      return static_cast<int>(DriverInputError);
     std::vector<unsigned char> bytes;
     if (int code = program->run->readWhole(index, bytes))
       return code;
@@ -190,11 +193,8 @@ extern "C" int memopt_program_write(memopt_program *program, const char *name,
   return program->guard([&] {
     size_t index;
     const ModelArgument *argument = program->lookup(name, index);
-    if (!argument || !isCheckpointed(argument->role))
-      return program->fail(DriverInputError,
-                           std::string("the program holds no weight or state "
-                                       "named '") +
-                               name + "'");
+    if (!argument)
+      return static_cast<int>(DriverInputError);
     if (size != argument->byteSize)
       return program->fail(DriverInputError,
                            "'" + argument->name + "' has " +
