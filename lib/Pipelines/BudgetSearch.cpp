@@ -186,6 +186,19 @@ static std::string percent(int64_t part, int64_t whole) {
       .str();
 }
 
+/// The compiled row that `matches` selects with the smallest planned peak
+/// (the first on a tie), or null.
+static const CombinationResult *
+findSmallest(const ExploreResult &result,
+             llvm::function_ref<bool(const Combination &)> matches) {
+  const CombinationResult *smallest = nullptr;
+  for (const CombinationResult &row : result.rows)
+    if (row.compiled() && matches(row.combination) &&
+        (!smallest || row.plannedPeakBytes < smallest->plannedPeakBytes))
+      smallest = &row;
+  return smallest;
+}
+
 /// Why the rows `matches` selects (an alternative to the chosen one) were
 /// not chosen: none compiled, the smallest planned peak among them is over
 /// the budget, or the fastest of them that fits is slower.
@@ -322,11 +335,8 @@ static std::string explainAccumulation(const ExploreResult &result,
 /// Why the chosen combination `c` (over c.ranks > 1) shards, and what.
 static std::string explainZero(const ExploreResult &result,
                                const Combination &c) {
-  const CombinationResult *single = nullptr;
-  for (const CombinationResult &row : result.rows)
-    if (row.compiled() && row.combination.ranks == 1 &&
-        (!single || row.plannedPeakBytes < single->plannedPeakBytes))
-      single = &row;
+  const CombinationResult *single = findSmallest(
+      result, [](const Combination &c) { return c.ranks == 1; });
   return llvm::formatv(
       "ZeRO stage {0} over {1} ranks applied: no combination fits one "
       "device{2}; each rank keeps 1/{1} of the optimizer state{3}{4} and "
@@ -344,12 +354,10 @@ static std::string explainZero(const ExploreResult &result,
 /// Why the chosen combination `c` (single-device, 8-bit state) quantizes.
 static std::string explainState(const ExploreResult &result,
                                 const CombinationResult &chosen) {
-  const CombinationResult *wide = nullptr;
-  for (const CombinationResult &row : result.rows)
-    if (row.compiled() && row.combination.stateBits == 32 &&
-        row.combination.ranks == 1 &&
-        (!wide || row.plannedPeakBytes < wide->plannedPeakBytes))
-      wide = &row;
+  const CombinationResult *wide =
+      findSmallest(result, [](const Combination &c) {
+        return c.stateBits == 32 && c.ranks == 1;
+      });
   return llvm::formatv(
       "8-bit optimizer state applied: no combination with 32-bit state fits "
       "one device{0}; AdamW's moments take {1} instead of {2} "
@@ -469,13 +477,11 @@ static bool addQuantizedStateRows(ModuleOp module,
 static bool addShardedRows(ModuleOp module, const MemoptPipelineOptions &base,
                            const ExploreOptions &options,
                            ExploreResult &result) {
-  const CombinationResult *smallest = nullptr;
   // ZeRO shards 32-bit moments only.
-  for (const CombinationResult &row : result.rows)
-    if (row.compiled() && row.combination.remat != "budget" &&
-        row.combination.stateBits == 32 &&
-        (!smallest || row.plannedPeakBytes < smallest->plannedPeakBytes))
-      smallest = &row;
+  const CombinationResult *smallest =
+      findSmallest(result, [](const Combination &c) {
+        return c.remat != "budget" && c.stateBits == 32;
+      });
   if (!smallest)
     return false;
   Combination combination = smallest->combination;

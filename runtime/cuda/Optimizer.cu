@@ -35,6 +35,17 @@ struct AdamWScalars {
   double lr, beta1, beta2, eps, weightDecay;
 };
 
+/// Whether an AdamW update may run at step `t64`: a skipped one always; else
+/// a 1-based count, the error recorded once (under `site`) otherwise.
+__device__ bool isUpdateCount(bool skipped, int64_t t64, int site,
+                              memopt_device_error *error) {
+  if (skipped || t64 >= 1)
+    return true;
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    raiseDeviceError(error, MEMOPT_ERROR_INVALID_ARGUMENT, site, t64, 0, 0);
+  return false;
+}
+
 template <typename T>
 __global__ void adamwKernel(const T *param, const T *grad, const T *expAvg,
                             const T *expAvgSq, const int64_t *step,
@@ -43,12 +54,8 @@ __global__ void adamwKernel(const T *param, const T *grad, const T *expAvg,
                             memopt_device_error *error) {
   bool skipped = skip && *skip;
   int64_t t64 = *step;
-  if (!skipped && t64 < 1) {
-    if (blockIdx.x == 0 && threadIdx.x == 0)
-      raiseDeviceError(error, MEMOPT_ERROR_INVALID_ARGUMENT, SiteAdamWStep, t64,
-                       0, 0);
+  if (!isUpdateCount(skipped, t64, SiteAdamWStep, error))
     return;
-  }
   AdamWCoefficients c =
       adamwCoefficients(s.lr, s.beta1, s.beta2, s.eps, s.weightDecay, t64);
   GRID_STRIDE(i, n) {
@@ -82,13 +89,9 @@ __global__ void adamw8bitKernel(const float *param, const float *grad,
   __shared__ float mMax[kQuantBlock], vMax[kQuantBlock];
   bool skipped = skip && *skip;
   int64_t t64 = *step;
-  if (!skipped && t64 < 1) {
-    if (blockIdx.x == 0 && threadIdx.x == 0)
-      raiseDeviceError(error, MEMOPT_ERROR_INVALID_ARGUMENT, SiteAdamW8bitStep, t64,
-                       0, 0);
+  if (!isUpdateCount(skipped, t64, SiteAdamW8bitStep, error))
     return;
-  }
-  int64_t absmaxAt = (n + 3) / 4 * 4;
+  int64_t absmaxAt = quantizedAbsmaxOffset(n);
   int64_t block = blockIdx.x, i = block * kQuantBlock + threadIdx.x;
   const float *mAbsmax = reinterpret_cast<const float *>(expAvg + absmaxAt);
   const float *vAbsmax = reinterpret_cast<const float *>(expAvgSq + absmaxAt);
@@ -247,8 +250,7 @@ void memopt_adamw8bit_update(memopt_context *ctx, memopt_dtype dtype,
       isEmpty({n}))
     return;
   AdamWScalars scalars{lr * ctx->lrScale, beta1, beta2, eps, weight_decay};
-  int64_t blocks = (n + kQuantBlock - 1) / kQuantBlock;
-  adamw8bitKernel<<<static_cast<unsigned>(blocks), kQuantBlock, 0,
+  adamw8bitKernel<<<static_cast<unsigned>(quantizedBlocks(n)), kQuantBlock, 0,
                     ctx->stream>>>(
       static_cast<const float *>(param), static_cast<const float *>(grad),
       static_cast<const uint8_t *>(exp_avg),

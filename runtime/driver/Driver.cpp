@@ -513,20 +513,26 @@ int TrainRun::evaluateBatch(void *const *batch, float &loss) {
                 "this program was built without the evaluation step");
   if (int code = prepareEval())
     return code;
-  const std::vector<ModelArgument> &arguments = model.eval->arguments;
   for (size_t t = 0; t < evalBatchByTrainOrder.size(); ++t) {
     size_t i = evalBatchByTrainOrder[t];
-    if (hostMemory)
-      evalArgs[i] = batch[t];
-    else
-      memopt_copy_from_host(ctx.get(), evalArgs[i], batch[t],
-                            arguments[i].byteSize);
+    bindCallerTensor(evalArgs[i], batch[t], model.eval->arguments[i].byteSize);
   }
+  return runEvalStep(loss, "");
+}
+
+void TrainRun::bindCallerTensor(void *&slot, void *data, uint64_t bytes) {
+  if (hostMemory)
+    slot = data;
+  else
+    memopt_copy_from_host(ctx.get(), slot, data, bytes);
+}
+
+int TrainRun::runEvalStep(float &loss, const std::string &when) {
   evalStep(ctx.get(), evalArgs.data(), base + scratchOffset);
   memopt_copy_to_host(ctx.get(), &loss, evalArgs[evalLossIndex], sizeof(loss));
   if (memopt_get_status(ctx.get()) != MEMOPT_OK)
-    return fail(DriverRuntimeError,
-                "runtime error during the evaluation: " + runtimeMessage());
+    return fail(DriverRuntimeError, "runtime error during the evaluation" +
+                                        when + ": " + runtimeMessage());
   return DriverSuccess;
 }
 
@@ -542,15 +548,9 @@ int TrainRun::evaluate(uint64_t done) {
     for (size_t t = 0; t < evalBatchArguments.size(); ++t)
       memopt_copy_from_host(ctx.get(), evalArgs[evalBatchArguments[t]],
                             tensors[t].data(), tensors[t].size());
-    evalStep(ctx.get(), evalArgs.data(), base + scratchOffset);
     float loss = 0;
-    memopt_copy_to_host(ctx.get(), &loss, evalArgs[evalLossIndex],
-                        sizeof(loss));
-    if (memopt_get_status(ctx.get()) != MEMOPT_OK)
-      return fail(DriverRuntimeError, "runtime error during the evaluation "
-                                      "after step " +
-                                          std::to_string(done) + ": " +
-                                          runtimeMessage());
+    if (int code = runEvalStep(loss, " after step " + std::to_string(done)))
+      return code;
     sum += loss;
   }
   double mean = sum / static_cast<double>(options.evalBatches);
@@ -690,13 +690,8 @@ void TrainRun::bindBatch(void *const *batch) {
   for (size_t j = 0; j < batchArguments.size(); ++j) {
     size_t i = batchArguments[j];
     stepArgs[i] = base + offsets[i];
-    if (!batch)
-      continue;
-    if (hostMemory)
-      stepArgs[i] = batch[j];
-    else
-      memopt_copy_from_host(ctx.get(), stepArgs[i], batch[j],
-                            model.arguments[i].byteSize);
+    if (batch)
+      bindCallerTensor(stepArgs[i], batch[j], model.arguments[i].byteSize);
   }
 }
 

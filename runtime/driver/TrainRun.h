@@ -140,6 +140,12 @@ private:
   /// Runs the evaluation step on --eval-batches batches after step `done`
   /// and prints their mean loss.
   int evaluate(uint64_t done);
+  /// Runs the evaluation step on the batch its arguments hold, into `loss`;
+  /// `when` completes the error message (" after step 3").
+  int runEvalStep(float &loss, const std::string &when);
+  /// Points `slot`, an argument in the arena, at the caller's `data` (host
+  /// memory), or copies the `bytes` in (device memory).
+  void bindCallerTensor(void *&slot, void *data, uint64_t bytes);
   /// Appends one record to --log.
   void logRecord(const std::string &json);
   /// Prints step `result`'s line, or the progress line on a terminal, and

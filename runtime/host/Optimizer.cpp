@@ -24,10 +24,33 @@ namespace {
 
 bool isSkipped(const uint8_t *skip) { return skip && *skip; }
 
+/// Copies `bytes` bytes from `src` to `dst` unless they alias.
+void copyBytesIfDistinct(const void *src, void *dst, int64_t bytes) {
+  if (src != dst)
+    std::memmove(dst, src, static_cast<size_t>(bytes));
+}
+
 /// Copies `n` elements of `dtype` from `src` to `dst` unless they alias.
 void copyIfDistinct(memopt_dtype dtype, const void *src, void *dst, int64_t n) {
-  if (src != dst)
-    std::memmove(dst, src, static_cast<size_t>(n) * memopt_dtype_size(dtype));
+  copyBytesIfDistinct(src, dst,
+                      n * static_cast<int64_t>(memopt_dtype_size(dtype)));
+}
+
+/// AdamW's coefficients for update *step, or false (an error on `ctx`) when
+/// *step is not a 1-based update count.
+bool getAdamWCoefficients(memopt_context *ctx, const char *entry,
+                          const int64_t *step, double lr, double beta1,
+                          double beta2, double eps, double weightDecay,
+                          AdamWCoefficients &c) {
+  if (*step < 1) {
+    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
+             "step %lld is not a 1-based update count",
+             static_cast<long long>(*step));
+    return false;
+  }
+  c = adamwCoefficients(lr * ctx->lrScale, beta1, beta2, eps, weightDecay,
+                        *step);
+  return true;
 }
 
 } // namespace
@@ -86,14 +109,10 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
     copyIfDistinct(dtype, exp_avg_sq, new_exp_avg_sq, n);
     return;
   }
-  if (*step < 1) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "step %lld is not a 1-based update count",
-             static_cast<long long>(*step));
+  AdamWCoefficients c;
+  if (!getAdamWCoefficients(ctx, entry, step, lr, beta1, beta2, eps,
+                            weight_decay, c))
     return;
-  }
-  AdamWCoefficients c = adamwCoefficients(lr * ctx->lrScale, beta1, beta2,
-                                          eps, weight_decay, *step);
   F32Input p(ctx, dtype, param, n);
   F32Input g(ctx, dtype, grad, n);
   F32Input m(ctx, dtype, exp_avg, n);
@@ -135,42 +154,33 @@ void memopt_adamw8bit_update(memopt_context *ctx, memopt_dtype dtype,
                       step}) ||
       isEmpty({n}))
     return;
-  int64_t stateBytes = quantizedStateBytes(n);
   auto *mIn = static_cast<const uint8_t *>(exp_avg);
   auto *vIn = static_cast<const uint8_t *>(exp_avg_sq);
   auto *mOut = static_cast<uint8_t *>(new_exp_avg);
   auto *vOut = static_cast<uint8_t *>(new_exp_avg_sq);
   if (isSkipped(skip)) {
     copyIfDistinct(dtype, param, new_param, n);
-    if (exp_avg != new_exp_avg)
-      std::memmove(new_exp_avg, exp_avg, static_cast<size_t>(stateBytes));
-    if (exp_avg_sq != new_exp_avg_sq)
-      std::memmove(new_exp_avg_sq, exp_avg_sq, static_cast<size_t>(stateBytes));
+    copyBytesIfDistinct(exp_avg, new_exp_avg, quantizedStateBytes(n));
+    copyBytesIfDistinct(exp_avg_sq, new_exp_avg_sq, quantizedStateBytes(n));
     return;
   }
-  if (*step < 1) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "step %lld is not a 1-based update count",
-             static_cast<long long>(*step));
+  AdamWCoefficients c;
+  if (!getAdamWCoefficients(ctx, entry, step, lr, beta1, beta2, eps,
+                            weight_decay, c))
     return;
-  }
-  AdamWCoefficients c = adamwCoefficients(lr * ctx->lrScale, beta1, beta2,
-                                          eps, weight_decay, *step);
   static const float signedCode[256] = MEMOPT_DYNAMIC_SIGNED_CODE;
   static const float unsignedCode[256] = MEMOPT_DYNAMIC_UNSIGNED_CODE;
   F32Input p(ctx, dtype, param, n);
   F32Input g(ctx, dtype, grad, n);
   F32Output outP(ctx, dtype, new_param, n);
-  // The absmaxes follow the codes, 4-byte aligned (QuantizeMath.h).
-  int64_t absmaxAt = (n + 3) / 4 * 4;
+  int64_t absmaxAt = quantizedAbsmaxOffset(n);
   auto absmax = [&](const uint8_t *state) {
     return reinterpret_cast<const float *>(state + absmaxAt);
   };
   auto newAbsmax = [&](uint8_t *state) {
     return reinterpret_cast<float *>(state + absmaxAt);
   };
-  int64_t blocks = (n + kQuantBlock - 1) / kQuantBlock;
-  parallelFor(blocks, kElementGrain / kQuantBlock,
+  parallelFor(quantizedBlocks(n), kElementGrain / kQuantBlock,
               [&](int64_t first, int64_t last) {
                 float m[kQuantBlock], v[kQuantBlock];
                 for (int64_t b = first; b < last; ++b) {

@@ -41,9 +41,20 @@ constexpr int64_t kQuantBlock = 256;
 /// small, and the blocks' rounding costs them the most).
 constexpr int64_t kQuantMinElements = 4096;
 
+/// Blocks of a moment of `n` elements.
+MEMOPT_HOST_DEVICE constexpr int64_t quantizedBlocks(int64_t n) {
+  return (n + kQuantBlock - 1) / kQuantBlock;
+}
+
+/// Where the absmaxes of a packed moment of `n` elements start: after the
+/// codes, 4-byte aligned (the bytes between are zero).
+MEMOPT_HOST_DEVICE constexpr int64_t quantizedAbsmaxOffset(int64_t n) {
+  return (n + 3) / 4 * 4;
+}
+
 /// Bytes of one packed moment of `n` elements.
 MEMOPT_HOST_DEVICE constexpr int64_t quantizedStateBytes(int64_t n) {
-  return (n + 3) / 4 * 4 + 4 * ((n + kQuantBlock - 1) / kQuantBlock);
+  return quantizedAbsmaxOffset(n) + 4 * quantizedBlocks(n);
 }
 
 /// The dynamic codes, ascending: signed (the first moment) and
