@@ -23,13 +23,59 @@ namespace {
 /// loop per op with the op a constant, so that the compiler folds its switch
 /// and vectorizes what it can.
 template <int K, int Count, typename Body>
-void withConstantOp(int op, Body &&body) {
+MEMOPT_ALWAYS_INLINE inline void withConstantOp(int op, Body &&body) {
   if constexpr (K < Count) {
     if (op == K)
       body(std::integral_constant<int, K>{});
     else
       withConstantOp<K + 1, Count>(op, body);
   }
+}
+
+// The loops, one per entry, each compiled for every x86-64 level.
+
+MEMOPT_X86_LEVELS void unaryLoop(memopt_unary_op op, const float *x, float *y,
+                                 int64_t begin, int64_t end) {
+  withConstantOp<0, MEMOPT_UNARY_MISH + 1>(
+      op, [&](auto k) MEMOPT_ALWAYS_INLINE {
+        constexpr auto kOp = static_cast<memopt_unary_op>(decltype(k)::value);
+        for (int64_t i = begin; i < end; ++i)
+          y[i] = unaryValue(kOp, x[i]);
+      });
+}
+
+MEMOPT_X86_LEVELS void binaryLoop(memopt_binary_op op, const float *a,
+                                  const float *b, float *y, int64_t begin,
+                                  int64_t end) {
+  withConstantOp<0, MEMOPT_BINARY_MAXIMUM + 1>(
+      op, [&](auto k) MEMOPT_ALWAYS_INLINE {
+        constexpr auto kOp = static_cast<memopt_binary_op>(decltype(k)::value);
+        for (int64_t i = begin; i < end; ++i)
+          y[i] = binaryValue(kOp, a[i], b[i]);
+      });
+}
+
+MEMOPT_X86_LEVELS void scalarLoop(memopt_scalar_op op, const float *x, float v,
+                                  float *y, int64_t begin, int64_t end) {
+  withConstantOp<0, MEMOPT_SCALAR_POW + 1>(
+      op, [&](auto k) MEMOPT_ALWAYS_INLINE {
+        constexpr auto kOp = static_cast<memopt_scalar_op>(decltype(k)::value);
+        for (int64_t i = begin; i < end; ++i)
+          y[i] = scalarValue(kOp, x[i], v);
+      });
+}
+
+MEMOPT_X86_LEVELS void activationGradLoop(memopt_activation_grad_op op,
+                                          const float *v, const float *g,
+                                          float *y, int64_t begin,
+                                          int64_t end) {
+  withConstantOp<0, MEMOPT_GRAD_MISH + 1>(
+      op, [&](auto k) MEMOPT_ALWAYS_INLINE {
+        constexpr auto kOp =
+            static_cast<memopt_activation_grad_op>(decltype(k)::value);
+        for (int64_t i = begin; i < end; ++i)
+          y[i] = activationGradValue(kOp, v[i], g[i]);
+      });
 }
 
 } // namespace
@@ -42,12 +88,8 @@ void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
     return;
   F32Input x(ctx, dtype, input, n);
   F32Output y(ctx, dtype, out, n);
-  withConstantOp<0, MEMOPT_UNARY_MISH + 1>(op, [&](auto k) {
-    constexpr auto kOp = static_cast<memopt_unary_op>(decltype(k)::value);
-    parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        y[i] = unaryValue(kOp, x[i]);
-    });
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    unaryLoop(op, x.get(), y.get(), begin, end);
   });
   y.commit();
 }
@@ -61,12 +103,8 @@ void memopt_binary(memopt_context *ctx, memopt_binary_op op, memopt_dtype dtype,
   F32Input a(ctx, dtype, lhs, n);
   F32Input b(ctx, dtype, rhs, n);
   F32Output y(ctx, dtype, out, n);
-  withConstantOp<0, MEMOPT_BINARY_MAXIMUM + 1>(op, [&](auto k) {
-    constexpr auto kOp = static_cast<memopt_binary_op>(decltype(k)::value);
-    parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        y[i] = binaryValue(kOp, a[i], b[i]);
-    });
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    binaryLoop(op, a.get(), b.get(), y.get(), begin, end);
   });
   y.commit();
 }
@@ -80,12 +118,8 @@ void memopt_scalar(memopt_context *ctx, memopt_scalar_op op, memopt_dtype dtype,
   float v = static_cast<float>(value);
   F32Input x(ctx, dtype, input, n);
   F32Output y(ctx, dtype, out, n);
-  withConstantOp<0, MEMOPT_SCALAR_POW + 1>(op, [&](auto k) {
-    constexpr auto kOp = static_cast<memopt_scalar_op>(decltype(k)::value);
-    parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        y[i] = scalarValue(kOp, x[i], v);
-    });
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    scalarLoop(op, x.get(), v, y.get(), begin, end);
   });
   y.commit();
 }
@@ -100,16 +134,12 @@ void memopt_activation_grad(memopt_context *ctx, memopt_activation_grad_op op,
   F32Input v(ctx, dtype, x_or_y, n);
   F32Input g(ctx, dtype, grad, n);
   F32Output y(ctx, dtype, out, n);
-  withConstantOp<0, MEMOPT_GRAD_MISH + 1>(op, [&](auto k) {
-    constexpr auto kOp =
-        static_cast<memopt_activation_grad_op>(decltype(k)::value);
-    parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i)
-        y[i] = activationGradValue(kOp, v[i], g[i]);
-    });
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    activationGradLoop(op, v.get(), g.get(), y.get(), begin, end);
   });
   y.commit();
 }
+
 
 void memopt_clamp(memopt_context *ctx, memopt_dtype dtype, const void *input,
                   double lo, double hi, void *out, int64_t n) {

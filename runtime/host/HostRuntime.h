@@ -49,6 +49,21 @@ struct memopt_context {
   memopt::host::ConvPrimitives *convPrimitives = nullptr;
 };
 
+/// Compiles a function once for each x86-64 level (v4: AVX-512, v3: AVX2,
+/// the baseline) and runs the widest the CPU has, chosen when the program
+/// loads: a loop of arithmetic then runs 8 or 16 lanes wide where the
+/// baseline has 4. The runtime is built with -ffp-contract=off, so each
+/// copy performs the same roundings in the same order and the results do
+/// not depend on the CPU. What the function calls must be inlined into it
+/// (MEMOPT_ALWAYS_INLINE) to be compiled with it.
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__)
+#define MEMOPT_X86_LEVELS                                                      \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MEMOPT_X86_LEVELS
+#endif
+#define MEMOPT_ALWAYS_INLINE __attribute__((always_inline))
+
 namespace memopt {
 namespace host {
 

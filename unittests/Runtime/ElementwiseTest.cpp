@@ -12,6 +12,7 @@
 #include "RuntimeTestUtil.h"
 #include "memopt/runtime/Float16.h"
 
+#include <cstring>
 #include <limits>
 
 using namespace memopt::runtime;
@@ -98,6 +99,65 @@ TEST_F(RuntimeTest, UnaryMatchesReference) {
           << "op " << op << " x " << in[i];
     }
   }
+}
+
+/// The largest error of memopt_unary's `op` in ulps of the exact value
+/// `reference`, over 2^14 values in every binade of [-limit, limit]
+/// (subnormals included).
+double worstUlps(memopt_context *ctx, memopt_unary_op op,
+                 double (*reference)(double), float limit) {
+  std::vector<float> x;
+  for (uint32_t bits = 1;; bits += 1u << 9) {
+    float v;
+    std::memcpy(&v, &bits, sizeof(v));
+    if (v > limit)
+      break;
+    x.push_back(v);
+    x.push_back(-v);
+  }
+  std::vector<float> y(x.size());
+  memopt_unary(ctx, op, MEMOPT_F32, x.data(), y.data(), x.size());
+  double worst = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    double exact = reference(x[i]);
+    float rounded = static_cast<float>(exact);
+    if (std::isinf(rounded))
+      continue;
+    double up = std::nextafter(std::fabs(rounded), INFINITY);
+    double ulp = up - std::fabs(rounded);
+    worst = std::max(worst, std::fabs(y[i] - exact) / ulp);
+  }
+  return worst;
+}
+
+// exp and tanh are computed in double and rounded once (expf32, tanhf32):
+// within half an ulp plus the double computation's error (under 1e-10 of
+// the value), with their special values.
+TEST_F(RuntimeTest, ExpAndTanhAreWithinHalfAnUlpPlusATinyMargin) {
+  EXPECT_LE(worstUlps(ctx, MEMOPT_UNARY_TANH,
+                      [](double x) { return std::tanh(x); }, 16.0f),
+            0.501);
+  EXPECT_LE(worstUlps(ctx, MEMOPT_UNARY_EXP,
+                      [](double x) { return std::exp(x); }, 100.0f),
+            0.501);
+  float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e30f, -20.0f};
+  float th[7], ex[7];
+  memopt_unary(ctx, MEMOPT_UNARY_TANH, MEMOPT_F32, special, th, 7);
+  memopt_unary(ctx, MEMOPT_UNARY_EXP, MEMOPT_F32, special, ex, 7);
+  EXPECT_TRUE(th[0] == 0.0f && !std::signbit(th[0]));
+  EXPECT_TRUE(th[1] == 0.0f && std::signbit(th[1]));
+  EXPECT_EQ(th[2], 1.0f);
+  EXPECT_EQ(th[3], -1.0f);
+  EXPECT_TRUE(std::isnan(th[4]));
+  EXPECT_EQ(th[5], 1.0f);
+  EXPECT_EQ(th[6], -1.0f);
+  EXPECT_EQ(ex[0], 1.0f);
+  EXPECT_EQ(ex[1], 1.0f);
+  EXPECT_EQ(ex[2], INFINITY);
+  EXPECT_EQ(ex[3], 0.0f);
+  EXPECT_TRUE(std::isnan(ex[4]));
+  EXPECT_EQ(ex[5], INFINITY);
+  EXPECT_EQ(ex[6], static_cast<float>(std::exp(-20.0)));
 }
 
 TEST_F(RuntimeTest, BinaryAndScalar) {

@@ -22,9 +22,65 @@
 #include "memopt/runtime/HostDevice.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 namespace memopt {
 namespace runtime {
+
+/// e^y in double for |y| <= 700, within 1e-11 of it relatively, from
+/// arithmetic alone (no libm call), so that a host loop of it vectorizes:
+/// e^y = 2^n e^r with n = round(y / ln 2) and |r| <= ln(2) / 2. Adding
+/// 1.5 2^52 rounds y / ln 2 to an integer whose low bits are n, and 2^n is
+/// built from them; e^r is its Taylor polynomial of degree 9.
+inline double expArithmetic(double y) {
+  constexpr double kRoundShift = 0x1.8p52;
+  double shifted = y * 0x1.71547652b82fep0 + kRoundShift;
+  double n = shifted - kRoundShift;
+  double r = y - n * 0x1.62e42fefa39efp-1;
+  double p = 1.0 / 362880;
+  for (double c : {1.0 / 40320, 1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24,
+                   1.0 / 6, 0.5, 1.0, 1.0})
+    p = p * r + c;
+  uint64_t bits;
+  std::memcpy(&bits, &shifted, sizeof(bits));
+  bits = (bits + 1023) << 52;
+  double scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+/// e^x of an f32: CUDA's expf on a device; on the host expArithmetic
+/// rounded once, within half an ulp plus 1e-11 of the value (glibc's expf:
+/// 0.502 ulp), and a loop of it vectorizes.
+MEMOPT_HOST_DEVICE inline float expf32(float x) {
+#ifdef __CUDA_ARCH__
+  return expf(x);
+#else
+  // e^x rounds to 0 in f32 below -110 and overflows above 89; NaN fails
+  // both comparisons and propagates.
+  double y = x < -110.0f ? -110.0 : x > 89.0f ? 89.0 : x;
+  return static_cast<float>(expArithmetic(y));
+#endif
+}
+
+/// tanh of an f32: CUDA's tanhf on a device; on the host computed in double
+/// from expArithmetic and rounded once, within 0.5003 ulp of the exact value
+/// over every f32 (glibc's tanhf: 2.19 ulp), and a loop of it vectorizes.
+MEMOPT_HOST_DEVICE inline float tanhf32(float x) {
+#ifdef __CUDA_ARCH__
+  return tanhf(x);
+#else
+  // tanh(10) rounds to 1 in f32; NaN fails the comparison and propagates.
+  double a = std::fabs(static_cast<double>(x));
+  a = a > 10.0 ? 10.0 : a;
+  double e = expArithmetic(2.0 * a);
+  // (e - 1) / (e + 1) loses e's relative precision in e - 1 near 0, where
+  // a - a^3 / 3 is tanh a to f32 precision instead.
+  double t = a < 0x1p-10 ? a * (1.0 - a * a * (1.0 / 3)) : (e - 1.0) / (e + 1.0);
+  return std::copysign(static_cast<float>(t), x);
+#endif
+}
 
 /// min(max(x, lo), hi); NaN stays NaN (torch.clamp).
 MEMOPT_HOST_DEVICE inline float clampValue(float x, float lo, float hi) {
@@ -77,18 +133,18 @@ MEMOPT_HOST_DEVICE inline float hardsigmoidGrad(float x, float g) {
 /// log(1 + e^x); x itself above 20, where that is what it rounds to in f32
 /// (PyTorch's softplus threshold), so e^x never overflows.
 MEMOPT_HOST_DEVICE inline float softplus(float x) {
-  return x > 20.0f ? x : std::log1p(std::exp(x));
+  return x > 20.0f ? x : std::log1p(expf32(x));
 }
 
 /// x * tanh(softplus(x)).
 MEMOPT_HOST_DEVICE inline float mish(float x) {
-  return x * std::tanh(softplus(x));
+  return x * tanhf32(softplus(x));
 }
 
 /// grad * (t + x * sigmoid(x) * (1 - t^2)), t = tanh(softplus(x)).
 MEMOPT_HOST_DEVICE inline float mishGrad(float x, float g) {
-  float s = 1.0f / (1.0f + std::exp(-x));
-  float t = std::tanh(softplus(x));
+  float s = 1.0f / (1.0f + expf32(-x));
+  float t = tanhf32(softplus(x));
   return g * (t + x * s * (1.0f - t * t));
 }
 
@@ -99,7 +155,7 @@ constexpr float kInvSqrt2Pi = 0.3989422804014327f;
 
 /// 1 / (1 + e^-x).
 MEMOPT_HOST_DEVICE inline float sigmoid(float x) {
-  return 1.0f / (1.0f + std::exp(-x));
+  return 1.0f / (1.0f + expf32(-x));
 }
 
 /// memopt_unary's op applied to x.
@@ -108,7 +164,7 @@ MEMOPT_HOST_DEVICE inline float unaryValue(memopt_unary_op op, float x) {
   case MEMOPT_UNARY_NEG:
     return -x;
   case MEMOPT_UNARY_EXP:
-    return std::exp(x);
+    return expf32(x);
   case MEMOPT_UNARY_LOG:
     return std::log(x);
   case MEMOPT_UNARY_SQRT:
@@ -116,7 +172,7 @@ MEMOPT_HOST_DEVICE inline float unaryValue(memopt_unary_op op, float x) {
   case MEMOPT_UNARY_RSQRT:
     return 1.0f / std::sqrt(x);
   case MEMOPT_UNARY_TANH:
-    return std::tanh(x);
+    return tanhf32(x);
   case MEMOPT_UNARY_SIGMOID:
     return sigmoid(x);
   case MEMOPT_UNARY_RELU:
@@ -128,7 +184,7 @@ MEMOPT_HOST_DEVICE inline float unaryValue(memopt_unary_op op, float x) {
     return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2));
   case MEMOPT_UNARY_GELU_TANH:
     return 0.5f * x *
-           (1.0f + std::tanh(kSqrt2OverPi * (x + kGeluCoeff * x * x * x)));
+           (1.0f + tanhf32(kSqrt2OverPi * (x + kGeluCoeff * x * x * x)));
   case MEMOPT_UNARY_HARDSWISH:
     return hardswish(x);
   case MEMOPT_UNARY_HARDSIGMOID:
@@ -190,12 +246,12 @@ activationGradValue(memopt_activation_grad_op op, float v, float g) {
     return g * v * (1.0f - v);
   case MEMOPT_GRAD_GELU: {
     float cdf = 0.5f * (1.0f + std::erf(v * kInvSqrt2));
-    float pdf = kInvSqrt2Pi * std::exp(-0.5f * v * v);
+    float pdf = kInvSqrt2Pi * expf32(-0.5f * v * v);
     return g * (cdf + v * pdf);
   }
   case MEMOPT_GRAD_GELU_TANH: {
     float inner = kSqrt2OverPi * (v + kGeluCoeff * v * v * v);
-    float t = std::tanh(inner);
+    float t = tanhf32(inner);
     float dInner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCoeff * v * v);
     return g * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dInner);
   }
