@@ -37,6 +37,10 @@ extern "C" void memopt_driver_stop_collectives(void);
 
 namespace memopt::driver {
 
+/// The largest arena the driver lays out; far beyond any device, small enough
+/// that offsets never overflow.
+constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 62;
+
 /// The role of a training-step argument (`memopt.role`). A ParamCopy is the
 /// low-precision copy of the "param" of its name, whose f32 master weights
 /// ZeRO shards: loaded as the cast of the master's checkpoint tensor, never
