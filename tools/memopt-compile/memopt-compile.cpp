@@ -398,141 +398,183 @@ bool buildModelJson(FunctionOpInterface func, FunctionOpInterface eval,
 }
 
 //===----------------------------------------------------------------------===//
-// Building OUT/train
+// Building OUT/train and OUT/libmemopt_program.so
 //===----------------------------------------------------------------------===//
 
-/// Runs the C++ compiler on the generated sources, linking the driver and the
-/// host runtime found next to this executable (bin/../lib): OUT/train, or
-/// with `library` OUT/libmemopt_program.so.
-bool buildTrain(const memopt::CompileOptions &flags, const char *argv0,
-                bool library) {
+/// How a program is built: the compiler, and what every compile and link
+/// passes it.
+struct Toolchain {
+  bool isCuda = false;
+  std::string compiler;
+  /// The flags the driver and runtime archives were built with (sanitizers),
+  /// passed to every compile and link.
+  std::vector<std::string> flags;
+  /// What a link adds after the objects: the driver, MPI, the runtime and
+  /// its libraries.
+  std::vector<std::string> libraries;
+};
+
+/// Finds the compiler and the driver and runtime archives next to this
+/// executable (bin/../lib).
+bool findToolchain(const memopt::CompileOptions &flags, const char *argv0,
+                   Toolchain &tc) {
   static int anchor;
   std::string self = llvm::sys::fs::getMainExecutable(argv0, &anchor);
   llvm::SmallString<256> libDir(llvm::sys::path::parent_path(self));
   llvm::sys::path::append(libDir, "..", "lib");
-  bool isCuda = flags.target == "cuda";
+  tc.isCuda = flags.target == "cuda";
   llvm::SmallString<256> driverLib(libDir), runtimeLib(libDir);
   llvm::sys::path::append(driverLib, MEMOPT_DRIVER_LIBRARY_NAME);
-  llvm::sys::path::append(runtimeLib, isCuda ? MEMOPT_CUDA_RUNTIME_LIBRARY_NAME
-                                             : MEMOPT_RUNTIME_LIBRARY_NAME);
+  llvm::sys::path::append(runtimeLib, tc.isCuda
+                                          ? MEMOPT_CUDA_RUNTIME_LIBRARY_NAME
+                                          : MEMOPT_RUNTIME_LIBRARY_NAME);
   for (llvm::StringRef lib : {driverLib.str(), runtimeLib.str()})
     if (!llvm::sys::fs::exists(lib))
       return fail("cannot find '" + lib + "' (build memopt_driver and " +
-                  (isCuda ? "memopt_runtime_cuda" : "memopt_runtime_host") +
+                  (tc.isCuda ? "memopt_runtime_cuda" : "memopt_runtime_host") +
                   ")");
+  tc.libraries.push_back(std::string(driverLib));
   // Data parallelism: the driver's MPI part, whole (the driver refers to it
   // weakly), and MPI.
-  std::vector<std::string> mpiArgs;
   if (flags.pipeline.dataParallel > 1) {
 #ifdef MEMOPT_MPI_ENABLED
     llvm::SmallString<256> mpiLib(libDir);
     llvm::sys::path::append(mpiLib, MEMOPT_DRIVER_MPI_LIBRARY_NAME);
     if (!llvm::sys::fs::exists(mpiLib))
       return fail("cannot find '" + mpiLib + "' (build memopt_driver_mpi)");
-    std::string prefix = isCuda ? "-Xlinker=" : "-Wl,";
-    mpiArgs = {prefix + "--whole-archive", std::string(mpiLib),
-               prefix + "--no-whole-archive"};
+    std::string prefix = tc.isCuda ? "-Xlinker=" : "-Wl,";
+    tc.libraries.insert(tc.libraries.end(),
+                        {prefix + "--whole-archive", std::string(mpiLib),
+                         prefix + "--no-whole-archive"});
     llvm::SmallVector<llvm::StringRef> libs;
     llvm::StringRef(MEMOPT_MPI_LIBRARIES).split(libs, ';', -1, false);
     for (llvm::StringRef lib : libs)
-      mpiArgs.push_back(lib.str());
+      tc.libraries.push_back(lib.str());
 #else
     return fail("--data-parallel needs MPI, and memopt was built without it "
                 "(install libopenmpi-dev: scripts/setup.sh)");
 #endif
   }
-
-  // --target=cuda: nvcc links the program (cudart statically, cuBLASLt,
-  // cuDNN and NCCL dynamically); the generated step is host C++ that calls the
-  // runtime, so nvcc hands it to its host compiler (--cxx when given).
-  std::string compiler = isCuda ? MEMOPT_NVCC : flags.cxx;
-  if (isCuda && !llvm::sys::fs::can_execute(compiler))
-    return fail("cannot find nvcc at '" + compiler + "'");
-  if (!llvm::StringRef(compiler).contains('/')) {
-    llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName(compiler);
-    if (!found)
-      return fail("cannot find the C++ compiler '" + compiler + "' on PATH");
-    compiler = *found;
-  } else if (!llvm::sys::fs::can_execute(compiler)) {
-    return fail("the C++ compiler '" + compiler + "' is not executable");
-  }
-
-  auto inOut = [&](llvm::StringRef name) {
-    llvm::SmallString<256> path(flags.outputDir);
-    llvm::sys::path::append(path, name);
-    return std::string(path);
-  };
-  std::string name = library ? "libmemopt_program.so" : "train";
-  std::string finalPath = inOut(name);
-  std::string tmpPath = inOut("." + name + ".tmp." +
-                              std::to_string(llvm::sys::Process::getProcessId()));
-  std::vector<std::string> args = {compiler, "-O2", "-std=c++17",
-                                   "-I" MEMOPT_RUNTIME_INCLUDE_DIR};
-  if (library) {
-    // The C API (Program.o) is pulled from the driver archive by its entry.
-    std::string prefix = isCuda ? "-Xlinker=" : "-Wl,";
-    args.insert(args.end(), {"-shared", isCuda ? "-Xcompiler=-fPIC" : "-fPIC",
-                             prefix + "-u," + "memopt_program_open"});
-  }
-  args.insert(args.end(), {inOut("train_step.cpp"), inOut("eval_step.cpp"),
-                           inOut("model_info.cpp"), std::string(driverLib)});
-  args.insert(args.end(), mpiArgs.begin(), mpiArgs.end());
-  args.push_back(std::string(runtimeLib));
-  if (isCuda) {
-    if (!flags.cudaHostCompiler.empty()) {
-      args.push_back("-ccbin");
-      args.push_back(flags.cudaHostCompiler);
-    }
-    args.push_back("-L" MEMOPT_CUDA_LIBRARY_DIR);
-    args.push_back("-lcublasLt");
-    args.push_back("-lcudnn");
-    args.push_back("-lnccl");
+  tc.libraries.push_back(std::string(runtimeLib));
+  if (tc.isCuda) {
+    // nvcc links the program (cudart statically, cuBLASLt, cuDNN and NCCL
+    // dynamically).
+    tc.libraries.insert(tc.libraries.end(),
+                        {"-L" MEMOPT_CUDA_LIBRARY_DIR, "-lcublasLt", "-lcudnn",
+                         "-lnccl"});
   } else {
     // OpenBLAS for GEMMs, oneDNN (on libgomp's threads) for convolutions.
-    args.push_back("-lopenblas");
-    args.push_back("-ldnnl");
-    args.push_back("-lgomp");
-    args.push_back("-pthread");
+    tc.libraries.insert(tc.libraries.end(),
+                        {"-lopenblas", "-ldnnl", "-lgomp", "-pthread"});
   }
-  args.push_back("-o");
-  args.push_back(tmpPath);
-  // The flags the driver and runtime archives were built with (sanitizers).
+
+  // The generated step is host C++ that calls the runtime, so under
+  // --target=cuda nvcc hands it to its host compiler (--cxx when given).
+  tc.compiler = tc.isCuda ? MEMOPT_NVCC : flags.cxx;
+  if (tc.isCuda && !llvm::sys::fs::can_execute(tc.compiler))
+    return fail("cannot find nvcc at '" + tc.compiler + "'");
+  if (!llvm::StringRef(tc.compiler).contains('/')) {
+    llvm::ErrorOr<std::string> found =
+        llvm::sys::findProgramByName(tc.compiler);
+    if (!found)
+      return fail("cannot find the C++ compiler '" + tc.compiler +
+                  "' on PATH");
+    tc.compiler = *found;
+  } else if (!llvm::sys::fs::can_execute(tc.compiler)) {
+    return fail("the C++ compiler '" + tc.compiler + "' is not executable");
+  }
+  if (tc.isCuda && !flags.cudaHostCompiler.empty())
+    tc.flags.insert(tc.flags.end(), {"-ccbin", flags.cudaHostCompiler});
   llvm::SmallVector<llvm::StringRef> extraFlags;
   llvm::StringRef(MEMOPT_TRAIN_CXXFLAGS)
       .split(extraFlags, ' ', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
   for (llvm::StringRef flag : extraFlags)
-    args.push_back(isCuda ? "-Xcompiler=" + flag.str() : flag.str());
+    tc.flags.push_back(tc.isCuda ? "-Xcompiler=" + flag.str() : flag.str());
+  return true;
+}
+
+/// Runs the compiler with `args` (after its name and the toolchain's flags)
+/// to write `output`, written under a temporary name and renamed into place
+/// when the compiler succeeds; on failure prints what it was doing (`what`),
+/// the command and the compiler's output.
+bool runCompiler(const Toolchain &tc, const std::vector<std::string> &args,
+                 const std::string &output, const std::string &what) {
+  std::string tmpPath = output + ".tmp." +
+                        std::to_string(llvm::sys::Process::getProcessId());
+  std::vector<std::string> command = {tc.compiler};
+  command.insert(command.end(), args.begin(), args.end());
+  command.insert(command.end(), {"-o", tmpPath});
+  command.insert(command.end(), tc.flags.begin(), tc.flags.end());
 
   llvm::SmallString<128> log;
   if (std::error_code ec =
           llvm::sys::fs::createTemporaryFile("memopt-compile", "log", log))
     return fail("cannot create a temporary file: " + ec.message());
   llvm::FileRemover removeLog(log);
-  std::vector<llvm::StringRef> argRefs(args.begin(), args.end());
+  std::vector<llvm::StringRef> argRefs(command.begin(), command.end());
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.str(),
                                                 log.str()};
   std::string execError;
-  int status = llvm::sys::ExecuteAndWait(compiler, argRefs, std::nullopt,
+  int status = llvm::sys::ExecuteAndWait(tc.compiler, argRefs, std::nullopt,
                                          redirects, /*SecondsToWait=*/0,
                                          /*MemoryLimit=*/0, &execError);
   if (status != 0) {
     llvm::sys::fs::remove(tmpPath);
-    std::string command = llvm::join(args, " ");
-    std::string output;
+    std::string messages;
     if (auto buffer = llvm::MemoryBuffer::getFile(log))
-      output = (*buffer)->getBuffer().str();
-    llvm::errs() << "memopt-compile: building '" << finalPath << "' failed ("
+      messages = (*buffer)->getBuffer().str();
+    llvm::errs() << "memopt-compile: " << what << " failed ("
                  << (status < 0 ? execError
                                 : "exit code " + std::to_string(status))
-                 << "): " << command << "\n"
-                 << output;
+                 << "): " << llvm::join(command, " ") << "\n"
+                 << messages;
     return false;
   }
-  if (std::error_code ec = llvm::sys::fs::rename(tmpPath, finalPath)) {
+  if (std::error_code ec = llvm::sys::fs::rename(tmpPath, output)) {
     llvm::sys::fs::remove(tmpPath);
-    return fail("cannot write '" + finalPath + "': " + ec.message());
+    return fail("cannot write '" + output + "': " + ec.message());
   }
   return true;
+}
+
+/// Compiles the generated sources once, position-independent, and links
+/// them with the driver and the runtime into OUT/train and, with
+/// --library, OUT/libmemopt_program.so.
+bool buildPrograms(const memopt::CompileOptions &flags, const char *argv0) {
+  Toolchain tc;
+  if (!findToolchain(flags, argv0, tc))
+    return false;
+  auto inOut = [&](llvm::StringRef name) {
+    llvm::SmallString<256> path(flags.outputDir);
+    llvm::sys::path::append(path, name);
+    return std::string(path);
+  };
+  std::vector<std::string> objects;
+  std::vector<std::unique_ptr<llvm::FileRemover>> removeObjects;
+  for (llvm::StringRef name : {"train_step", "eval_step", "model_info"}) {
+    std::string source = inOut((name + ".cpp").str());
+    std::string object = inOut(("." + name + ".o").str());
+    removeObjects.push_back(std::make_unique<llvm::FileRemover>(object));
+    if (!runCompiler(tc,
+                     {"-O2", "-std=c++17", "-I" MEMOPT_RUNTIME_INCLUDE_DIR,
+                      tc.isCuda ? "-Xcompiler=-fPIC" : "-fPIC", "-c", source},
+                     object, "compiling '" + source + "'"))
+      return false;
+    objects.push_back(object);
+  }
+  auto link = [&](llvm::StringRef name, std::vector<std::string> args) {
+    args.insert(args.end(), objects.begin(), objects.end());
+    args.insert(args.end(), tc.libraries.begin(), tc.libraries.end());
+    return runCompiler(tc, args, inOut(name),
+                       "linking '" + inOut(name) + "'");
+  };
+  if (!link("train", {}))
+    return false;
+  // The C API (Program.o) is pulled from the driver archive by its entry.
+  return !flags.library ||
+         link("libmemopt_program.so",
+              {"-shared", (tc.isCuda ? "-Xlinker=" : "-Wl,") +
+                              std::string("-u,memopt_program_open")});
 }
 
 //===----------------------------------------------------------------------===//
@@ -846,8 +888,7 @@ bool compile(MLIRContext &context, const char *argv0) {
                    "extern \"C\" const char memopt_model_json[] = R\"memopt(" +
                        modelJson + ")memopt\";\n"))
     return false;
-  if (!buildTrain(flags, argv0, /*library=*/false) ||
-      (flags.library && !buildTrain(flags, argv0, /*library=*/true)))
+  if (!buildPrograms(flags, argv0))
     return false;
 
   llvm::outs() << (flags.report == "json" ? reportJson : clipLine + reportText);
