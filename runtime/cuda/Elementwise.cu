@@ -69,7 +69,7 @@ __global__ void clampGradKernel(const T *x, const T *g, float lo, float hi,
 void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
                   const void *input, void *out, int64_t n) {
   const char *entry = "memopt_unary";
-  if (!checkElementwise(ctx, entry, op, MEMOPT_UNARY_MISH, dtype, n,
+  if (!checkElementwise(ctx, entry, op, kLastUnaryOp, dtype, n,
                         {input, out}) ||
       isEmpty({n}))
     return;

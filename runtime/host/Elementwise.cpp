@@ -36,7 +36,7 @@ MEMOPT_ALWAYS_INLINE inline void withConstantOp(int op, Body &&body) {
 
 MEMOPT_X86_LEVELS void unaryLoop(memopt_unary_op op, const float *x, float *y,
                                  int64_t begin, int64_t end) {
-  withConstantOp<0, MEMOPT_UNARY_MISH + 1>(
+  withConstantOp<0, kLastUnaryOp + 1>(
       op, [&](auto k) MEMOPT_ALWAYS_INLINE {
         constexpr auto kOp = static_cast<memopt_unary_op>(decltype(k)::value);
         for (int64_t i = begin; i < end; ++i)
@@ -83,7 +83,7 @@ MEMOPT_X86_LEVELS void activationGradLoop(memopt_activation_grad_op op,
 void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
                   const void *input, void *out, int64_t n) {
   const char *entry = "memopt_unary";
-  if (!checkElementwise(ctx, entry, op, MEMOPT_UNARY_MISH, dtype, n,
+  if (!checkElementwise(ctx, entry, op, kLastUnaryOp, dtype, n,
                         {input, out}))
     return;
   F32Input x(ctx, dtype, input, n);

@@ -52,6 +52,8 @@ CASES = [
     unary("gelu"), unary("gelu", attrs=" approximate<tanh>"),
     unary("hardswish", away_from(-3.0, 3.0)),
     unary("hardsigmoid", away_from(-3.0, 3.0)), unary("mish"),
+    unary("abs", away_from_zero), unary("sin"), unary("cos"), unary("erf"),
+    unary("expm1"), unary("log1p", positive), unary("softplus"),
     unary("clamp", away_from(-0.5, 1.0), " min -0.5 max 1.0"),
     unary("clamp", away_from(0.0, 6.0), " min 0.0 max 6.0 inclusive = false"),
     unary("clamp", away_from(0.25), " max 0.25"),

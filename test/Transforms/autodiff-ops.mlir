@@ -209,6 +209,129 @@ func.func @mish(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) ->
 
 // -----
 
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.abs %[[X]]
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[S:.*]] = memopt.sign %[[X]] : tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.mul %[[G]], %[[S]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @abs(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.abs %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.sin %[[X]]
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[C:.*]] = memopt.cos %[[X]] : tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.mul %[[G]], %[[C]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @sin(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.sin %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.cos %[[X]]
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[S:.*]] = memopt.sin %[[X]] : tensor<4xf32>
+// CHECK-NEXT: %[[N:.*]] = memopt.neg %[[S]] : tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.mul %[[G]], %[[N]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @cos(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.cos %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.erf %[[X]]
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[SQ:.*]] = memopt.mul %[[X]], %[[X]] : tensor<4xf32>
+// CHECK-NEXT: %[[N:.*]] = memopt.neg %[[SQ]] : tensor<4xf32>
+// CHECK-NEXT: %[[E:.*]] = memopt.exp %[[N]] : tensor<4xf32>
+// CHECK-NEXT: %[[D:.*]] = memopt.mul_scalar %[[E]], 1.1283791670955126 : tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.mul %[[G]], %[[D]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @erf(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.erf %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: %[[Y:.*]] = memopt.expm1 %[[X]]
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[E:.*]] = memopt.add_scalar %[[Y]], 1.000000e+00 : tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.mul %[[G]], %[[E]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @expm1(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.expm1 %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.log1p %[[X]]
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[P:.*]] = memopt.add_scalar %[[X]], 1.000000e+00 : tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.div %[[G]], %[[P]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @log1p(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.log1p %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.softplus %[[X]]
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[S:.*]] = memopt.sigmoid %[[X]] : tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.mul %[[G]], %[[S]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @softplus(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.softplus %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // clamp_grad reads the input and carries the bounds and `inclusive`: a
 // relu6 (exclusive) and a clamp_min (inclusive, the default, elided).
 // CHECK-LABEL: func.func @train_step

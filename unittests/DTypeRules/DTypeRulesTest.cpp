@@ -120,7 +120,8 @@ std::vector<OpCase> opCases() {
     std::map<std::string, std::string> bodies;
     for (StringRef op :
          {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu",
-          "silu", "gelu", "hardswish", "hardsigmoid", "mish"})
+          "silu", "gelu", "hardswish", "hardsigmoid", "mish", "abs", "sign",
+          "sin", "cos", "erf", "expm1", "log1p", "softplus"})
       bodies[op.str()] = "%r = memopt." + op.str() + " %x : tensor<4x$0>";
     for (StringRef op : {"add_scalar", "mul_scalar", "pow_scalar"})
       bodies[op.str()] = "%r = memopt." + op.str() + " %x, 2.0 : tensor<4x$0>";
@@ -174,6 +175,14 @@ std::vector<OpCase> opCases() {
       opCase<HardswishOp>(vec, body("hardswish")),
       opCase<HardsigmoidOp>(vec, body("hardsigmoid")),
       opCase<MishOp>(vec, body("mish")),
+      opCase<AbsOp>(vec, body("abs")),
+      opCase<SignOp>(vec, body("sign")),
+      opCase<SinOp>(vec, body("sin")),
+      opCase<CosOp>(vec, body("cos")),
+      opCase<ErfOp>(vec, body("erf")),
+      opCase<Expm1Op>(vec, body("expm1")),
+      opCase<Log1pOp>(vec, body("log1p")),
+      opCase<SoftplusOp>(vec, body("softplus")),
       opCase<AddScalarOp>(vec, body("add_scalar")),
       opCase<MulScalarOp>(vec, body("mul_scalar")),
       opCase<PowScalarOp>(vec, body("pow_scalar")),
@@ -441,9 +450,9 @@ TEST_F(VerifierTest, FamilyEntriesHaveOpCodes) {
     EXPECT_TRUE(codes.insert(binding.opCode.str()).second)
         << binding.opCode.str() << " is the code of two ops";
   }
-  // 13 unary ops (gelu's tanh form is its code's variant), 5 binary,
+  // 21 unary ops (gelu's tanh form is its code's variant), 5 binary,
   // 3 scalar, 8 activation gradients, 4 reductions.
-  EXPECT_EQ(codes.size(), 33u);
+  EXPECT_EQ(codes.size(), 41u);
 }
 
 TEST_F(VerifierTest, InPlaceOpsAreTheRuntimesAliasingEntries) {
@@ -465,7 +474,7 @@ TEST_F(VerifierTest, InPlaceOpsAreTheRuntimesAliasingEntries) {
                      : " lowers to an entry that may write in place but does "
                        "not declare InPlaceOpInterface (MemoptOps.td)");
   }
-  EXPECT_EQ(inPlace, 34 + static_cast<int>(kOtherInPlaceOps.size()));
+  EXPECT_EQ(inPlace, 42 + static_cast<int>(kOtherInPlaceOps.size()));
 }
 
 TEST_F(VerifierTest, UpdatesWriteEachStateOverItsOldValue) {

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "RuntimeTestUtil.h"
+#include "memopt/runtime/ActivationMath.h"
 #include "memopt/runtime/Float16.h"
 
 #include <cstring>
@@ -52,6 +53,22 @@ double unaryReference(memopt_unary_op op, double x) {
     return std::min(std::max(x + 3.0, 0.0), 6.0) / 6.0;
   case MEMOPT_UNARY_MISH:
     return x * std::tanh(std::log1p(std::exp(x)));
+  case MEMOPT_UNARY_ABS:
+    return std::fabs(x);
+  case MEMOPT_UNARY_SIGN:
+    return (x > 0) - (x < 0);
+  case MEMOPT_UNARY_SIN:
+    return std::sin(x);
+  case MEMOPT_UNARY_COS:
+    return std::cos(x);
+  case MEMOPT_UNARY_ERF:
+    return std::erf(x);
+  case MEMOPT_UNARY_EXPM1:
+    return std::expm1(x);
+  case MEMOPT_UNARY_LOG1P:
+    return std::log1p(x);
+  case MEMOPT_UNARY_SOFTPLUS:
+    return x > 20.0 ? x : std::log1p(std::exp(x));
   }
   return 0;
 }
@@ -83,10 +100,10 @@ TEST_F(RuntimeTest, UnaryMatchesReference) {
   for (size_t i = 0; i < x.size(); i += 2)
     if (i % 4 == 0)
       x[i] = -x[i];
-  for (int op = MEMOPT_UNARY_NEG; op <= MEMOPT_UNARY_MISH; ++op) {
+  for (int op = MEMOPT_UNARY_NEG; op <= kLastUnaryOp; ++op) {
     auto kind = static_cast<memopt_unary_op>(op);
     bool positiveOnly = kind == MEMOPT_UNARY_LOG || kind == MEMOPT_UNARY_SQRT ||
-                        kind == MEMOPT_UNARY_RSQRT;
+                        kind == MEMOPT_UNARY_RSQRT || kind == MEMOPT_UNARY_LOG1P;
     std::vector<float> in = x;
     if (positiveOnly)
       for (float &v : in)

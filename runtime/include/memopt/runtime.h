@@ -66,7 +66,7 @@ typedef enum memopt_status {
   MEMOPT_ERROR_COLLECTIVE = 5
 } memopt_status;
 
-/// Elementwise unary ops (`memopt.neg` ... `memopt.mish`).
+/// Elementwise unary ops (`memopt.neg` ... `memopt.softplus`).
 typedef enum memopt_unary_op {
   MEMOPT_UNARY_NEG = 0,
   MEMOPT_UNARY_EXP = 1,
@@ -86,7 +86,19 @@ typedef enum memopt_unary_op {
   /// min(max(x + 3, 0), 6) / 6, as F.hardsigmoid.
   MEMOPT_UNARY_HARDSIGMOID = 12,
   /// x * tanh(softplus(x)), softplus(x) = log(1 + e^x), as F.mish.
-  MEMOPT_UNARY_MISH = 13
+  MEMOPT_UNARY_MISH = 13,
+  MEMOPT_UNARY_ABS = 14,
+  /// -1, 0 or 1; NaN at NaN (torch.sign).
+  MEMOPT_UNARY_SIGN = 15,
+  MEMOPT_UNARY_SIN = 16,
+  MEMOPT_UNARY_COS = 17,
+  MEMOPT_UNARY_ERF = 18,
+  /// e^x - 1, exact near 0.
+  MEMOPT_UNARY_EXPM1 = 19,
+  /// log(1 + x), exact near 0.
+  MEMOPT_UNARY_LOG1P = 20,
+  /// log(1 + e^x); x itself above 20 (F.softplus's threshold).
+  MEMOPT_UNARY_SOFTPLUS = 21
 } memopt_unary_op;
 
 /// Elementwise binary ops on two tensors of one shape and dtype.

@@ -32,6 +32,12 @@ struct GradBuilder {
   Value scale(Value x, double factor) {
     return MulScalarOp::create(b, loc, type(x), x, b.getF64FloatAttr(factor));
   }
+  Value shift(Value x, double offset) {
+    return AddScalarOp::create(b, loc, type(x), x, b.getF64FloatAttr(offset));
+  }
+  template <typename OpT> Value unary(Value x) {
+    return OpT::create(b, loc, type(x), x);
+  }
   Value pow(Value x, double exponent) {
     return PowScalarOp::create(b, loc, type(x), x,
                                b.getF64FloatAttr(exponent));
@@ -228,6 +234,73 @@ LogicalResult MishOp::buildVectorJacobianProduct(
     OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
   grads.assign({MishGradOp::create(builder, getLoc(), getType(), getInput(),
                                    singleGrad(resultGrads))});
+  return success();
+}
+
+LogicalResult AbsOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // sign(x) dx: 0 at 0, as torch.abs.
+  GradBuilder gb{builder, getLoc()};
+  grads.assign(
+      {gb.mul(singleGrad(resultGrads), gb.unary<SignOp>(getInput()))});
+  return success();
+}
+
+LogicalResult SignOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // Piecewise constant: no gradient reaches the input (torch.sign's is 0).
+  grads.assign({Value()});
+  return success();
+}
+
+LogicalResult SinOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  grads.assign({gb.mul(singleGrad(resultGrads), gb.unary<CosOp>(getInput()))});
+  return success();
+}
+
+LogicalResult CosOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  grads.assign({gb.mul(singleGrad(resultGrads),
+                       gb.neg(gb.unary<SinOp>(getInput())))});
+  return success();
+}
+
+LogicalResult ErfOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // d erf(x) = 2 / sqrt(pi) e^(-x^2) dx.
+  GradBuilder gb{builder, getLoc()};
+  Value x = getInput();
+  Value density = gb.unary<ExpOp>(gb.neg(gb.mul(x, x)));
+  grads.assign({gb.mul(singleGrad(resultGrads),
+                       gb.scale(density, 1.1283791670955126))});
+  return success();
+}
+
+LogicalResult Expm1Op::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // d (e^x - 1) = (y + 1) dx.
+  GradBuilder gb{builder, getLoc()};
+  grads.assign({gb.mul(singleGrad(resultGrads), gb.shift(getResult(), 1.0))});
+  return success();
+}
+
+LogicalResult Log1pOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  grads.assign({gb.div(singleGrad(resultGrads), gb.shift(getInput(), 1.0))});
+  return success();
+}
+
+LogicalResult SoftplusOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // sigmoid(x) dx; above the threshold, where softplus is x, sigmoid(x)
+  // rounds to 1 in f32, as PyTorch's softplus_backward.
+  GradBuilder gb{builder, getLoc()};
+  grads.assign(
+      {gb.mul(singleGrad(resultGrads), gb.unary<SigmoidOp>(getInput()))});
   return success();
 }
 

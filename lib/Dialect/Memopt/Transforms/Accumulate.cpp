@@ -118,16 +118,14 @@ private:
 } // namespace
 
 /// Ops whose operands (other than masks) and result share one shape and
-/// whose element i depends on element i of the operands, or that work along
-/// one non-batch dimension (softmax).
+/// whose element i depends on element i of the operands (the unary, binary,
+/// scalar and activation-gradient families carry ElementwiseTrait), or that
+/// work along one non-batch dimension (softmax).
 static bool isSameShapeOp(Operation *op) {
-  return isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, AddScalarOp, MulScalarOp,
-             PowScalarOp, NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp,
-             SigmoidOp, ReluOp, SiluOp, GeluOp, HardswishOp, HardsigmoidOp,
-             MishOp, ClampOp, ReluGradOp, SiluGradOp, TanhGradOp, SigmoidGradOp,
-             GeluGradOp, HardswishGradOp, HardsigmoidGradOp, MishGradOp,
-             ClampGradOp, WhereOp, MaskedFillOp, DropoutOp, CastOp, SoftmaxOp,
-             LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp>(op);
+  return op->hasTrait<ElementwiseTrait>() ||
+         isa<GeluOp, ClampOp, GeluGradOp, ClampGradOp, WhereOp, MaskedFillOp,
+             DropoutOp, CastOp, SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp,
+             LogSoftmaxGradOp>(op);
 }
 
 /// Same-shape ops that are linear in their operands: a sum over the batch

@@ -64,8 +64,8 @@ enum class Policy {
   /// The compute type: matmul, conv2d and the fused attention and linear
   /// cross-entropy (products and softmax sums accumulate in f32).
   Low,
-  /// f32 inputs and outputs: exp, log, pow, rsqrt, softmax, log_softmax,
-  /// the norms, every loss.
+  /// f32 inputs and outputs: exp, expm1, log, log1p, pow, rsqrt, softplus,
+  /// softmax, log_softmax, the norms, every loss.
   F32,
   /// Inputs as they come, f32 result: sums and means (accumulate in f32).
   F32Output,
@@ -97,8 +97,9 @@ static Policy getPolicy(Operation *op) {
   // Batch norm is not here: as in autocast it runs in its input's dtype,
   // with f32 statistics, affine parameters and running statistics (the op
   // definition fixes those).
-  if (isa<ExpOp, LogOp, PowScalarOp, RsqrtOp, SoftmaxOp, LogSoftmaxOp,
-          LayerNormOp, RmsNormOp, CrossEntropyOp, MseLossOp>(op))
+  if (isa<ExpOp, Expm1Op, LogOp, Log1pOp, PowScalarOp, RsqrtOp, SoftplusOp,
+          SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp, CrossEntropyOp,
+          MseLossOp>(op))
     return Policy::F32;
   if (isa<ReduceSumOp, ReduceMeanOp>(op))
     return Policy::F32Output;

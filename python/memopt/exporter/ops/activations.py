@@ -1,6 +1,8 @@
-"""Activations: relu, gelu, silu, tanh, sigmoid, exp, log, sqrt, rsqrt,
-neg, hardswish, hardsigmoid, mish, and the clamps (torch.clamp, hardtanh,
-relu6)."""
+"""Activations and elementwise functions: relu, gelu, silu, tanh, sigmoid,
+exp, log, sqrt, rsqrt, neg, abs, sign, sin, cos, erf, expm1, log1p,
+square, hardswish, hardsigmoid, mish, softplus, and those written with
+them (logsigmoid, softsign, tanhshrink, leaky_relu, elu, selu, celu); and
+the clamps (torch.clamp, hardtanh, relu6)."""
 
 import math
 import operator
@@ -13,7 +15,7 @@ from ..registry import handles, register
 from .common import float_input
 
 _UNARY = ("relu", "silu", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt",
-          "neg")
+          "neg", "abs", "sign", "sin", "cos", "erf", "expm1", "log1p")
 
 
 def _unary(kind):
@@ -30,6 +32,10 @@ for _kind in _UNARY:
 register("input, inplace=False", _unary("relu"), functions=[F.relu])
 register("input, inplace=False", _unary("silu"), functions=[F.silu])
 register("input", _unary("neg"), functions=[operator.neg])
+register("input", _unary("abs"), functions=[operator.abs])
+for _kind in ("erf", "expm1", "log1p"):
+    register("input, **", _unary(_kind),
+             functions=[getattr(torch.special, _kind)])
 for _kind, _module in (("relu", nn.ReLU), ("silu", nn.SiLU),
                        ("tanh", nn.Tanh), ("sigmoid", nn.Sigmoid)):
     register("input", _unary(_kind), modules=[_module])
@@ -105,3 +111,111 @@ def _hardtanh(ex, call):
         high = call.args.get("max_val", 6.0)
     return _emit_clamp(ex, call, _clamp_bound(ex, low, "min_val"),
                        _clamp_bound(ex, high, "max_val"), inclusive=False)
+
+
+@handles("input, **", functions=[torch.square], methods=["square"])
+def _square(ex, call):
+    x = float_input(ex, call.args["input"])
+    return ex.emit.binary("mul", x, x)
+
+
+def _module_or_args(ex, call, names):
+    """The hyperparameters ``names`` of an activation: the module's
+    attributes, or the function's arguments (known at export time)."""
+    if call.module is not None:
+        return [getattr(call.module, name) for name in names]
+    return [ex.const(call.args[name], name) for name in names]
+
+
+@handles("input, beta=1, threshold=20", functions=[F.softplus])
+@handles("input", modules=[nn.Softplus])
+def _softplus(ex, call):
+    """softplus(beta x) / beta, x itself where beta x > threshold: the op
+    is threshold 20's; another beta scales around it."""
+    beta, threshold = _module_or_args(ex, call, ("beta", "threshold"))
+    if threshold != 20:
+        ex.fail("threshold=%r is not supported (only 20, the default)"
+                % threshold)
+    if not beta > 0:
+        ex.fail("beta=%r is not supported (it must be positive)" % beta)
+    x = float_input(ex, call.args["input"])
+    if beta == 1:
+        return ex.emit.unary("softplus", x)
+    y = ex.emit.unary("softplus", ex.emit.scalar("mul_scalar", x, beta))
+    return ex.emit.scalar("mul_scalar", y, 1.0 / beta)
+
+
+@handles("input", functions=[F.logsigmoid], modules=[nn.LogSigmoid])
+def _logsigmoid(ex, call):
+    """log sigmoid(x) = -softplus(-x)."""
+    x = float_input(ex, call.args["input"])
+    return ex.emit.unary("neg", ex.emit.unary(
+        "softplus", ex.emit.unary("neg", x)))
+
+
+@handles("input", functions=[F.softsign], modules=[nn.Softsign])
+def _softsign(ex, call):
+    """x / (1 + |x|)."""
+    x = float_input(ex, call.args["input"])
+    return ex.emit.binary("div", x, ex.emit.scalar(
+        "add_scalar", ex.emit.unary("abs", x), 1.0))
+
+
+@handles("input", functions=[F.tanhshrink], modules=[nn.Tanhshrink])
+def _tanhshrink(ex, call):
+    """x - tanh(x)."""
+    x = float_input(ex, call.args["input"])
+    return ex.emit.binary("sub", x, ex.emit.unary("tanh", x))
+
+
+@handles("input, negative_slope=0.01, inplace=False",
+         functions=[F.leaky_relu])
+@handles("input", modules=[nn.LeakyReLU])
+def _leaky_relu(ex, call):
+    """relu(x) - a relu(-x): x above 0 and a x below, each rounded as
+    PyTorch rounds it. At exactly 0 the gradient is 0 (PyTorch's is a)."""
+    (slope,) = _module_or_args(ex, call, ("negative_slope",))
+    x = float_input(ex, call.args["input"])
+    negative = ex.emit.unary("relu", ex.emit.unary("neg", x))
+    return ex.emit.binary("sub", ex.emit.unary("relu", x),
+                          ex.emit.scalar("mul_scalar", negative, slope))
+
+
+def _elu_values(ex, x, alpha, scale=1.0, inner=1.0):
+    """scale (relu(x) + alpha expm1(-relu(-x) / inner)): x above 0 and
+    alpha (e^(x / inner) - 1) below, both times scale (ELU: inner 1; CELU:
+    inner alpha; SELU: its constants)."""
+    negative = ex.emit.unary("relu", ex.emit.unary("neg", x))
+    below = ex.emit.scalar("mul_scalar", ex.emit.unary(
+        "expm1", ex.emit.scalar("mul_scalar", negative, -1.0 / inner)), alpha)
+    y = ex.emit.binary("add", ex.emit.unary("relu", x), below)
+    return y if scale == 1.0 else ex.emit.scalar("mul_scalar", y, scale)
+
+
+@handles("input, alpha=1.0, inplace=False", functions=[F.elu])
+@handles("input", modules=[nn.ELU])
+def _elu(ex, call):
+    (alpha,) = _module_or_args(ex, call, ("alpha",))
+    return _elu_values(ex, float_input(ex, call.args["input"]), alpha)
+
+
+@handles("input, alpha=1.0, inplace=False", functions=[F.celu])
+@handles("input", modules=[nn.CELU])
+def _celu(ex, call):
+    (alpha,) = _module_or_args(ex, call, ("alpha",))
+    if alpha == 0:
+        ex.fail("alpha=0 is not supported (CELU divides by it)")
+    return _elu_values(ex, float_input(ex, call.args["input"]), alpha,
+                       inner=alpha)
+
+
+# SELU's constants (Klambauer et al. 2017), as torch.nn.SELU.
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+@handles("input, inplace=False", functions=[F.selu])
+@handles("input", modules=[nn.SELU])
+def _selu(ex, call):
+    return _elu_values(ex, float_input(ex, call.args["input"]), _SELU_ALPHA,
+                       scale=_SELU_SCALE)

@@ -1,4 +1,6 @@
-"""Losses: cross entropy and mean squared error."""
+"""Losses: cross entropy (and nll_loss of a log_softmax, which is one),
+mean squared error, and those written with elementwise ops: L1, smooth L1,
+Huber, binary cross entropy with and without logits."""
 
 import torch
 import torch.nn as nn
@@ -6,7 +8,7 @@ import torch.nn.functional as F
 
 from ..emit import INDEX_TYPES
 from ..registry import handles
-from .common import float_input
+from .common import float_input, norm_dim
 
 
 def _loss_options(ex, call, names):
@@ -38,7 +40,13 @@ def _cross_entropy(ex, call):
     if not 0.0 <= label_smoothing < 1.0:
         ex.fail("label_smoothing=%r is not supported: memopt takes it in "
                 "[0, 1)" % label_smoothing)
-    logits = float_input(ex, call.args["input"])
+    return _class_loss(ex, call, float_input(ex, call.args["input"]),
+                       options, label_smoothing)
+
+
+def _class_loss(ex, call, logits, options, label_smoothing):
+    """memopt.cross_entropy of ``logits`` (classes in dimension 1, or 0 for
+    one sample) and the target's class indices."""
     labels = ex.val(call.args["target"])
     if labels.dtype not in INDEX_TYPES:
         ex.fail("the target must hold class indices (int64 or int32); "
@@ -71,3 +79,179 @@ def _mse_loss(ex, call):
     return ex.emit.mse_loss(ex.emit.broadcast_to(x, shape),
                             ex.emit.broadcast_to(target, shape),
                             options["reduction"])
+
+
+def _reduced(ex, losses, reduction):
+    """The mean or the sum of the elementwise ``losses``."""
+    kind = "reduce_mean" if reduction == "mean" else "reduce_sum"
+    return ex.emit.reduce(kind, losses, list(range(losses.rank)))
+
+
+def _pair(ex, call):
+    """The input and the target, broadcast to one shape and float type."""
+    x = float_input(ex, call.args["input"])
+    target = float_input(ex, call.args["target"])
+    if target.dtype != x.dtype:
+        ex.fail("the input and target have different element types")
+    shape = tuple(torch.broadcast_shapes(x.shape, target.shape))
+    return ex.emit.broadcast_to(x, shape), ex.emit.broadcast_to(target, shape)
+
+
+@handles("input, target, size_average=None, reduce=None, "
+         "reduction='mean'", functions=[F.l1_loss])
+@handles("input, target", modules=[nn.L1Loss])
+def _l1_loss(ex, call):
+    options = _loss_options(ex, call, ("size_average", "reduce",
+                                       "reduction"))
+    x, target = _pair(ex, call)
+    return _reduced(ex, ex.emit.unary("abs", ex.emit.binary("sub", x, target)),
+                    options["reduction"])
+
+
+def _smooth_l1_values(ex, call, beta):
+    """0.5 c^2 / beta + (|d| - c) with c = min(|d|, beta), d = x - target:
+    0.5 d^2 / beta below beta and |d| - beta / 2 from it on, with
+    PyTorch's gradient on both sides (d / beta, sign(d)); beta 0 is L1."""
+    x, target = _pair(ex, call)
+    distance = ex.emit.unary("abs", ex.emit.binary("sub", x, target))
+    if beta == 0:
+        return distance
+    clipped = ex.emit.clamp(distance, max=beta)
+    quadratic = ex.emit.scalar("mul_scalar",
+                               ex.emit.binary("mul", clipped, clipped),
+                               0.5 / beta)
+    return ex.emit.binary("add", quadratic,
+                          ex.emit.binary("sub", distance, clipped))
+
+
+@handles("input, target, size_average=None, reduce=None, "
+         "reduction='mean', beta=1.0", functions=[F.smooth_l1_loss])
+@handles("input, target", modules=[nn.SmoothL1Loss])
+def _smooth_l1_loss(ex, call):
+    options = _loss_options(ex, call, ("size_average", "reduce",
+                                       "reduction", "beta"))
+    beta = float(options["beta"])
+    if beta < 0:
+        ex.fail("beta=%r is not supported (it must not be negative)" % beta)
+    return _reduced(ex, _smooth_l1_values(ex, call, beta),
+                    options["reduction"])
+
+
+@handles("input, target, reduction='mean', delta=1.0",
+         functions=[F.huber_loss])
+@handles("input, target", modules=[nn.HuberLoss])
+def _huber_loss(ex, call):
+    """delta times the smooth L1 loss of beta delta."""
+    options = _loss_options(ex, call, ("reduction", "delta"))
+    delta = float(options["delta"])
+    if not delta > 0:
+        ex.fail("delta=%r is not supported (it must be positive)" % delta)
+    losses = ex.emit.scalar("mul_scalar",
+                            _smooth_l1_values(ex, call, delta), delta)
+    return _reduced(ex, losses, options["reduction"])
+
+
+def _loss_weight(ex, call, options, name, shape):
+    """The optional tensor argument ``name`` (a weight) broadcast to
+    ``shape``, or None."""
+    if options[name] is None:
+        return None
+    weight = ex.val(call.module.get_buffer(name) if call.module is not None
+                    else call.args[name], "f32")
+    try:
+        torch.broadcast_shapes(weight.shape, shape)
+    except RuntimeError:
+        ex.fail("%s %s does not broadcast to the input %s"
+                % (name, weight.type, shape))
+    return ex.emit.broadcast_to(weight, shape)
+
+
+@handles("input, target, weight=None, size_average=None, reduce=None, "
+         "reduction='mean', pos_weight=None",
+         functions=[F.binary_cross_entropy_with_logits])
+@handles("input, target", modules=[nn.BCEWithLogitsLoss])
+def _bce_with_logits(ex, call):
+    """(1 - y) x + (1 + (p - 1) y) softplus(-x), times the weight: PyTorch's
+    stable form (softplus(-x) = max(-x, 0) + log1p(e^-|x|)), p the
+    pos_weight (1 without one)."""
+    options = _loss_options(ex, call, ("weight", "size_average", "reduce",
+                                       "reduction", "pos_weight"))
+    x, y = _pair(ex, call)
+    softplus = ex.emit.unary("softplus", ex.emit.unary("neg", x))
+    pos_weight = _loss_weight(ex, call, options, "pos_weight", x.shape)
+    if pos_weight is not None:
+        factor = ex.emit.scalar("add_scalar", ex.emit.binary(
+            "mul", ex.emit.scalar("add_scalar", pos_weight, -1.0), y), 1.0)
+        softplus = ex.emit.binary("mul", factor, softplus)
+    losses = ex.emit.binary("add", ex.emit.binary(
+        "sub", x, ex.emit.binary("mul", y, x)), softplus)
+    weight = _loss_weight(ex, call, options, "weight", x.shape)
+    if weight is not None:
+        losses = ex.emit.binary("mul", losses, weight)
+    return _reduced(ex, losses, options["reduction"])
+
+
+@handles("input, target, weight=None, size_average=None, reduce=None, "
+         "reduction='mean'", functions=[F.binary_cross_entropy])
+@handles("input, target", modules=[nn.BCELoss])
+def _bce(ex, call):
+    """-(y log p + (1 - y) log(1 - p)), each log clamped at -100 as
+    PyTorch clamps it, times the weight."""
+    options = _loss_options(ex, call, ("weight", "size_average", "reduce",
+                                       "reduction"))
+    p, y = _pair(ex, call)
+    log_p = ex.emit.clamp(ex.emit.unary("log", p), min=-100.0)
+    one_minus = ex.emit.scalar("add_scalar", ex.emit.unary("neg", p), 1.0)
+    log_q = ex.emit.clamp(ex.emit.unary("log", one_minus), min=-100.0)
+    # y log p + (1 - y) log q = y (log p - log q) + log q.
+    likelihood = ex.emit.binary("add", ex.emit.binary(
+        "mul", y, ex.emit.binary("sub", log_p, log_q)), log_q)
+    losses = ex.emit.unary("neg", likelihood)
+    weight = _loss_weight(ex, call, options, "weight", p.shape)
+    if weight is not None:
+        losses = ex.emit.binary("mul", losses, weight)
+    return _reduced(ex, losses, options["reduction"])
+
+
+def _log_softmax_input(ex, node):
+    """The input and dimension of the log_softmax that computed fx node
+    ``node``, or None when another op did."""
+    if not isinstance(node, torch.fx.Node):
+        return None
+    if node.op == "call_module":
+        module = ex.modules.get(node.target)
+        if isinstance(module, nn.LogSoftmax):
+            return node.args[0], module.dim
+        return None
+    if (node.op == "call_function" and node.target in (
+            F.log_softmax, torch.log_softmax)) or (
+            node.op == "call_method" and node.target == "log_softmax"):
+        dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1
+                              else None)
+        return node.args[0], dim
+    return None
+
+
+@handles("input, target, weight=None, size_average=None, "
+         "ignore_index=-100, reduce=None, reduction='mean'",
+         functions=[F.nll_loss])
+@handles("input, target", modules=[nn.NLLLoss])
+def _nll_loss(ex, call):
+    """nll_loss(log_softmax(x, dim=1), t): the cross entropy of x, the one
+    op that never holds the log-probabilities (docs/Exporter.md)."""
+    options = _loss_options(ex, call, (
+        "weight", "size_average", "ignore_index", "reduce", "reduction"))
+    if options["weight"] is not None:
+        ex.fail("class weights are not supported")
+    source = _log_softmax_input(ex, call.args["input"])
+    if source is None:
+        ex.fail("only the nll_loss of a log_softmax is supported (the cross "
+                "entropy of its input): compute the input with "
+                "F.log_softmax")
+    logits = float_input(ex, source[0])
+    class_dim = 1 if logits.rank > 1 else 0
+    if source[1] is None or norm_dim(ex, ex.const(source[1]), logits.rank) \
+            != class_dim:
+        ex.fail("the log_softmax must be over the class dimension %d"
+                % class_dim)
+    return _class_loss(ex, call, logits, options, 0.0)

@@ -1,5 +1,6 @@
 """Normalisation: layer norm, batch norm (training mode, with its running
-statistics as state) and F.normalize."""
+statistics as state), group norm (written with reductions) and
+F.normalize."""
 
 import numpy as np
 import torch.nn as nn
@@ -7,6 +8,7 @@ import torch.nn.functional as F
 
 from ..registry import handles
 from .common import float_input, norm_dim
+from .reductions import variance
 
 BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d)
 
@@ -98,3 +100,49 @@ def _normalize(ex, call):
     norm = ex.emit.unary("sqrt", ex.emit.clamp(squares, min=eps * eps))
     norm = ex.emit.reshape(norm, keep)
     return ex.emit.binary("div", x, ex.emit.broadcast_to(norm, x.shape))
+
+
+@handles("input, num_groups, weight=None, bias=None, eps=1e-05",
+         functions=[F.group_norm])
+@handles("input", modules=[nn.GroupNorm])
+def _group_norm(ex, call):
+    """(x - mean) / sqrt(var + eps) over each group of channels and the
+    spatial extent (the biased variance), then the per-channel affine map:
+    written with reductions, so that its backward is theirs and every
+    intermediate is in the memory account."""
+    x = float_input(ex, call.args["input"])
+    if call.module is not None:
+        m = call.module
+        groups, eps = m.num_groups, m.eps
+        weight = ex.param(m.weight, "weight") if m.affine else None
+        bias = ex.param(m.bias, "bias") if m.affine else None
+    else:
+        groups = ex.const(call.args["num_groups"], "num_groups")
+        eps = ex.const(call.args["eps"], "eps")
+        weight = ex.val(call.args["weight"]) \
+            if call.args["weight"] is not None else None
+        bias = ex.val(call.args["bias"]) \
+            if call.args["bias"] is not None else None
+    if x.rank < 2 or groups < 1 or x.shape[1] % groups:
+        ex.fail("%d groups do not divide the %s input's channels (dimension "
+                "1)" % (groups, x.type))
+    batch, channels = x.shape[0], x.shape[1]
+    grouped = ex.emit.reshape(
+        x, (batch, groups, int(np.prod(x.shape[1:])) // groups))
+    var, mean = variance(ex, grouped, [2], 0.0)
+    inv = ex.emit.unary("rsqrt", ex.emit.scalar("add_scalar", var, eps))
+    inv = ex.emit.reshape(inv, (batch, groups, 1))
+    centered = ex.emit.binary("sub", grouped,
+                              ex.emit.broadcast_to(mean, grouped.shape))
+    y = ex.emit.reshape(ex.emit.binary(
+        "mul", centered, ex.emit.broadcast_to(inv, grouped.shape)), x.shape)
+    affine_shape = (1, channels) + (1,) * (x.rank - 2)
+    for value, kind in ((weight, "mul"), (bias, "add")):
+        if value is None:
+            continue
+        if value.shape != (channels,):
+            ex.fail("the affine parameters must have shape (%d,), got %s"
+                    % (channels, value.type))
+        y = ex.emit.binary(kind, y, ex.emit.broadcast_to(
+            ex.emit.reshape(value, affine_shape), x.shape))
+    return y

@@ -1,4 +1,5 @@
-"""Reductions (sum, mean, amax, max) and softmax / log_softmax."""
+"""Reductions (sum, mean, amax, max, var, std, var_mean, std_mean) and
+softmax / log_softmax."""
 
 import torch
 import torch.nn as nn
@@ -6,7 +7,7 @@ import torch.nn.functional as F
 
 from ..dtypes import DTYPES
 from ..emit import FLOAT_TYPES
-from ..registry import handles, register
+from ..registry import handles, register, returns_tuple
 from .common import float_input, norm_dim
 
 
@@ -24,17 +25,20 @@ def _in_dtype(ex, call, x):
     return x if name == x.dtype else ex.emit.cast(x, name)
 
 
+def _reduced_dims(ex, dim, rank):
+    """The sorted dimensions a ``dim`` argument names (all for None or
+    an empty sequence)."""
+    if dim is None or (isinstance(dim, (tuple, list)) and not dim):
+        return list(range(rank))
+    if isinstance(dim, (tuple, list)):
+        return sorted(set(norm_dim(ex, d, rank) for d in dim))
+    return [norm_dim(ex, dim, rank)]
+
+
 def _reduce(kind):
     def handler(ex, call):
         x = _in_dtype(ex, call, float_input(ex, call.args["input"]))
-        dim = ex.const(call.args.get("dim"))
-        if dim is None or (isinstance(dim, (tuple, list)) and not dim):
-            dims = list(range(x.rank))
-        elif isinstance(dim, (tuple, list)):
-            dims = [norm_dim(ex, d, x.rank) for d in dim]
-        else:
-            dims = [norm_dim(ex, dim, x.rank)]
-        dims = sorted(set(dims))
+        dims = _reduced_dims(ex, ex.const(call.args.get("dim")), x.rank)
         return ex.emit.reshape(ex.emit.reduce(kind, x, dims),
                                ex.out_shape(call))
     return handler
@@ -79,3 +83,64 @@ for _name in ("softmax", "log_softmax"):
              functions=[getattr(torch, _name)], methods=[_name])
 register("input", _softmax("softmax"), modules=[nn.Softmax])
 register("input", _softmax("log_softmax"), modules=[nn.LogSoftmax])
+
+
+def _kept(x, dims):
+    """x's shape with ``dims`` reduced to extent 1."""
+    return tuple(1 if i in dims else d for i, d in enumerate(x.shape))
+
+
+def variance(ex, x, dims, correction):
+    """The variance of ``x`` over ``dims`` as sum((x - mean)^2) / (n -
+    correction), in the reduced shape, and the mean in x's shape with
+    ``dims`` kept as 1."""
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    mean = ex.emit.reshape(ex.emit.reduce("reduce_mean", x, dims),
+                           _kept(x, dims))
+    centered = ex.emit.binary("sub", x, ex.emit.broadcast_to(mean, x.shape))
+    squares = ex.emit.reduce("reduce_sum",
+                             ex.emit.binary("mul", centered, centered), dims)
+    if count - correction <= 0:
+        ex.fail("the variance of %d elements with correction %r divides by "
+                "zero" % (count, correction))
+    return ex.emit.scalar("mul_scalar", squares,
+                          1.0 / (count - correction)), mean
+
+
+def _variance_handler(root, with_mean):
+    def handler(ex, call):
+        x = float_input(ex, call.args["input"])
+        dim = ex.const(call.args.get("dim"))
+        unbiased = ex.const(call.args.get("unbiased"))
+        if isinstance(dim, bool):  # torch.var(x, False): the unbiased flag
+            dim, unbiased = None, dim
+        correction = ex.const(call.args.get("correction"))
+        if correction is not None and unbiased is not None:
+            ex.fail("give either unbiased or correction, not both")
+        if correction is None:
+            correction = 0 if unbiased is False else 1
+        dims = _reduced_dims(ex, dim, x.rank)
+        var, mean = variance(ex, x, dims, float(correction))
+        shape = _kept(x, dims) if ex.const(call.args.get("keepdim")) else \
+            tuple(d for i, d in enumerate(x.shape) if i not in dims)
+        result = ex.emit.reshape(
+            ex.emit.unary("sqrt", var) if root else var, shape)
+        if not with_mean:
+            return result
+        return result, ex.emit.reshape(mean, shape)
+    return handler
+
+
+_VARIANCE_SIGNATURE = "input, dim=None, unbiased=None, keepdim=False, " \
+    "correction=None"
+register(_VARIANCE_SIGNATURE, _variance_handler(False, False),
+         functions=[torch.var], methods=["var"])
+register(_VARIANCE_SIGNATURE, _variance_handler(True, False),
+         functions=[torch.std], methods=["std"])
+register(_VARIANCE_SIGNATURE, returns_tuple(_variance_handler(False, True)),
+         functions=[torch.var_mean])
+register(_VARIANCE_SIGNATURE, returns_tuple(_variance_handler(True, True)),
+         functions=[torch.std_mean])
+

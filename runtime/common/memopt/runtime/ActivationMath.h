@@ -158,6 +158,14 @@ MEMOPT_HOST_DEVICE inline float sigmoid(float x) {
   return 1.0f / (1.0f + expf32(-x));
 }
 
+/// The last of memopt_unary's ops.
+constexpr memopt_unary_op kLastUnaryOp = MEMOPT_UNARY_SOFTPLUS;
+
+/// -1, 0 or 1 by the sign of x; NaN stays NaN (torch.sign).
+MEMOPT_HOST_DEVICE inline float signValue(float x) {
+  return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x;
+}
+
 /// memopt_unary's op applied to x.
 MEMOPT_HOST_DEVICE inline float unaryValue(memopt_unary_op op, float x) {
   switch (op) {
@@ -191,6 +199,22 @@ MEMOPT_HOST_DEVICE inline float unaryValue(memopt_unary_op op, float x) {
     return hardsigmoid(x);
   case MEMOPT_UNARY_MISH:
     return mish(x);
+  case MEMOPT_UNARY_ABS:
+    return std::fabs(x);
+  case MEMOPT_UNARY_SIGN:
+    return signValue(x);
+  case MEMOPT_UNARY_SIN:
+    return std::sin(x);
+  case MEMOPT_UNARY_COS:
+    return std::cos(x);
+  case MEMOPT_UNARY_ERF:
+    return std::erf(x);
+  case MEMOPT_UNARY_EXPM1:
+    return std::expm1(x);
+  case MEMOPT_UNARY_LOG1P:
+    return std::log1p(x);
+  case MEMOPT_UNARY_SOFTPLUS:
+    return softplus(x);
   }
   return x;
 }

@@ -12,4 +12,17 @@
 
 #include "memopt/Dialect/Memopt/IR/MemoptInterfaces.h.inc"
 
+namespace memopt {
+
+/// Marks the ops whose result element i depends on element i of each
+/// operand alone, all of one shape (the unary, binary, scalar and
+/// activation-gradient families): what the passes that split or reason per
+/// element (Accumulate.cpp) read instead of a list of ops. The family's
+/// verifier checks the types, with its own messages.
+template <typename ConcreteType>
+class ElementwiseTrait
+    : public mlir::OpTrait::TraitBase<ConcreteType, ElementwiseTrait> {};
+
+} // namespace memopt
+
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTINTERFACES_H

@@ -58,6 +58,12 @@ def Memopt_RuntimeDTypes : NativeOpTrait<"RuntimeDTypesTrait"> {
   let cppNamespace = "::memopt";
 }
 
+// Element i of the result depends on element i of each operand alone
+// (MemoptInterfaces.h).
+def Memopt_Elementwise : NativeOpTrait<"ElementwiseTrait"> {
+  let cppNamespace = "::memopt";
+}
+
 class Memopt_Op<string mnemonic, list<Trait> traits = []>
     : Op<Memopt_Dialect, mnemonic,
          !listconcat(traits, [Memopt_RuntimeDTypes])> {
@@ -66,7 +72,8 @@ class Memopt_Op<string mnemonic, list<Trait> traits = []>
 
 // One float tensor in, one of the same type out.
 class Memopt_UnaryOp<string mnemonic, string formula>
-    : Memopt_Op<mnemonic, [Pure, Memopt_InPlaceOpInterface,
+    : Memopt_Op<mnemonic, [Pure, Memopt_Elementwise,
+                           Memopt_InPlaceOpInterface,
                            DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "elementwise " # mnemonic;
   let description = "Computes `" # formula # "` for each element.";
@@ -80,8 +87,8 @@ class Memopt_UnaryOp<string mnemonic, string formula>
 // Two float tensors of one type in, one of that type out.
 class Memopt_BinaryOp<string mnemonic, string formula,
                       list<Trait> traits = [DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]>
-    : Memopt_Op<mnemonic,
-                !listconcat([Pure, Memopt_InPlaceOpInterface], traits)> {
+    : Memopt_Op<mnemonic, !listconcat([Pure, Memopt_Elementwise,
+                                       Memopt_InPlaceOpInterface], traits)> {
   let summary = "elementwise " # mnemonic;
   let description = "Computes `" # formula # "` for each element. Both "
       "operands have the result's type: broadcasting is explicit "
@@ -96,7 +103,8 @@ class Memopt_BinaryOp<string mnemonic, string formula,
 
 // A float tensor and a scalar attribute.
 class Memopt_ScalarOp<string mnemonic, string formula>
-    : Memopt_Op<mnemonic, [Pure, Memopt_InPlaceOpInterface,
+    : Memopt_Op<mnemonic, [Pure, Memopt_Elementwise,
+                           Memopt_InPlaceOpInterface,
                            DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "elementwise " # mnemonic;
   let description = "Computes `" # formula # "` for each element, with "
@@ -112,7 +120,8 @@ class Memopt_ScalarOp<string mnemonic, string formula>
 // The gradient of a unary activation, given its input or its output.
 class Memopt_ActivationGradOp<string mnemonic, string operandName,
                               string formula>
-    : Memopt_Op<mnemonic, [Pure, Memopt_InPlaceOpInterface]> {
+    : Memopt_Op<mnemonic, [Pure, Memopt_Elementwise,
+                           Memopt_InPlaceOpInterface]> {
   let summary = "gradient of an elementwise activation";
   let description = "Computes `" # formula # "` for each element: the "
       "vector-Jacobian product of the activation, from its `" # operandName #
@@ -234,6 +243,16 @@ def Memopt_HardswishOp
 def Memopt_HardsigmoidOp
     : Memopt_UnaryOp<"hardsigmoid", "min(max(x + 3, 0), 6) / 6">;
 def Memopt_MishOp : Memopt_UnaryOp<"mish", "x * tanh(log(1 + e^x))">;
+def Memopt_AbsOp : Memopt_UnaryOp<"abs", "|x|">;
+def Memopt_SignOp : Memopt_UnaryOp<"sign",
+    "-1, 0 or 1 by the sign of x (NaN at NaN); its gradient is zero">;
+def Memopt_SinOp : Memopt_UnaryOp<"sin", "sin(x)">;
+def Memopt_CosOp : Memopt_UnaryOp<"cos", "cos(x)">;
+def Memopt_ErfOp : Memopt_UnaryOp<"erf", "erf(x)">;
+def Memopt_Expm1Op : Memopt_UnaryOp<"expm1", "e^x - 1">;
+def Memopt_Log1pOp : Memopt_UnaryOp<"log1p", "ln(1 + x)">;
+def Memopt_SoftplusOp
+    : Memopt_UnaryOp<"softplus", "ln(1 + e^x), x itself above 20 (F.softplus)">;
 
 def Memopt_GeluOp : Memopt_Op<"gelu",
     [Pure, Memopt_InPlaceOpInterface,
