@@ -7,8 +7,8 @@ them all.
 """
 
 from . import (activations, arithmetic, attention, convolution, dropout,
-               linalg, losses, normalization, reductions, shapes)
+               linalg, losses, normalization, reductions, shapes, spatial)
 
 __all__ = ["activations", "arithmetic", "attention", "convolution",
            "dropout", "linalg", "losses", "normalization", "reductions",
-           "shapes"]
+           "shapes", "spatial"]

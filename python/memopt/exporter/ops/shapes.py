@@ -1,6 +1,7 @@
-"""Shapes and indexing: views and reshapes, transposes, broadcasts, dtype
-conversions, indexing and slicing, concatenation and splitting, padding,
-rolling, and zero_/fill_ of a computed tensor."""
+"""Shapes and indexing: views and reshapes, transposes (and movedim),
+broadcasts, dtype conversions, indexing and slicing (narrow, select),
+concatenation and splitting, repeat and tile, padding, rolling, and
+zero_/fill_ of a computed tensor."""
 
 import builtins
 import math
@@ -20,7 +21,7 @@ from .common import as_number, float_input, norm_dim
 @handles("input, *rest, **", functions=[torch.reshape, torch.flatten,
                                         torch.squeeze, torch.unsqueeze],
          methods=["view", "reshape", "flatten", "squeeze", "unsqueeze",
-                  "view_as", "reshape_as"])
+                  "view_as", "reshape_as", "unflatten"])
 @handles("input", modules=[nn.Flatten, nn.Unflatten])
 def _reshape(ex, call):
     """view, reshape, flatten, squeeze, unsqueeze, expand-free shape
@@ -328,3 +329,65 @@ def inplace_fill(ex, node):
         old, ex.emit.constant(mask.numpy(), "i1"), value)
     if base is target:
         ex.values[node] = ex.values[base]
+
+
+@handles("input, source, destination", functions=[torch.movedim,
+                                                  torch.moveaxis],
+         methods=["movedim", "moveaxis"])
+def _movedim(ex, call):
+    x = ex.val(call.args["input"])
+    source, destination = (ex.const(call.args[k]) for k in
+                           ("source", "destination"))
+    if isinstance(source, int):
+        source, destination = [source], [destination]
+    if len(source) != len(destination):
+        ex.fail("source and destination name different numbers of "
+                "dimensions")
+    perm = [None] * x.rank
+    for s, d in zip(source, destination):
+        perm[norm_dim(ex, d, x.rank)] = norm_dim(ex, s, x.rank)
+    rest = iter(i for i in range(x.rank) if i not in perm)
+    return ex.emit.transpose(x, [next(rest) if p is None else p
+                                 for p in perm])
+
+
+@handles("input, dim, start, length", functions=[torch.narrow],
+         methods=["narrow"])
+@handles("input, dim, index", functions=[torch.select], methods=["select"])
+def _narrow(ex, call):
+    """narrow: a slice of `length` from `start`; select: of one, whose
+    dimension goes."""
+    x = ex.val(call.args["input"])
+    dim = norm_dim(ex, ex.const(call.args["dim"]), x.rank)
+    start = ex.const(call.args.get("start", call.args.get("index")))
+    start += x.shape[dim] if start < 0 else 0
+    length = ex.const(call.args.get("length", 1))
+    if not 0 <= start <= start + length <= x.shape[dim]:
+        ex.fail("the range [%d, %d) is outside dimension %d of extent %d"
+                % (start, start + length, dim, x.shape[dim]))
+    starts, limits = [0] * x.rank, list(x.shape)
+    starts[dim], limits[dim] = start, start + length
+    y = ex.emit.slice(x, starts, limits, [1] * x.rank)
+    return ex.emit.reshape(y, ex.out_shape(call))
+
+
+@handles("input, *sizes", methods=["repeat"])
+@handles("input, dims", functions=[torch.tile], methods=["tile"])
+def _repeat(ex, call):
+    """The tensor repeated along each dimension: each extent d with its
+    count r becomes [r, d] (a broadcast between two reshapes), then r d."""
+    x = ex.val(call.args["input"])
+    counts = ex.const(call.args.get("sizes", call.args.get("dims")))
+    if len(counts) == 1 and isinstance(counts[0], (tuple, list)):
+        counts = counts[0]
+    counts = tuple(counts)
+    if len(counts) < x.rank:  # tile's leading ones
+        counts = (1,) * (x.rank - len(counts)) + counts
+    shape = (1,) * (len(counts) - x.rank) + x.shape
+    spread, repeated = [], []
+    for size, count in zip(shape, counts):
+        spread += [1, size]
+        repeated += [count, size]
+    y = ex.emit.broadcast_to(ex.emit.reshape(x, tuple(spread)),
+                             tuple(repeated))
+    return ex.emit.reshape(y, ex.out_shape(call))

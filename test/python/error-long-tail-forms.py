@@ -1,0 +1,51 @@
+# The forms of the long-tail ops memopt does not take each stop the export
+# with one ExportError that names the op and what it does not support, and
+# no file is written.
+#
+# REQUIRES: torch
+# RUN: rm -rf %t && mkdir -p %t
+# RUN: %python %s %t | FileCheck %s
+#
+# CHECK: bilinear: torch.nn.functional.interpolate {{.*}}: mode='bilinear' is not supported (only 'nearest', by whole factors)
+# CHECK: fractional: torch.nn.functional.interpolate {{.*}}: the output extent 6 is not a whole multiple or divisor of the input's 4 (only whole factors are supported)
+# CHECK: nll: torch.nn.functional.nll_loss {{.*}}: only the nll_loss of a log_softmax is supported (the cross entropy of its input): compute the input with F.log_softmax
+# CHECK: nll-dim: torch.nn.functional.nll_loss {{.*}}: the log_softmax must be over the class dimension 1
+# CHECK: softplus: torch.nn.functional.softplus {{.*}}: threshold=10 is not supported (only 20, the default)
+# CHECK: files written: 0
+
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import memopt
+
+
+class Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+x = torch.randn(2, 8, 4, 4)
+cases = {
+    "bilinear": lambda x: F.interpolate(x, scale_factor=2.0,
+                                        mode="bilinear").sum(),
+    "fractional": lambda x: F.interpolate(x, size=(6, 6)).sum(),
+    "nll": lambda x: F.nll_loss(x.flatten(1), torch.zeros(2, dtype=torch.long)),
+    "nll-dim": lambda x: F.nll_loss(F.log_softmax(x, dim=2), torch.zeros(
+        2, 4, 4, dtype=torch.long)),
+    "softplus": lambda x: F.softplus(x, threshold=10).sum(),
+}
+for name, fn in cases.items():
+    try:
+        memopt.export(Fn(fn), (x,), os.path.join(sys.argv[1], name + ".mlir"))
+        print("%s: exported" % name)
+    except memopt.exporter.ExportError as e:
+        print("%s: %s" % (name, e))
+print("files written: %d" % len(os.listdir(sys.argv[1])))
