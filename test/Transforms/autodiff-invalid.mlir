@@ -6,8 +6,10 @@
 // BETA: error: --memopt-autodiff option 'beta2' is 1.5, expected in [0, 1)
 
 func.func @not_differentiable(%w: tensor<4xf32> {memopt.role = "param", memopt.name = "w"}) -> tensor<f32> attributes {memopt.loss} {
-  // expected-error @+1 {{'memopt.reduce_max' is not differentiable, but the loss depends on it through a parameter}}
-  %m = memopt.reduce_max %w dims [0] : tensor<4xf32> to tensor<f32>
+  // A gradient op: memopt differentiates once.
+  // expected-error @+1 {{'memopt.tanh_grad' is not differentiable, but the loss depends on it through a parameter}}
+  %d = memopt.tanh_grad %w, %w : tensor<4xf32>
+  %m = memopt.reduce_sum %d dims [0] : tensor<4xf32> to tensor<f32>
   return %m : tensor<f32>
 }
 

@@ -332,6 +332,30 @@ func.func @softplus(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}
 
 // -----
 
+// reduce_max's gradient goes to the elements equal to the maximum, split
+// evenly among ties: clamp_grad of x - max (0 there, below 0 elsewhere)
+// with min 0 counts them and then passes the share.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x3xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: %[[M:.*]] = memopt.reduce_max %[[X]] dims [1] : tensor<2x3xf32> to tensor<2xf32>
+// CHECK: %[[PEAK:.*]] = memopt.broadcast %[[M]] dims [0] : tensor<2xf32> to tensor<2x3xf32>
+// CHECK-NEXT: %[[GAP:.*]] = memopt.sub %[[X]], %[[PEAK]] : tensor<2x3xf32>
+// CHECK-NEXT: %[[ONES:.*]] = memopt.constant dense<1.000000e+00> : tensor<2x3xf32>
+// CHECK-NEXT: %[[AT:.*]] = memopt.clamp_grad %[[GAP]], %[[ONES]] min 0.000000e+00 : tensor<2x3xf32>
+// CHECK-NEXT: %[[TIES:.*]] = memopt.reduce_sum %[[AT]] dims [1] : tensor<2x3xf32> to tensor<2xf32>
+// CHECK-NEXT: %[[SHARE:.*]] = memopt.div %[[G:.*]], %[[TIES]] : tensor<2xf32>
+// CHECK-NEXT: %[[SPREAD:.*]] = memopt.broadcast %[[SHARE]] dims [0] : tensor<2xf32> to tensor<2x3xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.clamp_grad %[[GAP]], %[[SPREAD]] min 0.000000e+00 : tensor<2x3xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @reduce_max(%x: tensor<2x3xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %m = memopt.reduce_max %x dims [1] : tensor<2x3xf32> to tensor<2xf32>
+  %l = memopt.reduce_sum %m dims [0] : tensor<2xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // clamp_grad reads the input and carries the bounds and `inclusive`: a
 // relu6 (exclusive) and a clamp_min (inclusive, the default, elided).
 // CHECK-LABEL: func.func @train_step

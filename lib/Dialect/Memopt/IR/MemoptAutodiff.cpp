@@ -488,6 +488,57 @@ LogicalResult ReduceMeanOp::buildVectorJacobianProduct(
   return success();
 }
 
+LogicalResult MaximumOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // torch.maximum's gradient: to the larger operand, half to each at a tie.
+  // With d = lhs - rhs, clamp_grad with min 0 passes the gradient where
+  // d >= 0 (inclusive) or d > 0 (exclusive); their mean is g, g / 2 or 0,
+  // each exact, and rhs gets the rest.
+  GradBuilder gb{builder, getLoc()};
+  RankedTensorType type = getType();
+  Value grad = singleGrad(resultGrads);
+  Value gap = SubOp::create(builder, getLoc(), type, getLhs(), getRhs());
+  auto from = [&](bool inclusive) -> Value {
+    return ClampGradOp::create(builder, getLoc(), type, gap, grad,
+                               builder.getF64FloatAttr(0.0), FloatAttr(),
+                               builder.getBoolAttr(inclusive));
+  };
+  Value lhs = gb.scale(gb.add(from(true), from(false)), 0.5);
+  grads.assign({lhs, SubOp::create(builder, getLoc(), type, grad, lhs)});
+  return success();
+}
+
+LogicalResult ReduceMaxOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // torch.amax's gradient: the result's gradient split evenly among the
+  // elements equal to the maximum. x - max is exactly 0 at those and below
+  // 0 elsewhere, so clamp_grad with min 0 passes a value exactly at them:
+  // once to count the ties, once for the gradient.
+  GradBuilder gb{builder, getLoc()};
+  RankedTensorType input = getInput().getType();
+  Value peak =
+      broadcastReduced(builder, getLoc(), getResult(), input, getDims());
+  Value gap = SubOp::create(builder, getLoc(), input, getInput(), peak);
+  auto atPeak = [&](Value value) -> Value {
+    return ClampGradOp::create(builder, getLoc(), input, gap, value,
+                               builder.getF64FloatAttr(0.0), FloatAttr(),
+                               builder.getBoolAttr(true));
+  };
+  Value ones = ConstantOp::create(
+      builder, getLoc(),
+      DenseElementsAttr::get(
+          input, builder.getFloatAttr(input.getElementType(), 1.0)));
+  RankedTensorType result = getType();
+  Value ties = ReduceSumOp::create(builder, getLoc(), result, atPeak(ones),
+                                   getDims());
+  Value share = gb.div(gb.castTo(singleGrad(resultGrads),
+                                 result.getElementType()),
+                       ties);
+  grads.assign({atPeak(
+      broadcastReduced(builder, getLoc(), share, input, getDims()))});
+  return success();
+}
+
 LogicalResult SoftmaxOp::buildVectorJacobianProduct(
     OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
   grads.assign({SoftmaxGradOp::create(builder, getLoc(), getType(),

@@ -39,6 +39,8 @@ def layer_norm_module(ex, m, x):
 
 
 def _layer_norm_values(ex, x, shape, weight, bias, eps):
+    if not 0.0 < eps < 1.0:
+        ex.fail("eps=%r is not supported (memopt takes it in (0, 1))" % eps)
     if weight is None:
         weight = ex.emit.constant(np.ones(shape, np.float32), "f32")
     if bias is None:

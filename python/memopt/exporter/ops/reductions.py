@@ -1,5 +1,5 @@
-"""Reductions (sum, mean, amax, max, var, std, var_mean, std_mean) and
-softmax / log_softmax."""
+"""Reductions (sum, mean, amax, max, var, std, var_mean, std_mean,
+logsumexp) and softmax / log_softmax."""
 
 import torch
 import torch.nn as nn
@@ -27,20 +27,22 @@ def _in_dtype(ex, call, x):
 
 def _reduced_dims(ex, dim, rank):
     """The sorted dimensions a ``dim`` argument names (all for None or
-    an empty sequence)."""
+    an empty sequence; none of a 0-d tensor, whose dimension 0 or -1
+    PyTorch takes as the tensor itself)."""
     if dim is None or (isinstance(dim, (tuple, list)) and not dim):
         return list(range(rank))
-    if isinstance(dim, (tuple, list)):
-        return sorted(set(norm_dim(ex, d, rank) for d in dim))
-    return [norm_dim(ex, dim, rank)]
+    dims = dim if isinstance(dim, (tuple, list)) else [dim]
+    dims = sorted(set(norm_dim(ex, d, rank) for d in dims))
+    return dims if rank else []
 
 
 def _reduce(kind):
     def handler(ex, call):
         x = _in_dtype(ex, call, float_input(ex, call.args["input"]))
         dims = _reduced_dims(ex, ex.const(call.args.get("dim")), x.rank)
-        return ex.emit.reshape(ex.emit.reduce(kind, x, dims),
-                               ex.out_shape(call))
+        if dims:
+            x = ex.emit.reduce(kind, x, dims)
+        return ex.emit.reshape(x, ex.out_shape(call))
     return handler
 
 
@@ -144,3 +146,22 @@ register(_VARIANCE_SIGNATURE, returns_tuple(_variance_handler(False, True)),
 register(_VARIANCE_SIGNATURE, returns_tuple(_variance_handler(True, True)),
          functions=[torch.std_mean])
 
+
+
+@handles("input, dim, keepdim=False", functions=[torch.logsumexp],
+         methods=["logsumexp"])
+def _logsumexp(ex, call):
+    """m + log(sum(e^(x - m))), m the maximum: no exponential overflows, and
+    m's gradient (1 - the sum of the softmax, at the maximum) is zero up to
+    rounding."""
+    x = float_input(ex, call.args["input"])
+    dims = _reduced_dims(ex, ex.const(call.args["dim"]), x.rank)
+    if not dims:
+        return ex.emit.reshape(x, ex.out_shape(call))
+    peak = ex.emit.reshape(ex.emit.reduce("reduce_max", x, dims),
+                           _kept(x, dims))
+    shifted = ex.emit.binary("sub", x, ex.emit.broadcast_to(peak, x.shape))
+    sums = ex.emit.reduce("reduce_sum", ex.emit.unary("exp", shifted), dims)
+    result = ex.emit.binary("add", ex.emit.unary("log", sums),
+                            ex.emit.reshape(peak, sums.shape))
+    return ex.emit.reshape(result, ex.out_shape(call))

@@ -359,9 +359,10 @@ def _narrow(ex, call):
     dimension goes."""
     x = ex.val(call.args["input"])
     dim = norm_dim(ex, ex.const(call.args["dim"]), x.rank)
-    start = ex.const(call.args.get("start", call.args.get("index")))
+    # A 0-d tensor start (torch.narrow takes one) is its integer.
+    start = int(ex.const(call.args.get("start", call.args.get("index"))))
     start += x.shape[dim] if start < 0 else 0
-    length = ex.const(call.args.get("length", 1))
+    length = int(ex.const(call.args.get("length", 1)))
     if not 0 <= start <= start + length <= x.shape[dim]:
         ex.fail("the range [%d, %d) is outside dimension %d of extent %d"
                 % (start, start + length, dim, x.shape[dim]))

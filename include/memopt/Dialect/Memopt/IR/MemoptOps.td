@@ -223,7 +223,7 @@ def Memopt_AddOp : Memopt_BinaryOp<"add", "lhs + rhs">;
 def Memopt_SubOp : Memopt_BinaryOp<"sub", "lhs - rhs">;
 def Memopt_MulOp : Memopt_BinaryOp<"mul", "lhs * rhs">;
 def Memopt_DivOp : Memopt_BinaryOp<"div", "lhs / rhs">;
-def Memopt_MaximumOp : Memopt_BinaryOp<"maximum", "max(lhs, rhs)", []>;
+def Memopt_MaximumOp : Memopt_BinaryOp<"maximum", "max(lhs, rhs)">;
 
 def Memopt_AddScalarOp : Memopt_ScalarOp<"add_scalar", "input + value">;
 def Memopt_MulScalarOp : Memopt_ScalarOp<"mul_scalar", "input * value">;
@@ -500,7 +500,7 @@ class Memopt_ReduceOp<string mnemonic, string what,
 
 def Memopt_ReduceSumOp : Memopt_ReduceOp<"reduce_sum", "sum">;
 def Memopt_ReduceMeanOp : Memopt_ReduceOp<"reduce_mean", "mean">;
-def Memopt_ReduceMaxOp : Memopt_ReduceOp<"reduce_max", "maximum", []>;
+def Memopt_ReduceMaxOp : Memopt_ReduceOp<"reduce_max", "maximum">;
 def Memopt_ReduceSumSquaresOp
     : Memopt_ReduceOp<"reduce_sum_squares", "sum of squares", []>;
 
