@@ -65,28 +65,6 @@ def _class_loss(ex, call, logits, options, label_smoothing):
                                  options["reduction"], label_smoothing)
 
 
-@handles("input, target, size_average=None, reduce=None, "
-         "reduction='mean'", functions=[F.mse_loss])
-@handles("input, target", modules=[nn.MSELoss])
-def _mse_loss(ex, call):
-    options = _loss_options(ex, call, ("size_average", "reduce",
-                                       "reduction"))
-    x = float_input(ex, call.args["input"])
-    target = float_input(ex, call.args["target"])
-    if target.dtype != x.dtype:
-        ex.fail("the input and target have different element types")
-    shape = tuple(torch.broadcast_shapes(x.shape, target.shape))
-    return ex.emit.mse_loss(ex.emit.broadcast_to(x, shape),
-                            ex.emit.broadcast_to(target, shape),
-                            options["reduction"])
-
-
-def _reduced(ex, losses, reduction):
-    """The mean or the sum of the elementwise ``losses``."""
-    kind = "reduce_mean" if reduction == "mean" else "reduce_sum"
-    return ex.emit.reduce(kind, losses, list(range(losses.rank)))
-
-
 def _pair(ex, call):
     """The input and the target, broadcast to one shape and float type."""
     x = float_input(ex, call.args["input"])
@@ -95,6 +73,25 @@ def _pair(ex, call):
         ex.fail("the input and target have different element types")
     shape = tuple(torch.broadcast_shapes(x.shape, target.shape))
     return ex.emit.broadcast_to(x, shape), ex.emit.broadcast_to(target, shape)
+
+
+@handles("input, target, size_average=None, reduce=None, "
+         "reduction='mean'", functions=[F.mse_loss])
+@handles("input, target", modules=[nn.MSELoss])
+def _mse_loss(ex, call):
+    options = _loss_options(ex, call, ("size_average", "reduce",
+                                       "reduction"))
+    x, target = _pair(ex, call)
+    return ex.emit.mse_loss(x, target, options["reduction"])
+
+
+def _reduced(ex, losses, reduction, weight=None):
+    """The mean or the sum of the elementwise ``losses``, each times its
+    ``weight`` if one is given."""
+    if weight is not None:
+        losses = ex.emit.binary("mul", losses, weight)
+    kind = "reduce_mean" if reduction == "mean" else "reduce_sum"
+    return ex.emit.reduce(kind, losses, list(range(losses.rank)))
 
 
 @handles("input, target, size_average=None, reduce=None, "
@@ -185,10 +182,8 @@ def _bce_with_logits(ex, call):
         softplus = ex.emit.binary("mul", factor, softplus)
     losses = ex.emit.binary("add", ex.emit.binary(
         "sub", x, ex.emit.binary("mul", y, x)), softplus)
-    weight = _loss_weight(ex, call, options, "weight", x.shape)
-    if weight is not None:
-        losses = ex.emit.binary("mul", losses, weight)
-    return _reduced(ex, losses, options["reduction"])
+    return _reduced(ex, losses, options["reduction"],
+                    _loss_weight(ex, call, options, "weight", x.shape))
 
 
 @handles("input, target, weight=None, size_average=None, reduce=None, "
@@ -207,10 +202,8 @@ def _bce(ex, call):
     likelihood = ex.emit.binary("add", ex.emit.binary(
         "mul", y, ex.emit.binary("sub", log_p, log_q)), log_q)
     losses = ex.emit.unary("neg", likelihood)
-    weight = _loss_weight(ex, call, options, "weight", p.shape)
-    if weight is not None:
-        losses = ex.emit.binary("mul", losses, weight)
-    return _reduced(ex, losses, options["reduction"])
+    return _reduced(ex, losses, options["reduction"],
+                    _loss_weight(ex, call, options, "weight", p.shape))
 
 
 def _log_softmax_input(ex, node):
