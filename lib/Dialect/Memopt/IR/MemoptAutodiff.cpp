@@ -27,6 +27,7 @@ struct GradBuilder {
   }
   Value neg(Value x) { return NegOp::create(b, loc, type(x), x); }
   Value add(Value x, Value y) { return AddOp::create(b, loc, type(x), x, y); }
+  Value sub(Value x, Value y) { return SubOp::create(b, loc, type(x), x, y); }
   Value mul(Value x, Value y) { return MulOp::create(b, loc, type(x), x, y); }
   Value div(Value x, Value y) { return DivOp::create(b, loc, type(x), x, y); }
   Value scale(Value x, double factor) {
@@ -42,10 +43,18 @@ struct GradBuilder {
     return PowScalarOp::create(b, loc, type(x), x,
                                b.getF64FloatAttr(exponent));
   }
-  Value zeros(RankedTensorType t) {
+  Value splat(RankedTensorType t, double value) {
     return ConstantOp::create(
         b, loc,
-        DenseElementsAttr::get(t, b.getFloatAttr(t.getElementType(), 0.0)));
+        DenseElementsAttr::get(t, b.getFloatAttr(t.getElementType(), value)));
+  }
+  Value zeros(RankedTensorType t) { return splat(t, 0.0); }
+  /// `value` where `gap` >= 0 (`inclusive`) or > 0, else 0: clamp_grad
+  /// with min 0, the gate of the max ops' gradients.
+  Value whereNonNegative(Value gap, Value value, bool inclusive = true) {
+    return ClampGradOp::create(b, loc, type(gap), gap, value,
+                               b.getF64FloatAttr(0.0), FloatAttr(),
+                               b.getBoolAttr(inclusive));
   }
   Value reshape(Value x, RankedTensorType t) {
     if (x.getType() == t)
@@ -495,16 +504,12 @@ LogicalResult MaximumOp::buildVectorJacobianProduct(
   // d >= 0 (inclusive) or d > 0 (exclusive); their mean is g, g / 2 or 0,
   // each exact, and rhs gets the rest.
   GradBuilder gb{builder, getLoc()};
-  RankedTensorType type = getType();
   Value grad = singleGrad(resultGrads);
-  Value gap = SubOp::create(builder, getLoc(), type, getLhs(), getRhs());
-  auto from = [&](bool inclusive) -> Value {
-    return ClampGradOp::create(builder, getLoc(), type, gap, grad,
-                               builder.getF64FloatAttr(0.0), FloatAttr(),
-                               builder.getBoolAttr(inclusive));
-  };
-  Value lhs = gb.scale(gb.add(from(true), from(false)), 0.5);
-  grads.assign({lhs, SubOp::create(builder, getLoc(), type, grad, lhs)});
+  Value gap = gb.sub(getLhs(), getRhs());
+  Value lhs = gb.scale(gb.add(gb.whereNonNegative(gap, grad),
+                              gb.whereNonNegative(gap, grad, false)),
+                       0.5);
+  grads.assign({lhs, gb.sub(grad, lhs)});
   return success();
 }
 
@@ -518,24 +523,16 @@ LogicalResult ReduceMaxOp::buildVectorJacobianProduct(
   RankedTensorType input = getInput().getType();
   Value peak =
       broadcastReduced(builder, getLoc(), getResult(), input, getDims());
-  Value gap = SubOp::create(builder, getLoc(), input, getInput(), peak);
-  auto atPeak = [&](Value value) -> Value {
-    return ClampGradOp::create(builder, getLoc(), input, gap, value,
-                               builder.getF64FloatAttr(0.0), FloatAttr(),
-                               builder.getBoolAttr(true));
-  };
-  Value ones = ConstantOp::create(
-      builder, getLoc(),
-      DenseElementsAttr::get(
-          input, builder.getFloatAttr(input.getElementType(), 1.0)));
+  Value gap = gb.sub(getInput(), peak);
+  Value ones = gb.splat(input, 1.0);
   RankedTensorType result = getType();
-  Value ties = ReduceSumOp::create(builder, getLoc(), result, atPeak(ones),
-                                   getDims());
+  Value ties = ReduceSumOp::create(builder, getLoc(), result,
+                                   gb.whereNonNegative(gap, ones), getDims());
   Value share = gb.div(gb.castTo(singleGrad(resultGrads),
                                  result.getElementType()),
                        ties);
-  grads.assign({atPeak(
-      broadcastReduced(builder, getLoc(), share, input, getDims()))});
+  grads.assign({gb.whereNonNegative(
+      gap, broadcastReduced(builder, getLoc(), share, input, getDims()))});
   return success();
 }
 
