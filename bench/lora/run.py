@@ -10,12 +10,13 @@ frozen with requires_grad=False; W x + B A x alpha / r, A random, B zero):
   llama-7b    r = 16 on every linear layer of the blocks (wq, wk, wv, wo,
               w1, w2, w3), batch 1 x 2048
 
-and compiles each with and without the adapters (--report-only, AdamW,
---mixed-precision=bf16, fused attention and LM-head loss, gradients
-released), without rematerialization and with --remat=sqrt, printing the
-trained parameters and the planned peak (arguments + arena), next to
-torchtune's measured Llama-3.1-8B LoRA peak on one GPU (16.2 GiB, with
-activation checkpointing; REFERENCE.md).
+and compiles each with and without the adapters, and with the adapters
+over an NF4 base (QLoRA, --frozen-weights=nf4; docs/Quantization.md)
+(--report-only, AdamW, --mixed-precision=bf16, fused attention and LM-head
+loss, gradients released), without rematerialization, with --remat=sqrt
+and with --remat=revolve, printing the trained parameters and the planned peak
+(arguments + arena), next to torchtune's measured Llama-3.1-8B peaks on one
+GPU: LoRA 16.2 GiB, QLoRA 7.4 GiB (activation checkpointing; REFERENCE.md).
 """
 
 import argparse
@@ -76,10 +77,10 @@ CONFIGS = {
 }
 
 
-def compile_report(build, mlir, remat):
+def compile_report(build, mlir, remat, *flags):
     text = subprocess.run(
         [os.path.join(build, "bin", "memopt-compile"), mlir, "--report-only",
-         "--mixed-precision=bf16", "--remat=" + remat], check=True,
+         "--mixed-precision=bf16", "--remat=" + remat, *flags], check=True,
         capture_output=True, text=True).stdout
     peak = int(re.search(r"allocated for the step: .* \((\d+) B\)",
                          text).group(1))
@@ -94,22 +95,28 @@ def main():
     args = parser.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="memopt-lora-")
     print("| model | fine-tuning | trained parameters | planned peak | "
-          "with --remat=sqrt |")
-    print("|---|---|---:|---:|---:|")
+          "with --remat=sqrt | with --remat=revolve |")
+    print("|---|---|---:|---:|---:|---:|")
     for name, (build_model, (batch, seq), targets, rank) in CONFIGS.items():
         idx = torch.empty(batch, seq, dtype=torch.int64, device="meta")
-        for label, lora in (("full", False), ("LoRA r=%d" % rank, True)):
+        for label, lora, flags in (
+                ("full", False, ()), ("LoRA r=%d" % rank, True, ()),
+                ("QLoRA r=%d (NF4 base)" % rank, True,
+                 ("--frozen-weights=nf4",))):
             model = build_model(device="meta")
             if lora:
                 model = with_lora(model, targets, rank)
             mlir = os.path.join(work, "%s-%s.mlir" % (name, lora))
             memopt.export(model, (idx, idx), mlir)
-            peak, trained = compile_report(args.build, mlir, "none")
-            sqrt, _ = compile_report(args.build, mlir, "sqrt")
-            print("| %s | %s | %d | %.2f GiB | %.2f GiB |" % (
-                name, label, trained, peak / GIB, sqrt / GIB))
-    print("\nanchor: torchtune, Llama-3.1-8B LoRA on one GPU: 16.2 GiB "
-          "measured (bf16, activation checkpointing, chunked CE)")
+            peak, trained = compile_report(args.build, mlir, "none", *flags)
+            sqrt, _ = compile_report(args.build, mlir, "sqrt", *flags)
+            revolve, _ = compile_report(args.build, mlir, "revolve", *flags)
+            print("| %s | %s | %d | %.2f GiB | %.2f GiB | %.2f GiB |" % (
+                name, label, trained, peak / GIB, sqrt / GIB,
+                revolve / GIB))
+    print("\nanchor: torchtune, Llama-3.1-8B on one GPU, measured (bf16, "
+          "activation checkpointing, chunked CE): LoRA 16.2 GiB, QLoRA "
+          "7.4 GiB")
 
 
 if __name__ == "__main__":

@@ -230,6 +230,24 @@ static OpCost getLinearLossCost(OpCost cost, llvm::StringRef name,
   return cost;
 }
 
+/// The NF4 product: the GEMM of its result (2 M N K), the weight's bytes
+/// the packed ones; one chunk of the weight's columns at a time.
+static OpCost getNf4MatmulCost(OpCost cost, TypeRange ins, TypeRange outs) {
+  auto lhs = dyn_cast<ShapedType>(ins[0]);
+  auto result = dyn_cast<ShapedType>(outs[0]);
+  if (!lhs || !result || !lhs.hasStaticShape() || !result.hasStaticShape() ||
+      lhs.getRank() < 2)
+    return cost;
+  int64_t k = lhs.getDimSize(lhs.getRank() - 1);
+  cost.flops = saturatingMul(2, saturatingMul(getNumElements(result), k));
+  cost.isGemm = true;
+  cost.lowPrecision = isLowPrecision(lhs);
+  int64_t m = k > 0 ? getNumElements(lhs) / k : 0;
+  cost.gemmMinDim = std::min(
+      {m, result.getDimSize(result.getRank() - 1), k});
+  return cost;
+}
+
 /// The cost of the op `name` with operand types `ins`, result (or `outs`)
 /// types `outs` and attributes `attrs`: the one place the formulas live.
 /// Bytes are what the op reads and writes; the GEMM-like ops have their
@@ -245,6 +263,8 @@ static OpCost computeCost(llvm::StringRef name, TypeRange ins, TypeRange outs,
 
   if (name == "memopt.matmul" && ins.size() == 2 && outs.size() == 1)
     return getMatmulCost(cost, ins, outs, attrs);
+  if (name == "memopt.nf4_matmul" && ins.size() == 2 && !outs.empty())
+    return getNf4MatmulCost(cost, ins, outs);
   if (ins.size() == 2 && outs.size() == 1 &&
       (name == "memopt.conv2d" || name == "memopt.conv2d_grad_input" ||
        name == "memopt.conv2d_grad_filter"))

@@ -192,8 +192,15 @@ void MemoryAccount::countArguments(Walk &walk, Operation *op) {
           role.getValue() == stringifyArgumentRole(ArgumentRole::Frozen) &&
           memref && memref.hasStaticShape()) {
         ++numFrozenTensors;
-        numFrozenParameters =
-            saturatingAdd(numFrozenParameters, memref.getNumElements());
+        // An NF4 weight's elements are those of the shape it packs.
+        auto nf4Of = func.getArgAttrOfType<DenseI64ArrayAttr>(
+            index, MemoptDialect::kNf4OfAttrName);
+        int64_t elements = nf4Of ? llvm::checkedMul(nf4Of[0], nf4Of[1])
+                                       .value_or(kMaxInt64)
+                                 : memref.getNumElements();
+        numFrozenParameters = saturatingAdd(numFrozenParameters, elements);
+        if (nf4Of)
+          nf4FrozenBytes = saturatingAdd(nf4FrozenBytes, bytes);
         modelState.frozenWeights =
             saturatingAdd(modelState.frozenWeights, bytes);
       }

@@ -45,9 +45,17 @@ std::string Combination::str() const {
       llvm::formatv("{0} / {1} / K={2}", precision, remat, microBatches).str();
   if (stateBits == 8)
     text += " / 8-bit state";
+  if (frozenWeights == "nf4")
+    text += " / NF4 frozen";
   if (ranks > 1)
     text += llvm::formatv(" / ZeRO-{0} x {1} ranks", zeroStage, ranks).str();
   return text;
+}
+
+std::string Combination::getFrozenStorage() const {
+  if (!frozenWeights.empty())
+    return frozenWeights;
+  return precision == "none" ? "f32" : precision;
 }
 
 std::vector<std::string> memopt::getAvailablePrecisions() {
@@ -80,6 +88,7 @@ std::string memopt::applyCombination(const Combination &combination,
   options.rankBatch = combination.ranks > 1;
   options.zeroStage = combination.zeroStage;
   options.optimizerStateBits = combination.stateBits;
+  options.frozenWeights = combination.frozenWeights;
   if (llvm::Error error = validateMemoptPipelineOptions(options))
     return llvm::toString(std::move(error));
   return "";
@@ -369,6 +378,28 @@ static std::string explainState(const ExploreResult &result,
       wide ? formatBytes(wide->modelState.optimizer) : std::string("32 bits"));
 }
 
+/// Why the chosen combination (single-device, NF4 frozen weights)
+/// quantizes them.
+static std::string explainFrozen(const ExploreResult &result,
+                                 const CombinationResult &chosen) {
+  const CombinationResult *unquantized =
+      findSmallest(result, [](const Combination &c) {
+        return c.frozenWeights != "nf4" && c.ranks == 1;
+      });
+  return llvm::formatv(
+      "NF4 frozen weights applied: no combination with {0} frozen weights "
+      "fits one device{1}; the frozen weights take {2} instead of {3} "
+      "(--frozen-weights=nf4, docs/Quantization.md), before more devices",
+      unquantized ? unquantized->combination.getFrozenStorage() : "unquantized",
+      unquantized ? " (the smallest, " + unquantized->combination.str() +
+                        ", needs " +
+                        formatBytes(unquantized->plannedPeakBytes) + ")"
+                  : std::string(),
+      formatBytes(chosen.modelState.frozenWeights),
+      unquantized ? formatBytes(unquantized->modelState.frozenWeights)
+                  : std::string("16 or 32 bits"));
+}
+
 /// The explanation of the choice, in terms of the account of the step
 /// without any technique (`plain`) and of the chosen one: one line per
 /// technique, then the choice.
@@ -388,6 +419,8 @@ static void explain(ExploreResult &result, const ExploreOptions &options,
   lines.push_back(explainAccumulation(result, options, c));
   if (c.stateBits == 8 && options.mayQuantizeState)
     lines.push_back(explainState(result, chosen));
+  if (c.frozenWeights == "nf4" && options.mayQuantizeFrozen)
+    lines.push_back(explainFrozen(result, chosen));
   if (c.ranks > 1)
     lines.push_back(explainZero(result, c));
   lines.push_back(llvm::formatv(
@@ -469,6 +502,43 @@ static bool addQuantizedStateRows(ModuleOp module,
   return !wide.empty();
 }
 
+/// Whether the loss function of `module` has a frozen argument (which NF4
+/// may store in 4 bits).
+static bool hasFrozenWeights(ModuleOp module) {
+  bool found = false;
+  module.walk([&](FunctionOpInterface func) {
+    if (!func->hasAttr(MemoptDialect::kLossAttrName))
+      return;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (auto role = func.getArgAttrOfType<StringAttr>(
+              i, MemoptDialect::kRoleAttrName);
+          role &&
+          role.getValue() == stringifyArgumentRole(ArgumentRole::Frozen))
+        found = true;
+  });
+  return found;
+}
+
+/// Nothing fits one device: compiles every single-device combination that
+/// compiled (but the budget remat strategy's) again with its frozen weights
+/// in NF4. Returns whether it added rows.
+static bool addNf4FrozenRows(ModuleOp module, const MemoptPipelineOptions &base,
+                             const ExploreOptions &options,
+                             ExploreResult &result) {
+  std::vector<Combination> unquantized;
+  for (const CombinationResult &row : result.rows)
+    if (row.compiled() && row.combination.ranks == 1 &&
+        row.combination.frozenWeights != "nf4" &&
+        row.combination.remat != "budget")
+      unquantized.push_back(row.combination);
+  for (Combination combination : unquantized) {
+    combination.frozenWeights = "nf4";
+    result.rows.push_back(
+        compileCombination(module, base, combination, options));
+  }
+  return !unquantized.empty();
+}
+
 /// Nothing fits one device: compiles the smallest single-device combination
 /// (of a fixed remat strategy: budget's depends on the arguments, which
 /// sharding changes) with ZeRO stage 1, then 2, over 2, 4, 8 ... ranks up to
@@ -516,6 +586,7 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
   // the search quantizes it.
   auto withBaseState = [&](Combination c) {
     c.stateBits = base.optimizerStateBits;
+    c.frozenWeights = base.frozenWeights;
     return c;
   };
 
@@ -616,7 +687,8 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
       plain = &result.rows[*plainRow];
     for (CombinationResult &row : result.rows)
       if (row.compiled() && (row.combination.ranks > 1 ||
-                             row.combination.stateBits != 32))
+                             row.combination.stateBits != 32 ||
+                             row.combination.frozenWeights == "nf4"))
         row.extraFlops = std::max<int64_t>(
             0, row.flops - referenceFlops[row.combination.precision]);
     chooseCombination(result, options, plain);
@@ -624,6 +696,10 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
   if (!result.chosen && options.mayQuantizeState &&
       base.optimizer == "adamw" && base.dataParallel == 1 &&
       addQuantizedStateRows(module, base, options, result))
+    recount();
+  if (!result.chosen && options.mayQuantizeFrozen &&
+      base.dataParallel == 1 && hasFrozenWeights(module) &&
+      addNf4FrozenRows(module, base, options, result))
     recount();
   if (!result.chosen && base.dataParallel == 1 &&
       addShardedRows(module, base, options, result))

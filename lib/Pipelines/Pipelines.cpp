@@ -112,6 +112,16 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
                 " with --mixed-precision=fp16 needs --loss-scale=none: loss "
                 "scaling unscales and checks whole gradients, which ZeRO "
                 "never holds (use --mixed-precision=bf16)");
+  llvm::StringRef frozen = options.frozenWeights;
+  if (!llvm::is_contained({"", "nf4", "f32", "bf16", "fp16"}, frozen))
+    return fail("unknown --frozen-weights='" + frozen +
+                "' (expected nf4, f32, bf16 or fp16)");
+  if ((frozen == "bf16" && options.mixedPrecision != "bf16") ||
+      (frozen == "fp16" && options.mixedPrecision != "f16"))
+    return fail("--frozen-weights=" + frozen + " needs --mixed-precision=" +
+                frozen +
+                ": frozen weights are stored in the compute type, in f32 or "
+                "in nf4");
   llvm::StringRef lossScale = options.lossScale;
   double scale = 0;
   if (!lossScale.empty() && lossScale != "dynamic" && lossScale != "none" &&
@@ -201,8 +211,11 @@ static void addForwardPasses(OpPassManager &pm,
     mixed.growthFactor = options.lossScaleGrowthFactor;
     mixed.backoffFactor = options.lossScaleBackoffFactor;
     mixed.growthInterval = options.lossScaleGrowthInterval;
+    mixed.frozenInComputeType = options.frozenWeights != "f32";
     pm.addPass(createMixedPrecisionPass(mixed));
   }
+  if (options.frozenWeights == "nf4")
+    pm.addPass(createQuantizeFrozenPass());
 }
 
 void memopt::buildEvalPipeline(OpPassManager &pm,

@@ -46,6 +46,13 @@ _TORCH_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16",
 _MODEL_ROLES = ("param", "frozen", "state")
 
 
+def _is_model_tensor(argument):
+    """Whether state_dict holds the argument: a parameter, a buffer, or a
+    frozen weight but one stored in NF4 (its bytes are not the model's
+    tensor; the checkpoint keeps the tensor it was quantized from)."""
+    return argument["role"] in _MODEL_ROLES and "nf4_of" not in argument
+
+
 class CompileError(RuntimeError):
     """memopt-compile refused the model or its options; the message is its
     diagnostic."""
@@ -274,7 +281,7 @@ class Program:
         import torch
         result = {}
         for argument in self._description["arguments"]:
-            if argument["role"] not in _MODEL_ROLES:
+            if not _is_model_tensor(argument):
                 continue
             array = self._read(argument["name"])
             tensor = torch.from_numpy(array)
@@ -289,7 +296,7 @@ class Program:
         refused) into the program. The optimizer state is kept."""
         import torch
         expected = {a["name"] for a in self._description["arguments"]
-                    if a["role"] in _MODEL_ROLES}
+                    if _is_model_tensor(a)}
         unknown = sorted(set(state_dict) - expected)
         missing = sorted(expected - set(state_dict))
         if unknown or missing:

@@ -197,11 +197,12 @@ float *scratchFloats(memopt_context *ctx, const char *entry, int64_t n);
 /// Row-major c[m, n] = op(a) op(b) + beta c through cuBLASLt (Gemm.cpp):
 /// operands `dtype`, result `outDtype` (`dtype` or F32), f32 compute; the
 /// product uses the workspace's library slice, so data a caller keeps in the
-/// scratch slice survives it. Errors name `entry`. m, n, k > 0.
+/// scratch slice survives it. c's rows are `ldc` elements apart (0: n).
+/// Errors name `entry`. m, n, k > 0.
 void gemm(memopt_context *ctx, const char *entry, memopt_dtype dtype,
           memopt_dtype outDtype, const void *a, const void *b, void *c,
-          int64_t m, int64_t n, int64_t k, bool transA, bool transB,
-          float beta);
+          int64_t m, int64_t n, int64_t k, bool transA, bool transB, float beta,
+          int64_t ldc = 0);
 
 } // namespace cuda
 } // namespace memopt

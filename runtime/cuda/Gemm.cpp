@@ -198,7 +198,7 @@ bool queryHeuristic(memopt_context *ctx, const char *entry, const GemmKey &key,
 bool makePlan(memopt_context *ctx, const char *entry, const GemmKey &key,
               GemmPlan &plan) {
   plan.problem = mapRowMajorGemm(key.m, key.n, key.k, key.batchA, key.batchB,
-                                 key.transA, key.transB);
+                                 key.transA, key.transB, key.ldc);
   bool found = false;
   if (!createDescriptors(ctx, entry, key, plan) ||
       !queryHeuristic(ctx, entry, key, plan, found))
@@ -301,8 +301,9 @@ void runLibrary(memopt_context *ctx, const char *entry, const GemmKey &key,
 /// the plan of its key.
 void product(memopt_context *ctx, const char *entry, GemmKey key,
              const GemmOperands &x) {
-  ColumnMajorGemm g = mapRowMajorGemm(key.m, key.n, key.k, key.batchA,
-                                      key.batchB, key.transA, key.transB);
+  ColumnMajorGemm g =
+      mapRowMajorGemm(key.m, key.n, key.k, key.batchA, key.batchB, key.transA,
+                      key.transB, key.ldc);
   if (g.batch > INT32_MAX || g.out.rows > INT32_MAX || g.out.cols > INT32_MAX ||
       g.inner > INT32_MAX) {
     setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
@@ -326,8 +327,8 @@ void product(memopt_context *ctx, const char *entry, GemmKey key,
   int64_t batch = key.batchA > key.batchB ? key.batchA : key.batchB;
   gemmFallback(ctx, entry, key.dtype, key.outDtype, x.a, x.b, x.c, batch, key.m,
                key.n, key.k, key.batchA > 1 ? key.m * key.k : 0,
-               key.batchB > 1 ? key.k * key.n : 0, key.m * key.n, key.transA,
-               key.transB, x.beta);
+               key.batchB > 1 ? key.k * key.n : 0, key.m * g.out.ld, key.transA,
+               key.transB, x.beta, g.out.ld);
 }
 
 GemmKey keyOf(memopt_dtype dtype, memopt_dtype outDtype, int64_t m, int64_t n,
@@ -352,9 +353,10 @@ void memopt::cuda::gemm(memopt_context *ctx, const char *entry,
                         memopt_dtype dtype, memopt_dtype outDtype,
                         const void *a, const void *b, void *c, int64_t m,
                         int64_t n, int64_t k, bool transA, bool transB,
-                        float beta) {
-  product(ctx, entry, keyOf(dtype, outDtype, m, n, k, 1, 1, transA, transB),
-          GemmOperands{a, b, c, beta});
+                        float beta, int64_t ldc) {
+  GemmKey key = keyOf(dtype, outDtype, m, n, k, 1, 1, transA, transB);
+  key.ldc = ldc;
+  product(ctx, entry, key, GemmOperands{a, b, c, beta});
 }
 
 void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,

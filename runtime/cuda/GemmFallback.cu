@@ -31,6 +31,8 @@ struct FallbackProblem {
   int64_t strideA, strideB, strideC;
   bool transA, transB;
   float beta;
+  /// c's row stride.
+  int64_t ldc;
 };
 
 /// op(x)[row, col] of a row-major matrix with `cols` columns after the op
@@ -76,7 +78,7 @@ __global__ void __launch_bounds__(kTile *kTile)
       }
       int64_t i = i0 + ty;
       if (i < p.m && j < p.n) {
-        U *out = cb + i * p.n + j;
+        U *out = cb + i * p.ldc + j;
         // beta = 0 never reads c, so that garbage (NaN) there is ignored.
         float value = p.beta != 0.0f ? acc + p.beta * toF32(*out) : acc;
         *out = fromF32<U>(value);
@@ -109,7 +111,7 @@ void memopt::cuda::gemmFallback(memopt_context *ctx, const char *entry,
                                 int64_t batch, int64_t m, int64_t n, int64_t k,
                                 int64_t strideA, int64_t strideB,
                                 int64_t strideC, bool transA, bool transB,
-                                float beta) {
+                                float beta, int64_t ldc) {
   if (!isLive(ctx) || batch == 0 || m == 0 || n == 0)
     return;
   // The grid's x dimension holds n's tiles (up to 2^31 - 1 blocks).
@@ -118,8 +120,9 @@ void memopt::cuda::gemmFallback(memopt_context *ctx, const char *entry,
              "extents beyond 2^31 are not supported");
     return;
   }
-  FallbackProblem p{batch,   m,       n,      k,      strideA,
-                    strideB, strideC, transA, transB, beta};
+  int64_t rowStride = ldc > 0 ? ldc : n;
+  FallbackProblem p{batch,   m,       n,      k,    strideA,  strideB,
+                    strideC, transA, transB, beta, rowStride};
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
     if (outDtype == MEMOPT_F32)

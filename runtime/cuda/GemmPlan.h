@@ -63,10 +63,13 @@ struct ColumnMajorGemm {
 
 /// The column-major problem of row-major c[p] = op(a[p]) op(b[p]) for
 /// p < max(batchA, batchB), op(a) [m, k], op(b) [k, n], c [m, n]; batchA and
-/// batchB are equal or one of them is 1. Strides count elements.
+/// batchB are equal or one of them is 1. Strides count elements. c's rows
+/// are `ldc` elements apart (0: n), which lets a single product write a
+/// block of columns of a wider matrix (memopt_nf4_matmul's chunks).
 inline ColumnMajorGemm mapRowMajorGemm(int64_t m, int64_t n, int64_t k,
                                        int64_t batchA, int64_t batchB,
-                                       bool transA, bool transB) {
+                                       bool transA, bool transB,
+                                       int64_t ldc = 0) {
   ColumnMajorGemm g;
   int64_t batch = batchA > batchB ? batchA : batchB;
   g.foldedRows = batch > 1 && batchB == 1 && !transA;
@@ -89,8 +92,8 @@ inline ColumnMajorGemm mapRowMajorGemm(int64_t m, int64_t n, int64_t k,
   g.second.batchStride = batched && batchA > 1 ? m * k : 0;
   g.out.rows = n;
   g.out.cols = rowsM;
-  g.out.ld = n;
-  g.out.batchStride = batched ? m * n : 0;
+  g.out.ld = ldc > 0 ? ldc : n;
+  g.out.batchStride = batched ? m * g.out.ld : 0;
   return g;
 }
 
@@ -126,12 +129,14 @@ struct GemmKey {
   int64_t m = 0, n = 0, k = 0;
   int64_t batchA = 1, batchB = 1;
   bool transA = false, transB = false;
+  /// c's row stride in elements (0: n).
+  int64_t ldc = 0;
   uint32_t alignA = 0, alignB = 0, alignC = 0;
   uint64_t workspaceBytes = 0;
 
   auto tie() const {
     return std::tie(dtype, outDtype, m, n, k, batchA, batchB, transA, transB,
-                    alignA, alignB, alignC, workspaceBytes);
+                    ldc, alignA, alignB, alignC, workspaceBytes);
   }
   bool operator<(const GemmKey &other) const { return tie() < other.tie(); }
 };
@@ -152,12 +157,13 @@ GemmPathCounts gemmPathCounts(const memopt_context *ctx);
 /// kernel (GemmFallback.cu) that takes any alignment: the path of products
 /// cuBLASLt has no algorithm for. Operands `dtype` (F32, F16, BF16), result
 /// `outDtype` (`dtype` or F32), f32 accumulation in a fixed order; beta = 0
-/// does not read c. Errors name `entry`.
+/// does not read c. c's rows are `ldc` elements apart (0: n). Errors name
+/// `entry`.
 void gemmFallback(memopt_context *ctx, const char *entry, memopt_dtype dtype,
                   memopt_dtype outDtype, const void *a, const void *b, void *c,
                   int64_t batch, int64_t m, int64_t n, int64_t k,
                   int64_t strideA, int64_t strideB, int64_t strideC,
-                  bool transA, bool transB, float beta);
+                  bool transA, bool transB, float beta, int64_t ldc = 0);
 
 } // namespace cuda
 } // namespace memopt

@@ -82,6 +82,10 @@ struct ModelArgument {
   /// ("shard_of"): flattened, zero-padded to world size x shape[0], rank r
   /// holding elements [r * shape[0], (r + 1) * shape[0]).
   std::optional<std::vector<int64_t>> shardOf;
+  /// A frozen weight stored in NF4 (docs/Quantization.md): the shape of the
+  /// checkpoint's tensor ("nf4_of"), which the driver quantizes into the
+  /// argument's bytes at load and saves unchanged.
+  std::optional<std::vector<int64_t>> nf4Of;
   /// Bytes of the whole tensor: byteSize, or the shardOf tensor's.
   uint64_t wholeByteSize = 0;
   /// A sharded f32 master: the index of its "param_copy" argument, which

@@ -112,6 +112,19 @@ bool parseArgument(const nlohmann::json &json, size_t index,
     }
     argument.ignoreIndex = ignore->get<int64_t>();
   }
+  if (const nlohmann::json *packed = field("nf4_of")) {
+    std::vector<int64_t> dims;
+    uint64_t elements = 0;
+    if (!parseExtents(*packed, dims) || argument.role != Role::Frozen ||
+        argument.dtype != TensorDtype::U8 || argument.shape.size() != 1 ||
+        !getNumElements(dims, 1, elements) || elements == 0 ||
+        memopt_nf4_packed_bytes(static_cast<int64_t>(elements)) !=
+            argument.byteSize) {
+      error = where + " has an invalid nf4_of";
+      return false;
+    }
+    argument.nf4Of = std::move(dims);
+  }
   if (const nlohmann::json *full = field("shard_of")) {
     std::vector<int64_t> dims;
     uint64_t fullElements = 0;

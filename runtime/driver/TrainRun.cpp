@@ -21,9 +21,11 @@
 #include "TrainRun.h"
 
 #include "memopt/runtime/Float16.h"
+#include "memopt/runtime/Nf4Math.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -89,13 +91,48 @@ void castToCopy(std::vector<unsigned char> &bytes, TensorDtype dtype) {
   bytes.resize(count * sizeof(uint16_t));
 }
 
-/// Whether `argument` is a frozen weight stored in 16 bits whose checkpoint
-/// tensor `entry` is f32: rounded once at load, saved as it was loaded.
-bool isRoundedAtLoad(const ModelArgument &argument,
-                     const SafetensorsEntry &entry) {
-  return argument.role == Role::Frozen && entry.dtype == TensorDtype::F32 &&
+/// Whether `argument` is a frozen weight stored in another form than its
+/// checkpoint tensor `entry`: 16 bits from f32 (rounded once), or NF4 from
+/// any float tensor (quantized); converted at load, saved as it was loaded.
+bool isConvertedAtLoad(const ModelArgument &argument,
+                       const SafetensorsEntry &entry) {
+  if (argument.role != Role::Frozen)
+    return false;
+  if (argument.nf4Of)
+    return entry.dtype == TensorDtype::F32 ||
+           entry.dtype == TensorDtype::BF16 ||
+           entry.dtype == TensorDtype::F16;
+  return entry.dtype == TensorDtype::F32 &&
          (argument.dtype == TensorDtype::BF16 ||
           argument.dtype == TensorDtype::F16);
+}
+
+/// The NF4 bytes of the float tensor `bytes` of `dtype`, in place; false
+/// (and `bytes` unchanged) when a value is not finite, which NF4 cannot
+/// store.
+bool quantizeToNf4(std::vector<unsigned char> &bytes, TensorDtype dtype,
+                   uint64_t packedBytes) {
+  size_t size = dtype == TensorDtype::F32 ? sizeof(float) : sizeof(uint16_t);
+  size_t count = bytes.size() / size;
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (dtype == TensorDtype::F32) {
+      std::memcpy(&values[i], bytes.data() + i * size, size);
+      continue;
+    }
+    uint16_t bits;
+    std::memcpy(&bits, bytes.data() + i * size, size);
+    values[i] = dtype == TensorDtype::BF16
+                    ? memopt::runtime::bfloat16BitsToFloat(bits)
+                    : memopt::runtime::halfBitsToFloat(bits);
+  }
+  for (float value : values)
+    if (!std::isfinite(value))
+      return false;
+  bytes.assign(packedBytes, 0);
+  memopt::runtime::nf4Quantize(values.data(), static_cast<int64_t>(count),
+                               bytes.data());
+  return true;
 }
 
 } // namespace
@@ -181,13 +218,14 @@ int TrainRun::bindTensors() {
                                         getRoleName(argument.role) +
                                         ") not found in '" + *path + "'");
     }
-    if (entry->dtype != argument.dtype && !isRoundedAtLoad(argument, *entry))
+    if (entry->dtype != argument.dtype && !isConvertedAtLoad(argument, *entry))
       return fail(DriverInputError,
                   "tensor '" + argument.name + "' in '" + *path +
                       "' has dtype " + getSafetensorsDtypeName(entry->dtype) +
                       ", expected " + getSafetensorsDtypeName(argument.dtype));
     // A ZeRO shard's tensor is whole.
-    std::vector<int64_t> expected = argument.shardOf.value_or(argument.shape);
+    std::vector<int64_t> expected =
+        argument.nf4Of.value_or(argument.shardOf.value_or(argument.shape));
     if (entry->shape != expected)
       return fail(DriverInputError,
                   "tensor '" + argument.name + "' in '" + *path +
@@ -518,8 +556,16 @@ int TrainRun::loadArena() {
                               errorText, sizeof(errorText)))
       return fail(DriverRuntimeError, "cannot broadcast '" + argument.name +
                                           "' from rank 0: " + errorText);
-    if (isRoundedAtLoad(argument, *entry))
+    if (argument.nf4Of) {
+      if (!quantizeToNf4(staging, entry->dtype, argument.byteSize))
+        return fail(DriverInputError,
+                    "tensor '" + argument.name + "' in '" +
+                        options.paramsPath +
+                        "' has a value that is not finite: a frozen weight "
+                        "stored in NF4 (--frozen-weights=nf4) must be finite");
+    } else if (isConvertedAtLoad(argument, *entry)) {
       castToCopy(staging, argument.dtype);
+    }
     if (bytes)
       memopt_copy_from_host(ctx.get(), base + offsets[i],
                             staging.data() + from, bytes);
@@ -832,7 +878,7 @@ int TrainRun::save(const std::string &path,
       continue;
     buffers.emplace_back();
     const SafetensorsEntry *source = sourceEntries[i];
-    if (source && isRoundedAtLoad(argument, *source)) {
+    if (source && isConvertedAtLoad(argument, *source)) {
       // The f32 tensor it was loaded from: never trained, so unchanged.
       std::string error;
       buffers.back().resize(source->byteSize());
@@ -840,7 +886,7 @@ int TrainRun::save(const std::string &path,
         return fail(DriverInputError,
                     "cannot read '" + options.paramsPath + "': " + error);
       tensors.push_back(SafetensorsTensorRef{argument.name, source->dtype,
-                                             argument.shape, nullptr});
+                                             source->shape, nullptr});
       continue;
     }
     if (int code = readWhole(i, buffers.back()))

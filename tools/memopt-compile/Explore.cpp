@@ -55,7 +55,7 @@ void memopt::printExploreTable(llvm::raw_ostream &os,
   std::string rate = result.tokensPerStep ? "tokens/s" : "samples/s";
   os << "  " << llvm::left_justify("precision", 10)
      << llvm::left_justify("remat", 10) << llvm::right_justify("K", 4)
-     << llvm::right_justify("state", 7)
+     << llvm::right_justify("state", 7) << llvm::right_justify("frozen", 7)
      << llvm::right_justify("planned peak", 14) << llvm::right_justify("fits", 6)
      << llvm::right_justify("extra FLOPs", 24)
      << llvm::right_justify("step time", 13) << llvm::right_justify(rate, 14)
@@ -65,7 +65,8 @@ void memopt::printExploreTable(llvm::raw_ostream &os,
     os << (result.chosen == index ? "* " : "  ")
        << llvm::left_justify(c.precision, 10) << llvm::left_justify(c.remat, 10)
        << llvm::right_justify(std::to_string(c.microBatches), 4)
-       << llvm::right_justify(std::to_string(c.stateBits) + "bit", 7);
+       << llvm::right_justify(std::to_string(c.stateBits) + "bit", 7)
+       << llvm::right_justify(c.getFrozenStorage(), 7);
     std::string zero =
         c.ranks > 1
             ? llvm::formatv("ZeRO-{0} x {1} ranks", c.zeroStage, c.ranks).str()
@@ -175,6 +176,7 @@ std::string memopt::renderExploreJson(const ExploreResult &result,
                       {"ranks", c.ranks},
                       {"zero_stage", c.zeroStage},
                       {"optimizer_state_bits", c.stateBits},
+                      {"frozen_weights", c.getFrozenStorage()},
                       {"chosen", result.chosen == index}};
     if (!row.compiled()) {
       entry["error"] = row.error;

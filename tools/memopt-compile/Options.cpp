@@ -84,6 +84,13 @@ cl::opt<std::string> optimizerState(
              "32; docs/Optimizer.md)"),
     cl::value_desc("32bit|8bit"), cl::cat(compileCategory));
 
+cl::opt<std::string> frozenWeights(
+    "frozen-weights",
+    cl::desc("How frozen weights are stored (docs/Quantization.md): nf4 "
+             "(QLoRA's 4-bit NormalFloat, for the frozen weights of linear "
+             "layers), f32, or the compute type (the default)"),
+    cl::value_desc("nf4|f32|bf16|fp16"), cl::cat(compileCategory));
+
 cl::opt<std::string> momentum("momentum", cl::desc("SGD momentum"),
                               cl::value_desc("number"),
                               cl::cat(compileCategory));
@@ -486,6 +493,7 @@ llvm::Error setPipelineOptions(bool budgetSearch,
                 "--loss-scale-growth-interval need --mixed-precision=bf16 or "
                 "fp16");
   options.lossScale = lossScale;
+  options.frozenWeights = frozenWeights;
   if (given(lossScaleInit))
     options.lossScaleInit = toNumber(lossScaleInit);
   if (given(lossScaleGrowthInterval))
@@ -543,6 +551,8 @@ llvm::Error setSearchOptions(ExploreOptions &options) {
   // 8-bit AdamW moments when nothing fits one device with 32, unless the
   // user chose the state's precision.
   options.mayQuantizeState = !optimizerState.getNumOccurrences();
+  // NF4 frozen weights likewise, unless the user chose their storage.
+  options.mayQuantizeFrozen = !frozenWeights.getNumOccurrences();
   // Sharding over ranks when nothing fits one device, unless the user chose
   // the ranks.
   if (!dataParallel.getNumOccurrences() && !zeroStage.getNumOccurrences())

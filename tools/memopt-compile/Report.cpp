@@ -69,6 +69,7 @@ Json memopt::buildMemoryReport(const MemoryAccount &account,
            {"trainable_tensors", account.getNumParameterTensors()},
            {"frozen", account.getNumFrozenParameters()},
            {"frozen_tensors", account.getNumFrozenTensors()}};
+  report["nf4_frozen_bytes"] = account.getNf4FrozenBytes();
   report["model_state"] = Json{{"weights", state.weights},
                                {"frozen_weights", state.frozenWeights},
                                {"master_weights", state.masterWeights},
@@ -188,6 +189,10 @@ void memopt::printMemoryReportText(llvm::raw_ostream &os,
   if (int64_t frozen = account.getNumFrozenTensors())
     os << "; " << account.getNumFrozenParameters() << " frozen in " << frozen
        << " tensors (" << formatBytes(account.getModelState().frozenWeights)
+       << (account.getNf4FrozenBytes()
+               ? " with " + formatBytes(account.getNf4FrozenBytes()) +
+                     " in NF4"
+               : std::string())
        << ", no gradient or optimizer state)";
   os << "\n";
 

@@ -278,6 +278,13 @@ bool writeArguments(llvm::raw_ostream &os, FunctionOpInterface func,
               index, memopt::MemoptDialect::kBatchDimAttrName);
           batchDim && dataParallel > 1)
         out.attribute("batch_dim", batchDim.getInt());
+      // NF4: the shape of the weight whose packed bytes it holds.
+      if (auto shape = func.getArgAttrOfType<DenseI64ArrayAttr>(
+              index, memopt::MemoptDialect::kNf4OfAttrName))
+        out.attributeArray("nf4_of", [&] {
+          for (int64_t dim : shape.asArrayRef())
+            out.value(dim);
+        });
       // ZeRO: the full shape the argument holds the rank's shard of.
       if (auto full = func.getArgAttrOfType<DenseI64ArrayAttr>(
               index, memopt::MemoptDialect::kShardOfAttrName))

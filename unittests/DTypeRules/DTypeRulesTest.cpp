@@ -254,6 +254,12 @@ std::vector<OpCase> opCases() {
       opCase<MatmulOp>("%a: tensor<2x3x$0>, %b: tensor<3x4x$0>",
                        "%r = memopt.matmul %a, %b : tensor<2x3x$0>, "
                        "tensor<3x4x$0> -> tensor<2x4x$1>"),
+      // A [3, 64] weight: 96 bytes of codes, 3 absmax codes, 1 padding
+      // byte, one scale and the offset.
+      opCase<Nf4MatmulOp>("%a: tensor<2x64x$0>, %w: tensor<108xi8>",
+                          "%r = memopt.nf4_matmul %a, %w shape [3, 64] "
+                          "transpose_rhs : tensor<2x64x$0>, tensor<108xi8> "
+                          "-> tensor<2x3x$0>"),
       opCase<EmbeddingOp>("%w: tensor<5x3x$0>, %i: tensor<2x$1>",
                           "%r = memopt.embedding %w, %i : tensor<5x3x$0>, "
                           "tensor<2x$1> -> tensor<2x3x$0>"),

@@ -148,6 +148,29 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
        [=](Ctx c) {
          memopt_matmul(c, MEMOPT_F32, p, p, p, 2, 3, 2, 2, 2, 0, 0, MEMOPT_F32);
        }},
+      {"memopt_nf4_matmul: expected a float dtype (f32, f16, bf16), got i32 "
+       "(3)",
+       [=](Ctx c) {
+         memopt_nf4_matmul(c, MEMOPT_I32, p, u8, p, p, 1024, 2, 2, 2, 1);
+       }},
+      {"memopt_nf4_matmul: negative extent -2",
+       [=](Ctx c) {
+         memopt_nf4_matmul(c, MEMOPT_F32, p, u8, p, p, 1024, 2, -2, 2, 1);
+       }},
+      {"memopt_nf4_matmul: null buffer",
+       [=](Ctx c) {
+         memopt_nf4_matmul(c, MEMOPT_BF16, p, nullptr, p, p, 1024, 2, 2, 2, 0);
+       }},
+      {"memopt_nf4_matmul: scratch of 12 bytes is smaller than one column of "
+       "op(w) (16 bytes)",
+       [=](Ctx c) {
+         memopt_nf4_matmul(c, MEMOPT_F16, p, u8, p, p, 12, 2, 3, 4, 1);
+       }},
+      {"memopt_nf4_matmul: scratch of 0 bytes is smaller than one column of "
+       "op(w) (16 bytes)",
+       [=](Ctx c) {
+         memopt_nf4_matmul(c, MEMOPT_F32, p, u8, p, nullptr, 1024, 2, 3, 4, 0);
+       }},
       {"memopt_embedding: expected an index dtype (i32, i64), got f32 (0)",
        [=](Ctx c) {
          memopt_embedding(c, MEMOPT_F32, p, MEMOPT_F32, p, p, 2, 4, 2);

@@ -214,6 +214,11 @@ inline std::vector<DTypeCall> dtypeCalls() {
          memopt_matmul(c, d[0], b.t(0), b.t(1), b.t(2), 1, 1, 2, 2, 2, 0, 0,
                        d[1]);
        }},
+      {"memopt_nf4_matmul",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_nf4_matmul(c, d[0], b.t(0), b.u8(1), b.t(2), b.t(3),
+                           DTypeCallBuffers::kBytes, 2, 3, 4, 1);
+       }},
       {"memopt_embedding",
        [](Ctx c, DTypes d, B &b) {
          memopt_embedding(c, d[0], b.t(0), d[1], b.t(1), b.t(2), 2, 3, 2);

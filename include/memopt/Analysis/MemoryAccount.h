@@ -228,6 +228,9 @@ public:
   /// Elements and tensors of the "frozen" arguments.
   int64_t getNumFrozenParameters() const { return numFrozenParameters; }
   int64_t getNumFrozenTensors() const { return numFrozenTensors; }
+  /// Bytes of the frozen weights stored in NF4 (codes and scales), part of
+  /// the model state's frozen weights.
+  int64_t getNf4FrozenBytes() const { return nf4FrozenBytes; }
 
   /// The model state: weights, master weights, gradients, optimizer state.
   const ModelStateBytes &getModelState() const { return modelState; }
@@ -267,6 +270,7 @@ private:
   int64_t numParameterTensors = 0;
   int64_t numFrozenParameters = 0;
   int64_t numFrozenTensors = 0;
+  int64_t nf4FrozenBytes = 0;
   int64_t numUnsizedBuffers = 0;
   ModelStateBytes modelState;
   llvm::SmallVector<TimelinePoint> timeline;

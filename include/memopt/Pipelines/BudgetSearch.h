@@ -44,10 +44,15 @@ struct Combination {
   int64_t zeroStage = 0;
   /// Bits per AdamW moment element: 32, or 8 (blockwise-quantized).
   unsigned stateBits = 32;
+  /// How frozen weights are stored: MemoptPipelineOptions::frozenWeights
+  /// ("" the compute type, "nf4", "f32" ...).
+  std::string frozenWeights;
 
-  /// "bf16 / budget / K=4", then " / 8-bit state" and
+  /// "bf16 / budget / K=4", then " / 8-bit state", " / NF4 frozen" and
   /// " / ZeRO-2 x 4 ranks" where they apply.
   std::string str() const;
+  /// The frozen weights' storage by name: "nf4", "f32", "bf16" or "fp16".
+  std::string getFrozenStorage() const;
 };
 
 /// The precisions this build can apply, in order of preference.
@@ -91,6 +96,9 @@ struct ExploreOptions {
   /// Whether the search may store AdamW's moments in 8 bits when nothing
   /// fits one device with 32 (before it asks for more devices).
   bool mayQuantizeState = false;
+  /// Whether the search may store frozen weights in NF4 when nothing fits
+  /// one device otherwise (before it asks for more devices).
+  bool mayQuantizeFrozen = false;
   /// The cost model's factors.
   CostModelOptions cost;
 };

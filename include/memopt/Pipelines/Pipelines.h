@@ -73,6 +73,13 @@ struct MemoptPipelineOptions
   Option<std::string> mixedPrecision{*this, "mixed-precision",
                                      llvm::cl::desc("none, bf16 or fp16"),
                                      llvm::cl::init("none")};
+  /// How frozen weights are stored (docs/Quantization.md): "" (the compute
+  /// type), "nf4", "f32", or the compute type by name ("bf16", "fp16").
+  Option<std::string> frozenWeights{
+      *this, "frozen-weights",
+      llvm::cl::desc("Frozen weights' storage: nf4, f32, or the compute "
+                     "type (the default)"),
+      llvm::cl::init("")};
   /// "dynamic", "none" or a static scale; "" for the compute type's default.
   Option<std::string> lossScale{
       *this, "loss-scale",

@@ -1150,6 +1150,25 @@ std::optional<LogicalResult> KernelLowering::lowerLinear() {
         .i32(transA)
         .i32(transB)
         .verbatim(dtypeArg(1));
+  } else if (name == "memopt.nf4_matmul") {
+    // lhs, packed weight -> result, scratch.
+    if (failed(expectCounts(2, 2)))
+      return failure();
+    ArrayRef<int64_t> c = shapeOf(outs[0]);
+    auto weight = attrs.getAs<DenseI64ArrayAttr>("rhs_shape");
+    if (c.size() < 2 || !weight || weight.size() != 2)
+      return fail("the result has rank below 2 or the weight no shape");
+    bool transB = attrs.contains("transpose_rhs");
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(outs[0]);
+    ptr(outs[1]);
+    call.i64(numel(outs[1]) * 4)
+        .i64(numel(outs[0]) / c.back())
+        .i64(c.back())
+        .i64(weight[transB ? 1 : 0])
+        .i32(transB);
   } else if (name == "memopt.embedding" || name == "memopt.embedding_grad") {
     if (failed(expectCounts(2, 1)))
       return failure();

@@ -487,6 +487,56 @@ void memopt_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
                    int64_t m, int64_t n, int64_t k, int trans_a, int trans_b,
                    memopt_dtype out_dtype);
 
+/// The bytes of an NF4-packed tensor of `n` elements (QLoRA's frozen
+/// weights, memopt/runtime/Nf4Math.h): the 4-bit codes, two per byte, one
+/// 8-bit code per block of 64 elements (its double-quantized absmax), zero
+/// padding to 4 bytes, one f32 scale per 256 blocks and one f32 offset (4
+/// bytes for n = 0; 0 for a negative n).
+static inline uint64_t memopt_nf4_packed_bytes(int64_t n) {
+  if (n < 0)
+    return 0;
+  uint64_t u = (uint64_t)n, blocks = (u + 63) / 64;
+  return ((u + 1) / 2 + blocks + 3) / 4 * 4 + 4 * ((blocks + 255) / 256) + 4;
+}
+
+/// The bytes of scratch memopt_nf4_matmul needs for an [n, k] (or [k, n])
+/// weight: one chunk of op(w)'s columns in f32, 4 * k * chunk rounded up to
+/// 256, with chunk = max(1, min(ceil(n / 8), floor(8 MiB / (4 k)))): an
+/// eighth of the weight's columns, and at most 2^21 weight elements, so
+/// that the scratch stays small beside a 16-bit copy of the weight at any
+/// size while a large weight's chunks keep their GEMMs at full speed (on
+/// the host, 1 and 2 MiB chunks of a 4096 x 4096 weight measured slower,
+/// 32 MiB no faster). The compiler plans a buffer of this size next to the
+/// call; 0 when n or k is <= 0.
+static inline uint64_t memopt_nf4_matmul_scratch_bytes(int64_t n, int64_t k) {
+  if (n <= 0 || k <= 0)
+    return 0;
+  uint64_t column = 4 * (uint64_t)k, chunk = ((uint64_t)8 << 20) / column;
+  uint64_t eighth = ((uint64_t)n + 7) / 8;
+  if (chunk > eighth)
+    chunk = eighth;
+  if (chunk < 1)
+    chunk = 1;
+  return (column * chunk + 255) / 256 * 256;
+}
+
+/// `memopt.nf4_matmul`: c [m, n] = a [m, k] * op(w) with w the NF4-packed
+/// (memopt_nf4_packed_bytes) frozen weight of logical shape [n, k] when
+/// trans_b (nn.Linear's y = x w^T) and [k, n] otherwise (the input
+/// gradient, dy w). a and c have `dtype`; each weight element is
+/// dequantized in f32 and rounded once to `dtype`; products accumulate in
+/// f32 and c is rounded once. No dequantized copy of the weight exists:
+/// `chunk` = min(n, scratch_bytes / (4 k)) columns of op(w) at a time are
+/// dequantized into `scratch` and one GEMM writes c's columns of the chunk,
+/// as memopt_matmul of a and that chunk of the dequantized weight computes
+/// them (on the host, the same bits; with one chunk, memopt_matmul's bits
+/// for the whole weight). `scratch` holds at least one column (4 k bytes);
+/// memopt_nf4_matmul_scratch_bytes(n, k) is the planned size.
+void memopt_nf4_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
+                       const void *w, void *c, void *scratch,
+                       uint64_t scratch_bytes, int64_t m, int64_t n, int64_t k,
+                       int trans_b);
+
 /// `memopt.embedding`: out[i, :] = weight[indices[i], :] for `num_indices`
 /// indices (I32 or I64) into a [num_rows, dim] table.
 void memopt_embedding(memopt_context *ctx, memopt_dtype dtype,

@@ -475,6 +475,47 @@ func.func @matmul_transposed(%a: tensor<2x8xf32>, %b: tensor<8x4xf32>) {
 
 // -----
 
+// A [4, 8] weight packs into 28 bytes (16 of codes, one block code, 3 of
+// padding, a scale and the offset).
+func.func @nf4_matmul_bytes(%a: tensor<2x8xf32>, %w: tensor<27xi8>) {
+  // expected-error @+1 {{operand 'rhs' has type 'tensor<27xi8>', expected 'tensor<28xi8>' (the NF4 bytes of the 'rhs_shape' weight)}}
+  %0 = memopt.nf4_matmul %a, %w shape [4, 8] transpose_rhs : tensor<2x8xf32>, tensor<27xi8> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @nf4_matmul_contracting(%a: tensor<2x8xf32>, %w: tensor<28xi8>) {
+  // expected-error @+1 {{contracting dimensions differ: 'lhs' 'tensor<2x8xf32>' has 8, the weight [4, 8] has 4}}
+  %0 = memopt.nf4_matmul %a, %w shape [4, 8] : tensor<2x8xf32>, tensor<28xi8> -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @nf4_matmul_result(%a: tensor<3x2x8xbf16>, %w: tensor<28xi8>) {
+  // expected-error @+1 {{result has type 'tensor<3x2x4xf32>', expected 'tensor<3x2x4xbf16>'}}
+  %0 = memopt.nf4_matmul %a, %w shape [4, 8] transpose_rhs : tensor<3x2x8xbf16>, tensor<28xi8> -> tensor<3x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @nf4_matmul_empty(%a: tensor<2x8xf32>, %w: tensor<4xi8>) {
+  // expected-error @+1 {{'rhs_shape' must have positive extents, got [0, 8]}}
+  %0 = memopt.nf4_matmul %a, %w shape [0, 8] transpose_rhs : tensor<2x8xf32>, tensor<4xi8> -> tensor<2x0xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #0 attribute 'memopt.nf4_of' must be the two positive extents of a matrix, got array<i64: 8>}}
+func.func @nf4_of_vector(%w: tensor<8xi8> {memopt.nf4_of = array<i64: 8>}) {
+  return
+}
+
+// -----
+
 func.func @matmul_batch(%a: tensor<3x2x8xf32>, %b: tensor<4x8x4xf32>) {
   // expected-error @+1 {{batch dimensions differ: 'lhs' 'tensor<3x2x8xf32>', 'rhs' 'tensor<4x8x4xf32>' (they must be equal, or one operand a matrix)}}
   %0 = memopt.matmul %a, %b : tensor<3x2x8xf32>, tensor<4x8x4xf32> -> tensor<3x2x4xf32>
@@ -1009,7 +1050,7 @@ func.func @unknown_op_attr(%x: tensor<4xf32>) {
 
 // -----
 
-// expected-error @+1 {{argument #0 has unknown memopt attribute 'memopt.rol' (expected memopt.role, memopt.name, memopt.batch_dim, memopt.shard_of or memopt.hparams)}}
+// expected-error @+1 {{argument #0 has unknown memopt attribute 'memopt.rol' (expected memopt.role, memopt.name, memopt.batch_dim, memopt.shard_of, memopt.nf4_of or memopt.hparams)}}
 func.func @unknown_arg_attr(%x: tensor<4xf32> {memopt.rol = "param"}) {
   return
 }

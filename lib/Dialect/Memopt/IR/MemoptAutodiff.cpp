@@ -606,6 +606,23 @@ LogicalResult BatchNormOp::buildVectorJacobianProduct(
 }
 
 //===----------------------------------------------------------------------===//
+// Nf4MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult Nf4MatmulOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // y = x op(W) gives dx = dy op(W)^T: the same packed weight, the other
+  // orientation. The weight is frozen: it has no gradient.
+  GradBuilder gb{builder, getLoc()};
+  RankedTensorType lhsType = getLhs().getType();
+  Value g = gb.castTo(singleGrad(resultGrads), lhsType.getElementType());
+  Value dLhs = Nf4MatmulOp::create(builder, getLoc(), lhsType, g, getRhs(),
+                                   getRhsShape(), !getTransposeRhs());
+  grads.assign({dLhs, Value()});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // MatmulOp
 //===----------------------------------------------------------------------===//
 

@@ -160,6 +160,14 @@ LogicalResult MemoptDialect::verifyRegionArgAttribute(Operation *op,
                         << attr.getValue();
     return success();
   }
+  if (name == kNf4OfAttrName) {
+    auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!shape || shape.size() != 2 ||
+        llvm::any_of(shape.asArrayRef(), [](int64_t dim) { return dim <= 0; }))
+      return argError() << "must be the two positive extents of a matrix, got "
+                        << attr.getValue();
+    return success();
+  }
   if (name == kHparamsAttrName) {
     auto hparams = dyn_cast<DictionaryAttr>(attr.getValue());
     bool valid = hparams && llvm::all_of(hparams, [](NamedAttribute entry) {
@@ -177,8 +185,8 @@ LogicalResult MemoptDialect::verifyRegionArgAttribute(Operation *op,
   return op->emitOpError() << "argument #" << argIndex
                            << " has unknown memopt attribute '" << name
                            << "' (expected memopt.role, memopt.name, "
-                              "memopt.batch_dim, memopt.shard_of or "
-                              "memopt.hparams)";
+                              "memopt.batch_dim, memopt.shard_of, "
+                              "memopt.nf4_of or memopt.hparams)";
 }
 
 //===----------------------------------------------------------------------===//

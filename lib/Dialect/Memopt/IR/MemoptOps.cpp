@@ -724,6 +724,39 @@ LogicalResult MatmulOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Nf4MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult Nf4MatmulOp::verify() {
+  if (failed(expectMinRank(*this, {"operand 'lhs'", getLhs()}, 2)))
+    return failure();
+  ArrayRef<int64_t> weight = getRhsShape();
+  if (weight[0] <= 0 || weight[1] <= 0)
+    return emitOpError() << "'rhs_shape' must have positive extents, got ["
+                         << weight[0] << ", " << weight[1] << "]";
+  int64_t numel = 0;
+  if (llvm::MulOverflow(weight[0], weight[1], numel))
+    return emitOpError() << "'rhs_shape' has more than 2^63 elements";
+  auto packed = static_cast<int64_t>(memopt_nf4_packed_bytes(numel));
+  RankedTensorType rhs = getRhs().getType();
+  if (failed(expectType(*this, {"operand 'rhs'", getRhs()},
+                        rhs.clone({packed}),
+                        "the NF4 bytes of the 'rhs_shape' weight")))
+    return failure();
+  RankedTensorType lhs = getLhs().getType();
+  bool transposed = getTransposeRhs();
+  int64_t k = weight[transposed ? 1 : 0], n = weight[transposed ? 0 : 1];
+  if (lhs.getShape().back() != k)
+    return emitOpError() << "contracting dimensions differ: 'lhs' " << lhs
+                         << " has " << lhs.getShape().back()
+                         << ", the weight [" << weight[0] << ", " << weight[1]
+                         << "] has " << k;
+  SmallVector<int64_t> shape(lhs.getShape().drop_back());
+  shape.push_back(n);
+  return expectType(*this, {"result", getResult()}, lhs.clone(shape));
+}
+
+//===----------------------------------------------------------------------===//
 // Embeddings
 //===----------------------------------------------------------------------===//
 

@@ -147,6 +147,7 @@ std::vector<Binding> buildBindings() {
       bind<BatchNormGradOp>("memopt_batch_norm_grad", {in1}),
       // Products, embeddings, convolution, pooling.
       bind<MatmulOp>("memopt_matmul", {in0, out0}),
+      bind<Nf4MatmulOp>("memopt_nf4_matmul", {in0}),
       bind<EmbeddingOp>("memopt_embedding", {in0, in1}),
       bind<EmbeddingGradOp>("memopt_embedding_grad", {in0, in1}),
       bind<Conv2DOp>("memopt_conv2d", {in0}),

@@ -387,6 +387,18 @@ RuleInference::Result RuleInference::inferLinear() {
     return fail("it contracts the batch dimension with a batch-independent "
                 "operand");
   }
+  if (isa<Nf4MatmulOp>(op)) {
+    // A product with a frozen (batch-independent) weight: linear in lhs,
+    // whose rows and leading dimensions are the result's.
+    BatchKind l = in[0];
+    if (!in[1].isUniform() || l.isLocal())
+      return fail("its weight or its input is not a per-example value");
+    if (!l.isBatched())
+      return all(l);
+    if (l.dim == getRank(op->getOperand(0)) - 1)
+      return fail("it contracts the batch dimension with its weight");
+    return all(BatchKind::batched(l.dim));
+  }
   if (isa<EmbeddingOp>(op)) {
     if (!in[0].isUniform() || !in[1].isBatched())
       return fail("the table must not depend on the batch");

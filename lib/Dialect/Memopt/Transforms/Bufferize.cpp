@@ -158,7 +158,8 @@ static DictionaryAttr getInherentAttrs(Operation *op) {
 
 /// The scratch buffer the runtime entry of `op` needs beyond its results
 /// (runtime.h), or nullopt: the chunked linear cross-entropy's
-/// logits chunk (and, for its gradient, the grad_x accumulator).
+/// logits chunk (and, for its gradient, the grad_x accumulator), the NF4
+/// product's dequantized chunk of its weight.
 static std::optional<MemRefType> getScratchType(Operation *op) {
   auto scratch = [&](Value x, Value w, int64_t chunk, int grad) {
     auto type = cast<RankedTensorType>(x.getType());
@@ -173,6 +174,15 @@ static std::optional<MemRefType> getScratchType(Operation *op) {
     return MemRefType::get({static_cast<int64_t>(bytes / 4)},
                            Float32Type::get(op->getContext()));
   };
+  if (auto product = dyn_cast<Nf4MatmulOp>(op)) {
+    // The chunk of the weight's columns dequantized at a time.
+    ArrayRef<int64_t> weight = product.getRhsShape();
+    bool transposed = product.getTransposeRhs();
+    uint64_t bytes = memopt_nf4_matmul_scratch_bytes(
+        weight[transposed ? 0 : 1], weight[transposed ? 1 : 0]);
+    return MemRefType::get({static_cast<int64_t>(bytes / 4)},
+                           Float32Type::get(op->getContext()));
+  }
   if (auto loss = dyn_cast<LinearCrossEntropyOp>(op))
     return scratch(loss.getX(), loss.getW(), loss.getChunk(), /*grad=*/0);
   if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op))

@@ -487,7 +487,8 @@ void MixedPrecisionPass::runOnOperation() {
       ++lowOps;
 
   foldCasts(body);
-  storeFrozenInLowPrecision(loss);
+  if (frozenInComputeType)
+    storeFrozenInLowPrecision(loss);
   unsigned castCount = 0;
   body.walk([&](CastOp) { ++castCount; });
   numCasts = castCount;

@@ -201,6 +201,8 @@ inline constexpr DTypeRule kDTypeRules[] = {
                rules::floats("out_dtype"),
                {1, 0, kF32, 0,
                 "result dtype %s is neither the operands' (%s) nor f32"}),
+    // The NF4 weight is bytes; the input and the result share a dtype.
+    rules::row("memopt_nf4_matmul", rules::floats("dtype")),
     rules::row("memopt_embedding", rules::floats("dtype"),
                rules::indices("index_dtype")),
     rules::row("memopt_embedding_grad", rules::floats("dtype"),

@@ -194,11 +194,13 @@ MEMOPT_HOST_DEVICE constexpr int64_t quantizedStateBytes(int64_t n) {
     0x1.f700000000000p-1f, 0x1.fa999a0000000p-1f, 0x1.fe33340000000p-1f, 0x1.0000000000000p+0f, \
   }
 
-/// The index of the code nearest `x` in the ascending `code` (the lower on
-/// a tie): a binary search for the first code above x, then the nearer of
-/// it and the one below.
-MEMOPT_HOST_DEVICE inline uint8_t nearestCode(const float *code, float x) {
-  int low = 0, high = 256; // the first code > x is in [low, high]
+/// The index of the code nearest `x` in the ascending `code` of `size`
+/// values, at most 256 (the lower on a tie): a binary search for the first
+/// code above x, then the nearer of it and the one below. The 8-bit state
+/// uses the 256 dynamic codes, NF4 weights (Nf4Math.h) their 16 levels.
+MEMOPT_HOST_DEVICE inline uint8_t nearestCode(const float *code, float x,
+                                              int size = 256) {
+  int low = 0, high = size; // the first code > x is in [low, high]
   while (low < high) {
     int mid = (low + high) / 2;
     if (code[mid] > x)
@@ -208,8 +210,8 @@ MEMOPT_HOST_DEVICE inline uint8_t nearestCode(const float *code, float x) {
   }
   if (low == 0)
     return 0;
-  if (low == 256)
-    return 255;
+  if (low == size)
+    return static_cast<uint8_t>(size - 1);
   float below = x - code[low - 1], above = code[low] - x;
   return static_cast<uint8_t>(above < below ? low : low - 1);
 }

@@ -298,6 +298,29 @@ inline bool checkMatmul(memopt_context *ctx, const char *entry,
   return true;
 }
 
+/// memopt_nf4_matmul: the dtype, the extents, the buffers, and a scratch
+/// that holds at least one column of op(w) in f32 (4 k bytes) when there is
+/// a product to compute.
+inline bool checkNf4Matmul(memopt_context *ctx, const char *entry,
+                           memopt_dtype dtype, const void *a, const void *w,
+                           const void *c, const void *scratch,
+                           uint64_t scratchBytes, int64_t m, int64_t n,
+                           int64_t k) {
+  if (!checkDTypes(ctx, entry, {dtype}) ||
+      !checkExtents(ctx, entry, {m, n, k}) ||
+      !checkPointers(ctx, entry, m * n, {c}) ||
+      !checkPointers(ctx, entry, m * n * k, {a, w}))
+    return false;
+  uint64_t column = 4 * static_cast<uint64_t>(k);
+  if (m > 0 && n > 0 && k > 0 && (!scratch || scratchBytes < column))
+    return invalid(ctx, entry,
+                   "scratch of %llu bytes is smaller than one column of "
+                   "op(w) (%llu bytes)",
+                   static_cast<unsigned long long>(scratch ? scratchBytes : 0),
+                   static_cast<unsigned long long>(column));
+  return true;
+}
+
 /// memopt_embedding and its gradient: everything but the buffers. A
 /// `paddingIdx` (the gradient's; negative: none) is a row of the table.
 inline bool checkEmbedding(memopt_context *ctx, const char *entry,

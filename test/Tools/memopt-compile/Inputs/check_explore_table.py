@@ -3,7 +3,7 @@
     check_explore_table.py TABLE.txt EXPLORE.json
 
 Every row of the table is parsed back and compared with the JSON entry of
-the same position: combination (with its optimizer state bits), planned peak (formatted as the table
+the same position: combination (with its optimizer state bits and frozen weights' storage), planned peak (formatted as the table
 formats bytes), fit, extra FLOPs, step time, throughput and the chosen
 mark; the explanation lines must be the JSON's. Exits 1 on a difference.
 """
@@ -39,7 +39,7 @@ def format_seconds(s):
     return "%.3f s" % s if s >= 1 else "%.2f ms" % (s * 1e3)
 
 
-ROW = re.compile(r"^([* ]) (\S+)\s+(\S+)\s+(\d+)\s+(\d+)bit\s+"
+ROW = re.compile(r"^([* ]) (\S+)\s+(\S+)\s+(\d+)\s+(\d+)bit\s+(\S+)\s+"
                  r"(\d+(?:\.\d+)? \w+)\s+"
                  r"(yes|no)\s+(\d+(?:\.\d+)? \w+) \((\d+\.\d)%\)\s+"
                  r"(\d+\.\d+ m?s)\s+(\d+)$")
@@ -62,6 +62,7 @@ def main(table_path, json_path):
         expected = (
             "*" if c["chosen"] else " ", c["precision"], c["remat"],
             str(c["micro_batches"]), str(c["optimizer_state_bits"]),
+            c["frozen_weights"],
             format_bytes(c["planned_peak_bytes"]),
             "yes" if c["fits"] else "no", format_flops(c["extra_flops"]),
             "%.1f" % (100.0 * c["extra_flops"] / base if base else 0.0),

@@ -32,6 +32,9 @@ def Memopt_Dialect : Dialect {
       `named_parameters()` name or the `forward()` argument name);
     * `memopt.batch_dim` — for inputs and labels, the dimension that indexes
       examples (what gradient accumulation splits);
+    * `memopt.nf4_of` — for a frozen weight stored in NF4
+      (`--memopt-quantize-frozen`), the shape of the weight whose packed
+      bytes the `i8` argument holds;
     * `memopt.hparams` — for a parameter, its own optimizer hyper-parameters
       (its parameter group's), a dictionary of f64 values named `lr`,
       `weight_decay`, and `beta1`, `beta2`, `eps` (AdamW) or `momentum`
@@ -69,6 +72,9 @@ def Memopt_Dialect : Dialect {
     /// multiple of the ranks, rank r's slice r).
     static constexpr ::llvm::StringLiteral kShardOfAttrName =
         "memopt.shard_of";
+    /// NF4 frozen weights (docs/Quantization.md): the shape of the tensor
+    /// whose NF4-packed bytes a frozen argument holds.
+    static constexpr ::llvm::StringLiteral kNf4OfAttrName = "memopt.nf4_of";
     static constexpr ::llvm::StringLiteral kLossAttrName = "memopt.loss";
     /// Parameter groups (docs/Exporter.md): the optimizer a `memopt.loss`
     /// function was exported for, and a parameter's own hyper-parameters.

@@ -36,6 +36,8 @@ def Memopt_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 def Memopt_MaskTensor : StaticShapeTensorOf<[I1]>;
 // Optimizer state: the parameter's type, or packed 8-bit moments.
 def Memopt_StateTensor : StaticShapeTensorOf<[F32, F16, BF16, I8]>;
+// A weight in a packed quantized format (NF4): its bytes.
+def Memopt_PackedTensor : 1DTensorOf<[I8]>;
 def Memopt_AnyTensor : StaticShapeTensorOf<[F32, F16, BF16, I1, I32, I64]>;
 def Memopt_F32Tensor : StaticShapeTensorOf<[F32]>;
 
@@ -701,6 +703,32 @@ def Memopt_MatmulOp : Memopt_Op<"matmul",
     $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)?
     (`transpose_rhs` $transpose_rhs^)? attr-dict `:`
     type($lhs) `,` type($rhs) `->` type($result)
+  }];
+}
+
+def Memopt_Nf4MatmulOp : Memopt_Op<"nf4_matmul",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let summary = "matrix product with an NF4-quantized frozen weight";
+  let description = [{
+    `memopt.matmul` of `lhs` (`[batch..., M, K]`) and a frozen weight stored
+    in NF4 (docs/Quantization.md): `rhs` holds the packed bytes of a weight
+    of shape `rhs_shape`, `[N, K]` with `transpose_rhs` (`nn.Linear`'s
+    `x W^T`) and `[K, N]` without (its input gradient). The runtime
+    dequantizes a chunk of the weight's columns at a time into a planned
+    scratch buffer, rounded to `lhs`'s element type, and multiplies with f32
+    accumulation: no dequantized copy of the whole weight exists. The result
+    has `lhs`'s element type. Only `lhs` is differentiable.
+
+    ```mlir
+    %y = memopt.nf4_matmul %x, %w shape [256, 64] transpose_rhs : tensor<2x8x64xbf16>, tensor<8324xi8> -> tensor<2x8x256xbf16>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$lhs, Memopt_PackedTensor:$rhs,
+                       Memopt_Pair:$rhs_shape, UnitAttr:$transpose_rhs);
+  let results = (outs Memopt_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `shape` $rhs_shape (`transpose_rhs` $transpose_rhs^)?
+    attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
   }];
 }
 

@@ -136,12 +136,42 @@ def MixedPrecisionPass : Pass<"memopt-mixed-precision", "mlir::ModuleOp"> {
            "Dynamic loss scaling: the factor the scale shrinks by on overflow">,
     Option<"growthInterval", "growth-interval", "int64_t",
            /*default=*/"::memopt::LossScaleConfig().growthInterval",
-           "Dynamic loss scaling: successive good steps before the scale grows">
+           "Dynamic loss scaling: successive good steps before the scale grows">,
+    Option<"frozenInComputeType", "frozen-in-compute-type", "bool",
+           /*default=*/"true",
+           "Store a frozen weight read only through its 16-bit copy in the "
+           "compute type (false: it stays f32)">
   ];
   let statistics = [
     Statistic<"numCasts", "casts", "Number of casts the pass leaves">,
     Statistic<"numLowPrecisionOps", "low-precision-ops",
               "Number of ops that run in the compute type">
+  ];
+}
+
+def QuantizeFrozenPass : Pass<"memopt-quantize-frozen", "mlir::ModuleOp"> {
+  let summary = "Store frozen matmul weights in NF4 (QLoRA)";
+  let description = [{
+    Rewrites the module's `memopt.loss` function, after
+    `--memopt-mixed-precision` and before `--memopt-autodiff`: a `"frozen"`
+    argument that is a matrix read only as the right-hand operand of
+    `memopt.matmul` (a frozen `nn.Linear` weight: a LoRA fine-tune's base)
+    becomes the `i8` tensor of its NF4-packed bytes (docs/Quantization.md),
+    marked `memopt.nf4_of` with its shape, and each of those products a
+    `memopt.nf4_matmul`, which dequantizes a chunk of the weight at a time in
+    the products' element type. A weight also read by another op (an
+    embedding table, a norm's scale) or through a cast keeps its type; the
+    fused LM-head loss (`memopt.linear_cross_entropy`) reads its weight
+    unquantized, as bitsandbytes' and PEFT's QLoRA keep `lm_head`. The
+    driver quantizes the checkpoint's tensor at load and saves it unchanged.
+
+    ```
+    memopt-opt --memopt-mixed-precision --memopt-quantize-frozen model.mlir
+    ```
+  }];
+  let statistics = [
+    Statistic<"numQuantized", "quantized-weights",
+              "Number of frozen weights stored in NF4">
   ];
 }
 

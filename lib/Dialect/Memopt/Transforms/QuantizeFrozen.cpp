@@ -1,0 +1,110 @@
+//===- QuantizeFrozen.cpp - frozen matmul weights in NF4 ------------------===//
+//
+// QLoRA's storage of a fine-tune's frozen base (docs/Quantization.md): a
+// frozen argument that the loss function reads only as the right-hand
+// matrix of memopt.matmul becomes the i8 tensor of its NF4-packed bytes,
+// marked memopt.nf4_of with its shape, and each of its products a
+// memopt.nf4_matmul. Everything else the weight would need (a gradient, a
+// master copy, optimizer state) a frozen argument already lacks, so the
+// rewrite is local: the argument's type and its users. Autodiff then
+// differentiates memopt.nf4_matmul for its left operand only.
+//
+//===----------------------------------------------------------------------===//
+
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+#include "memopt/Dialect/Memopt/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace memopt {
+#define GEN_PASS_DEF_QUANTIZEFROZENPASS
+#include "memopt/Dialect/Memopt/Transforms/Passes.h.inc"
+} // namespace memopt
+
+using namespace mlir;
+using namespace memopt;
+
+namespace {
+struct QuantizeFrozenPass
+    : public memopt::impl::QuantizeFrozenPassBase<QuantizeFrozenPass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+};
+} // namespace
+
+/// Whether `user` reads `weight` as the right-hand matrix of a product that
+/// memopt.nf4_matmul computes: not transposed on the left, the result in
+/// the operands' element type.
+static bool isQuantizableUse(Operation *user, Value weight) {
+  auto matmul = dyn_cast<MatmulOp>(user);
+  return matmul && matmul.getRhs() == weight && matmul.getLhs() != weight &&
+         !matmul.getTransposeLhs() &&
+         matmul.getType().getElementType() ==
+             matmul.getLhs().getType().getElementType();
+}
+
+/// Whether argument `index` of `loss` is a frozen weight to store in NF4.
+static bool isQuantizable(func::FuncOp loss, unsigned index) {
+  auto role =
+      loss.getArgAttrOfType<StringAttr>(index, MemoptDialect::kRoleAttrName);
+  BlockArgument arg = loss.getArgument(index);
+  auto type = dyn_cast<RankedTensorType>(arg.getType());
+  return role &&
+         role.getValue() == stringifyArgumentRole(ArgumentRole::Frozen) &&
+         type && type.getRank() == 2 && !arg.use_empty() &&
+         llvm::all_of(arg.getUsers(), [&](Operation *user) {
+           return isQuantizableUse(user, arg);
+         });
+}
+
+void QuantizeFrozenPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  SmallVector<func::FuncOp> losses;
+  module.walk([&](func::FuncOp func) {
+    if (func->hasAttr(MemoptDialect::kLossAttrName))
+      losses.push_back(func);
+  });
+  if (losses.size() != 1) {
+    emitError(module.getLoc())
+        << "--memopt-quantize-frozen expects exactly one function marked "
+           "memopt.loss, found "
+        << losses.size();
+    return signalPassFailure();
+  }
+  func::FuncOp loss = losses.front();
+  SmallVector<Type> argTypes(loss.getArgumentTypes());
+  unsigned quantized = 0;
+  for (unsigned i = 0; i < loss.getNumArguments(); ++i) {
+    if (!isQuantizable(loss, i))
+      continue;
+    BlockArgument arg = loss.getArgument(i);
+    auto type = cast<RankedTensorType>(arg.getType());
+    auto packed = RankedTensorType::get(
+        {static_cast<int64_t>(
+            memopt_nf4_packed_bytes(type.getNumElements()))},
+        IntegerType::get(&getContext(), 8));
+    SmallVector<Operation *> users(arg.getUsers());
+    arg.setType(packed);
+    argTypes[i] = packed;
+    loss.setArgAttr(i, MemoptDialect::kNf4OfAttrName,
+                    DenseI64ArrayAttr::get(&getContext(), type.getShape()));
+    for (Operation *user : users) {
+      auto matmul = cast<MatmulOp>(user);
+      OpBuilder builder(matmul);
+      auto product = Nf4MatmulOp::create(
+          builder, matmul.getLoc(), matmul.getType(), matmul.getLhs(), arg,
+          type.getShape(), matmul.getTransposeRhs());
+      product->setDiscardableAttrs(matmul->getDiscardableAttrDictionary());
+      matmul.replaceAllUsesWith(product.getResult());
+      matmul.erase();
+    }
+    ++quantized;
+  }
+  if (quantized)
+    loss.setFunctionType(FunctionType::get(&getContext(), argTypes,
+                                           loss.getResultTypes()));
+  numQuantized = quantized;
+}
