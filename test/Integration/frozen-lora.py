@@ -31,7 +31,6 @@
 import json
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
@@ -190,28 +189,7 @@ def main():
         if verdict.ok:
             print("bf16: %s%s" % (what, verdict.summary()))
 
-    runs = {}
-    for name, ranks, flags in (
-            ("k2", 1, ["--micro-batches=2"]),
-            ("zero2", 2, ["--data-parallel=2", "--zero-stage=2"])):
-        out = os.path.join(workdir, "out-" + name)
-        memopt_run.compile_model(mlir, out, *memopt_run.ADAMW_FLAGS, *flags)
-        save = os.path.join(workdir, name + ".safetensors")
-        command = [os.path.join(out, "train"),
-                   "--params", os.path.join(workdir, "model.safetensors"),
-                   "--batch", os.path.join(workdir, "batch.safetensors"),
-                   "--steps", str(STEPS), "--save", save]
-        if ranks > 1:
-            command = memopt_run.MPIRUN + ["-np", str(ranks)] + command
-        stdout = subprocess.run(command, check=True, capture_output=True,
-                                text=True, env=memopt_run.MPI_ENV).stdout
-        runs[name] = (memopt_run.losses(stdout), open(save, "rb").read())
-    print("ZeRO-2 x 2 ranks vs K=2: %d losses %s, state %s" % (
-        len(runs["zero2"][0]),
-        "bit-identical" if runs["zero2"][0] == runs["k2"][0] else
-        "MISMATCH %s %s" % (runs["zero2"][0], runs["k2"][0]),
-        "byte-identical" if runs["zero2"][1] == runs["k2"][1]
-        else "MISMATCH"))
+    print(memopt_run.zero2_vs_k2(mlir, workdir, STEPS))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import numpy as np
 
 __all__ = ["compile_model", "train", "losses", "ADAMW", "ADAMW_FLAGS",
            "adamw", "first_step_gradients", "sgd_step_gradients", "check_parity", "MPIRUN",
-           "MPI_ENV"]
+           "MPI_ENV", "zero2_vs_k2"]
 
 LOSS = re.compile(r"^step \d+ loss (\S+)", re.M)
 
@@ -142,3 +142,32 @@ def export_and_check(label, model, batch, workdir, steps, *flags):
     memopt.export(model, tuple(batch.values()), mlir)
     memopt.safetensors.save(batch, os.path.join(workdir, "batch.safetensors"))
     return check_parity(label, oracle, mlir, workdir, steps, *flags)
+
+
+def zero2_vs_k2(mlir, workdir, steps, *flags):
+    """Trains MLIR compiled with FLAGS for STEPS AdamW steps twice: with 2
+    micro-batches in one process, and under ZeRO-2 over 2 MPI ranks (one
+    BLAS thread each); returns the line that says whether the losses are
+    bit-identical and the saved states byte-identical."""
+    runs = {}
+    for name, ranks, extra in (
+            ("k2", 1, ["--micro-batches=2"]),
+            ("zero2", 2, ["--data-parallel=2", "--zero-stage=2"])):
+        out = os.path.join(workdir, "out-" + name)
+        compile_model(mlir, out, *ADAMW_FLAGS, *flags, *extra)
+        save = os.path.join(workdir, name + ".safetensors")
+        command = [os.path.join(out, "train"),
+                   "--params", os.path.join(workdir, "model.safetensors"),
+                   "--batch", os.path.join(workdir, "batch.safetensors"),
+                   "--steps", str(steps), "--save", save]
+        if ranks > 1:
+            command = MPIRUN + ["-np", str(ranks)] + command
+        stdout = subprocess.run(command, check=True, capture_output=True,
+                                text=True, env=MPI_ENV).stdout
+        runs[name] = (losses(stdout), open(save, "rb").read())
+    return "ZeRO-2 x 2 ranks vs K=2: %d losses %s, state %s" % (
+        len(runs["zero2"][0]),
+        "bit-identical" if runs["zero2"][0] == runs["k2"][0] else
+        "MISMATCH %s %s" % (runs["zero2"][0], runs["k2"][0]),
+        "byte-identical" if runs["zero2"][1] == runs["k2"][1]
+        else "MISMATCH")
