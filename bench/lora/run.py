@@ -94,6 +94,7 @@ def main():
     parser.add_argument("--work", default=None)
     args = parser.parse_args()
     work = args.work or tempfile.mkdtemp(prefix="memopt-lora-")
+    os.makedirs(work, exist_ok=True)
     print("| model | fine-tuning | trained parameters | planned peak | "
           "with --remat=sqrt | with --remat=revolve |")
     print("|---|---|---:|---:|---:|---:|")

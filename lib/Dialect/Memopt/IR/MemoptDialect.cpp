@@ -60,6 +60,20 @@ FailureOr<FunctionOpInterface> memopt::findTrainStep(ModuleOp module,
   return found;
 }
 
+FailureOr<FunctionOpInterface> memopt::findLossFunction(ModuleOp module,
+                                                       StringRef pass) {
+  SmallVector<FunctionOpInterface> losses;
+  module.walk([&](FunctionOpInterface func) {
+    if (func->hasAttr(MemoptDialect::kLossAttrName))
+      losses.push_back(func);
+  });
+  if (losses.size() != 1)
+    return emitError(module.getLoc())
+           << pass << " expects exactly one function marked memopt.loss, found "
+           << losses.size();
+  return losses.front();
+}
+
 void MemoptDialect::registerAttributes() {
   addAttributes<
 #define GET_ATTRDEF_LIST

@@ -232,17 +232,13 @@ static StepSignature buildSignature(func::FuncOp loss, OptimizerKind kind,
 /// The one function marked `memopt.loss` of `module`: one block of memopt
 /// ops. Reports why not otherwise.
 static FailureOr<func::FuncOp> findLossFunction(ModuleOp module) {
-  SmallVector<func::FuncOp> losses;
-  module.walk([&](func::FuncOp func) {
-    if (func->hasAttr(MemoptDialect::kLossAttrName))
-      losses.push_back(func);
-  });
-  if (losses.size() != 1)
-    return emitError(module.getLoc())
-           << "--memopt-autodiff expects exactly one function marked "
-              "memopt.loss, found "
-           << losses.size();
-  func::FuncOp loss = losses.front();
+  FailureOr<FunctionOpInterface> found =
+      memopt::findLossFunction(module, "--memopt-autodiff");
+  if (failed(found))
+    return failure();
+  auto loss = dyn_cast<func::FuncOp>(found->getOperation());
+  if (!loss)
+    return found->emitError() << "is not a func.func";
   if (!llvm::hasSingleElement(loss.getBody()))
     return loss.emitError() << "cannot differentiate a loss function with "
                                "control flow (more than one block)";

@@ -460,19 +460,12 @@ void MixedPrecisionPass::runOnOperation() {
   if (failed(parseOptions(module.getLoc(), lowType, scaling)))
     return signalPassFailure();
 
-  SmallVector<func::FuncOp> losses;
-  module.walk([&](func::FuncOp func) {
-    if (func->hasAttr(MemoptDialect::kLossAttrName))
-      losses.push_back(func);
-  });
-  if (losses.size() != 1) {
-    emitError(module.getLoc())
-        << "--memopt-mixed-precision expects exactly one function marked "
-           "memopt.loss, found "
-        << losses.size();
+  FailureOr<FunctionOpInterface> found =
+      findLossFunction(module, "--memopt-mixed-precision");
+  auto loss = succeeded(found) ? dyn_cast<func::FuncOp>(found->getOperation())
+                               : func::FuncOp();
+  if (!loss)
     return signalPassFailure();
-  }
-  func::FuncOp loss = losses.front();
   if (!llvm::hasSingleElement(loss.getBody())) {
     loss.emitError() << "cannot assign dtypes in a loss function with control "
                         "flow (more than one block)";

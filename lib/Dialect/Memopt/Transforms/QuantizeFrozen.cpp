@@ -62,19 +62,12 @@ static bool isQuantizable(func::FuncOp loss, unsigned index) {
 
 void QuantizeFrozenPass::runOnOperation() {
   ModuleOp module = getOperation();
-  SmallVector<func::FuncOp> losses;
-  module.walk([&](func::FuncOp func) {
-    if (func->hasAttr(MemoptDialect::kLossAttrName))
-      losses.push_back(func);
-  });
-  if (losses.size() != 1) {
-    emitError(module.getLoc())
-        << "--memopt-quantize-frozen expects exactly one function marked "
-           "memopt.loss, found "
-        << losses.size();
+  FailureOr<FunctionOpInterface> found =
+      findLossFunction(module, "--memopt-quantize-frozen");
+  auto loss = succeeded(found) ? dyn_cast<func::FuncOp>(found->getOperation())
+                               : func::FuncOp();
+  if (!loss)
     return signalPassFailure();
-  }
-  func::FuncOp loss = losses.front();
   SmallVector<Type> argTypes(loss.getArgumentTypes());
   unsigned quantized = 0;
   for (unsigned i = 0; i < loss.getNumArguments(); ++i) {

@@ -80,6 +80,12 @@ bool isStepFunction(mlir::Operation *op);
 llvm::FailureOr<mlir::FunctionOpInterface>
 findTrainStep(mlir::ModuleOp module, llvm::StringRef purpose);
 
+/// Returns the one function of `module` marked `memopt.loss`. Otherwise
+/// reports "<pass> expects exactly one function marked memopt.loss, found
+/// N" on the module and fails.
+llvm::FailureOr<mlir::FunctionOpInterface>
+findLossFunction(mlir::ModuleOp module, llvm::StringRef pass);
+
 /// The loss scaling recorded by `memopt.loss_scale` on a `memopt.loss`
 /// function (docs/MixedPrecision.md), with GradScaler's parameters. Its
 /// defaults are the only copy of GradScaler's: --memopt-mixed-precision's
