@@ -10,7 +10,6 @@
 #
 # CHECK: python: 5 losses bit-identical to OUT/train's, state_dict holds 12 of 19 frozen weights (no NF4 bytes)
 
-import importlib.util
 import os
 import sys
 
@@ -20,10 +19,7 @@ HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "Inputs"))
 import memopt_run  # noqa: E402
 
-spec = importlib.util.spec_from_file_location(
-    "frozen_lora", os.path.join(HERE, "frozen-lora.py"))
-frozen_lora = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(frozen_lora)
+frozen_lora = memopt_run.load_test("frozen-lora.py")
 
 STEPS = 5
 

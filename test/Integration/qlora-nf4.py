@@ -30,7 +30,6 @@
 # CHECK: ZeRO-2 x 2 ranks vs K=2: 5 losses bit-identical, state byte-identical
 
 import copy
-import importlib.util
 import os
 import subprocess
 import sys
@@ -42,10 +41,7 @@ sys.path.insert(0, os.path.join(HERE, "Inputs"))
 import memopt_run  # noqa: E402
 import nf4_reference  # noqa: E402
 
-spec = importlib.util.spec_from_file_location(
-    "frozen_lora", os.path.join(HERE, "frozen-lora.py"))
-frozen_lora = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(frozen_lora)
+frozen_lora = memopt_run.load_test("frozen-lora.py")
 
 STEPS = 5
 NF4 = ("--frozen-weights=nf4",)

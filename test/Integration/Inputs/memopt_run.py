@@ -11,7 +11,7 @@ import numpy as np
 
 __all__ = ["compile_model", "train", "losses", "ADAMW", "ADAMW_FLAGS",
            "adamw", "first_step_gradients", "sgd_step_gradients", "check_parity", "MPIRUN",
-           "MPI_ENV", "zero2_vs_k2"]
+           "MPI_ENV", "zero2_vs_k2", "load_test"]
 
 LOSS = re.compile(r"^step \d+ loss (\S+)", re.M)
 
@@ -171,3 +171,16 @@ def zero2_vs_k2(mlir, workdir, steps, *flags):
         "MISMATCH %s %s" % (runs["zero2"][0], runs["k2"][0]),
         "byte-identical" if runs["zero2"][1] == runs["k2"][1]
         else "MISMATCH")
+
+
+def load_test(filename):
+    """The integration test FILENAME (beside Inputs/, e.g. "frozen-lora.py")
+    as a module, so that another test can train the models it builds."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                        filename)
+    spec = importlib.util.spec_from_file_location(
+        os.path.splitext(filename)[0].replace("-", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
