@@ -207,19 +207,22 @@ static OpCost getAttentionCost(OpCost cost, llvm::StringRef name, TypeRange ins,
 
 /// The fused LM-head loss: rows x classes logits of width D, one product
 /// in the forward; in the backward the logits again, then grad_x and
-/// grad_w.
+/// grad_w (none for an NF4 weight, whose shape is the `w_shape` attribute).
 static OpCost getLinearLossCost(OpCost cost, llvm::StringRef name,
-                                TypeRange ins) {
+                                TypeRange ins, DictionaryAttr attrs) {
   auto x = dyn_cast<ShapedType>(ins[0]);
   auto w = dyn_cast<ShapedType>(ins[1]);
-  if (!x || !w || !x.hasStaticShape() || !w.hasStaticShape() ||
-      w.getRank() != 2)
+  auto nf4Shape =
+      attrs ? attrs.getAs<DenseI64ArrayAttr>("w_shape") : DenseI64ArrayAttr();
+  if (!x || !x.hasStaticShape() ||
+      !(nf4Shape ? nf4Shape.size() == 2
+                 : w && w.hasStaticShape() && w.getRank() == 2))
     return cost;
   int64_t products = saturatingMul(2, getNumElements(x)); // 2 rows D
-  int64_t classes = w.getDimSize(0);
+  int64_t classes = nf4Shape ? nf4Shape[0] : w.getDimSize(0);
   int64_t logits = saturatingMul(products, classes);
-  bool forward = name == "memopt.linear_cross_entropy";
-  cost.flops = saturatingMul(forward ? 1 : 3, logits);
+  bool forward = !name.ends_with("_grad");
+  cost.flops = saturatingMul(forward ? 1 : nf4Shape ? 2 : 3, logits);
   if (!forward)
     cost.recomputeFlops = logits;
   cost.isGemm = true;
@@ -273,9 +276,11 @@ static OpCost computeCost(llvm::StringRef name, TypeRange ins, TypeRange outs,
       ins.size() >= 3)
     return getAttentionCost(cost, name, ins, attrs);
   if ((name == "memopt.linear_cross_entropy" ||
-       name == "memopt.linear_cross_entropy_grad") &&
+       name == "memopt.linear_cross_entropy_grad" ||
+       name == "memopt.nf4_linear_cross_entropy" ||
+       name == "memopt.nf4_linear_cross_entropy_grad") &&
       ins.size() >= 2)
-    return getLinearLossCost(cost, name, ins);
+    return getLinearLossCost(cost, name, ins, attrs);
 
   bool movesData =
       llvm::StringSwitch<bool>(name)

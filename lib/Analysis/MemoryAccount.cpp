@@ -492,7 +492,8 @@ void MemoryAccount::countFlops(Walk &walk) {
     if (!kernel->hasAttr(MemoptDialect::kRecomputeAttrName)) {
       fused.attention += kernel.getKernel() == "memopt.attention";
       fused.linearCrossEntropy +=
-          kernel.getKernel() == "memopt.linear_cross_entropy";
+          kernel.getKernel() == "memopt.linear_cross_entropy" ||
+          kernel.getKernel() == "memopt.nf4_linear_cross_entropy";
     }
     if (kernel->hasAttr(MemoptDialect::kRecomputeAttrName))
       recomputeFlops = saturatingAdd(recomputeFlops, flops);

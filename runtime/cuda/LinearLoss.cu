@@ -21,6 +21,10 @@
 //    grad_x += dlogits w_c (a beta = 1 GEMM into grad_x itself for f32, into
 //    the scratch's f32 accumulator otherwise, rounded once at the end).
 //
+// memopt_nf4_linear_cross_entropy and its gradient read an NF4-packed w (a
+// frozen LM head): each chunk's rows are dequantized into the scratch's
+// weight chunk in dtype (Nf4.cuh), and w has no gradient.
+//
 // Per-row state that must survive the GEMMs (the label logits of the
 // forward, the label count of the gradient) lives in the workspace's scratch
 // slice; the GEMMs use its library slice (WorkspaceLayout.h).
@@ -30,7 +34,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Device.cuh"
+#include "Nf4.cuh"
 
 #include <cmath>
 
@@ -191,7 +195,8 @@ __global__ void roundKernel(const float *in, T *out, int64_t n) {
 /// The scratch's parts (runtime.h's memopt_linear_cross_entropy_scratch_bytes):
 /// the f32 chunk; for the 16-bit gradient the 16-bit chunk and the f32
 /// grad_x accumulator; for an f32 w under a 16-bit dtype, one chunk of w
-/// rounded to dtype.
+/// rounded to dtype; for an NF4 w, one chunk of w dequantized to dtype in
+/// the f32-sized part memopt_nf4_linear_cross_entropy_scratch_bytes adds.
 struct Scratch {
   float *logits;
   void *rounded;
@@ -199,15 +204,24 @@ struct Scratch {
   void *weightChunk;
 };
 
-Scratch scratchParts(memopt_dtype dtype, void *scratch, int64_t rows,
-                     int64_t dim, int64_t chunk, int grad) {
+/// The weight [classes, dim]: stored in `dtype` (a float dtype), or NF4
+/// packed (`nf4`).
+struct Weight {
+  const void *data;
+  memopt_dtype dtype;
+  bool nf4;
+  int64_t classes;
+};
+
+Scratch scratchParts(memopt_dtype dtype, const Weight &w, void *scratch,
+                     int64_t rows, int64_t dim, int64_t chunk, int grad) {
   uint64_t r = static_cast<uint64_t>(rows), c = static_cast<uint64_t>(chunk);
   char *base = static_cast<char *>(scratch);
   Scratch s{static_cast<float *>(scratch), nullptr, nullptr, nullptr};
-  if (dtype == MEMOPT_F32 || !base)
+  if ((dtype == MEMOPT_F32 && !w.nf4) || !base)
     return s;
   uint64_t offset = round256(r * c * 4);
-  if (grad) {
+  if (grad && dtype != MEMOPT_F32) {
     s.rounded = base + offset;
     s.gradX = reinterpret_cast<float *>(base + offset + round256(r * c * 2));
     offset += round256(r * c * 2) + round256(r * static_cast<uint64_t>(dim) * 4);
@@ -217,16 +231,27 @@ Scratch scratchParts(memopt_dtype dtype, void *scratch, int64_t rows,
 }
 
 /// Rows [first, first + count) of w as dtype holds them: a view of w, or,
-/// for an f32 w under a 16-bit dtype, the rows rounded into the scratch.
+/// for an f32 w under a 16-bit dtype or an NF4 w, the rows rounded or
+/// dequantized into the scratch.
 const void *weightRows(memopt_context *ctx, const char *entry,
-                       memopt_dtype dtype, memopt_dtype wDtype, const void *w,
+                       memopt_dtype dtype, const Weight &w,
                        const Scratch &parts, int64_t first, int64_t count,
                        int64_t dim) {
-  const char *rows = static_cast<const char *>(w) +
-                     first * dim * memopt_dtype_size(wDtype);
-  if (wDtype == dtype)
-    return rows;
   int64_t n = count * dim;
+  if (w.nf4) {
+    dispatchFloat(dtype, [&](auto tag) {
+      using T = MEMOPT_STORAGE(tag);
+      nf4DequantizeKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+          static_cast<const uint8_t *>(w.data), w.classes * dim, count, dim,
+          dim, first * dim, static_cast<T *>(parts.weightChunk));
+    });
+    checkLaunch(ctx, entry, "nf4DequantizeKernel");
+    return parts.weightChunk;
+  }
+  const char *rows = static_cast<const char *>(w.data) +
+                     first * dim * memopt_dtype_size(w.dtype);
+  if (w.dtype == dtype)
+    return rows;
   dispatchFloat(dtype, [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);
     roundKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
@@ -237,23 +262,13 @@ const void *weightRows(memopt_context *ctx, const char *entry,
   return parts.weightChunk;
 }
 
-} // namespace
-
-void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
-                                 const void *x, const void *w,
-                                 memopt_dtype w_dtype, const void *bias,
-                                 memopt_dtype label_dtype, const void *labels,
-                                 float *loss, float *lse, void *scratch,
-                                 uint64_t scratch_bytes, int64_t rows,
-                                 int64_t dim, int64_t classes, int64_t chunk,
-                                 int64_t ignore_index,
-                                 memopt_loss_reduction reduction) {
-  const char *entry = "memopt_linear_cross_entropy";
-  if (!checkLinearCrossEntropy(ctx, entry, dtype, w_dtype, label_dtype,
-                               reduction, rows, dim, classes, chunk, scratch,
-                               scratch_bytes, /*grad=*/0, loss,
-                               {x, w, labels, lse}))
-    return;
+/// The forward of both entries, their arguments checked.
+void linearLoss(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+                const void *x, const Weight &w, const void *bias,
+                memopt_dtype label_dtype, const void *labels, float *loss,
+                float *lse, void *scratch, int64_t rows, int64_t dim,
+                int64_t chunk, int64_t ignore_index,
+                memopt_loss_reduction reduction) {
   // Scratch: the rows' label logits (then losses), then the total's
   // partials.
   float *labelLogit = scratchFloats(
@@ -261,7 +276,8 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
   if (!labelLogit)
     return;
   bool is64 = label_dtype == MEMOPT_I64;
-  Scratch parts = scratchParts(dtype, scratch, rows, dim, chunk, /*grad=*/0);
+  int64_t classes = w.classes;
+  Scratch parts = scratchParts(dtype, w, scratch, rows, dim, chunk, /*grad=*/0);
   float *logits = parts.logits;
   if (rows > 0 && classes == 0) {
     fillFloatsKernel<<<gridFor(rows), kBlock, 0, ctx->stream>>>(lse, rows,
@@ -271,8 +287,7 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
   }
   for (int64_t c0 = 0; rows > 0 && c0 < classes && isLive(ctx); c0 += chunk) {
     int64_t width = classes - c0 < chunk ? classes - c0 : chunk;
-    const void *wc =
-        weightRows(ctx, entry, dtype, w_dtype, w, parts, c0, width, dim);
+    const void *wc = weightRows(ctx, entry, dtype, w, parts, c0, width, dim);
     if (!isLive(ctx))
       return;
     product(ctx, entry, dtype, MEMOPT_F32, x, wc, logits, rows, width, dim,
@@ -299,19 +314,17 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
                   reduction == MEMOPT_REDUCTION_MEAN, labelLogit + rows, loss);
 }
 
-void memopt_linear_cross_entropy_grad(
-    memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
-    memopt_dtype w_dtype, const void *bias, memopt_dtype label_dtype,
-    const void *labels, const float *lse, const float *grad_loss, void *grad_x,
-    void *grad_w, void *grad_bias, void *scratch, uint64_t scratch_bytes, int64_t rows,
-    int64_t dim, int64_t classes, int64_t chunk, int64_t ignore_index,
-    memopt_loss_reduction reduction) {
-  const char *entry = "memopt_linear_cross_entropy_grad";
-  if (!checkLinearCrossEntropy(ctx, entry, dtype, w_dtype, label_dtype,
-                               reduction, rows, dim, classes, chunk, scratch,
-                               scratch_bytes, /*grad=*/1, grad_loss,
-                               {x, w, labels, lse, grad_x}))
-    return;
+
+/// The gradient of both entries, their arguments checked; grad_w is NULL
+/// for an NF4 w.
+void linearLossGrad(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+                    const void *x, const Weight &w, const void *bias,
+                    memopt_dtype label_dtype, const void *labels,
+                    const float *lse, const float *grad_loss, void *grad_x,
+                    void *grad_w, void *grad_bias, void *scratch, int64_t rows,
+                    int64_t dim, int64_t chunk, int64_t ignore_index,
+                    memopt_loss_reduction reduction) {
+  int64_t classes = w.classes;
   // Scratch: the label count, then its partials.
   float *count = scratchFloats(ctx, entry, 1 + partialBlocks(rows, kRowBlock));
   if (!count)
@@ -333,14 +346,13 @@ void memopt_linear_cross_entropy_grad(
           cudaMemsetAsync(grad_x, 0, rows * dim * size, ctx->stream));
     return;
   }
-  Scratch parts = scratchParts(dtype, scratch, rows, dim, chunk, /*grad=*/1);
+  Scratch parts = scratchParts(dtype, w, scratch, rows, dim, chunk, /*grad=*/1);
   // The GEMMs' dlogits operand: the f32 chunk itself, or its 16-bit copy.
   const void *dlogits = dtype == MEMOPT_F32 ? parts.logits : parts.rounded;
   void *gradXAcc = dtype == MEMOPT_F32 ? grad_x : parts.gradX;
   for (int64_t c0 = 0; c0 < classes && isLive(ctx); c0 += chunk) {
     int64_t width = classes - c0 < chunk ? classes - c0 : chunk;
-    const void *wc =
-        weightRows(ctx, entry, dtype, w_dtype, w, parts, c0, width, dim);
+    const void *wc = weightRows(ctx, entry, dtype, w, parts, c0, width, dim);
     if (!isLive(ctx))
       return;
     product(ctx, entry, dtype, MEMOPT_F32, x, wc, parts.logits, rows, width,
@@ -370,9 +382,9 @@ void memopt_linear_cross_entropy_grad(
       return;
     // grad_w's rows of the chunk: [width, rows] x [rows, dim].
     if (grad_w)
-      product(ctx, entry, dtype, w_dtype, dlogits, x,
+      product(ctx, entry, dtype, w.dtype, dlogits, x,
               static_cast<char *>(grad_w) +
-                  c0 * dim * memopt_dtype_size(w_dtype),
+                  c0 * dim * memopt_dtype_size(w.dtype),
               width, dim, rows,
               /*transA=*/true, /*transB=*/false, /*accumulate=*/false);
     // grad_x (+)= [rows, width] x [width, dim], in f32.
@@ -388,4 +400,77 @@ void memopt_linear_cross_entropy_grad(
         parts.gradX, static_cast<T *>(grad_x), rows * dim);
   });
   checkLaunch(ctx, entry, "roundKernel");
+}
+
+} // namespace
+
+void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
+                                 const void *x, const void *w,
+                                 memopt_dtype w_dtype, const void *bias,
+                                 memopt_dtype label_dtype, const void *labels,
+                                 float *loss, float *lse, void *scratch,
+                                 uint64_t scratch_bytes, int64_t rows,
+                                 int64_t dim, int64_t classes, int64_t chunk,
+                                 int64_t ignore_index,
+                                 memopt_loss_reduction reduction) {
+  const char *entry = "memopt_linear_cross_entropy";
+  if (checkLinearCrossEntropy(ctx, entry, dtype, w_dtype, label_dtype,
+                              reduction, rows, dim, classes, chunk, scratch,
+                              scratch_bytes, /*grad=*/0, loss,
+                              {x, w, labels, lse}))
+    linearLoss(ctx, entry, dtype, x, Weight{w, w_dtype, false, classes}, bias,
+               label_dtype, labels, loss, lse, scratch, rows, dim, chunk,
+               ignore_index, reduction);
+}
+
+void memopt_linear_cross_entropy_grad(
+    memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
+    memopt_dtype w_dtype, const void *bias, memopt_dtype label_dtype,
+    const void *labels, const float *lse, const float *grad_loss, void *grad_x,
+    void *grad_w, void *grad_bias, void *scratch, uint64_t scratch_bytes,
+    int64_t rows, int64_t dim, int64_t classes, int64_t chunk,
+    int64_t ignore_index, memopt_loss_reduction reduction) {
+  const char *entry = "memopt_linear_cross_entropy_grad";
+  if (checkLinearCrossEntropy(ctx, entry, dtype, w_dtype, label_dtype,
+                              reduction, rows, dim, classes, chunk, scratch,
+                              scratch_bytes, /*grad=*/1, grad_loss,
+                              {x, w, labels, lse, grad_x}))
+    linearLossGrad(ctx, entry, dtype, x, Weight{w, w_dtype, false, classes},
+                   bias, label_dtype, labels, lse, grad_loss, grad_x, grad_w,
+                   grad_bias, scratch, rows, dim, chunk, ignore_index,
+                   reduction);
+}
+
+void memopt_nf4_linear_cross_entropy(
+    memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
+    const void *bias, memopt_dtype label_dtype, const void *labels,
+    float *loss, float *lse, void *scratch, uint64_t scratch_bytes,
+    int64_t rows, int64_t dim, int64_t classes, int64_t chunk,
+    int64_t ignore_index, memopt_loss_reduction reduction) {
+  const char *entry = "memopt_nf4_linear_cross_entropy";
+  if (checkNf4LinearCrossEntropy(ctx, entry, dtype, label_dtype, reduction,
+                                 rows, dim, classes, chunk, scratch,
+                                 scratch_bytes, /*grad=*/0, loss,
+                                 {x, w, labels, lse}))
+    linearLoss(ctx, entry, dtype, x, Weight{w, dtype, true, classes}, bias,
+               label_dtype, labels, loss, lse, scratch, rows, dim, chunk,
+               ignore_index, reduction);
+}
+
+void memopt_nf4_linear_cross_entropy_grad(
+    memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
+    const void *bias, memopt_dtype label_dtype, const void *labels,
+    const float *lse, const float *grad_loss, void *grad_x, void *grad_bias,
+    void *scratch, uint64_t scratch_bytes, int64_t rows, int64_t dim,
+    int64_t classes, int64_t chunk, int64_t ignore_index,
+    memopt_loss_reduction reduction) {
+  const char *entry = "memopt_nf4_linear_cross_entropy_grad";
+  if (checkNf4LinearCrossEntropy(ctx, entry, dtype, label_dtype, reduction,
+                                 rows, dim, classes, chunk, scratch,
+                                 scratch_bytes, /*grad=*/1, grad_loss,
+                                 {x, w, labels, lse, grad_x}))
+    linearLossGrad(ctx, entry, dtype, x, Weight{w, dtype, true, classes},
+                   bias, label_dtype, labels, lse, grad_loss, grad_x,
+                   /*grad_w=*/nullptr, grad_bias, scratch, rows, dim, chunk,
+                   ignore_index, reduction);
 }

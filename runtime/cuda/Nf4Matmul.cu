@@ -13,28 +13,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Device.cuh"
-
-#include "memopt/runtime/Nf4Math.h"
+#include "Nf4.cuh"
 
 using namespace memopt::cuda;
-
-namespace {
-
-/// Element (r, j) of a [rows, length] chunk is w's flat element first +
-/// r * rowStride + j, dequantized and rounded to T.
-template <typename T>
-__global__ void dequantizeChunkKernel(const uint8_t *w, int64_t numel,
-                                      int64_t rows, int64_t length,
-                                      int64_t rowStride, int64_t first,
-                                      T *out) {
-  GRID_STRIDE(e, rows * length) {
-    int64_t r = e / length, j = e - r * length;
-    out[e] = fromF32<T>(nf4Dequantize(w, numel, first + r * rowStride + j));
-  }
-}
-
-} // namespace
 
 void memopt_nf4_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
                        const void *packed, void *c, void *scratch,
@@ -62,11 +43,11 @@ void memopt_nf4_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
     ctx->currentEntry = entry;
     dispatchFloat(dtype, [&](auto tag) {
       using T = MEMOPT_STORAGE(tag);
-      dequantizeChunkKernel<T>
+      nf4DequantizeKernel<T>
           <<<gridFor(rows * length), kBlock, 0, ctx->stream>>>(
               w, n * k, rows, length, rowStride, at, static_cast<T *>(scratch));
     });
-    if (!checkLaunch(ctx, entry, "dequantizeChunkKernel"))
+    if (!checkLaunch(ctx, entry, "nf4DequantizeKernel"))
       return;
     gemm(ctx, entry, dtype, dtype, a, scratch,
          static_cast<char *>(c) + first * size, m, cols, k, false, transB, 0.0f,

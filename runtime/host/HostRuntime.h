@@ -187,6 +187,14 @@ int64_t countLabels(memopt_context *ctx, const char *entry,
                     memopt_dtype labelDtype, const void *labels, int64_t rows,
                     int64_t classes, int64_t ignoreIndex);
 
+/// Dequantizes columns [first, first + cols) of op(w), w the NF4-packed
+/// [n, k] (transB) or [k, n] weight, into `out` in w's layout ([cols, k]
+/// under transB, else [k, cols]), each value rounded to `dtype` and widened
+/// back (Nf4Matmul.cpp).
+void nf4DequantizeColumns(memopt_dtype dtype, const uint8_t *w, int64_t n,
+                          int64_t k, bool transB, int64_t first, int64_t cols,
+                          float *out);
+
 } // namespace host
 } // namespace memopt
 

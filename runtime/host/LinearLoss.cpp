@@ -25,6 +25,10 @@
 // the products read what a 16-bit copy of w would hold; grad_w is then f32,
 // the GEMM's result unrounded.
 //
+// memopt_nf4_linear_cross_entropy and its gradient read an NF4-packed w
+// (a frozen LM head): each chunk's rows are dequantized, rounded to dtype,
+// into the scratch's f32 weight chunk, and w has no gradient.
+//
 // Work: the GEMMs of the unfused op (two forward, three backward, the
 // logits recomputed); memory: [rows, chunk] of logits instead of [rows,
 // classes], plus the f32 staging of 16-bit x and of one chunk of w.
@@ -58,7 +62,8 @@ bool checkBlasRange(memopt_context *ctx, const char *entry, int64_t rows,
 /// memopt_linear_cross_entropy_scratch_bytes), each at a multiple of 256
 /// bytes: the f32 logits of a chunk; for the 16-bit gradient the chunk in
 /// `dtype` and the f32 accumulator of grad_x; for an f32 w under a 16-bit
-/// dtype, one chunk of w rounded to dtype.
+/// dtype, one chunk of w rounded to dtype; for an NF4 w, one chunk of w
+/// dequantized in f32 (memopt_nf4_linear_cross_entropy_scratch_bytes).
 class Scratch {
 public:
   Scratch(void *scratch, memopt_dtype dtype, int64_t rows, int64_t dim,
@@ -72,7 +77,7 @@ public:
     return reinterpret_cast<float *>(base + roundUp(rows * chunk * 4) +
                                      roundUp(rows * chunk * 2));
   }
-  void *weightChunk16() const {
+  void *weightChunk() const {
     uint64_t offset = roundUp(rows * chunk * 4);
     if (gradParts)
       offset += roundUp(rows * chunk * 2) + roundUp(rows * dim * 4);
@@ -88,26 +93,43 @@ private:
   bool gradParts;
 };
 
+/// The weight [classes, dim]: stored in `dtype` (a float dtype), or NF4
+/// packed (`nf4`).
+struct Weight {
+  const void *data;
+  memopt_dtype dtype;
+  bool nf4;
+  int64_t classes;
+};
+
 /// The inputs of both entries in f32: x whole, w and bias a chunk at a time
 /// (views of the tensors when they are f32 and so is dtype).
 class LinearInputs {
 public:
   LinearInputs(memopt_context *ctx, memopt_dtype dtype, const void *x,
-               const void *w, memopt_dtype wDtype, const void *bias,
-               const Scratch &scratch, int64_t rows, int64_t dim,
-               int64_t chunk)
-      : dtype(dtype), wDtype(wDtype), w(w), bias(bias),
-        rounded(scratch.weightChunk16()), rows(rows), dim(dim),
+               const Weight &weight, const void *bias, const Scratch &scratch,
+               int64_t rows, int64_t dim, int64_t chunk)
+      : dtype(dtype), weight(weight), w(weight.data), bias(bias),
+        rounded(scratch.weightChunk()), rows(rows), dim(dim),
         x(ctx, dtype, x, rows * dim),
-        stage(ctx, dtype == MEMOPT_F32 ? 0 : chunk * dim),
+        stage(ctx, dtype == MEMOPT_F32 || weight.nf4 ? 0 : chunk * dim),
         biasStage(ctx, bias ? chunk : 0) {}
 
   /// x [rows, dim].
   const float *rowsF32() const { return x.get(); }
 
   /// Rows [first, first + count) of w as dtype holds them; for a 16-bit
-  /// dtype they live in the staging buffer.
+  /// dtype they live in the staging buffer, dequantized NF4 rows in the
+  /// scratch's weight chunk.
   const float *weightChunk(int64_t first, int64_t count) {
+    if (weight.nf4) {
+      auto *rows = static_cast<float *>(rounded);
+      nf4DequantizeColumns(dtype, static_cast<const uint8_t *>(w),
+                           weight.classes, dim, /*transB=*/true, first, count,
+                           rows);
+      return rows;
+    }
+    memopt_dtype wDtype = weight.dtype;
     if (dtype == MEMOPT_F32)
       return static_cast<const float *>(w) + first * dim;
     const char *source =
@@ -140,7 +162,8 @@ public:
   }
 
 private:
-  memopt_dtype dtype, wDtype;
+  memopt_dtype dtype;
+  Weight weight;
   const void *w, *bias;
   void *rounded;
   int64_t rows, dim;
@@ -184,30 +207,22 @@ void storeColumnSums(memopt_dtype dtype, const float *dlogits, int64_t rows,
            static_cast<char *>(gradBias) + first * dtypeSize(dtype), count);
 }
 
-} // namespace
-
-void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
-                                 const void *x, const void *w,
-                                 memopt_dtype w_dtype, const void *bias,
-                                 memopt_dtype label_dtype, const void *labels,
-                                 float *loss, float *lse, void *scratch,
-                                 uint64_t scratch_bytes, int64_t rows,
-                                 int64_t dim, int64_t classes, int64_t chunk,
-                                 int64_t ignore_index,
-                                 memopt_loss_reduction reduction) {
-  const char *entry = "memopt_linear_cross_entropy";
-  if (!checkLinearCrossEntropy(ctx, entry, dtype, w_dtype, label_dtype,
-                               reduction, rows, dim, classes, chunk, scratch,
-                               scratch_bytes, 0,
-                               loss, {x, w, labels, lse}) ||
-      !checkBlasRange(ctx, entry, rows, dim, chunk))
+/// The forward of both entries, their arguments checked.
+void linearLoss(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+                const void *x, const Weight &w, const void *bias,
+                memopt_dtype label_dtype, const void *labels, float *loss,
+                float *lse, void *scratch, int64_t rows, int64_t dim,
+                int64_t chunk, int64_t ignore_index,
+                memopt_loss_reduction reduction) {
+  int64_t classes = w.classes;
+  if (!checkBlasRange(ctx, entry, rows, dim, chunk))
     return;
   int64_t count =
       countLabels(ctx, entry, label_dtype, labels, rows, classes, ignore_index);
   if (count < 0)
     return;
   Scratch parts(scratch, dtype, rows, dim, chunk, 0);
-  LinearInputs in(ctx, dtype, x, w, w_dtype, bias, parts, rows, dim, chunk);
+  LinearInputs in(ctx, dtype, x, w, bias, parts, rows, dim, chunk);
   std::vector<float> rowMax(static_cast<size_t>(rows), -INFINITY);
   std::vector<double> rowSum(static_cast<size_t>(rows), 0.0);
   std::vector<float> picked(static_cast<size_t>(rows), 0.0f);
@@ -247,20 +262,18 @@ void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
   *loss = static_cast<float>(total);
 }
 
-void memopt_linear_cross_entropy_grad(
-    memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
-    memopt_dtype w_dtype, const void *bias, memopt_dtype label_dtype,
-    const void *labels, const float *lse, const float *grad_loss, void *grad_x,
-    void *grad_w, void *grad_bias, void *scratch, uint64_t scratch_bytes, int64_t rows,
-    int64_t dim, int64_t classes, int64_t chunk, int64_t ignore_index,
-    memopt_loss_reduction reduction) {
-  const char *entry = "memopt_linear_cross_entropy_grad";
-  if (!checkLinearCrossEntropy(ctx, entry, dtype, w_dtype, label_dtype,
-                               reduction, rows, dim, classes, chunk, scratch,
-                               scratch_bytes, 1,
-                               grad_loss,
-                               {x, w, labels, lse, grad_x, grad_w}) ||
-      !checkBlasRange(ctx, entry, rows, dim, chunk))
+/// The gradient of both entries, their arguments checked; grad_w is NULL
+/// for an NF4 w.
+void linearLossGrad(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+                    const void *x, const Weight &w, const void *bias,
+                    memopt_dtype label_dtype, const void *labels,
+                    const float *lse, const float *grad_loss, void *grad_x,
+                    void *grad_w, void *grad_bias, void *scratch, int64_t rows,
+                    int64_t dim, int64_t chunk, int64_t ignore_index,
+                    memopt_loss_reduction reduction) {
+  int64_t classes = w.classes;
+  memopt_dtype w_dtype = w.dtype;
+  if (!checkBlasRange(ctx, entry, rows, dim, chunk))
     return;
   int64_t count =
       countLabels(ctx, entry, label_dtype, labels, rows, classes, ignore_index);
@@ -282,7 +295,7 @@ void memopt_linear_cross_entropy_grad(
     return;
   }
   Scratch parts(scratch, dtype, rows, dim, chunk, 1);
-  LinearInputs in(ctx, dtype, x, w, w_dtype, bias, parts, rows, dim, chunk);
+  LinearInputs in(ctx, dtype, x, w, bias, parts, rows, dim, chunk);
   bool f32 = dtype == MEMOPT_F32;
   float *gradX = f32 ? static_cast<float *>(grad_x) : parts.gradX();
   std::fill(gradX, gradX + rows * dim, 0.0f);
@@ -305,6 +318,8 @@ void memopt_linear_cross_entropy_grad(
                       grad_bias);
     sgemm(false, false, rows, dim, cur, 1.0f, dlogits, cur, wChunk, dim, 1.0f,
           gradX, dim);
+    if (!grad_w)
+      continue;
     // A 16-bit grad_w's chunk goes through the staging of w's, which grad_x
     // has finished reading.
     bool gradWF32 = w_dtype == MEMOPT_F32;
@@ -318,4 +333,75 @@ void memopt_linear_cross_entropy_grad(
   }
   if (!f32)
     storeF32(dtype, gradX, grad_x, rows * dim);
+}
+
+} // namespace
+
+void memopt_linear_cross_entropy(memopt_context *ctx, memopt_dtype dtype,
+                                 const void *x, const void *w,
+                                 memopt_dtype w_dtype, const void *bias,
+                                 memopt_dtype label_dtype, const void *labels,
+                                 float *loss, float *lse, void *scratch,
+                                 uint64_t scratch_bytes, int64_t rows,
+                                 int64_t dim, int64_t classes, int64_t chunk,
+                                 int64_t ignore_index,
+                                 memopt_loss_reduction reduction) {
+  const char *entry = "memopt_linear_cross_entropy";
+  if (checkLinearCrossEntropy(ctx, entry, dtype, w_dtype, label_dtype,
+                              reduction, rows, dim, classes, chunk, scratch,
+                              scratch_bytes, 0, loss, {x, w, labels, lse}))
+    linearLoss(ctx, entry, dtype, x, Weight{w, w_dtype, false, classes}, bias,
+               label_dtype, labels, loss, lse, scratch, rows, dim, chunk,
+               ignore_index, reduction);
+}
+
+void memopt_linear_cross_entropy_grad(
+    memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
+    memopt_dtype w_dtype, const void *bias, memopt_dtype label_dtype,
+    const void *labels, const float *lse, const float *grad_loss, void *grad_x,
+    void *grad_w, void *grad_bias, void *scratch, uint64_t scratch_bytes,
+    int64_t rows, int64_t dim, int64_t classes, int64_t chunk,
+    int64_t ignore_index, memopt_loss_reduction reduction) {
+  const char *entry = "memopt_linear_cross_entropy_grad";
+  if (checkLinearCrossEntropy(ctx, entry, dtype, w_dtype, label_dtype,
+                              reduction, rows, dim, classes, chunk, scratch,
+                              scratch_bytes, 1, grad_loss,
+                              {x, w, labels, lse, grad_x, grad_w}))
+    linearLossGrad(ctx, entry, dtype, x, Weight{w, w_dtype, false, classes},
+                   bias, label_dtype, labels, lse, grad_loss, grad_x, grad_w,
+                   grad_bias, scratch, rows, dim, chunk, ignore_index,
+                   reduction);
+}
+
+void memopt_nf4_linear_cross_entropy(
+    memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
+    const void *bias, memopt_dtype label_dtype, const void *labels,
+    float *loss, float *lse, void *scratch, uint64_t scratch_bytes,
+    int64_t rows, int64_t dim, int64_t classes, int64_t chunk,
+    int64_t ignore_index, memopt_loss_reduction reduction) {
+  const char *entry = "memopt_nf4_linear_cross_entropy";
+  if (checkNf4LinearCrossEntropy(ctx, entry, dtype, label_dtype, reduction,
+                                 rows, dim, classes, chunk, scratch,
+                                 scratch_bytes, 0, loss, {x, w, labels, lse}))
+    linearLoss(ctx, entry, dtype, x, Weight{w, dtype, true, classes}, bias,
+               label_dtype, labels, loss, lse, scratch, rows, dim, chunk,
+               ignore_index, reduction);
+}
+
+void memopt_nf4_linear_cross_entropy_grad(
+    memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
+    const void *bias, memopt_dtype label_dtype, const void *labels,
+    const float *lse, const float *grad_loss, void *grad_x, void *grad_bias,
+    void *scratch, uint64_t scratch_bytes, int64_t rows, int64_t dim,
+    int64_t classes, int64_t chunk, int64_t ignore_index,
+    memopt_loss_reduction reduction) {
+  const char *entry = "memopt_nf4_linear_cross_entropy_grad";
+  if (checkNf4LinearCrossEntropy(ctx, entry, dtype, label_dtype, reduction,
+                                 rows, dim, classes, chunk, scratch,
+                                 scratch_bytes, 1, grad_loss,
+                                 {x, w, labels, lse, grad_x}))
+    linearLossGrad(ctx, entry, dtype, x, Weight{w, dtype, true, classes},
+                   bias, label_dtype, labels, lse, grad_loss, grad_x,
+                   /*grad_w=*/nullptr, grad_bias, scratch, rows, dim, chunk,
+                   ignore_index, reduction);
 }

@@ -54,10 +54,12 @@ float roundTo(memopt_dtype dtype, float value) {
   }
 }
 
-/// Dequantizes columns [first, first + cols) of op(w) into `out` in w's
-/// layout ([cols, k] under transB, else [k, cols]), rounded to `dtype`.
-void dequantizeChunk(memopt_dtype dtype, const uint8_t *w, int64_t n, int64_t k,
-                     bool transB, int64_t first, int64_t cols, float *out) {
+} // namespace
+
+void memopt::host::nf4DequantizeColumns(memopt_dtype dtype, const uint8_t *w,
+                                        int64_t n, int64_t k, bool transB,
+                                        int64_t first, int64_t cols,
+                                        float *out) {
   int64_t rows = transB ? cols : k, length = transB ? k : cols;
   parallelFor(rows, rowGrain(length), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -70,8 +72,6 @@ void dequantizeChunk(memopt_dtype dtype, const uint8_t *w, int64_t n, int64_t k,
     }
   });
 }
-
-} // namespace
 
 void memopt_nf4_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
                        const void *packed, void *c, void *scratch,
@@ -102,7 +102,7 @@ void memopt_nf4_matmul(memopt_context *ctx, memopt_dtype dtype, const void *a,
   float *wc = static_cast<float *>(scratch);
   for (int64_t first = 0; first < n; first += chunk) {
     int64_t cols = n - first < chunk ? n - first : chunk;
-    dequantizeChunk(dtype, w, n, k, transB, first, cols, wc);
+    nf4DequantizeColumns(dtype, w, n, k, transB, first, cols, wc);
     if (dtype == MEMOPT_F32) {
       sgemm(false, transB, m, cols, k, 1.0f, fa.get(), k, wc, transB ? k : cols,
             0.0f, static_cast<float *>(c) + first, n);

@@ -10,6 +10,11 @@
 # do not match: the quantization is real. (qlora-nf4-python.py: the same
 # from Python.)
 #
+# With the fused LM-head loss (--lm-loss-chunk=8: 4 chunks of the 32
+# classes) the frozen head is NF4 as well, read by
+# memopt.nf4_linear_cross_entropy, and training matches the same oracles in
+# FP32 and BF16.
+#
 # Under data parallelism with ZeRO-2 (2 ranks, one BLAS thread) the run is
 # byte for byte that of one process with 2 micro-batches.
 #
@@ -27,6 +32,11 @@
 # CHECK: K=2: gradients: 4 tensors within the oracle
 # CHECK: bf16: 5 losses within the oracle
 # CHECK: bf16: gradients: 4 tensors within the oracle
+# CHECK: fused: the LM head in NF4 under memopt.nf4_linear_cross_entropy, 1376 B
+# CHECK: fused: trajectory: 5 losses and 23 tensors within the oracle
+# CHECK: fused: gradients: 4 tensors within the oracle
+# CHECK: fused-bf16: 5 losses within the oracle
+# CHECK: fused-bf16: gradients: 4 tensors within the oracle
 # CHECK: ZeRO-2 x 2 ranks vs K=2: 5 losses bit-identical, state byte-identical
 
 import copy
@@ -104,8 +114,7 @@ def main():
     original = memopt.safetensors.load(os.path.join(workdir,
                                                     "model.safetensors"))
 
-    # The frozen weights of the linear layers (the head's too: this model's
-    # loss is not the fused one).
+    # The frozen weights of the linear layers, the head's included.
     quantized = [n for n, p in model.named_parameters()
                  if not p.requires_grad and p.dim() == 2 and
                  not n.startswith("embed.")]
@@ -151,6 +160,22 @@ def main():
                          precision="bf16"),
           mlir, workdir, quantized, original, "--mixed-precision=bf16",
           compare_state=False)
+
+    fused = ("--lm-loss-chunk=8",)
+    report = memopt_run.compile_model(mlir, os.path.join(workdir, "fused"),
+                                      *memopt_run.ADAMW_FLAGS, *NF4, *fused)
+    assert report["fused_kernels"]["linear_cross_entropy"] == 1, \
+        report["fused_kernels"]
+    assert report["nf4_frozen_bytes"] == expected, report["nf4_frozen_bytes"]
+    with open(os.path.join(workdir, "fused", "train_step.cpp")) as f:
+        assert "memopt_nf4_linear_cross_entropy_grad(" in f.read()
+    print("fused: the LM head in NF4 under memopt.nf4_linear_cross_entropy, "
+          "%d B" % report["nf4_frozen_bytes"])
+    check("fused", oracle, mlir, workdir, quantized, original, *fused)
+    check("fused-bf16", Oracle(qmodel, batch, STEPS, memopt_run.adamw,
+                               precision="bf16"),
+          mlir, workdir, quantized, original, "--mixed-precision=bf16",
+          *fused, compare_state=False)
 
     print(memopt_run.zero2_vs_k2(mlir, workdir, STEPS, *NF4))
 

@@ -1,6 +1,6 @@
-// RUN: memopt-opt %s --memopt-quantize-frozen | FileCheck %s
-// RUN: memopt-opt %s --memopt-quantize-frozen --memopt-autodiff | FileCheck %s --check-prefix=GRAD
-// RUN: memopt-opt %s --memopt-mixed-precision=compute-type=bf16 --memopt-quantize-frozen | FileCheck %s --check-prefix=BF16
+// RUN: memopt-opt %s --split-input-file --memopt-quantize-frozen | FileCheck %s
+// RUN: memopt-opt %s --split-input-file --memopt-quantize-frozen --memopt-autodiff | FileCheck %s --check-prefix=GRAD
+// RUN: memopt-opt %s --split-input-file --memopt-mixed-precision=compute-type=bf16 --memopt-quantize-frozen | FileCheck %s --check-prefix=BF16
 
 // A frozen matrix read only as the right-hand operand of products becomes
 // its NF4 bytes (560 elements: 280 bytes of codes, 9 block codes, 3 bytes of
@@ -52,4 +52,36 @@ func.func @lora(%x: tensor<2x70xf32> {memopt.role = "input", memopt.name = "x", 
   %s2 = memopt.reduce_sum %back dims [0, 1] : tensor<2x70xf32> to tensor<f32>
   %s = memopt.add %s1, %s2 : tensor<f32>
   return %s : tensor<f32>
+}
+
+// -----
+
+// A frozen LM head that the fused loss reads becomes NF4 too ([10, 8]: 40
+// bytes of codes, 2 block codes, 2 of padding, a scale and the offset), and
+// the loss memopt.nf4_linear_cross_entropy; its gradient has none for the
+// weight, only for x and the bias.
+// CHECK-LABEL: func.func @head
+// CHECK-SAME: %[[W:[^:]*]]: tensor<52xi8> {memopt.name = "head.weight", memopt.nf4_of = array<i64: 10, 8>, memopt.role = "frozen"}
+// CHECK: memopt.nf4_linear_cross_entropy %{{.*}}, %[[W]] shape [10, 8], %{{.*}} bias %{{.*}} chunk 4 ignore_index 0 : tensor<4x8xf32>, tensor<52xi8>, tensor<4xi64>, tensor<10xf32> -> tensor<4xf32>
+// CHECK-NOT: memopt.linear_cross_entropy
+
+// GRAD-LABEL: func.func @train_step
+// GRAD: %{{.*}}, %[[LSE:.*]] = memopt.nf4_linear_cross_entropy
+// GRAD: %{{.*}}, %{{.*}} = memopt.nf4_linear_cross_entropy_grad %{{.*}}, %{{.*}} shape [10, 8], %{{.*}}, %[[LSE]], %{{.*}} bias %{{.*}} chunk 4 ignore_index 0 : tensor<4x8xf32>, tensor<52xi8>, tensor<4xi64>, tensor<4xf32>, tensor<10xf32> -> tensor<4x8xf32>, tensor<10xf32>
+// GRAD: memopt.adamw_update
+// GRAD: memopt.adamw_update
+// GRAD-NOT: memopt.adamw_update
+
+// Under BF16 the loss's products run in bf16 from the NF4 bytes.
+// BF16-LABEL: func.func @head
+// BF16-NOT: memopt.cast %{{.*}} : tensor<10x8xf32>
+// BF16: memopt.nf4_linear_cross_entropy %{{.*}}, %{{.*}} shape [10, 8], %{{.*}} bias %{{.*}} chunk 4 ignore_index 0 : tensor<4x8xbf16>, tensor<52xi8>, tensor<4xi64>, tensor<10xbf16> -> tensor<4xf32>
+func.func @head(%x: tensor<4x8xf32> {memopt.role = "input", memopt.name = "x", memopt.batch_dim = 0 : i64},
+                %a: tensor<8x8xf32> {memopt.role = "param", memopt.name = "adapter.weight"},
+                %w: tensor<10x8xf32> {memopt.role = "frozen", memopt.name = "head.weight"},
+                %b: tensor<10xf32> {memopt.role = "param", memopt.name = "head.bias"},
+                %t: tensor<4xi64> {memopt.role = "label", memopt.name = "t", memopt.batch_dim = 0 : i64}) -> tensor<f32> attributes {memopt.loss} {
+  %h = memopt.matmul %x, %a transpose_rhs : tensor<4x8xf32>, tensor<8x8xf32> -> tensor<4x8xf32>
+  %l, %lse = memopt.linear_cross_entropy %h, %w, %t bias %b chunk 4 ignore_index 0 : tensor<4x8xf32>, tensor<10x8xf32>, tensor<4xi64>, tensor<10xf32> -> tensor<4xf32>
+  return %l : tensor<f32>
 }

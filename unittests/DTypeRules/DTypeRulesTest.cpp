@@ -338,6 +338,19 @@ std::vector<OpCase> opCases() {
           "%gx, %gw = memopt.linear_cross_entropy_grad %x, %w, %y, %s, %g "
           "chunk 2 : tensor<2x4x$0>, tensor<3x4x$1>, tensor<2x$2>, "
           "tensor<2xf32> -> tensor<2x4x$0>, tensor<3x4x$1>"),
+      // A [3, 4] NF4 weight: 6 bytes of codes, 1 absmax code, 1 padding
+      // byte, one scale and the offset.
+      opCase<Nf4LinearCrossEntropyOp>(
+          "%x: tensor<2x4x$0>, %w: tensor<16xi8>, %y: tensor<2x$1>",
+          "%l, %s = memopt.nf4_linear_cross_entropy %x, %w shape [3, 4], %y "
+          "chunk 2 : tensor<2x4x$0>, tensor<16xi8>, tensor<2x$1> -> "
+          "tensor<2xf32>"),
+      opCase<Nf4LinearCrossEntropyGradOp>(
+          "%x: tensor<2x4x$0>, %w: tensor<16xi8>, %y: tensor<2x$1>, "
+          "%s: tensor<2xf32>, %g: tensor<f32>",
+          "%gx = memopt.nf4_linear_cross_entropy_grad %x, %w shape [3, 4], "
+          "%y, %s, %g chunk 2 : tensor<2x4x$0>, tensor<16xi8>, tensor<2x$1>, "
+          "tensor<2xf32> -> tensor<2x4x$0>"),
       opCase<MseLossOp>(vec, "%l = memopt.mse_loss %x, %x : tensor<4x$0>"),
       opCase<MseLossGradOp>("%x: tensor<4x$0>, %g: tensor<f32>",
                             "%r = memopt.mse_loss_grad %x, %x, %g : "

@@ -7,7 +7,8 @@
 // summation is its own, so the host's bits are not expected). Also the
 // GEMM helpers' row stride (ldc), which writes a chunk's columns into c,
 // through cuBLASLt and through the fallback kernel, and (without a device)
-// the column-major problem that ldc maps to. The device tests skip without
+// the column-major problem that ldc maps to, and the NF4 fused loss against
+// the fused loss of the dequantized weight. The device tests skip without
 // one; Nf4Test.cpp checks the format itself.
 //
 //===----------------------------------------------------------------------===//
@@ -181,6 +182,102 @@ TEST_F(CudaTest, GemmWritesAColumnBlockOfAWiderMatrix) {
                    (transB ? b[(j - first) * k + l] : b[l * cols + j - first]);
           EXPECT_NEAR(got[i * ldc + j], sum, 1e-5) << i << ", " << j;
         }
+    }
+}
+
+/// The NF4 fused loss and its gradient on the device against the device's
+/// memopt_linear_cross_entropy of the dequantized weight stored in dtype:
+/// the same products of the same values, within f32 accumulation's bound
+/// (cuBLASLt may pick another algorithm for the scratch's alignment than for
+/// a view of w) and, for 16-bit gradients, a few roundings of dtype (a
+/// dlogit that rounds the other way moves grad_x by one of its ulps).
+TEST_F(CudaTest, Nf4LinearLossMatchesTheDequantizedWeight) {
+  struct Shape {
+    int64_t rows, dim, classes, chunk;
+    bool bias;
+  } shapes[] = {{6, 64, 40, 16, true}, {5, 7, 33, 5, false},
+                {17, 130, 129, 50, true}};
+  for (memopt_dtype dtype : {MEMOPT_F32, MEMOPT_BF16})
+    for (const Shape &s : shapes) {
+      SCOPED_TRACE(std::string(memopt::runtime::dtypeName(dtype)) +
+                   " classes=" + std::to_string(s.classes) +
+                   " chunk=" + std::to_string(s.chunk));
+      int64_t numel = s.classes * s.dim;
+      size_t size = memopt_dtype_size(dtype);
+      std::vector<uint8_t> packed = nf4Pack(nf4Weights(rng, numel));
+      std::vector<float> x = random(s.rows * s.dim), bias = random(s.classes);
+      for (float &v : x)
+        v = roundToDType(dtype, v);
+      for (float &v : bias)
+        v = roundToDType(dtype, v);
+      std::vector<int64_t> labels(s.rows);
+      for (int64_t r = 0; r < s.rows; ++r)
+        labels[r] = r == 1 ? -100 : (r * 7) % s.classes;
+      uint8_t *dx = upload(storageOf(dtype, x));
+      uint8_t *dw = upload(storageOf(dtype, nf4Dequantized(dtype, packed, numel)));
+      uint8_t *dPacked = upload(packed);
+      uint8_t *dBias = s.bias ? upload(storageOf(dtype, bias)) : nullptr;
+      int64_t *dLabels = upload(labels);
+      float gradLoss = 1.5f;
+      float *dGradLoss = upload(std::vector<float>{gradLoss});
+      std::vector<float> loss(2), lse[2], gradX[2], gradB[2];
+      for (int nf4 = 0; nf4 < 2; ++nf4) {
+        auto *dLoss = static_cast<float *>(alloc(4));
+        auto *dLse = static_cast<float *>(alloc(4 * s.rows));
+        void *dGradX = alloc(s.rows * s.dim * size);
+        void *dGradB = s.bias ? alloc(s.classes * size) : nullptr;
+        uint64_t bytes =
+            nf4 ? memopt_nf4_linear_cross_entropy_scratch_bytes(
+                      dtype, s.rows, s.dim, s.chunk, 1)
+                : memopt_linear_cross_entropy_scratch_bytes(
+                      dtype, dtype, s.rows, s.dim, s.chunk, 1);
+        void *scratch = alloc(bytes);
+        if (nf4) {
+          memopt_nf4_linear_cross_entropy(
+              ctx, dtype, dx, dPacked, dBias, MEMOPT_I64, dLabels, dLoss, dLse,
+              scratch, bytes, s.rows, s.dim, s.classes, s.chunk, -100,
+              MEMOPT_REDUCTION_MEAN);
+          memopt_nf4_linear_cross_entropy_grad(
+              ctx, dtype, dx, dPacked, dBias, MEMOPT_I64, dLabels, dLse,
+              dGradLoss, dGradX, dGradB, scratch, bytes, s.rows, s.dim,
+              s.classes, s.chunk, -100, MEMOPT_REDUCTION_MEAN);
+        } else {
+          memopt_linear_cross_entropy(
+              ctx, dtype, dx, dw, dtype, dBias, MEMOPT_I64, dLabels, dLoss,
+              dLse, scratch, bytes, s.rows, s.dim, s.classes, s.chunk, -100,
+              MEMOPT_REDUCTION_MEAN);
+          memopt_linear_cross_entropy_grad(
+              ctx, dtype, dx, dw, dtype, dBias, MEMOPT_I64, dLabels, dLse,
+              dGradLoss, dGradX, alloc(numel * size), dGradB, scratch, bytes,
+              s.rows, s.dim, s.classes, s.chunk, -100, MEMOPT_REDUCTION_MEAN);
+        }
+        ASSERT_EQ(memopt_get_status(ctx), MEMOPT_OK)
+            << memopt_get_error_message(ctx);
+        loss[nf4] = download<float>(dLoss, 1)[0];
+        lse[nf4] = download<float>(dLse, s.rows);
+        gradX[nf4] =
+            floatsOf(dtype, download<uint8_t>(dGradX, s.rows * s.dim * size));
+        if (s.bias)
+          gradB[nf4] =
+              floatsOf(dtype, download<uint8_t>(dGradB, s.classes * size));
+      }
+      // f32 sums of dim products, then one rounding to dtype.
+      double f32Bound = s.dim * std::ldexp(1.0, -24);
+      auto expectClose = [&](const std::vector<float> &got,
+                             const std::vector<float> &want, double rounding,
+                             const char *what) {
+        double scale = 0.0;
+        for (float v : want)
+          scale = std::max(scale, std::fabs(static_cast<double>(v)));
+        for (size_t i = 0; i < got.size(); ++i)
+          EXPECT_NEAR(got[i], want[i], (f32Bound + 8 * rounding) * scale)
+              << what << " " << i;
+      };
+      EXPECT_TRUE(std::isfinite(loss[0]));
+      expectClose({loss[1]}, {loss[0]}, 0.0, "loss");
+      expectClose(lse[1], lse[0], 0.0, "lse");
+      expectClose(gradX[1], gradX[0], unitRoundoff(dtype), "grad_x");
+      expectClose(gradB[1], gradB[0], unitRoundoff(dtype), "grad_bias");
     }
 }
 

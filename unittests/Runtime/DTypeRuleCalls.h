@@ -329,6 +329,20 @@ inline std::vector<DTypeCall> dtypeCalls() {
              b.f(4), b.t(5), b.t(6), nullptr, b.t(7), DTypeCallBuffers::kBytes,
              2, 2, 3, 2, -100, MEMOPT_REDUCTION_MEAN);
        }},
+      {"memopt_nf4_linear_cross_entropy",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_nf4_linear_cross_entropy(
+             c, d[0], b.t(0), b.u8(1), nullptr, d[1], b.t(2), b.f(3), b.f(4),
+             b.t(5), DTypeCallBuffers::kBytes, 2, 2, 3, 2, -100,
+             MEMOPT_REDUCTION_MEAN);
+       }},
+      {"memopt_nf4_linear_cross_entropy_grad",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_nf4_linear_cross_entropy_grad(
+             c, d[0], b.t(0), b.u8(1), nullptr, d[1], b.t(2), b.f(3), b.f(4),
+             b.t(5), nullptr, b.t(7), DTypeCallBuffers::kBytes, 2, 2, 3, 2,
+             -100, MEMOPT_REDUCTION_MEAN);
+       }},
       {"memopt_mse_loss",
        [](Ctx c, DTypes d, B &b) {
          memopt_mse_loss(c, d[0], b.t(0), b.t(1), b.f(2), 4,

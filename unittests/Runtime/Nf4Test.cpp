@@ -1,14 +1,16 @@
 //===- Nf4Test.cpp - NF4 frozen weights against references ---------------===//
 //
-// Nf4Math.h and the host's memopt_nf4_matmul, each against a reference
-// written here: the levels against QLoRA's published decimals, the layout
-// against its arithmetic, quantization against a float64 re-derivation
-// (the offset, the scales and every code redone in double, the nearest
-// level and code found by exhaustive search), and the product against
-// memopt_matmul of the dequantized weight, bit for bit, and a float64
-// product within the bound of f32 accumulation. A nearest-level choice
-// may differ from the exhaustive search only at a tie to within 1e-6
-// relative, where f32 and double arithmetic may disagree.
+// Nf4Math.h, the host's memopt_nf4_matmul and its NF4 fused loss, each
+// against a reference written here: the levels against QLoRA's published
+// decimals, the layout against its arithmetic, quantization against a
+// float64 re-derivation (the offset, the scales and every code redone in
+// double, the nearest level and code found by exhaustive search), the
+// product against memopt_matmul of the dequantized weight, bit for bit, and
+// a float64 product within the bound of f32 accumulation, and the fused
+// loss and its gradient against memopt_linear_cross_entropy of the
+// dequantized weight, bit for bit. A nearest-level choice may differ from
+// the exhaustive search only at a tie to within 1e-6 relative, where f32
+// and double arithmetic may disagree.
 //
 //===----------------------------------------------------------------------===//
 
@@ -467,6 +469,177 @@ TEST_F(Nf4MatmulTest, ArgumentErrors) {
         << c.message;
     EXPECT_STREQ(memopt_get_error_message(ctx), c.message);
     EXPECT_EQ(buffer, before) << c.message << ": wrote a buffer";
+    memopt_clear_error(ctx);
+  }
+}
+
+/// A fused loss's problem: x [rows, dim], w [classes, dim].
+struct LossShape {
+  int64_t rows, dim, classes, chunk;
+  bool bias;
+};
+
+class Nf4LinearLossTest : public RuntimeTest {
+protected:
+  /// The NF4 fused loss and its gradient against memopt_linear_cross_entropy
+  /// of the dequantized weight stored in dtype, bit for bit: the loss, the
+  /// log-sum-exps, grad_x and grad_bias (LinearLossTest.cpp checks that one
+  /// against float64).
+  void expectLoss(memopt_dtype dtype, LossShape s) {
+    SCOPED_TRACE(std::string(rt::dtypeName(dtype)) +
+                 " rows=" + std::to_string(s.rows) +
+                 " dim=" + std::to_string(s.dim) +
+                 " classes=" + std::to_string(s.classes) +
+                 " chunk=" + std::to_string(s.chunk) +
+                 (s.bias ? " bias" : ""));
+    int64_t numel = s.classes * s.dim;
+    std::vector<uint8_t> packed = nf4Pack(nf4Weights(rng, numel));
+    std::vector<uint8_t> w =
+        storageOf(dtype, nf4Dequantized(dtype, packed, numel));
+    std::vector<uint8_t> x = storageOf(
+        dtype, representable(ctx, dtype, randomVector(rng, s.rows * s.dim)));
+    std::vector<uint8_t> bias = storageOf(
+        dtype, representable(ctx, dtype, randomVector(rng, s.classes)));
+    const void *b = s.bias ? bias.data() : nullptr;
+    std::vector<int64_t> labels(s.rows);
+    std::uniform_int_distribution<int64_t> label(0, s.classes - 1);
+    for (int64_t &l : labels)
+      l = label(rng);
+    if (s.rows > 1)
+      labels[1] = -100;
+
+    size_t size = memopt_dtype_size(dtype);
+    float loss[2], gradLoss = 1.5f;
+    std::vector<float> lse[2];
+    std::vector<uint8_t> gradX[2], gradBias[2];
+    for (int nf4 = 0; nf4 < 2; ++nf4) {
+      lse[nf4].assign(s.rows, 0.0f);
+      gradX[nf4].assign(s.rows * s.dim * size, 0xcd);
+      gradBias[nf4].assign(s.classes * size, 0xcd);
+      void *gb = s.bias ? gradBias[nf4].data() : nullptr;
+      for (int grad = 0; grad < 2; ++grad) {
+        uint64_t bytes =
+            nf4 ? memopt_nf4_linear_cross_entropy_scratch_bytes(
+                      dtype, s.rows, s.dim, s.chunk, grad)
+                : memopt_linear_cross_entropy_scratch_bytes(
+                      dtype, dtype, s.rows, s.dim, s.chunk, grad);
+        // Guard floats after the scratch, which the entries must not write.
+        const size_t guard = 16;
+        std::vector<float> scratch(bytes / 4 + guard, -7.0f);
+        if (nf4 && !grad)
+          memopt_nf4_linear_cross_entropy(
+              ctx, dtype, x.data(), packed.data(), b, MEMOPT_I64,
+              labels.data(), &loss[nf4], lse[nf4].data(), scratch.data(),
+              bytes, s.rows, s.dim, s.classes, s.chunk, -100,
+              MEMOPT_REDUCTION_MEAN);
+        else if (nf4)
+          memopt_nf4_linear_cross_entropy_grad(
+              ctx, dtype, x.data(), packed.data(), b, MEMOPT_I64,
+              labels.data(), lse[nf4].data(), &gradLoss, gradX[nf4].data(),
+              gb, scratch.data(), bytes, s.rows, s.dim, s.classes, s.chunk,
+              -100, MEMOPT_REDUCTION_MEAN);
+        else if (!grad)
+          memopt_linear_cross_entropy(
+              ctx, dtype, x.data(), w.data(), dtype, b, MEMOPT_I64,
+              labels.data(), &loss[nf4], lse[nf4].data(), scratch.data(),
+              bytes, s.rows, s.dim, s.classes, s.chunk, -100,
+              MEMOPT_REDUCTION_MEAN);
+        else {
+          std::vector<uint8_t> gradW(numel * size);
+          memopt_linear_cross_entropy_grad(
+              ctx, dtype, x.data(), w.data(), dtype, b, MEMOPT_I64,
+              labels.data(), lse[nf4].data(), &gradLoss, gradX[nf4].data(),
+              gradW.data(), gb, scratch.data(), bytes, s.rows, s.dim,
+              s.classes, s.chunk, -100, MEMOPT_REDUCTION_MEAN);
+        }
+        expectOk();
+        for (size_t g = scratch.size() - guard; g < scratch.size(); ++g)
+          ASSERT_EQ(scratch[g], -7.0f) << "the scratch overflowed";
+      }
+    }
+    EXPECT_EQ(bits(loss[1]), bits(loss[0])) << loss[1] << " vs " << loss[0];
+    EXPECT_TRUE(std::isfinite(loss[0]));
+    for (int64_t r = 0; r < s.rows; ++r)
+      EXPECT_EQ(bits(lse[1][r]), bits(lse[0][r])) << "lse of row " << r;
+    EXPECT_EQ(gradX[1], gradX[0]) << "grad_x";
+    EXPECT_EQ(gradBias[1], gradBias[0]) << "grad_bias";
+  }
+};
+
+TEST_F(Nf4LinearLossTest, EqualsTheLossOfTheDequantizedWeight) {
+  const LossShape shapes[] = {
+      {6, 64, 40, 16, true},   // chunks of 16 classes, the last of 8
+      {6, 64, 40, 40, false},  // one chunk
+      {5, 7, 33, 5, true},     // rows of w shorter than a block
+      {17, 130, 129, 50, false}, {1, 96, 300, 77, true},
+  };
+  for (memopt_dtype dtype : {MEMOPT_F32, MEMOPT_F16, MEMOPT_BF16})
+    for (const LossShape &s : shapes)
+      expectLoss(dtype, s);
+}
+
+TEST_F(Nf4LinearLossTest, ScratchIsTheDTypeWeightsPlusAnF32Chunk) {
+  for (memopt_dtype dtype : {MEMOPT_F32, MEMOPT_BF16})
+    for (int grad : {0, 1})
+      EXPECT_EQ(memopt_nf4_linear_cross_entropy_scratch_bytes(dtype, 6, 64, 16,
+                                                              grad),
+                memopt_linear_cross_entropy_scratch_bytes(dtype, dtype, 6, 64,
+                                                          16, grad) +
+                    4096);
+  // 3 x 5 f32 rounded up to 256 bytes.
+  EXPECT_EQ(memopt_nf4_linear_cross_entropy_scratch_bytes(MEMOPT_F32, 1, 5, 3,
+                                                          0),
+            512u);
+  EXPECT_EQ(memopt_nf4_linear_cross_entropy_scratch_bytes(MEMOPT_I32, 1, 5, 3,
+                                                          0),
+            0u);
+  EXPECT_EQ(memopt_nf4_linear_cross_entropy_scratch_bytes(MEMOPT_F32, -1, 5,
+                                                          3, 0),
+            0u);
+}
+
+TEST_F(Nf4LinearLossTest, ArgumentErrors) {
+  expectError = true;
+  std::vector<float> buffer(256);
+  uint8_t *bytes = reinterpret_cast<uint8_t *>(buffer.data());
+  std::vector<int64_t> labels = {0, 1};
+  float loss = 0.0f, grad = 1.0f;
+  struct Case {
+    const char *message;
+    std::function<void()> call;
+  } cases[] = {
+      // 2 x 2 logits (256) + 2 x 4 f32 weights (256).
+      {"memopt_nf4_linear_cross_entropy: scratch of 256 bytes, 512 needed",
+       [&] {
+         memopt_nf4_linear_cross_entropy(
+             ctx, MEMOPT_F32, buffer.data(), bytes, nullptr, MEMOPT_I64,
+             labels.data(), &loss, buffer.data(), buffer.data(), 256, 2, 4, 3,
+             2, -100, MEMOPT_REDUCTION_MEAN);
+       }},
+      {"memopt_nf4_linear_cross_entropy_grad: chunk 4 outside [1, 3]",
+       [&] {
+         memopt_nf4_linear_cross_entropy_grad(
+             ctx, MEMOPT_F32, buffer.data(), bytes, nullptr, MEMOPT_I64,
+             labels.data(), buffer.data(), &grad, buffer.data(), nullptr,
+             buffer.data(), 1024, 2, 4, 3, 4, -100, MEMOPT_REDUCTION_MEAN);
+       }},
+      {"memopt_nf4_linear_cross_entropy_grad: null buffer",
+       [&] {
+         memopt_nf4_linear_cross_entropy_grad(
+             ctx, MEMOPT_BF16, buffer.data(), nullptr, nullptr, MEMOPT_I64,
+             labels.data(), buffer.data(), &grad, buffer.data(), nullptr,
+             buffer.data(), 1024, 2, 4, 3, 2, -100, MEMOPT_REDUCTION_MEAN);
+       }},
+  };
+  for (const Case &c : cases) {
+    std::vector<float> before = buffer;
+    float lossBefore = loss;
+    c.call();
+    EXPECT_EQ(memopt_get_status(ctx), MEMOPT_ERROR_INVALID_ARGUMENT)
+        << c.message;
+    EXPECT_STREQ(memopt_get_error_message(ctx), c.message);
+    EXPECT_EQ(buffer, before) << c.message << ": wrote a buffer";
+    EXPECT_EQ(loss, lossBefore) << c.message << ": wrote the loss";
     memopt_clear_error(ctx);
   }
 }

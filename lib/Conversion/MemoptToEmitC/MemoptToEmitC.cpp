@@ -1312,14 +1312,22 @@ std::optional<LogicalResult> KernelLowering::lowerLosses() {
         .verbatim(reduction())
         .f64(labelSmoothing ? labelSmoothing.getValueAsDouble() : 0.0);
   } else if (name == "memopt.linear_cross_entropy" ||
-             name == "memopt.linear_cross_entropy_grad") {
-    bool isGrad = name == "memopt.linear_cross_entropy_grad";
+             name == "memopt.linear_cross_entropy_grad" ||
+             name == "memopt.nf4_linear_cross_entropy" ||
+             name == "memopt.nf4_linear_cross_entropy_grad") {
+    bool isGrad = name.ends_with("_grad");
     // Forward: x, w, labels[, bias] -> loss, lse, scratch. Gradient: x, w,
-    // labels, lse, grad[, bias] -> grad_x, grad_w[, grad_bias], scratch.
+    // labels, lse, grad[, bias] -> grad_x, grad_w[, grad_bias], scratch. An
+    // NF4 w (its shape an attribute) has no dtype argument and no gradient.
+    auto nf4Shape = attrs.getAs<DenseI64ArrayAttr>("w_shape");
+    bool nf4 = name.starts_with("memopt.nf4_");
+    if (nf4 && (!nf4Shape || nf4Shape.size() != 2))
+      return fail("the NF4 weight has no shape");
     size_t numIns = isGrad ? 5 : 3;
     bool hasBias = ins.size() > numIns;
-    if (failed(expectCounts(numIns, 3 + (isGrad && hasBias),
-                            numIns + 1)))
+    size_t numWeightGrads = isGrad && !nf4;
+    size_t numOuts = isGrad ? 2 + numWeightGrads + hasBias : 3;
+    if (failed(expectCounts(numIns, numOuts, numIns + 1)))
       return failure();
     ArrayRef<int64_t> x = shapeOf(ins[0]);
     if (x.empty())
@@ -1328,16 +1336,18 @@ std::optional<LogicalResult> KernelLowering::lowerLosses() {
     call.verbatim(dtypeArg(0));
     ptr(ins[0]);
     ptr(ins[1]);
-    call.verbatim(dtypeArg(1));
+    if (!nf4)
+      call.verbatim(dtypeArg(1));
     optionalPtr(hasBias ? std::optional<Value>(ins.back()) : std::nullopt);
-    call.verbatim(dtypeArg(2));
+    call.verbatim(dtypeArg(nf4 ? 1 : 2));
     ptr(ins[2]);
     if (isGrad) {
       ptr(ins[3]); // lse
       ptr(ins[4]); // grad
-      ptr(outs[0]);
-      ptr(outs[1]);
-      optionalPtr(hasBias ? std::optional<Value>(outs[2]) : std::nullopt);
+      for (size_t i = 0; i <= numWeightGrads; ++i)
+        ptr(outs[i]); // grad_x[, grad_w]
+      optionalPtr(hasBias ? std::optional<Value>(outs[1 + numWeightGrads])
+                          : std::nullopt);
     } else {
       ptr(outs[0]); // loss
       ptr(outs[1]); // lse
@@ -1346,7 +1356,7 @@ std::optional<LogicalResult> KernelLowering::lowerLosses() {
     call.i64(numel(scratch) * 4);
     call.i64(numel(ins[2]))
         .i64(x.back())
-        .i64(shapeOf(ins[1])[0])
+        .i64(nf4 ? nf4Shape[0] : shapeOf(ins[1])[0])
         .i64(i64Attr("chunk"))
         .i64(i64Attr("ignore_index", -100))
         .verbatim(reduction());

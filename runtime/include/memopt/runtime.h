@@ -839,6 +839,31 @@ void memopt_linear_cross_entropy_grad(
     int64_t dim, int64_t classes, int64_t chunk, int64_t ignore_index,
     memopt_loss_reduction reduction);
 
+/// `memopt.nf4_linear_cross_entropy`: memopt_linear_cross_entropy with w
+/// the NF4-packed (memopt_nf4_packed_bytes) frozen weight [classes, dim]:
+/// each chunk's rows of w are dequantized (as memopt_nf4_matmul dequantizes
+/// them, rounded to `dtype`) into `scratch` before its product, so that no
+/// dequantized copy of the whole weight exists. `scratch` holds at least
+/// memopt_nf4_linear_cross_entropy_scratch_bytes(dtype, rows, dim, chunk, 0).
+void memopt_nf4_linear_cross_entropy(
+    memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
+    const void *bias, memopt_dtype label_dtype, const void *labels,
+    float *loss, float *lse, void *scratch, uint64_t scratch_bytes,
+    int64_t rows, int64_t dim, int64_t classes, int64_t chunk,
+    int64_t ignore_index, memopt_loss_reduction reduction);
+
+/// `memopt.nf4_linear_cross_entropy_grad`: memopt_linear_cross_entropy_grad
+/// with an NF4-packed w, which has no gradient: grad_x and grad_bias (NULL
+/// when there is no bias) only, with the products of
+/// memopt_nf4_linear_cross_entropy.
+void memopt_nf4_linear_cross_entropy_grad(
+    memopt_context *ctx, memopt_dtype dtype, const void *x, const void *w,
+    const void *bias, memopt_dtype label_dtype, const void *labels,
+    const float *lse, const float *grad_loss, void *grad_x, void *grad_bias,
+    void *scratch, uint64_t scratch_bytes, int64_t rows, int64_t dim,
+    int64_t classes, int64_t chunk, int64_t ignore_index,
+    memopt_loss_reduction reduction);
+
 /// The bytes of scratch memopt_linear_cross_entropy (grad = 0) or its
 /// gradient (grad = 1) needs: the f32 logits of one chunk, rows * chunk * 4;
 /// for the gradient with a 16-bit `dtype` also that chunk rounded to `dtype`
@@ -864,6 +889,20 @@ static inline uint64_t memopt_linear_cross_entropy_scratch_bytes(
     bytes += MEMOPT_ROUND256((uint64_t)chunk * (uint64_t)dim * 2);
 #undef MEMOPT_ROUND256
   return bytes;
+}
+
+/// The bytes of scratch the NF4 fused loss (grad = 0) or its gradient
+/// (grad = 1) needs: memopt_linear_cross_entropy_scratch_bytes with w in
+/// `dtype`, then one chunk of w dequantized in f32, chunk * dim * 4 (rounded
+/// up to 256). 0 for an unknown dtype.
+static inline uint64_t memopt_nf4_linear_cross_entropy_scratch_bytes(
+    memopt_dtype dtype, int64_t rows, int64_t dim, int64_t chunk, int grad) {
+  if (rows < 0 || dim < 0 || chunk < 0 ||
+      (dtype != MEMOPT_F32 && dtype != MEMOPT_F16 && dtype != MEMOPT_BF16))
+    return 0;
+  return memopt_linear_cross_entropy_scratch_bytes(dtype, dtype, rows, dim,
+                                                   chunk, grad) +
+         ((uint64_t)chunk * (uint64_t)dim * 4 + 255) / 256 * 256;
 }
 
 /// `memopt.mse_loss`: sum((input - target)^2), / n under MEAN.

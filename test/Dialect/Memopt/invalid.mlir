@@ -509,6 +509,31 @@ func.func @nf4_matmul_empty(%a: tensor<2x8xf32>, %w: tensor<4xi8>) {
 
 // -----
 
+func.func @nf4_linear_loss_bytes(%x: tensor<3x4xf32>, %w: tensor<24xi8>, %t: tensor<3xi64>) {
+  // expected-error @+1 {{operand 'w' has type 'tensor<24xi8>', expected 'tensor<20xi8>' (the NF4 bytes of the 'w_shape' weight)}}
+  %l, %lse = memopt.nf4_linear_cross_entropy %x, %w shape [5, 4], %t chunk 2 : tensor<3x4xf32>, tensor<24xi8>, tensor<3xi64> -> tensor<3xf32>
+  return
+}
+
+// -----
+
+// A [4, 5] weight packs into 20 bytes too, but its rows are 5 wide.
+func.func @nf4_linear_loss_width(%x: tensor<3x4xf32>, %w: tensor<20xi8>, %t: tensor<3xi64>) {
+  // expected-error @+1 {{'w_shape' [4, 5] must be [classes, 4] (the width of 'x')}}
+  %l, %lse = memopt.nf4_linear_cross_entropy %x, %w shape [4, 5], %t chunk 2 : tensor<3x4xf32>, tensor<20xi8>, tensor<3xi64> -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @nf4_linear_loss_grad_bias(%x: tensor<3x4xf32>, %w: tensor<20xi8>, %t: tensor<3xi64>, %lse: tensor<3xf32>, %g: tensor<f32>) {
+  // expected-error @+1 {{has a bias gradient exactly when it has a bias}}
+  %dx, %db = memopt.nf4_linear_cross_entropy_grad %x, %w shape [5, 4], %t, %lse, %g chunk 2 : tensor<3x4xf32>, tensor<20xi8>, tensor<3xi64>, tensor<3xf32> -> tensor<3x4xf32>, tensor<5xf32>
+  return
+}
+
+// -----
+
 // expected-error @+1 {{argument #0 attribute 'memopt.nf4_of' must be the two positive extents of a matrix, got array<i64: 8>}}
 func.func @nf4_of_vector(%w: tensor<8xi8> {memopt.nf4_of = array<i64: 8>}) {
   return

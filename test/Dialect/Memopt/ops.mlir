@@ -428,3 +428,16 @@ func.func @fused(%q: tensor<2x4x8xf32>, %k: tensor<2x6x8xf32>, %v: tensor<2x6x3x
   %dx, %dw = memopt.linear_cross_entropy_grad %x, %w, %t, %ls, %g chunk 5 : tensor<3x4xbf16>, tensor<5x4xbf16>, tensor<3xi32>, tensor<3xf32> -> tensor<3x4xbf16>, tensor<5x4xbf16>
   return
 }
+
+// A [5, 4] NF4 weight packs into 20 bytes.
+// CHECK-LABEL: func.func @nf4_fused
+func.func @nf4_fused(%x: tensor<3x4xbf16>, %w: tensor<20xi8>, %b: tensor<5xbf16>,
+                     %t: tensor<3xi32>, %g: tensor<f32>) {
+  // CHECK: memopt.nf4_linear_cross_entropy %{{.*}}, %{{.*}} shape [5, 4], %{{.*}} bias %{{.*}} chunk 2 : tensor<3x4xbf16>, tensor<20xi8>, tensor<3xi32>, tensor<5xbf16> -> tensor<3xf32>
+  %l, %ls = memopt.nf4_linear_cross_entropy %x, %w shape [5, 4], %t bias %b chunk 2 : tensor<3x4xbf16>, tensor<20xi8>, tensor<3xi32>, tensor<5xbf16> -> tensor<3xf32>
+  // CHECK: memopt.nf4_linear_cross_entropy_grad %{{.*}}, %{{.*}} shape [5, 4], %{{.*}}, %{{.*}}, %{{.*}} chunk 5 reduction<sum> : tensor<3x4xbf16>, tensor<20xi8>, tensor<3xi32>, tensor<3xf32> -> tensor<3x4xbf16>
+  %dx = memopt.nf4_linear_cross_entropy_grad %x, %w shape [5, 4], %t, %ls, %g chunk 5 reduction<sum> : tensor<3x4xbf16>, tensor<20xi8>, tensor<3xi32>, tensor<3xf32> -> tensor<3x4xbf16>
+  // CHECK: memopt.nf4_linear_cross_entropy_grad {{.*}} bias {{.*}} -> tensor<3x4xbf16>, tensor<5xbf16>
+  %dx2, %db = memopt.nf4_linear_cross_entropy_grad %x, %w shape [5, 4], %t, %ls, %g bias %b chunk 5 : tensor<3x4xbf16>, tensor<20xi8>, tensor<3xi32>, tensor<3xf32>, tensor<5xbf16> -> tensor<3x4xbf16>, tensor<5xbf16>
+  return
+}

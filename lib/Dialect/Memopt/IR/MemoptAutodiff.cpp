@@ -789,24 +789,46 @@ LogicalResult CrossEntropyOp::buildVectorJacobianProduct(
   return success();
 }
 
-LogicalResult LinearCrossEntropyOp::buildVectorJacobianProduct(
-    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+/// The VJP of a fused linear cross-entropy: its gradient op `GradOpT` from
+/// the forward's operands, its log-sum-exp and the loss's gradient. The
+/// weight has a gradient (GradOpT's second result) unless it is NF4.
+template <typename GradOpT, typename OpT>
+static LogicalResult buildLinearLossGradient(OpT op, OpBuilder &builder,
+                                             ValueRange resultGrads,
+                                             SmallVectorImpl<Value> &grads) {
   if (resultGrads[1])
-    return emitOpError() << "cannot differentiate through its log-sum-exp "
-                            "(result #1): only the loss has a gradient";
-  SmallVector<Value> operands{getX(), getW(), getLabels(), getLse(),
+    return op.emitOpError() << "cannot differentiate through its log-sum-exp "
+                               "(result #1): only the loss has a gradient";
+  constexpr bool hasWeightGrad = std::is_same_v<OpT, LinearCrossEntropyOp>;
+  SmallVector<Value> operands{op.getX(), op.getW(), op.getLabels(),
+                              op.getLse(),
                               singleGrad(resultGrads.take_front())};
-  SmallVector<Type> types{getX().getType(), getW().getType()};
-  if (getBias()) {
-    operands.push_back(getBias());
-    types.push_back(getBias().getType());
+  SmallVector<Type> types{op.getX().getType()};
+  if (hasWeightGrad)
+    types.push_back(op.getW().getType());
+  if (op.getBias()) {
+    operands.push_back(op.getBias());
+    types.push_back(op.getBias().getType());
   }
-  auto grad = LinearCrossEntropyGradOp::create(builder, getLoc(), types,
-                                               operands, (*this)->getAttrs());
-  grads.assign({grad.getGradX(), grad.getGradW(), Value()});
-  if (getBias())
+  auto grad = GradOpT::create(builder, op.getLoc(), types, operands,
+                              op->getAttrs());
+  grads.assign({grad.getGradX(),
+                hasWeightGrad ? grad->getResult(1) : Value(), Value()});
+  if (op.getBias())
     grads.push_back(grad.getGradBias());
   return success();
+}
+
+LogicalResult LinearCrossEntropyOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  return buildLinearLossGradient<LinearCrossEntropyGradOp>(
+      *this, builder, resultGrads, grads);
+}
+
+LogicalResult Nf4LinearCrossEntropyOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  return buildLinearLossGradient<Nf4LinearCrossEntropyGradOp>(
+      *this, builder, resultGrads, grads);
 }
 
 LogicalResult MseLossOp::buildVectorJacobianProduct(

@@ -727,21 +727,32 @@ LogicalResult MatmulOp::verify() {
 // Nf4MatmulOp
 //===----------------------------------------------------------------------===//
 
+/// Checks that `packed` (operand `name`) holds the NF4 bytes of a weight of
+/// shape `shape` (attribute `shapeName`).
+static LogicalResult verifyNf4Weight(Operation *op, StringRef name,
+                                     TypedValue<RankedTensorType> packed,
+                                     StringRef shapeName,
+                                     ArrayRef<int64_t> shape) {
+  if (shape[0] <= 0 || shape[1] <= 0)
+    return op->emitOpError() << "'" << shapeName
+                             << "' must have positive extents, got ["
+                             << shape[0] << ", " << shape[1] << "]";
+  int64_t numel = 0;
+  if (llvm::MulOverflow(shape[0], shape[1], numel))
+    return op->emitOpError() << "'" << shapeName
+                             << "' has more than 2^63 elements";
+  auto bytes = static_cast<int64_t>(memopt_nf4_packed_bytes(numel));
+  std::string what = ("operand '" + name + "'").str();
+  std::string expected = ("the NF4 bytes of the '" + shapeName + "' weight").str();
+  return expectType(op, {what, packed}, packed.getType().clone({bytes}),
+                    expected);
+}
+
 LogicalResult Nf4MatmulOp::verify() {
   if (failed(expectMinRank(*this, {"operand 'lhs'", getLhs()}, 2)))
     return failure();
   ArrayRef<int64_t> weight = getRhsShape();
-  if (weight[0] <= 0 || weight[1] <= 0)
-    return emitOpError() << "'rhs_shape' must have positive extents, got ["
-                         << weight[0] << ", " << weight[1] << "]";
-  int64_t numel = 0;
-  if (llvm::MulOverflow(weight[0], weight[1], numel))
-    return emitOpError() << "'rhs_shape' has more than 2^63 elements";
-  auto packed = static_cast<int64_t>(memopt_nf4_packed_bytes(numel));
-  RankedTensorType rhs = getRhs().getType();
-  if (failed(expectType(*this, {"operand 'rhs'", getRhs()},
-                        rhs.clone({packed}),
-                        "the NF4 bytes of the 'rhs_shape' weight")))
+  if (failed(verifyNf4Weight(*this, "rhs", getRhs(), "rhs_shape", weight)))
     return failure();
   RankedTensorType lhs = getLhs().getType();
   bool transposed = getTransposeRhs();
@@ -1120,19 +1131,13 @@ LogicalResult CrossEntropyGradOp::verify() {
       *this, {{"operand 'logits'", getLogits()}, {"result", getResult()}});
 }
 
-/// The checks shared by memopt.linear_cross_entropy and its gradient.
-static LogicalResult verifyLinearCrossEntropy(Operation *op, Value x, Value w,
-                                              Value labels, Value bias,
-                                              Value lse, int64_t chunk) {
-  if (failed(expectMinRank(op, {"operand 'x'", x}, 1)) ||
-      failed(expectRank(op, {"operand 'w'", w}, 2)))
-    return failure();
-  RankedTensorType xType = tensorType(x), wType = tensorType(w);
-  int64_t dim = xType.getShape().back(), classes = wType.getDimSize(0);
-  // w's element type is x's or f32 (the dtype table's).
-  if (wType.getDimSize(1) != dim)
-    return expectType(op, {"operand 'w'", w}, wType.clone({classes, dim}),
-                      "[classes, width of 'x']");
+/// The checks shared by the fused linear cross-entropies and their
+/// gradients but the weight's, for `classes` classes.
+static LogicalResult verifyLinearCrossEntropy(Operation *op, Value x,
+                                              int64_t classes, Value labels,
+                                              Value bias, Value lse,
+                                              int64_t chunk) {
+  RankedTensorType xType = tensorType(x);
   if (bias && failed(expectType(op, {"operand 'bias'", bias},
                                 xType.clone({classes}),
                                 "one per class, as 'w'")))
@@ -1154,9 +1159,71 @@ static LogicalResult verifyLinearCrossEntropy(Operation *op, Value x, Value w,
   return success();
 }
 
+/// memopt.linear_cross_entropy's and its gradient's checks: w is [classes,
+/// width of x] (its element type is x's or f32: the dtype table's).
+static LogicalResult verifyLinearCrossEntropy(Operation *op, Value x, Value w,
+                                              Value labels, Value bias,
+                                              Value lse, int64_t chunk) {
+  if (failed(expectMinRank(op, {"operand 'x'", x}, 1)) ||
+      failed(expectRank(op, {"operand 'w'", w}, 2)))
+    return failure();
+  RankedTensorType wType = tensorType(w);
+  int64_t dim = tensorType(x).getShape().back(), classes = wType.getDimSize(0);
+  if (wType.getDimSize(1) != dim)
+    return expectType(op, {"operand 'w'", w}, wType.clone({classes, dim}),
+                      "[classes, width of 'x']");
+  return verifyLinearCrossEntropy(op, x, classes, labels, bias, lse, chunk);
+}
+
+/// memopt.nf4_linear_cross_entropy's and its gradient's checks: w holds the
+/// NF4 bytes of a [classes, width of x] weight.
+static LogicalResult
+verifyNf4LinearCrossEntropy(Operation *op, Value x,
+                            TypedValue<RankedTensorType> w,
+                            ArrayRef<int64_t> wShape, Value labels, Value bias,
+                            Value lse, int64_t chunk) {
+  if (failed(expectMinRank(op, {"operand 'x'", x}, 1)) ||
+      failed(verifyNf4Weight(op, "w", w, "w_shape", wShape)))
+    return failure();
+  int64_t dim = tensorType(x).getShape().back();
+  if (wShape[1] != dim)
+    return op->emitOpError() << "'w_shape' [" << wShape[0] << ", "
+                             << wShape[1] << "] must be [classes, " << dim
+                             << "] (the width of 'x')";
+  return verifyLinearCrossEntropy(op, x, wShape[0], labels, bias, lse, chunk);
+}
+
 LogicalResult LinearCrossEntropyOp::verify() {
   return verifyLinearCrossEntropy(*this, getX(), getW(), getLabels(),
                                   getBias(), getLse(), getChunk());
+}
+
+LogicalResult Nf4LinearCrossEntropyOp::verify() {
+  return verifyNf4LinearCrossEntropy(*this, getX(), getW(), getWShape(),
+                                     getLabels(), getBias(), getLse(),
+                                     getChunk());
+}
+
+/// The bias gradient of a fused linear cross-entropy's gradient: there
+/// exactly when there is a bias, of its type.
+static LogicalResult verifyBiasGradient(Operation *op, Value bias,
+                                        Value gradBias) {
+  if (static_cast<bool>(bias) != static_cast<bool>(gradBias))
+    return op->emitOpError()
+           << "has a bias gradient exactly when it has a bias";
+  if (bias)
+    return expectType(op, {"result 'grad_bias'", gradBias}, bias.getType());
+  return success();
+}
+
+LogicalResult Nf4LinearCrossEntropyGradOp::verify() {
+  if (failed(verifyNf4LinearCrossEntropy(*this, getX(), getW(), getWShape(),
+                                         getLabels(), getBias(), getLse(),
+                                         getChunk())) ||
+      failed(expectType(*this, {"result 'grad_x'", getGradX()},
+                        getX().getType())))
+    return failure();
+  return verifyBiasGradient(*this, getBias(), getGradBias());
 }
 
 LogicalResult LinearCrossEntropyGradOp::verify() {
@@ -1168,12 +1235,7 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
   if (failed(expectType(*this, {"result 'grad_w'", getGradW()},
                         getW().getType())))
     return failure();
-  if (static_cast<bool>(getBias()) != static_cast<bool>(getGradBias()))
-    return emitOpError() << "has a bias gradient exactly when it has a bias";
-  if (getBias())
-    return expectType(*this, {"result 'grad_bias'", getGradBias()},
-                      getBias().getType());
-  return success();
+  return verifyBiasGradient(*this, getBias(), getGradBias());
 }
 
 // The operand and result types say all there is to check.

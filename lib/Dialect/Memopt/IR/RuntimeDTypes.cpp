@@ -175,6 +175,10 @@ std::vector<Binding> buildBindings() {
                                  {in0, in1, in2}),
       bind<LinearCrossEntropyGradOp>("memopt_linear_cross_entropy_grad",
                                      {in0, in1, in2}),
+      bind<Nf4LinearCrossEntropyOp>("memopt_nf4_linear_cross_entropy",
+                                    {in0, in2}),
+      bind<Nf4LinearCrossEntropyGradOp>(
+          "memopt_nf4_linear_cross_entropy_grad", {in0, in2}),
       bind<MseLossOp>("memopt_mse_loss", {in0}),
       bind<MseLossGradOp>("memopt_mse_loss_grad", {in0}),
       // Optimizers and loss scaling.

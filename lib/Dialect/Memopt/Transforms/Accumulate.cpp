@@ -508,10 +508,12 @@ RuleInference::Result RuleInference::inferLoss() {
     }
     return all(BatchKind::batched(0));
   }
-  if (isa<LinearCrossEntropyOp, LinearCrossEntropyGradOp>(op)) {
+  if (isa<LinearCrossEntropyOp, LinearCrossEntropyGradOp,
+          Nf4LinearCrossEntropyOp, Nf4LinearCrossEntropyGradOp>(op)) {
     // x, labels (and lse) per item; w, bias and the incoming gradient
     // shared.
-    bool isGrad = isa<LinearCrossEntropyGradOp>(op);
+    bool isGrad =
+        isa<LinearCrossEntropyGradOp, Nf4LinearCrossEntropyGradOp>(op);
     bool ok = in[0].isBatched() && in[2].isBatched() &&
               in[2].dim == in[0].dim && in[1].isUniform();
     for (unsigned i = 3; ok && i < op->getNumOperands(); ++i)
@@ -573,6 +575,10 @@ static std::optional<MeanCrossEntropy> getMeanCrossEntropy(Operation *op) {
   if (auto ce = dyn_cast<CrossEntropyGradOp>(op))
     return get(ce, 2);
   if (auto ce = dyn_cast<LinearCrossEntropyGradOp>(op))
+    return get(ce, 4);
+  if (auto ce = dyn_cast<Nf4LinearCrossEntropyOp>(op))
+    return get(ce);
+  if (auto ce = dyn_cast<Nf4LinearCrossEntropyGradOp>(op))
     return get(ce, 4);
   return std::nullopt;
 }

@@ -158,35 +158,44 @@ static DictionaryAttr getInherentAttrs(Operation *op) {
 
 /// The scratch buffer the runtime entry of `op` needs beyond its results
 /// (runtime.h), or nullopt: the chunked linear cross-entropy's
-/// logits chunk (and, for its gradient, the grad_x accumulator), the NF4
-/// product's dequantized chunk of its weight.
+/// logits chunk (and, for its gradient, the grad_x accumulator; for an NF4
+/// weight, a dequantized chunk of it), the NF4 product's dequantized chunk
+/// of its weight.
 static std::optional<MemRefType> getScratchType(Operation *op) {
+  // runtime.h sizes them in multiples of 256 bytes; f32 elements keep each
+  // a buffer of a dtype the runtime knows.
+  auto f32Buffer = [&](uint64_t bytes) {
+    return MemRefType::get({static_cast<int64_t>(bytes / 4)},
+                           Float32Type::get(op->getContext()));
+  };
+  // An NF4 w has no element type: `w` is null.
   auto scratch = [&](Value x, Value w, int64_t chunk, int grad) {
     auto type = cast<RankedTensorType>(x.getType());
     int64_t width = type.getShape().back();
     int64_t rows = width > 0 ? type.getNumElements() / width : 0;
     memopt_dtype dtype = getRuntimeDType(type).value_or(MEMOPT_F32);
+    if (!w)
+      return f32Buffer(memopt_nf4_linear_cross_entropy_scratch_bytes(
+          dtype, rows, width, chunk, grad));
     memopt_dtype wDtype = getRuntimeDType(w.getType()).value_or(MEMOPT_F32);
-    uint64_t bytes = memopt_linear_cross_entropy_scratch_bytes(
-        dtype, wDtype, rows, width, chunk, grad);
-    // runtime.h sizes it in multiples of 256 bytes; f32 elements keep it a
-    // buffer of a dtype the runtime knows.
-    return MemRefType::get({static_cast<int64_t>(bytes / 4)},
-                           Float32Type::get(op->getContext()));
+    return f32Buffer(memopt_linear_cross_entropy_scratch_bytes(
+        dtype, wDtype, rows, width, chunk, grad));
   };
   if (auto product = dyn_cast<Nf4MatmulOp>(op)) {
     // The chunk of the weight's columns dequantized at a time.
     ArrayRef<int64_t> weight = product.getRhsShape();
     bool transposed = product.getTransposeRhs();
-    uint64_t bytes = memopt_nf4_matmul_scratch_bytes(
-        weight[transposed ? 0 : 1], weight[transposed ? 1 : 0]);
-    return MemRefType::get({static_cast<int64_t>(bytes / 4)},
-                           Float32Type::get(op->getContext()));
+    return f32Buffer(memopt_nf4_matmul_scratch_bytes(
+        weight[transposed ? 0 : 1], weight[transposed ? 1 : 0]));
   }
   if (auto loss = dyn_cast<LinearCrossEntropyOp>(op))
     return scratch(loss.getX(), loss.getW(), loss.getChunk(), /*grad=*/0);
   if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op))
     return scratch(grad.getX(), grad.getW(), grad.getChunk(), /*grad=*/1);
+  if (auto loss = dyn_cast<Nf4LinearCrossEntropyOp>(op))
+    return scratch(loss.getX(), Value(), loss.getChunk(), /*grad=*/0);
+  if (auto grad = dyn_cast<Nf4LinearCrossEntropyGradOp>(op))
+    return scratch(grad.getX(), Value(), grad.getChunk(), /*grad=*/1);
   return std::nullopt;
 }
 

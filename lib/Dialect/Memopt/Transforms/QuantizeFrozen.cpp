@@ -2,12 +2,13 @@
 //
 // QLoRA's storage of a fine-tune's frozen base (docs/Quantization.md): a
 // frozen argument that the loss function reads only as the right-hand
-// matrix of memopt.matmul becomes the i8 tensor of its NF4-packed bytes,
-// marked memopt.nf4_of with its shape, and each of its products a
-// memopt.nf4_matmul. Everything else the weight would need (a gradient, a
-// master copy, optimizer state) a frozen argument already lacks, so the
-// rewrite is local: the argument's type and its users. Autodiff then
-// differentiates memopt.nf4_matmul for its left operand only.
+// matrix of memopt.matmul or as the weight of the fused LM-head loss becomes
+// the i8 tensor of its NF4-packed bytes, marked memopt.nf4_of with its
+// shape, and each of its users the NF4 form: memopt.nf4_matmul,
+// memopt.nf4_linear_cross_entropy. Everything else the weight would need (a
+// gradient, a master copy, optimizer state) a frozen argument already
+// lacks, so the rewrite is local: the argument's type and its users.
+// Autodiff then differentiates the NF4 ops for their other operands only.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,14 +37,38 @@ struct QuantizeFrozenPass
 } // namespace
 
 /// Whether `user` reads `weight` as the right-hand matrix of a product that
-/// memopt.nf4_matmul computes: not transposed on the left, the result in
-/// the operands' element type.
+/// memopt.nf4_matmul computes (not transposed on the left, the result in
+/// the operands' element type) or as the weight of a fused LM-head loss.
 static bool isQuantizableUse(Operation *user, Value weight) {
+  if (auto loss = dyn_cast<LinearCrossEntropyOp>(user))
+    return loss.getW() == weight &&
+           llvm::count(loss->getOperands(), weight) == 1;
   auto matmul = dyn_cast<MatmulOp>(user);
   return matmul && matmul.getRhs() == weight && matmul.getLhs() != weight &&
          !matmul.getTransposeLhs() &&
          matmul.getType().getElementType() ==
              matmul.getLhs().getType().getElementType();
+}
+
+/// Replaces `user` of the now packed `weight` of shape `shape` by its NF4
+/// form.
+static void rewriteUse(Operation *user, Value weight, ArrayRef<int64_t> shape) {
+  OpBuilder builder(user);
+  Operation *replacement;
+  if (auto loss = dyn_cast<LinearCrossEntropyOp>(user)) {
+    replacement = Nf4LinearCrossEntropyOp::create(
+        builder, loss.getLoc(), loss->getResultTypes(), loss.getX(), weight,
+        shape, loss.getLabels(), loss.getBias(), loss.getChunk(),
+        loss.getIgnoreIndex(), loss.getReduction());
+  } else {
+    auto matmul = cast<MatmulOp>(user);
+    replacement = Nf4MatmulOp::create(builder, matmul.getLoc(),
+                                      matmul.getType(), matmul.getLhs(),
+                                      weight, shape, matmul.getTransposeRhs());
+  }
+  replacement->setDiscardableAttrs(user->getDiscardableAttrDictionary());
+  user->replaceAllUsesWith(replacement->getResults());
+  user->erase();
 }
 
 /// Whether argument `index` of `loss` is a frozen weight to store in NF4.
@@ -84,16 +109,8 @@ void QuantizeFrozenPass::runOnOperation() {
     argTypes[i] = packed;
     loss.setArgAttr(i, MemoptDialect::kNf4OfAttrName,
                     DenseI64ArrayAttr::get(&getContext(), type.getShape()));
-    for (Operation *user : users) {
-      auto matmul = cast<MatmulOp>(user);
-      OpBuilder builder(matmul);
-      auto product = Nf4MatmulOp::create(
-          builder, matmul.getLoc(), matmul.getType(), matmul.getLhs(), arg,
-          type.getShape(), matmul.getTransposeRhs());
-      product->setDiscardableAttrs(matmul->getDiscardableAttrDictionary());
-      matmul.replaceAllUsesWith(product.getResult());
-      matmul.erase();
-    }
+    for (Operation *user : users)
+      rewriteUse(user, arg, type.getShape());
     ++quantized;
   }
   if (quantized)

@@ -211,7 +211,7 @@ static bool isRecomputable(Operation *op) {
 static bool isCheapToRecompute(Operation *op) {
   return isRecomputable(op) &&
          !isa<MatmulOp, Nf4MatmulOp, Conv2DOp, AttentionOp,
-              LinearCrossEntropyOp>(op);
+              LinearCrossEntropyOp, Nf4LinearCrossEntropyOp>(op);
 }
 
 /// The stage boundaries that cheap ops compute from the previous boundary: a

@@ -239,6 +239,11 @@ inline constexpr DTypeRule kDTypeRules[] = {
     rules::row("memopt_linear_cross_entropy_grad", rules::floats("dtype"),
                rules::floats("w_dtype"), rules::indices("label_dtype"),
                {1, 0, kF32, 0, "w dtype %s is neither x's (%s) nor f32"}),
+    // The NF4 weight is bytes.
+    rules::row("memopt_nf4_linear_cross_entropy", rules::floats("dtype"),
+               rules::indices("label_dtype")),
+    rules::row("memopt_nf4_linear_cross_entropy_grad", rules::floats("dtype"),
+               rules::indices("label_dtype")),
     rules::row("memopt_mse_loss", rules::floats("dtype")),
     rules::row("memopt_mse_loss_grad", rules::floats("dtype")),
     // Optimizers and loss scaling; memopt_unscale's rule holds for each

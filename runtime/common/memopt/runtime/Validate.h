@@ -394,6 +394,32 @@ inline bool checkAttention(memopt_context *ctx, const char *entry,
   return true;
 }
 
+/// The fused linear cross-entropy's checks: the dtypes, the reduction, the
+/// extents, the buffers, the chunk and a scratch of `needed` bytes.
+inline bool checkLinearLoss(memopt_context *ctx, const char *entry,
+                            std::initializer_list<memopt_dtype> dtypes,
+                            memopt_loss_reduction reduction, int64_t rows,
+                            int64_t dim, int64_t classes, int64_t chunk,
+                            const void *scratch, uint64_t scratchBytes,
+                            uint64_t needed, const void *scalar,
+                            std::initializer_list<const void *> tensors) {
+  if (!checkDTypes(ctx, entry, dtypes) ||
+      !checkReduction(ctx, entry, reduction) ||
+      !checkExtents(ctx, entry, {rows, classes, dim}) ||
+      !checkPointers(ctx, entry, 1, {scalar}) ||
+      !checkPointers(ctx, entry, rows, tensors))
+    return false;
+  if (chunk < 1 || (classes > 0 && chunk > classes))
+    return invalid(ctx, entry, "chunk %lld outside [1, %lld]",
+                   static_cast<long long>(chunk),
+                   static_cast<long long>(classes));
+  if (scratchBytes < needed || (!scratch && needed > 0))
+    return invalid(ctx, entry, "scratch of %llu bytes, %llu needed",
+                   static_cast<unsigned long long>(scratch ? scratchBytes : 0),
+                   static_cast<unsigned long long>(needed));
+  return true;
+}
+
 /// The fused linear cross-entropy and its gradient. `scratch` must hold
 /// memopt_linear_cross_entropy_scratch_bytes(dtype, wDtype, rows, dim, chunk,
 /// grad).
@@ -404,23 +430,27 @@ inline bool checkLinearCrossEntropy(
     int64_t classes, int64_t chunk, const void *scratch,
     uint64_t scratchBytes, int grad, const void *scalar,
     std::initializer_list<const void *> tensors) {
-  if (!checkDTypes(ctx, entry, {dtype, wDtype, labelDtype}) ||
-      !checkReduction(ctx, entry, reduction) ||
-      !checkExtents(ctx, entry, {rows, classes, dim}) ||
-      !checkPointers(ctx, entry, 1, {scalar}) ||
-      !checkPointers(ctx, entry, rows, tensors))
-    return false;
-  if (chunk < 1 || (classes > 0 && chunk > classes))
-    return invalid(ctx, entry, "chunk %lld outside [1, %lld]",
-                   static_cast<long long>(chunk),
-                   static_cast<long long>(classes));
-  uint64_t needed = memopt_linear_cross_entropy_scratch_bytes(
-      dtype, wDtype, rows, dim, chunk, grad);
-  if (scratchBytes < needed || (!scratch && needed > 0))
-    return invalid(ctx, entry, "scratch of %llu bytes, %llu needed",
-                   static_cast<unsigned long long>(scratch ? scratchBytes : 0),
-                   static_cast<unsigned long long>(needed));
-  return true;
+  return checkLinearLoss(ctx, entry, {dtype, wDtype, labelDtype}, reduction,
+                         rows, dim, classes, chunk, scratch, scratchBytes,
+                         memopt_linear_cross_entropy_scratch_bytes(
+                             dtype, wDtype, rows, dim, chunk, grad),
+                         scalar, tensors);
+}
+
+/// The NF4 fused linear cross-entropy and its gradient: as above, with a
+/// scratch of memopt_nf4_linear_cross_entropy_scratch_bytes(dtype, rows, dim,
+/// chunk, grad).
+inline bool checkNf4LinearCrossEntropy(
+    memopt_context *ctx, const char *entry, memopt_dtype dtype,
+    memopt_dtype labelDtype, memopt_loss_reduction reduction, int64_t rows,
+    int64_t dim, int64_t classes, int64_t chunk, const void *scratch,
+    uint64_t scratchBytes, int grad, const void *scalar,
+    std::initializer_list<const void *> tensors) {
+  return checkLinearLoss(ctx, entry, {dtype, labelDtype}, reduction, rows, dim,
+                         classes, chunk, scratch, scratchBytes,
+                         memopt_nf4_linear_cross_entropy_scratch_bytes(
+                             dtype, rows, dim, chunk, grad),
+                         scalar, tensors);
 }
 
 /// MSE and its gradient, likewise over `n` elements.

@@ -1127,6 +1127,62 @@ def Memopt_LinearCrossEntropyGradOp
   }];
 }
 
+def Memopt_Nf4LinearCrossEntropyOp
+    : Memopt_Op<"nf4_linear_cross_entropy",
+                [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let summary = "fused LM-head loss with an NF4-quantized frozen weight";
+  let description = [{
+    `memopt.linear_cross_entropy` whose weight is a frozen `[C, D]` matrix
+    stored in NF4 (docs/Quantization.md): `w` holds the packed bytes of a
+    weight of shape `w_shape`. Each chunk's rows of the weight are
+    dequantized into the planned scratch, rounded to `x`'s element type, just
+    before its product: no dequantized copy of the whole weight exists. Only
+    `x` (and `bias`) are differentiable.
+
+    ```mlir
+    %l, %lse = memopt.nf4_linear_cross_entropy %x, %w shape [100, 32], %labels chunk 64 : tensor<16x32xf32>, tensor<1660xi8>, tensor<16xi64> -> tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_FloatTensor:$x, Memopt_PackedTensor:$w,
+      Memopt_Pair:$w_shape, Memopt_IndexTensor:$labels,
+      Optional<Memopt_FloatTensor>:$bias, I64Attr:$chunk,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      DefaultValuedAttr<Memopt_LossReductionAttr,
+                        "::memopt::LossReduction::Mean">:$reduction);
+  let results = (outs Memopt_F32Scalar:$loss, Memopt_F32Tensor:$lse);
+  let assemblyFormat = [{
+    $x `,` $w `shape` $w_shape `,` $labels (`bias` $bias^)? `chunk` $chunk
+    (`ignore_index` $ignore_index^)? (`reduction` `` $reduction^)? attr-dict
+    `:` type($x) `,` type($w) `,` type($labels) (`,` type($bias)^)? `->`
+    type($lse)
+  }];
+}
+
+def Memopt_Nf4LinearCrossEntropyGradOp
+    : Memopt_Op<"nf4_linear_cross_entropy_grad", [Pure]> {
+  let summary = "gradient of memopt.nf4_linear_cross_entropy";
+  let description = [{
+    `memopt.linear_cross_entropy_grad` with the NF4 weight of the forward,
+    which has no gradient: `grad_x` and, when there is a bias, `grad_bias`.
+  }];
+  let arguments = (ins Memopt_FloatTensor:$x, Memopt_PackedTensor:$w,
+      Memopt_Pair:$w_shape, Memopt_IndexTensor:$labels, Memopt_F32Tensor:$lse,
+      Memopt_F32Scalar:$grad, Optional<Memopt_FloatTensor>:$bias,
+      I64Attr:$chunk,
+      DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+      DefaultValuedAttr<Memopt_LossReductionAttr,
+                        "::memopt::LossReduction::Mean">:$reduction);
+  let results = (outs Memopt_FloatTensor:$grad_x,
+                      Optional<Memopt_FloatTensor>:$grad_bias);
+  let assemblyFormat = [{
+    $x `,` $w `shape` $w_shape `,` $labels `,` $lse `,` $grad (`bias` $bias^)?
+    `chunk` $chunk (`ignore_index` $ignore_index^)?
+    (`reduction` `` $reduction^)? attr-dict `:` type($x) `,` type($w) `,`
+    type($labels) `,` type($lse) (`,` type($bias)^)? `->` type($grad_x)
+    (`,` type($grad_bias)^)?
+  }];
+}
+
 def Memopt_LabelCountOp : Memopt_Op<"label_count", [Pure]> {
   let summary = "number of labels that are not ignored";
   let description = [{

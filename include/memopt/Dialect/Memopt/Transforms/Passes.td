@@ -155,15 +155,15 @@ def QuantizeFrozenPass : Pass<"memopt-quantize-frozen", "mlir::ModuleOp"> {
     Rewrites the module's `memopt.loss` function, after
     `--memopt-mixed-precision` and before `--memopt-autodiff`: a `"frozen"`
     argument that is a matrix read only as the right-hand operand of
-    `memopt.matmul` (a frozen `nn.Linear` weight: a LoRA fine-tune's base)
-    becomes the `i8` tensor of its NF4-packed bytes (docs/Quantization.md),
-    marked `memopt.nf4_of` with its shape, and each of those products a
-    `memopt.nf4_matmul`, which dequantizes a chunk of the weight at a time in
-    the products' element type. A weight also read by another op (an
-    embedding table, a norm's scale) or through a cast keeps its type; the
-    fused LM-head loss (`memopt.linear_cross_entropy`) reads its weight
-    unquantized, as bitsandbytes' and PEFT's QLoRA keep `lm_head`. The
-    driver quantizes the checkpoint's tensor at load and saves it unchanged.
+    `memopt.matmul` (a frozen `nn.Linear` weight: a LoRA fine-tune's base) or
+    as the weight of the fused LM-head loss becomes the `i8` tensor of its
+    NF4-packed bytes (docs/Quantization.md), marked `memopt.nf4_of` with its
+    shape; each of those products becomes a `memopt.nf4_matmul` and each
+    fused loss a `memopt.nf4_linear_cross_entropy`, which dequantize a chunk
+    of the weight at a time in the products' element type. A weight also read
+    by another op (an embedding table tied to the LM head, a norm's scale) or
+    through a cast keeps its type. The driver quantizes the checkpoint's
+    tensor at load and saves it unchanged.
 
     ```
     memopt-opt --memopt-mixed-precision --memopt-quantize-frozen model.mlir
