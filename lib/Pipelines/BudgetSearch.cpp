@@ -360,12 +360,17 @@ static std::string explainZero(const ExploreResult &result,
       result.samplesPerStep * c.ranks);
 }
 
-/// Why the chosen combination `c` (single-device, 8-bit state) quantizes.
+/// Why the chosen combination (8-bit state) quantizes: the moments of one
+/// device, also when the chosen row then shards them.
 static std::string explainState(const ExploreResult &result,
                                 const CombinationResult &chosen) {
   const CombinationResult *wide =
       findSmallest(result, [](const Combination &c) {
         return c.stateBits == 32 && c.ranks == 1;
+      });
+  const CombinationResult *narrow =
+      findSmallest(result, [](const Combination &c) {
+        return c.stateBits == 8 && c.ranks == 1;
       });
   return llvm::formatv(
       "8-bit optimizer state applied: no combination with 32-bit state fits "
@@ -374,7 +379,7 @@ static std::string explainState(const ExploreResult &result,
       wide ? " (the smallest, " + wide->combination.str() + ", needs " +
                  formatBytes(wide->plannedPeakBytes) + ")"
            : std::string(),
-      formatBytes(chosen.modelState.optimizer),
+      formatBytes((narrow ? *narrow : chosen).modelState.optimizer),
       wide ? formatBytes(wide->modelState.optimizer) : std::string("32 bits"));
 }
 
@@ -461,11 +466,8 @@ static void findRemedies(ExploreResult &result, const ExploreOptions &options) {
   const CombinationResult &row = result.rows[*result.smallest];
   int64_t peak = row.plannedPeakBytes;
   int64_t optimizer = row.getPool(MemoryPoolKind::Optimizer);
-  // ZeRO does not shard 8-bit moments (yet).
-  bool shardable = row.combination.stateBits == 32;
   if (auto remedy =
-          shard("shard-optimizer", peak, optimizer, options.budgetBytes);
-      remedy && shardable)
+          shard("shard-optimizer", peak, optimizer, options.budgetBytes))
     result.remedies.push_back(*remedy);
   if (peak - optimizer <= options.budgetBytes)
     result.remedies.push_back(
@@ -476,8 +478,7 @@ static void findRemedies(ExploreResult &result, const ExploreOptions &options) {
                        row.getPool(MemoryPoolKind::MasterParams) +
                        row.getPool(MemoryPoolKind::Grads) + optimizer;
   if (auto remedy =
-          shard("shard-model-state", peak, modelState, options.budgetBytes);
-      remedy && shardable)
+          shard("shard-model-state", peak, modelState, options.budgetBytes))
     result.remedies.push_back(*remedy);
 }
 
@@ -547,11 +548,9 @@ static bool addNf4FrozenRows(ModuleOp module, const MemoptPipelineOptions &base,
 static bool addShardedRows(ModuleOp module, const MemoptPipelineOptions &base,
                            const ExploreOptions &options,
                            ExploreResult &result) {
-  // ZeRO shards 32-bit moments only.
-  const CombinationResult *smallest =
-      findSmallest(result, [](const Combination &c) {
-        return c.remat != "budget" && c.stateBits == 32;
-      });
+  // With 8-bit moments when the search quantized them: the smallest.
+  const CombinationResult *smallest = findSmallest(
+      result, [](const Combination &c) { return c.remat != "budget"; });
   if (!smallest)
     return false;
   Combination combination = smallest->combination;

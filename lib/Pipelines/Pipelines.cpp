@@ -97,11 +97,6 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
     return fail("invalid optimizer-state-bits=" +
                 llvm::Twine(options.optimizerStateBits) +
                 ": expected 32, or 8 with adamw");
-  if (options.optimizerStateBits == 8 && options.zeroStage > 0)
-    return fail("--optimizer-state=8bit with --zero-stage=" +
-                llvm::Twine(options.zeroStage) +
-                " is not supported yet: ZeRO shards the moments element by "
-                "element, the 8-bit moments are packed in blocks");
   if (options.zeroStage > 0 && options.dataParallel < 2)
     return fail("--zero-stage=" + llvm::Twine(options.zeroStage) +
                 " shards over the data-parallel ranks: it needs "

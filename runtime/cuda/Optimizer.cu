@@ -91,22 +91,22 @@ __global__ void adamw8bitKernel(const float *param, const float *grad,
   int64_t t64 = *step;
   if (!isUpdateCount(skipped, t64, SiteAdamW8bitStep, error))
     return;
-  int64_t absmaxAt = quantizedAbsmaxOffset(n);
-  int64_t block = blockIdx.x, i = block * kQuantBlock + threadIdx.x;
-  const float *mAbsmax = reinterpret_cast<const float *>(expAvg + absmaxAt);
-  const float *vAbsmax = reinterpret_cast<const float *>(expAvgSq + absmaxAt);
-  float *newMAbsmax = reinterpret_cast<float *>(newExpAvg + absmaxAt);
-  float *newVAbsmax = reinterpret_cast<float *>(newExpAvgSq + absmaxAt);
+  int64_t block = blockIdx.x, j = threadIdx.x, i = block * kQuantBlock + j;
+  const uint8_t *mCodes = quantizedCodes(expAvg, block);
+  const uint8_t *vCodes = quantizedCodes(expAvgSq, block);
+  uint8_t *newMCodes = quantizedCodes(newExpAvg, block);
+  uint8_t *newVCodes = quantizedCodes(newExpAvgSq, block);
+  float mAbsmax = *quantizedAbsmax(expAvg, block);
+  float vAbsmax = *quantizedAbsmax(expAvgSq, block);
   bool inside = i < n;
   if (skipped) {
-    if (inside) {
+    if (inside)
       newParam[i] = param[i];
-      newExpAvg[i] = expAvg[i];
-      newExpAvgSq[i] = expAvgSq[i];
-    }
-    if (threadIdx.x == 0) {
-      newMAbsmax[block] = mAbsmax[block];
-      newVAbsmax[block] = vAbsmax[block];
+    newMCodes[j] = mCodes[j];
+    newVCodes[j] = vCodes[j];
+    if (j == 0) {
+      *quantizedAbsmax(newExpAvg, block) = mAbsmax;
+      *quantizedAbsmax(newExpAvgSq, block) = vAbsmax;
     }
     return;
   }
@@ -114,8 +114,8 @@ __global__ void adamw8bitKernel(const float *param, const float *grad,
       adamwCoefficients(s.lr, s.beta1, s.beta2, s.eps, s.weightDecay, t64);
   float m = 0.0f, v = 0.0f;
   if (inside) {
-    m = kSignedCode[expAvg[i]] * mAbsmax[block];
-    v = kUnsignedCode[expAvgSq[i]] * vAbsmax[block];
+    m = kSignedCode[mCodes[j]] * mAbsmax;
+    v = kUnsignedCode[vCodes[j]] * vAbsmax;
     newParam[i] = adamwElement(c, param[i], grad[i], m, v);
   }
   mMax[threadIdx.x] = inside ? fabsf(m) : 0.0f;
@@ -129,20 +129,14 @@ __global__ void adamw8bitKernel(const float *param, const float *grad,
     __syncthreads();
   }
   float mTop = mMax[0], vTop = vMax[0];
-  if (inside) {
-    newExpAvg[i] =
-        nearestCode(kSignedCode, m * (mTop > 0.0f ? 1.0f / mTop : 0.0f));
-    newExpAvgSq[i] =
-        nearestCode(kUnsignedCode, v * (vTop > 0.0f ? 1.0f / vTop : 0.0f));
-  }
-  if (threadIdx.x == 0) {
-    newMAbsmax[block] = mTop;
-    newVAbsmax[block] = vTop;
-  }
-  // The bytes between the codes and the absmaxes: zero, as on the host.
-  if (block == 0 && threadIdx.x < absmaxAt - n) {
-    newExpAvg[n + threadIdx.x] = 0;
-    newExpAvgSq[n + threadIdx.x] = 0;
+  // Past n (m = v = 0): the code of 0, as on the host.
+  newMCodes[j] =
+      nearestCode(kSignedCode, m * (mTop > 0.0f ? 1.0f / mTop : 0.0f));
+  newVCodes[j] =
+      nearestCode(kUnsignedCode, v * (vTop > 0.0f ? 1.0f / vTop : 0.0f));
+  if (j == 0) {
+    *quantizedAbsmax(newExpAvg, block) = mTop;
+    *quantizedAbsmax(newExpAvgSq, block) = vTop;
   }
 }
 

@@ -8,6 +8,8 @@
 
 #include "Driver.h"
 
+#include "memopt/runtime/QuantizeMath.h"
+
 #include <nlohmann/json.hpp>
 
 #include <limits>
@@ -381,15 +383,19 @@ bool memopt::driver::parseModelDescription(const std::string &json,
       }
       master->copyIndex = i;
     }
-    // A shard holds ceil(n / ranks) elements of an n-element tensor.
+    // A shard holds ceil(n / ranks) elements of an n-element tensor, rounded
+    // up to a whole block when the parameter has 8-bit moments (their
+    // shards are whole blocks; a block's record is 4 + B bytes).
     for (const ModelArgument &argument : model.arguments) {
       if (!argument.shardOf)
         continue;
       uint64_t full =
           argument.wholeByteSize / getDtypeSize(argument.dtype);
       uint64_t ranks = static_cast<uint64_t>(model.dataParallel);
-      if (ranks < 2 || static_cast<uint64_t>(argument.shape[0]) !=
-                           (full + ranks - 1) / ranks) {
+      uint64_t shard = static_cast<uint64_t>(argument.shape[0]);
+      uint64_t least = ranks ? (full + ranks - 1) / ranks : 0;
+      uint64_t granule = runtime::kQuantRecordBytes;
+      if (ranks < 2 || shard < least || shard >= least + granule) {
         error = "argument '" + argument.name + "' is a shard of " +
                 std::to_string(full) + " elements, which " +
                 std::to_string(argument.shape[0]) + " elements on each of " +

@@ -173,31 +173,32 @@ void memopt_adamw8bit_update(memopt_context *ctx, memopt_dtype dtype,
   F32Input p(ctx, dtype, param, n);
   F32Input g(ctx, dtype, grad, n);
   F32Output outP(ctx, dtype, new_param, n);
-  int64_t absmaxAt = quantizedAbsmaxOffset(n);
-  auto absmax = [&](const uint8_t *state) {
-    return reinterpret_cast<const float *>(state + absmaxAt);
-  };
-  auto newAbsmax = [&](uint8_t *state) {
-    return reinterpret_cast<float *>(state + absmaxAt);
-  };
+  // The codes past n in the last block are the code of 0: a checkpoint's
+  // bytes depend on the state alone, and a ZeRO shard padded with zeros
+  // holds the same bytes.
+  uint8_t zeroM = nearestCode(signedCode, 0.0f);
+  uint8_t zeroV = nearestCode(unsignedCode, 0.0f);
   parallelFor(quantizedBlocks(n), kElementGrain / kQuantBlock,
               [&](int64_t first, int64_t last) {
                 float m[kQuantBlock], v[kQuantBlock];
                 for (int64_t b = first; b < last; ++b) {
                   int64_t begin = b * kQuantBlock;
                   int64_t count = std::min(kQuantBlock, n - begin);
+                  uint8_t *mCodes = quantizedCodes(mOut, b);
+                  uint8_t *vCodes = quantizedCodes(vOut, b);
                   adamw8bitBlock(c, signedCode, unsignedCode,
                                  p.get() + begin, g.get() + begin,
-                                 mIn + begin, absmax(mIn)[b], vIn + begin,
-                                 absmax(vIn)[b], count, outP.get() + begin, m,
-                                 v, mOut + begin, newAbsmax(mOut)[b],
-                                 vOut + begin, newAbsmax(vOut)[b]);
+                                 quantizedCodes(mIn, b),
+                                 *quantizedAbsmax(mIn, b),
+                                 quantizedCodes(vIn, b),
+                                 *quantizedAbsmax(vIn, b), count,
+                                 outP.get() + begin, m, v, mCodes,
+                                 *quantizedAbsmax(mOut, b), vCodes,
+                                 *quantizedAbsmax(vOut, b));
+                  std::fill(mCodes + count, mCodes + kQuantBlock, zeroM);
+                  std::fill(vCodes + count, vCodes + kQuantBlock, zeroV);
                 }
               });
-  // The bytes between the codes and the absmaxes are zero, so that a
-  // checkpoint's bytes depend on the state alone.
-  std::memset(mOut + n, 0, static_cast<size_t>(absmaxAt - n));
-  std::memset(vOut + n, 0, static_cast<size_t>(absmaxAt - n));
   outP.commit();
 }
 

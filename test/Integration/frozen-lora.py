@@ -189,7 +189,7 @@ def main():
         if verdict.ok:
             print("bf16: %s%s" % (what, verdict.summary()))
 
-    print(memopt_run.zero2_vs_k2(mlir, workdir, STEPS))
+    print(memopt_run.zero_vs_k2(mlir, workdir, STEPS))
 
 
 if __name__ == "__main__":

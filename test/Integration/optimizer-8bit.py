@@ -30,7 +30,8 @@ BLOCK, MIN_ELEMENTS = 256, 4096
 
 
 def packed_bytes(n):
-    return (n + 3) // 4 * 4 + 4 * ((n + BLOCK - 1) // BLOCK)
+    """A record per block: its f32 absmax, then its BLOCK codes."""
+    return (4 + BLOCK) * ((n + BLOCK - 1) // BLOCK)
 
 
 def run(out, workdir, *args):

@@ -177,7 +177,7 @@ def main():
           mlir, workdir, quantized, original, "--mixed-precision=bf16",
           *fused, compare_state=False)
 
-    print(memopt_run.zero2_vs_k2(mlir, workdir, STEPS, *NF4))
+    print(memopt_run.zero_vs_k2(mlir, workdir, STEPS, *NF4))
 
 
 if __name__ == "__main__":

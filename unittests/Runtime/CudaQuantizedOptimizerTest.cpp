@@ -54,11 +54,17 @@ void hostUpdate(const Hyper &h, int64_t step, double lrScale,
     float mAbsmax, vAbsmax;
     rt::adamw8bitBlock(
         c, signedCode, unsignedCode, param.data() + begin, grad.data() + begin,
-        m.data() + begin, m.absmax(b), v.data() + begin, v.absmax(b), count,
-        newParam.data() + begin, mScratch, vScratch, newM.data() + begin,
-        mAbsmax, newV.data() + begin, vAbsmax);
+        rt::quantizedCodes(m.data(), b), m.absmax(b),
+        rt::quantizedCodes(v.data(), b), v.absmax(b), count,
+        newParam.data() + begin, mScratch, vScratch, newM.codes(b), mAbsmax,
+        newV.codes(b), vAbsmax);
     newM.setAbsmax(b, mAbsmax);
     newV.setAbsmax(b, vAbsmax);
+    // Past n: the code of 0.
+    for (int64_t j = count; j < rt::kQuantBlock; ++j) {
+      newM.codes(b)[j] = rt::nearestCode(signedCode, 0.0f);
+      newV.codes(b)[j] = rt::nearestCode(unsignedCode, 0.0f);
+    }
   }
 }
 
@@ -82,11 +88,12 @@ void expectSameBytes(const std::vector<float> &param, const Packed &m,
                           << (first < 0 ? 0.0f : hostParam[first])
                           << " on the host";
   auto compare = [&](const Packed &got, const Packed &want, const char *what) {
-    std::vector<uint8_t> a = got.meaningful(), b = want.meaningful();
+    const std::vector<uint8_t> &a = got.bytes, &b = want.bytes;
     auto mismatch = std::mismatch(a.begin(), a.end(), b.begin());
     EXPECT_TRUE(mismatch.first == a.end())
         << what << " differs at byte " << (mismatch.first - a.begin()) << " of "
-        << a.size() << " (codes below " << n << ", then absmaxes)";
+        << a.size() << " (records of an absmax and "
+        << memopt::runtime::kQuantBlock << " codes)";
   };
   compare(m, hostM, "exp_avg");
   compare(v, hostV, "exp_avg_sq");

@@ -20,8 +20,8 @@
 namespace memopt {
 namespace test {
 
-/// One packed moment of `n` elements: n codes, padding to a multiple of 4,
-/// then one f32 absmax per block of runtime::kQuantBlock elements.
+/// One packed moment of `n` elements: per block of runtime::kQuantBlock
+/// elements, its f32 absmax and then its codes.
 struct Packed {
   int64_t n;
   std::vector<uint8_t> bytes;
@@ -31,21 +31,23 @@ struct Packed {
   int64_t blocks() const {
     return (n + runtime::kQuantBlock - 1) / runtime::kQuantBlock;
   }
-  int64_t absmaxOffset() const { return (n + 3) / 4 * 4; }
   float absmax(int64_t block) const {
     float x;
-    std::memcpy(&x, bytes.data() + absmaxOffset() + 4 * block, 4);
+    std::memcpy(&x, bytes.data() + block * runtime::kQuantRecordBytes, 4);
     return x;
   }
   void setAbsmax(int64_t block, float x) {
-    std::memcpy(bytes.data() + absmaxOffset() + 4 * block, &x, 4);
+    std::memcpy(bytes.data() + block * runtime::kQuantRecordBytes, &x, 4);
   }
-  /// The codes and the absmaxes without the padding between them, which an
-  /// update does not write.
-  std::vector<uint8_t> meaningful() const {
-    std::vector<uint8_t> out(bytes.begin(), bytes.begin() + n);
-    out.insert(out.end(), bytes.begin() + absmaxOffset(), bytes.end());
-    return out;
+  /// The code of element i (i < blocks() * kQuantBlock).
+  uint8_t &code(int64_t i) {
+    return bytes[(i / runtime::kQuantBlock) * runtime::kQuantRecordBytes + 4 +
+                 i % runtime::kQuantBlock];
+  }
+  uint8_t code(int64_t i) const { return const_cast<Packed *>(this)->code(i); }
+  /// The codes of block b.
+  uint8_t *codes(int64_t b) {
+    return bytes.data() + b * runtime::kQuantRecordBytes + 4;
   }
   uint8_t *data() { return bytes.data(); }
   const uint8_t *data() const { return bytes.data(); }

@@ -946,10 +946,11 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
                          double weight_decay);
 
 /// `memopt.adamw_update` with 8-bit moments (memopt/runtime/QuantizeMath.h):
-/// exp_avg and exp_avg_sq each hold quantizedStateBytes(n) bytes, the codes
-/// of the n elements and the f32 absmax of each block; the update of each
-/// block dequantizes it, computes memopt_adamw_update's formulas in f32 and
-/// quantizes the new moments. The outputs may be the inputs.
+/// exp_avg and exp_avg_sq each hold quantizedStateBytes(n) bytes, one record
+/// per block of 256 elements: its f32 absmax, then its 256 codes (past n,
+/// the code of 0); the update of each block dequantizes it, computes
+/// memopt_adamw_update's formulas in f32 and quantizes the new moments. The
+/// outputs may be the inputs.
 void memopt_adamw8bit_update(memopt_context *ctx, memopt_dtype dtype,
                              const void *param, const void *grad,
                              const void *exp_avg, const void *exp_avg_sq,

@@ -865,7 +865,7 @@ func.func @adamw_beta(%p: tensor<4xf32>, %t: tensor<i64>) {
 // -----
 
 func.func @adamw_8bit_size(%p: tensor<300xf32>, %m: tensor<300xi8>, %t: tensor<i64>) {
-  // expected-error @+1 {{operand 'exp_avg' has type 'tensor<300xi8>', expected 'tensor<308xi8>' (the packed 8-bit moments of the parameter)}}
+  // expected-error @+1 {{operand 'exp_avg' has type 'tensor<300xi8>', expected 'tensor<520xi8>' (the packed 8-bit moments of the parameter)}}
   %0, %1, %2 = memopt.adamw_update %p, %p, %m, %m step %t lr 1.0e-03 betas(0.9, 0.999) eps 1.0e-08 weight_decay 0.01 : tensor<300xf32> state tensor<300xi8>
   return
 }

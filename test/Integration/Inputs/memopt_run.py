@@ -11,7 +11,7 @@ import numpy as np
 
 __all__ = ["compile_model", "train", "losses", "ADAMW", "ADAMW_FLAGS",
            "adamw", "first_step_gradients", "sgd_step_gradients", "check_parity", "MPIRUN",
-           "MPI_ENV", "zero2_vs_k2", "load_test"]
+           "MPI_ENV", "zero_vs_k2", "load_test"]
 
 LOSS = re.compile(r"^step \d+ loss (\S+)", re.M)
 
@@ -144,15 +144,17 @@ def export_and_check(label, model, batch, workdir, steps, *flags):
     return check_parity(label, oracle, mlir, workdir, steps, *flags)
 
 
-def zero2_vs_k2(mlir, workdir, steps, *flags):
+def zero_vs_k2(mlir, workdir, steps, *flags, stage=2):
     """Trains MLIR compiled with FLAGS for STEPS AdamW steps twice: with 2
-    micro-batches in one process, and under ZeRO-2 over 2 MPI ranks (one
-    BLAS thread each); returns the line that says whether the losses are
-    bit-identical and the saved states byte-identical."""
+    micro-batches in one process, and under ZeRO stage STAGE over 2 MPI ranks
+    (one BLAS thread each), saving WORKDIR/k2.safetensors and
+    WORKDIR/zeroSTAGE.safetensors; returns the line that says whether the
+    losses are bit-identical and the saved states byte-identical."""
     runs = {}
+    zero = "zero%d" % stage
     for name, ranks, extra in (
             ("k2", 1, ["--micro-batches=2"]),
-            ("zero2", 2, ["--data-parallel=2", "--zero-stage=2"])):
+            (zero, 2, ["--data-parallel=2", "--zero-stage=%d" % stage])):
         out = os.path.join(workdir, "out-" + name)
         compile_model(mlir, out, *ADAMW_FLAGS, *flags, *extra)
         save = os.path.join(workdir, name + ".safetensors")
@@ -165,11 +167,11 @@ def zero2_vs_k2(mlir, workdir, steps, *flags):
         stdout = subprocess.run(command, check=True, capture_output=True,
                                 text=True, env=MPI_ENV).stdout
         runs[name] = (losses(stdout), open(save, "rb").read())
-    return "ZeRO-2 x 2 ranks vs K=2: %d losses %s, state %s" % (
-        len(runs["zero2"][0]),
-        "bit-identical" if runs["zero2"][0] == runs["k2"][0] else
-        "MISMATCH %s %s" % (runs["zero2"][0], runs["k2"][0]),
-        "byte-identical" if runs["zero2"][1] == runs["k2"][1]
+    return "ZeRO-%d x 2 ranks vs K=2: %d losses %s, state %s" % (
+        stage, len(runs[zero][0]),
+        "bit-identical" if runs[zero][0] == runs["k2"][0] else
+        "MISMATCH %s %s" % (runs[zero][0], runs["k2"][0]),
+        "byte-identical" if runs[zero][1] == runs["k2"][1]
         else "MISMATCH")
 
 

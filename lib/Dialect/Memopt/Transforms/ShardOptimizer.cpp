@@ -14,7 +14,10 @@
 //     over the ranks of slice r only.
 //  3. The optimizer state arguments (AdamW's moments, SGD's momentum) become
 //     S-element shards; `memopt.shard_of` records their full shape, from
-//     which the driver loads and saves whole checkpoints.
+//     which the driver loads and saves whole checkpoints. 8-bit moments
+//     (QuantizeMath.h) are cut in whole blocks: S is a multiple of the
+//     block, so that a rank's shard is the records of its blocks, a byte
+//     range of the whole packed tensor.
 //  4. The update runs on the rank's slice of the parameter (`shard.all_slice`,
 //     no communication), its gradient slice and its state shards; the new
 //     slices are all-gathered (`shard.all_gather`) and unpadded into the
@@ -48,6 +51,7 @@
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
+#include "memopt/runtime/QuantizeMath.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -71,11 +75,16 @@ struct ShardOptimizerPass
   void runOnOperation() override;
 };
 
-/// How one parameter of n elements is cut over N ranks.
+/// How one parameter of n elements is cut over N ranks: in shards of a
+/// multiple of `granule` elements (the blocks of 8-bit moments, 1 else).
 struct ShardShape {
   int64_t numel;
   int64_t ranks;
-  int64_t getShard() const { return (numel + ranks - 1) / ranks; }
+  int64_t granule = 1;
+  int64_t getShard() const {
+    int64_t elements = (numel + ranks - 1) / ranks;
+    return (elements + granule - 1) / granule * granule;
+  }
   int64_t getPadded() const { return getShard() * ranks; }
 };
 
@@ -327,7 +336,10 @@ static LogicalResult shardUpdate(func::FuncOp func, Operation *update,
   auto paramType = cast<RankedTensorType>(operands.param->get().getType());
   auto reduce = operands.grad->get().getDefiningOp<shard::AllReduceOp>();
   auto returnOp = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-  ShardShape shape{paramType.getNumElements(), ranks};
+  auto adamw = dyn_cast<AdamWUpdateOp>(update);
+  bool quantized = adamw && adamw.hasQuantizedState();
+  ShardShape shape{paramType.getNumElements(), ranks,
+                   quantized ? runtime::kQuantBlock : 1};
   OpBuilder b(update);
   Sharder sharder(b, update->getLoc(), shape,
                   update->getAttr(MemoptDialect::kScopeAttrName));
@@ -352,6 +364,17 @@ static LogicalResult shardUpdate(func::FuncOp func, Operation *update,
   // through a low-precision copy, its master's shard.
   for (OpOperand *state : operands.states) {
     auto arg = cast<BlockArgument>(state->get());
+    if (quantized) {
+      // The records of the shard's blocks, of the whole packed tensor.
+      arg.setType(RankedTensorType::get(
+          {runtime::quantizedStateBytes(shape.getShard())},
+          getElementTypeOrSelf(arg.getType())));
+      func.setArgAttr(
+          arg.getArgNumber(), MemoptDialect::kShardOfAttrName,
+          b.getDenseI64ArrayAttr(
+              {runtime::quantizedStateBytes(shape.numel)}));
+      continue;
+    }
     arg.setType(sharder.getShardType(arg));
     func.setArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName,
                     b.getDenseI64ArrayAttr(paramType.getShape()));
@@ -368,8 +391,11 @@ static LogicalResult shardUpdate(func::FuncOp func, Operation *update,
   } else {
     operands.param->set(sharder.slice(param));
   }
-  for (OpResult result : update->getResults())
-    result.setType(shardType);
+  // The new parameter's slice, and the new state in its arguments' types.
+  update->getResult(0).setType(shardType);
+  for (auto [result, state] :
+       llvm::zip_equal(update->getResults().drop_front(), operands.states))
+    result.setType(state->get().getType());
 
   // The new parameter (or its copy), whole on every rank.
   b.setInsertionPointAfter(update);

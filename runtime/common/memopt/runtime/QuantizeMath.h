@@ -5,9 +5,11 @@
 // loops and the CUDA kernels.
 //
 // Each moment of a parameter of N elements is one byte tensor, "packed":
+// one record of 4 + B bytes per block of B elements,
 //
-//   [0, N)                      one code per element
-//   [align4(N), + 4 ceil(N/B))  the f32 absmax of each block of B elements
+//   [b (4 + B), + 4)        the f32 absmax of block b
+//   [b (4 + B) + 4, + B)    one code per element of the block (past N in
+//                           the last block: the code of 0)
 //
 // and element i holds code[c_i] * absmax[i / B], code the dynamic code:
 // 256 values sorted ascending, in 7 decades 10^-6 .. 10^0, decade d holding
@@ -18,7 +20,10 @@
 // and quantizes each element to the nearest code (the lower on a tie).
 // B = 256: a 2 KiB block of torchao's choice rather than the paper's 2048,
 // so that one outlier widens the step of 255 neighbours, not 2047; its
-// absmaxes cost 4 / 256 bytes per element.
+// absmaxes cost 4 / 256 bytes per element. A block's record is contiguous,
+// so the moment of any run of whole blocks is a contiguous run of bytes:
+// ZeRO's shard of a moment (docs/DataParallel.md) is a byte range of the
+// whole tensor, as an f32 moment's is.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,15 +51,29 @@ MEMOPT_HOST_DEVICE constexpr int64_t quantizedBlocks(int64_t n) {
   return (n + kQuantBlock - 1) / kQuantBlock;
 }
 
-/// Where the absmaxes of a packed moment of `n` elements start: after the
-/// codes, 4-byte aligned (the bytes between are zero).
-MEMOPT_HOST_DEVICE constexpr int64_t quantizedAbsmaxOffset(int64_t n) {
-  return (n + 3) / 4 * 4;
-}
+/// Bytes of the record of one block: its absmax, then its codes.
+constexpr int64_t kQuantRecordBytes = 4 + kQuantBlock;
 
 /// Bytes of one packed moment of `n` elements.
 MEMOPT_HOST_DEVICE constexpr int64_t quantizedStateBytes(int64_t n) {
-  return quantizedAbsmaxOffset(n) + 4 * quantizedBlocks(n);
+  return kQuantRecordBytes * quantizedBlocks(n);
+}
+
+/// The record of block `b` of a packed moment: its absmax (f32, 4-byte
+/// aligned when the moment is) and then its codes.
+MEMOPT_HOST_DEVICE inline float *quantizedAbsmax(uint8_t *packed, int64_t b) {
+  return reinterpret_cast<float *>(packed + b * kQuantRecordBytes);
+}
+MEMOPT_HOST_DEVICE inline const float *quantizedAbsmax(const uint8_t *packed,
+                                                       int64_t b) {
+  return reinterpret_cast<const float *>(packed + b * kQuantRecordBytes);
+}
+MEMOPT_HOST_DEVICE inline uint8_t *quantizedCodes(uint8_t *packed, int64_t b) {
+  return packed + b * kQuantRecordBytes + 4;
+}
+MEMOPT_HOST_DEVICE inline const uint8_t *quantizedCodes(const uint8_t *packed,
+                                                        int64_t b) {
+  return packed + b * kQuantRecordBytes + 4;
 }
 
 /// The dynamic codes, ascending: signed (the first moment) and
