@@ -15,6 +15,11 @@
 # memopt.nf4_linear_cross_entropy, and training matches the same oracles in
 # FP32 and BF16.
 #
+# Rematerialization recomputes from the NF4 bytes: --remat=sqrt is byte for
+# byte the step without it. Clipping (--clip-grad-norm, between the
+# smallest and the largest norm) matches the oracle's
+# torch.nn.utils.clip_grad_norm_, norms and trajectory.
+#
 # Under data parallelism with ZeRO-2 (2 ranks, one BLAS thread) the run is
 # byte for byte that of one process with 2 micro-batches.
 #
@@ -37,6 +42,10 @@
 # CHECK: fused: gradients: 4 tensors within the oracle
 # CHECK: fused-bf16: 5 losses within the oracle
 # CHECK: fused-bf16: gradients: 4 tensors within the oracle
+# CHECK: remat: --remat=sqrt is byte for byte the step without it
+# CHECK: clip: norms: 5 within the oracle
+# CHECK-NEXT: clip: trajectory: 5 losses and 23 tensors within the oracle
+# CHECK-NEXT: clip: clipped on 2 of 5 steps
 # CHECK: ZeRO-2 x 2 ranks vs K=2: 5 losses bit-identical, state byte-identical
 
 import copy
@@ -176,6 +185,44 @@ def main():
                                precision="bf16"),
           mlir, workdir, quantized, original, "--mixed-precision=bf16",
           *fused, compare_state=False)
+
+    # Rematerialization: the same bytes.
+    final, recompute = {}, {}
+    for label, flags in (("plain", ()), ("sqrt", ("--remat=sqrt",))):
+        out = os.path.join(workdir, "remat-" + label)
+        recompute[label] = memopt_run.compile_model(
+            mlir, out, *memopt_run.ADAMW_FLAGS, *NF4,
+            *flags)["recompute_flops"]
+        save = os.path.join(workdir, "remat-%s.safetensors" % label)
+        final[label] = (memopt_run.train(out, workdir, STEPS, save=save),
+                        open(save, "rb").read())
+    assert recompute["sqrt"] > recompute["plain"], recompute
+    assert final["plain"] == final["sqrt"], "--remat=sqrt changed the step"
+    print("remat: --remat=sqrt is byte for byte the step without it")
+
+    # Clipping, against clip-grad-norm.py's clipped AdamW.
+    import torch
+    clip_test = memopt_run.load_test("clip-grad-norm.py")
+    max_norm = 0.38
+    clipped = clip_test.Clipped(torch, max_norm)
+    clip_oracle = Oracle(qmodel, batch, STEPS, clipped)
+    out = os.path.join(workdir, "clip")
+    memopt_run.compile_model(mlir, out, *memopt_run.ADAMW_FLAGS, *NF4,
+                             "--clip-grad-norm=%r" % max_norm)
+    save = os.path.join(workdir, "clip.safetensors")
+    stdout = memopt_run.train(out, workdir, STEPS, save=save)
+    norms = clip_test.norms(stdout)
+    clipped.check("clip", norms)
+    state = dict(memopt.safetensors.load(save))
+    for name in quantized:
+        state[name] = nf4_reference.dequantized(state[name])
+    verdict = clip_oracle.check(memopt_run.losses(stdout), state)
+    for failure in verdict.failures:
+        print("clip: MISMATCH trajectory: %s" % failure)
+    if verdict.ok:
+        print("clip: trajectory: %s" % verdict.summary())
+    print("clip: clipped on %d of %d steps" % (
+        sum(n > max_norm for n in norms), len(norms)))
 
     print(memopt_run.zero_vs_k2(mlir, workdir, STEPS, *NF4))
 
