@@ -85,6 +85,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -890,7 +891,9 @@ bool StepBufferizer::bufferizeReshapeAsView(Operation &op) {
         type.getElementType() ==
             cast<MemRefType>(source.getType()).getElementType() &&
         cast<MemRefType>(source.getType()).getLayout().isIdentity()) {
-      SmallVector<int64_t> strides = type.getStridesAndOffset().first;
+      // Row-major strides, static also for an extent of 0 (where the
+      // identity layout's strides would be dynamic).
+      SmallVector<int64_t> strides = computeSuffixProduct(type.getShape());
       Value view = memref::ReinterpretCastOp::create(builder, op.getLoc(), type,
                                                      source, /*offset=*/0,
                                                      type.getShape(), strides);

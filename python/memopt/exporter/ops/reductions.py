@@ -73,7 +73,12 @@ def _softmax(kind):
             x = _in_dtype(ex, call, x)
         if dim is None:
             ex.fail("the dimension must be given explicitly")
-        return ex.emit.softmax(kind, x, norm_dim(ex, dim, x.rank))
+        dim = norm_dim(ex, dim, x.rank)
+        if x.rank == 0:
+            # A scalar is its own one-element dimension.
+            return ex.emit.reshape(
+                ex.emit.softmax(kind, ex.emit.reshape(x, (1,)), 0), ())
+        return ex.emit.softmax(kind, x, dim)
     return handler
 
 

@@ -67,6 +67,8 @@ def _transpose(ex, call):
     if "dim0" in call.args:
         d0 = norm_dim(ex, ex.const(call.args["dim0"]), x.rank)
         d1 = norm_dim(ex, ex.const(call.args["dim1"]), x.rank)
+        if x.rank == 0:  # a scalar's only dimension swapped with itself
+            return x
         perm[d0], perm[d1] = perm[d1], perm[d0]
     elif x.rank == 2:  # .t(), .T
         perm = [1, 0]
