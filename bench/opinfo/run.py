@@ -139,6 +139,42 @@ def run_sample(op, sample, out_dir):
     return "pass", ""
 
 
+def variant_name(op):
+    return op.name + ("." + op.variant_test_name
+                      if op.variant_test_name else "")
+
+
+def is_tried(op):
+    """Whether the runner tries ``op``: differentiable, with float32."""
+    import torch
+    return op.supports_autograd and \
+        torch.float32 in op.supported_dtypes("cpu")
+
+
+ORDER = ("crash", "wrong", "unsupported", "skipped", "pass")
+
+
+def evaluate(op, samples, work):
+    """The worst outcome (and its detail) of ``op``'s first ``samples``
+    float32 samples, each compiled under ``work``."""
+    import torch
+    name = variant_name(op)
+    results = []
+    try:
+        for index, sample in enumerate(op.sample_inputs(
+                "cpu", torch.float32, requires_grad=True)):
+            if index == samples:
+                break
+            results.append(run_sample(
+                op, sample, os.path.join(work, "%s-%d" % (name, index))))
+    except Exception as e:  # noqa: BLE001 - PyTorch's own sample failed
+        if not results:
+            results.append(("skipped", "PyTorch: %s" % (
+                traceback.format_exception_only(type(e), e)[-1].strip())))
+    tried = [r for r in results if r[0] != "skipped"] or results
+    return min(tried, key=lambda r: ORDER.index(r[0]))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=1,
@@ -153,30 +189,12 @@ def main():
     work = tempfile.mkdtemp(prefix="memopt-opinfo-")
     outcomes = collections.OrderedDict()
     for op in op_db:
-        name = op.name + ("." + op.variant_test_name
-                          if op.variant_test_name else "")
+        name = variant_name(op)
         if wanted and op.name not in wanted and name not in wanted:
             continue
-        if not op.supports_autograd or \
-                torch.float32 not in op.supported_dtypes("cpu"):
+        if not is_tried(op):
             continue
-        results = []
-        try:
-            samples = op.sample_inputs("cpu", torch.float32,
-                                       requires_grad=True)
-            for index, sample in enumerate(samples):
-                if index == args.samples:
-                    break
-                results.append(run_sample(
-                    op, sample, os.path.join(work, "%s-%d" % (name, index))))
-        except Exception as e:  # noqa: BLE001 - PyTorch's own sample failed
-            if not results:
-                results.append(("skipped", "PyTorch: %s" % (
-                    traceback.format_exception_only(type(e), e)[-1].strip())))
-        tried = [r for r in results if r[0] != "skipped"] or results
-        order = ("crash", "wrong", "unsupported", "skipped", "pass")
-        worst = min(tried, key=lambda r: order.index(r[0]))
-        outcomes[name] = worst
+        outcomes[name] = worst = evaluate(op, args.samples, work)
         print("%-40s %-11s %s" % (name, worst[0], worst[1][:120]),
               flush=True)
     counts = collections.Counter(outcome for outcome, _ in outcomes.values())

@@ -49,11 +49,9 @@ def main():
     counts = collections.Counter()
     others = []
     for op in runner.load_op_db():
-        if not op.supports_autograd or \
-                torch.float32 not in op.supported_dtypes("cpu"):
+        if not runner.is_tried(op):
             continue
-        name = op.name + ("." + op.variant_test_name
-                          if op.variant_test_name else "")
+        name = runner.variant_name(op)
         try:
             samples = list(op.sample_inputs("cpu", torch.float32,
                                             requires_grad=True))

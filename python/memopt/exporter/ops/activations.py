@@ -1,8 +1,8 @@
 """Activations and elementwise functions: relu, gelu, silu, tanh, sigmoid,
 exp, log, sqrt, rsqrt, neg, abs, sign, sin, cos, erf, expm1, log1p,
 square, hardswish, hardsigmoid, mish, softplus, and those written with
-them (logsigmoid, softsign, tanhshrink, leaky_relu, elu, selu, celu); and
-the clamps (torch.clamp, hardtanh, relu6)."""
+them (logsigmoid, softsign, tanhshrink, leaky_relu, elu, selu, celu, sinh,
+cosh); and the clamps (torch.clamp, hardtanh, relu6)."""
 
 import math
 import operator
@@ -219,3 +219,69 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 def _selu(ex, call):
     return _elu_values(ex, float_input(ex, call.args["input"]), _SELU_ALPHA,
                        scale=_SELU_SCALE)
+
+
+def _hyperbolic(exp, combine):
+    """(f(x) combine f(-x)) / 2: sinh with f = expm1 and sub (no
+    cancellation near 0), cosh with f = exp and add."""
+    def handler(ex, call):
+        x = float_input(ex, call.args["input"])
+        up = ex.emit.unary(exp, x)
+        down = ex.emit.unary(exp, ex.emit.unary("neg", x))
+        return ex.emit.scalar("mul_scalar",
+                              ex.emit.binary(combine, up, down), 0.5)
+    return handler
+
+
+register("input", _hyperbolic("expm1", "sub"), functions=[torch.sinh],
+         methods=["sinh"])
+register("input", _hyperbolic("exp", "add"), functions=[torch.cosh],
+         methods=["cosh"])
+
+
+@handles("input, lambd=0.5", functions=[F.softshrink])
+@handles("input", modules=[nn.Softshrink])
+def _softshrink(ex, call):
+    """x - clamp(x, -lambda, lambda): x -+ lambda outside the band, 0 in it;
+    the gradient 0 in the band and at its edges, as PyTorch's."""
+    lambd = call.module.lambd if call.module is not None else \
+        ex.const(call.args["lambd"], "lambd")
+    if lambd < 0:
+        ex.fail("lambd must be non-negative, got %r" % lambd)
+    x = float_input(ex, call.args["input"])
+    return ex.emit.binary("sub", x, ex.emit.clamp(x, -lambd, lambd))
+
+
+def _scaled_log(scale):
+    """log(x) times a constant: log2, log10."""
+    def handler(ex, call):
+        return ex.emit.scalar(
+            "mul_scalar", ex.emit.unary("log", float_input(
+                ex, call.args["input"])), scale)
+    return handler
+
+
+register("input", _scaled_log(1.0 / math.log(2.0)), functions=[torch.log2],
+         methods=["log2"])
+register("input", _scaled_log(1.0 / math.log(10.0)),
+         functions=[torch.log10], methods=["log10"])
+
+
+@handles("input", functions=[torch.reciprocal], methods=["reciprocal"])
+def _reciprocal(ex, call):
+    return ex.emit.scalar("pow_scalar", float_input(ex, call.args["input"]),
+                          -1.0)
+
+
+@handles("input, eps=None", functions=[torch.logit, torch.special.logit],
+         methods=["logit"])
+def _logit(ex, call):
+    """log(x) - log1p(-x), x clamped to [eps, 1 - eps] first when eps is
+    given (no gradient outside the band, as PyTorch's; at its edges it
+    passes)."""
+    x = float_input(ex, call.args["input"])
+    eps = ex.const(call.args.get("eps"), "eps")
+    if eps is not None:
+        x = ex.emit.clamp(x, eps, 1.0 - eps)
+    return ex.emit.binary("sub", ex.emit.unary("log", x),
+                          ex.emit.unary("log1p", ex.emit.unary("neg", x)))

@@ -1,5 +1,5 @@
-"""Arithmetic with PyTorch's broadcasting: + - * / **, torch.maximum,
-masked_fill and torch.where."""
+"""Arithmetic with PyTorch's broadcasting: + - * / **, torch.maximum and
+minimum, addcmul, addcdiv, lerp, masked_fill and torch.where."""
 
 import math
 import operator
@@ -153,3 +153,65 @@ def _where_handler(ex, call):
     return ex.emit.where(ex.emit.broadcast_to(condition, shape),
                          operand(call.args["input"]),
                          operand(call.args["other"]))
+
+
+@handles("input, other", functions=[torch.minimum], methods=["minimum"])
+def _minimum(ex, call):
+    """-maximum(-a, -b): the negations are exact, and ties split the
+    gradient evenly, as torch.minimum's."""
+    shape = ex.out_shape(call)
+    dtype = dtype_name(call.out.dtype, "the result")
+    if dtype not in FLOAT_TYPES:
+        ex.fail("minimum of %s tensors is not supported" % dtype)
+    a, b = (ex.emit.unary("neg", ex.emit.broadcast_to(ex.val(v, dtype), shape))
+            for v in (call.args["input"], call.args["other"]))
+    return ex.emit.unary("neg", ex.emit.binary("maximum", a, b))
+
+
+def _addc(kind):
+    """input + value * (tensor1 * tensor2) (addcmul) or tensor1 / tensor2
+    (addcdiv), broadcast together."""
+    def handler(ex, call):
+        shape = ex.out_shape(call)
+        dtype = dtype_name(call.out.dtype, "the result")
+        if dtype not in FLOAT_TYPES:
+            ex.fail("%s of %s tensors is not supported" % (kind, dtype))
+        value = as_number(ex, call.args.get("value", 1))
+        if value is None:
+            ex.fail("'value' must be a number known at export time")
+        x, t1, t2 = (ex.emit.broadcast_to(ex.val(call.args[n], dtype), shape)
+                     for n in ("input", "tensor1", "tensor2"))
+        y = ex.emit.binary(kind, t1, t2)
+        if value != 1:
+            y = ex.emit.scalar("mul_scalar", y, value)
+        return ex.emit.binary("add", x, y)
+    return handler
+
+
+register("input, tensor1, tensor2, value=1", _addc("mul"),
+         functions=[torch.addcmul], methods=["addcmul"])
+register("input, tensor1, tensor2, value=1", _addc("div"),
+         functions=[torch.addcdiv], methods=["addcdiv"])
+
+
+@handles("input, end, weight", functions=[torch.lerp], methods=["lerp"])
+def _lerp(ex, call):
+    """start + weight (end - start), or, for a number weight of at least
+    0.5, end - (end - start) (1 - weight): PyTorch's two forms."""
+    shape = ex.out_shape(call)
+    dtype = dtype_name(call.out.dtype, "the result")
+    if dtype not in FLOAT_TYPES:
+        ex.fail("lerp of %s tensors is not supported" % dtype)
+    start, end = (ex.emit.broadcast_to(ex.val(call.args[n], dtype), shape)
+                  for n in ("input", "end"))
+    diff = ex.emit.binary("sub", end, start)
+    weight = as_number(ex, call.args["weight"])
+    if weight is None or isinstance(ex.concrete(call.args["weight"]),
+                                    torch.Tensor):
+        w = ex.emit.broadcast_to(ex.val(call.args["weight"], dtype), shape)
+        return ex.emit.binary("add", start, ex.emit.binary("mul", w, diff))
+    if weight < 0.5:
+        return ex.emit.binary("add", start,
+                              ex.emit.scalar("mul_scalar", diff, weight))
+    return ex.emit.binary("sub", end,
+                          ex.emit.scalar("mul_scalar", diff, 1.0 - weight))

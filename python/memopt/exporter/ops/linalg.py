@@ -1,5 +1,5 @@
-"""Matrix products (matmul, bmm, mm, @, einsum), linear layers and
-embeddings."""
+"""Matrix products (matmul, bmm, mm, @, einsum, the addmm family, mv, dot,
+inner, outer), linear layers and embeddings."""
 
 import operator
 
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from ..emit import INDEX_TYPES
 from ..registry import handles
-from .common import float_input
+from .common import as_number, float_input
 
 
 def _matmul_values(ex, a, b):
@@ -190,3 +190,115 @@ def _einsum(ex, call):
     y = ex.emit.reshape(y, batch_shape + tuple(sizes[c]
                                                for c in left + right))
     return arrange("".join(batch + left + right), y, output)
+
+
+def _number(ex, call, name):
+    value = as_number(ex, call.args.get(name, 1))
+    if value is None:
+        ex.fail("'%s' must be a number known at export time" % name)
+    return value
+
+
+def _scaled_sum(ex, call, product):
+    """``beta input + alpha product`` of the addmm family, ``input``
+    broadcast to the product's shape; with beta = 0 ``input`` is ignored,
+    NaN and inf included, as PyTorch ignores it."""
+    beta, alpha = _number(ex, call, "beta"), _number(ex, call, "alpha")
+    if alpha != 1:
+        product = ex.emit.scalar("mul_scalar", product, alpha)
+    if beta == 0:
+        return product
+    x = ex.emit.broadcast_to(float_input(ex, call.args["input"]),
+                             product.shape)
+    if beta != 1:
+        x = ex.emit.scalar("mul_scalar", x, beta)
+    return ex.emit.binary("add", x, product)
+
+
+def _expect_rank(ex, value, rank, what):
+    if value.rank != rank:
+        ex.fail("%s must have rank %d, got %s" % (what, rank, value.type))
+    return value
+
+
+def _outer_values(ex, a, b):
+    """The outer product of two vectors: a [n, 1] by [1, m] product."""
+    _expect_rank(ex, a, 1, "the first vector")
+    _expect_rank(ex, b, 1, "the second vector")
+    return ex.emit.matmul(ex.emit.reshape(a, a.shape + (1,)),
+                          ex.emit.reshape(b, (1,) + b.shape))
+
+
+@handles("input, mat1, mat2, beta=1, alpha=1", functions=[torch.addmm],
+         methods=["addmm"])
+def _addmm(ex, call):
+    a = _expect_rank(ex, float_input(ex, call.args["mat1"]), 2, "mat1")
+    b = _expect_rank(ex, float_input(ex, call.args["mat2"]), 2, "mat2")
+    return _scaled_sum(ex, call, _matmul_values(ex, a, b))
+
+
+@handles("input, mat, vec, beta=1, alpha=1", functions=[torch.addmv],
+         methods=["addmv"])
+def _addmv(ex, call):
+    a = _expect_rank(ex, float_input(ex, call.args["mat"]), 2, "mat")
+    v = _expect_rank(ex, float_input(ex, call.args["vec"]), 1, "vec")
+    return _scaled_sum(ex, call, _matmul_values(ex, a, v))
+
+
+@handles("input, batch1, batch2, beta=1, alpha=1",
+         functions=[torch.baddbmm, torch.addbmm],
+         methods=["baddbmm", "addbmm"])
+def _addbmm(ex, call):
+    a = _expect_rank(ex, float_input(ex, call.args["batch1"]), 3, "batch1")
+    b = _expect_rank(ex, float_input(ex, call.args["batch2"]), 3, "batch2")
+    product = _matmul_values(ex, a, b)
+    if call.node.target in (torch.addbmm, "addbmm"):
+        product = ex.emit.reduce("reduce_sum", product, [0])
+    return _scaled_sum(ex, call, product)
+
+
+@handles("input, vec1, vec2, beta=1, alpha=1", functions=[torch.addr],
+         methods=["addr"])
+def _addr(ex, call):
+    return _scaled_sum(ex, call, _outer_values(
+        ex, float_input(ex, call.args["vec1"]),
+        float_input(ex, call.args["vec2"])))
+
+
+@handles("input, vec2", functions=[torch.outer, torch.ger],
+         methods=["outer", "ger"])
+def _outer(ex, call):
+    return _outer_values(ex, float_input(ex, call.args["input"]),
+                         float_input(ex, call.args["vec2"]))
+
+
+@handles("input, vec", functions=[torch.mv], methods=["mv"])
+def _mv(ex, call):
+    a = _expect_rank(ex, float_input(ex, call.args["input"]), 2, "the matrix")
+    v = _expect_rank(ex, float_input(ex, call.args["vec"]), 1, "the vector")
+    return _matmul_values(ex, a, v)
+
+
+@handles("input, other", functions=[torch.dot, torch.vdot, torch.inner],
+         methods=["dot", "vdot", "inner"])
+def _inner(ex, call):
+    """dot and vdot (real) of two vectors, and inner: the sum over the last
+    dimension of each pair of rows, a [A, k] by [B, k]^T product (with a
+    scalar, the product)."""
+    a = float_input(ex, call.args["input"])
+    b = float_input(ex, call.args["other"])
+    if call.node.target in (torch.dot, torch.vdot, "dot", "vdot"):
+        _expect_rank(ex, a, 1, "the first vector")
+        _expect_rank(ex, b, 1, "the second vector")
+    if a.rank == 0 or b.rank == 0:  # a scalar's inner is its product
+        shape = ex.out_shape(call)
+        return ex.emit.binary("mul", ex.emit.broadcast_to(a, shape),
+                              ex.emit.broadcast_to(b, shape))
+    if a.shape[-1] != b.shape[-1]:
+        ex.fail("the last dimensions differ: %s and %s" % (a.type, b.type))
+    k = a.shape[-1]
+    rows_a, rows_b = a.shape[:-1], b.shape[:-1]
+    y = ex.emit.matmul(
+        ex.emit.reshape(a, (int(np.prod(rows_a)), k)),
+        ex.emit.reshape(b, (int(np.prod(rows_b)), k)), transpose_rhs=True)
+    return ex.emit.reshape(y, rows_a + rows_b)

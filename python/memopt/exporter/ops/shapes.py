@@ -1,7 +1,7 @@
 """Shapes and indexing: views and reshapes, transposes (and movedim),
 broadcasts, dtype conversions, indexing and slicing (narrow, select),
-concatenation and splitting, repeat and tile, padding, rolling, and
-zero_/fill_ of a computed tensor."""
+concatenation and splitting, repeat and tile, padding, rolling, tril,
+triu and trace, and zero_/fill_ of a computed tensor."""
 
 import builtins
 import math
@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from ..dtypes import dtype_name
 from ..emit import FLOAT_TYPES
-from ..registry import handles, returns_tuple
+from ..registry import handles, register, returns_tuple
 from .common import as_number, float_input, norm_dim
 
 
@@ -394,3 +394,39 @@ def _repeat(ex, call):
     y = ex.emit.broadcast_to(ex.emit.reshape(x, tuple(spread)),
                              tuple(repeated))
     return ex.emit.reshape(y, ex.out_shape(call))
+
+
+def _triangle(lower):
+    """tril / triu: the input with the elements above (below) the
+    `diagonal`-th diagonal of its last two dimensions set to 0, a
+    masked_fill by a constant mask (the gradient is masked alike)."""
+    def handler(ex, call):
+        x = float_input(ex, call.args["input"])
+        if x.rank < 2:
+            ex.fail("expected a tensor of rank 2 or more, got %s" % x.type)
+        diagonal = ex.const(call.args.get("diagonal", 0), "diagonal")
+        rows, cols = x.shape[-2:]
+        offset = np.arange(cols)[None, :] - np.arange(rows)[:, None]
+        dropped = offset > diagonal if lower else offset < diagonal
+        mask = ex.emit.constant(dropped, "i1")
+        return ex.emit.masked_fill(x, ex.emit.broadcast_to(mask, x.shape),
+                                   0.0)
+    return handler
+
+
+register("input, diagonal=0", _triangle(True), functions=[torch.tril],
+         methods=["tril"])
+register("input, diagonal=0", _triangle(False), functions=[torch.triu],
+         methods=["triu"])
+
+
+@handles("input", functions=[torch.trace], methods=["trace"])
+def _trace(ex, call):
+    """The sum of a matrix's diagonal: the matrix with the rest masked to 0,
+    summed."""
+    x = float_input(ex, call.args["input"])
+    if x.rank != 2:
+        ex.fail("expected a matrix, got %s" % x.type)
+    off = ~np.eye(*x.shape, dtype=bool)
+    masked = ex.emit.masked_fill(x, ex.emit.constant(off, "i1"), 0.0)
+    return ex.emit.reduce("reduce_sum", masked, [0, 1])

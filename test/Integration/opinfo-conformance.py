@@ -1,0 +1,62 @@
+# The CI subset of the op conformance runner (bench/opinfo/run.py, whose
+# whole run over torch 1.13's op_db is in bench/README.md): for one op of
+# each family memopt supports, its first two float32 samples are exported,
+# compiled with memopt.compile and stepped once with SGD, and the loss and
+# the gradient are within the parity oracle's one-step bound of PyTorch
+# float64 (4 times PyTorch float32's own error). Each op must pass.
+#
+# REQUIRES: torch
+# RUN: rm -rf %t && mkdir -p %t
+# RUN: %python %s %t | FileCheck %s
+#
+# CHECK-NOT: FAILED
+# CHECK: 35 ops: 35 pass
+
+import importlib.util
+import os
+import sys
+import warnings
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+SAMPLES = 2
+OPS = [
+    # Elementwise and activations.
+    "abs", "sin", "expm1", "rsqrt", "sinh", "cosh", "minimum", "addcdiv",
+    "lerp", "log2", "logit", "nn.functional.gelu", "nn.functional.elu",
+    "nn.functional.mish", "nn.functional.logsigmoid",
+    "nn.functional.softshrink",
+    # Products.
+    "matmul", "addmm", "baddbmm", "addr", "mv", "inner",
+    # Reductions and normalization.
+    "sum", "var", "logsumexp", "softmax", "nn.functional.group_norm",
+    # Losses.
+    "nn.functional.binary_cross_entropy_with_logits",
+    # Shapes and spatial.
+    "permute", "tile", "tril", "trace", "narrow",
+    "nn.functional.pad.constant", "nn.functional.avg_pool2d",
+]
+
+
+def main():
+    spec = importlib.util.spec_from_file_location(
+        "opinfo_run", os.path.join(ROOT, "bench", "opinfo", "run.py"))
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    import torch
+    warnings.simplefilter("ignore")
+    torch.manual_seed(0)
+    by_name = {runner.variant_name(op): op for op in runner.load_op_db()}
+    passed = 0
+    for name in OPS:
+        op = by_name[name]
+        assert runner.is_tried(op), name
+        outcome, detail = runner.evaluate(op, SAMPLES, sys.argv[1])
+        if outcome == "pass":
+            passed += 1
+        else:
+            print("FAILED %s: %s %s" % (name, outcome, detail))
+    print("%d ops: %d pass" % (len(OPS), passed))
+
+
+if __name__ == "__main__":
+    main()
