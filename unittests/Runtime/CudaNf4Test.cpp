@@ -214,7 +214,8 @@ TEST_F(CudaTest, Nf4LinearLossMatchesTheDequantizedWeight) {
       for (int64_t r = 0; r < s.rows; ++r)
         labels[r] = r == 1 ? -100 : (r * 7) % s.classes;
       uint8_t *dx = upload(storageOf(dtype, x));
-      uint8_t *dw = upload(storageOf(dtype, nf4Dequantized(dtype, packed, numel)));
+      uint8_t *dw =
+          upload(storageOf(dtype, nf4Dequantized(dtype, packed, numel)));
       uint8_t *dPacked = upload(packed);
       uint8_t *dBias = s.bias ? upload(storageOf(dtype, bias)) : nullptr;
       int64_t *dLabels = upload(labels);

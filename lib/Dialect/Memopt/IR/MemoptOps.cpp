@@ -743,9 +743,8 @@ static LogicalResult verifyNf4Weight(Operation *op, StringRef name,
                              << "' has more than 2^63 elements";
   auto bytes = static_cast<int64_t>(memopt_nf4_packed_bytes(numel));
   std::string what = ("operand '" + name + "'").str();
-  std::string expected = ("the NF4 bytes of the '" + shapeName + "' weight").str();
-  return expectType(op, {what, packed}, packed.getType().clone({bytes}),
-                    expected);
+  std::string why = ("the NF4 bytes of the '" + shapeName + "' weight").str();
+  return expectType(op, {what, packed}, packed.getType().clone({bytes}), why);
 }
 
 LogicalResult Nf4MatmulOp::verify() {
