@@ -10,7 +10,7 @@
 # RUN: %python %s %t | FileCheck %s
 #
 # CHECK-NOT: FAILED
-# CHECK: 35 ops: 35 pass
+# CHECK: 38 ops: 38 pass
 
 import importlib.util
 import os
@@ -24,7 +24,8 @@ OPS = [
     "abs", "sin", "expm1", "rsqrt", "sinh", "cosh", "minimum", "addcdiv",
     "lerp", "log2", "logit", "nn.functional.gelu", "nn.functional.elu",
     "nn.functional.mish", "nn.functional.logsigmoid",
-    "nn.functional.softshrink",
+    "nn.functional.softshrink", "nn.functional.prelu", "nn.functional.glu",
+    "rsub",
     # Products.
     "matmul", "addmm", "baddbmm", "addr", "mv", "inner",
     # Reductions and normalization.

@@ -1,8 +1,9 @@
 """Activations and elementwise functions: relu, gelu, silu, tanh, sigmoid,
 exp, log, sqrt, rsqrt, neg, abs, sign, sin, cos, erf, expm1, log1p,
 square, hardswish, hardsigmoid, mish, softplus, and those written with
-them (logsigmoid, softsign, tanhshrink, leaky_relu, elu, selu, celu, sinh,
-cosh); and the clamps (torch.clamp, hardtanh, relu6)."""
+them (logsigmoid, softsign, tanhshrink, leaky_relu, prelu, glu, elu, selu,
+celu, softshrink, sinh, cosh, log2, log10, reciprocal, logit); and the
+clamps (torch.clamp, hardtanh, relu6)."""
 
 import math
 import operator
@@ -12,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..registry import handles, register
-from .common import float_input
+from .common import float_input, norm_dim
 
 _UNARY = ("relu", "silu", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt",
           "neg", "abs", "sign", "sin", "cos", "erf", "expm1", "log1p")
@@ -285,3 +286,50 @@ def _logit(ex, call):
         x = ex.emit.clamp(x, eps, 1.0 - eps)
     return ex.emit.binary("sub", ex.emit.unary("log", x),
                           ex.emit.unary("log1p", ex.emit.unary("neg", x)))
+
+
+@handles("input, weight", functions=[F.prelu, torch.prelu])
+@handles("input", modules=[nn.PReLU])
+def _prelu(ex, call):
+    """relu(x) - w relu(-x), w one slope or one per channel (dimension 1),
+    as leaky_relu with a trained slope; at exactly 0 the gradient is 0."""
+    x = float_input(ex, call.args["input"])
+    if call.module is not None:
+        weight = ex.param(call.module.weight, "weight")
+    else:
+        weight = float_input(ex, call.args["weight"])
+    single = weight.rank == 0 or weight.shape == (1,)
+    if weight.rank > 1 or not (single or (x.rank >= 2 and
+                                          weight.shape[0] == x.shape[1])):
+        ex.fail("the weight must hold one slope or one per channel "
+                "(dimension 1 of the input), got %s for %s"
+                % (weight.type, x.type))
+    if single:
+        slope = ex.emit.broadcast_to(
+            ex.emit.reshape(weight, (1,) * x.rank), x.shape)
+    else:
+        slope = ex.emit.broadcast(weight, [1], x.shape)
+    negative = ex.emit.unary("relu", ex.emit.unary("neg", x))
+    return ex.emit.binary("sub", ex.emit.unary("relu", x),
+                          ex.emit.binary("mul", slope, negative))
+
+
+@handles("input, dim=-1", functions=[F.glu])
+@handles("input", modules=[nn.GLU])
+def _glu(ex, call):
+    """a sigmoid(b), a and b the halves of the input along `dim`."""
+    x = float_input(ex, call.args["input"])
+    dim = call.module.dim if call.module is not None else \
+        ex.const(call.args["dim"], "dim")
+    dim = norm_dim(ex, dim, x.rank)
+    if x.rank == 0 or x.shape[dim] % 2:
+        ex.fail("dimension %d of %s must have an even extent"
+                % (dim, x.type))
+    half = x.shape[dim] // 2
+    starts, strides = [0] * x.rank, [1] * x.rank
+    limits = list(x.shape)
+    limits[dim] = half
+    a = ex.emit.slice(x, starts, limits, strides)
+    starts[dim], limits[dim] = half, x.shape[dim]
+    b = ex.emit.slice(x, starts, limits, strides)
+    return ex.emit.binary("mul", a, ex.emit.unary("sigmoid", b))

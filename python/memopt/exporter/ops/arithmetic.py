@@ -103,6 +103,16 @@ for _kind, _operators, _function in (
     register(_signature, _handler, functions=[_function],
              methods=[_function.__name__])
 register("input, other, alpha=1", _binary("sub"), functions=[torch.subtract])
+
+
+def _rsub(ex, call):
+    """torch.rsub: other - alpha input."""
+    call.args["input"], call.args["other"] = \
+        call.args["other"], call.args["input"]
+    return _binary("sub")(ex, call)
+
+
+register("input, other, alpha=1", _rsub, functions=[torch.rsub])
 register("input, other", _binary("mul"), functions=[torch.multiply])
 register("input, other", _binary("div"), functions=[torch.true_divide],
          methods=["true_divide"])
