@@ -10,7 +10,7 @@
 # RUN: %python %s %t | FileCheck %s
 #
 # CHECK-NOT: FAILED
-# CHECK: 38 ops: 38 pass
+# CHECK: 43 ops: 43 pass
 
 import importlib.util
 import os
@@ -29,11 +29,12 @@ OPS = [
     # Products.
     "matmul", "addmm", "baddbmm", "addr", "mv", "inner",
     # Reductions and normalization.
-    "sum", "var", "logsumexp", "softmax", "nn.functional.group_norm",
+    "sum", "var", "var_mean", "amin", "min.binary", "logsumexp", "logaddexp",
+    "softmax", "nn.functional.group_norm",
     # Losses.
     "nn.functional.binary_cross_entropy_with_logits",
     # Shapes and spatial.
-    "permute", "tile", "tril", "trace", "narrow",
+    "permute", "tile", "tril", "trace", "narrow", "chunk",
     "nn.functional.pad.constant", "nn.functional.avg_pool2d",
 ]
 

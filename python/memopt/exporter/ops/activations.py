@@ -333,3 +333,19 @@ def _glu(ex, call):
     starts[dim], limits[dim] = half, x.shape[dim]
     b = ex.emit.slice(x, starts, limits, strides)
     return ex.emit.binary("mul", a, ex.emit.unary("sigmoid", b))
+
+
+def _scaled(scale):
+    """x times a constant: positive (1), deg2rad, rad2deg."""
+    def handler(ex, call):
+        x = float_input(ex, call.args["input"])
+        return x if scale == 1 else ex.emit.scalar("mul_scalar", x, scale)
+    return handler
+
+
+register("input", _scaled(1.0), functions=[torch.positive],
+         methods=["positive"])
+register("input", _scaled(math.pi / 180.0), functions=[torch.deg2rad],
+         methods=["deg2rad"])
+register("input", _scaled(180.0 / math.pi), functions=[torch.rad2deg],
+         methods=["rad2deg"])

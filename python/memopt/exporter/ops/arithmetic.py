@@ -13,7 +13,7 @@ from ..registry import handles, register
 from .common import as_number, float_input
 
 
-def _binary(kind):
+def binary_handler(kind):
     """``add``, ``sub``, ``mul``, ``div``, ``pow`` and ``maximum`` with
     PyTorch's broadcasting and Python-number operands."""
     def handler(ex, call):
@@ -46,8 +46,8 @@ def _binary(kind):
                 y = ex.emit.scalar("mul_scalar", x, 1.0 / b)
             elif kind == "pow":
                 y = ex.emit.scalar("pow_scalar", x, b)
-            else:
-                ex.fail("a Python-number operand is not supported")
+            else:  # maximum
+                y = _maximum_with(ex, x, b)
             return _reshape_to(ex, y, shape)
         if a is not None:
             x = ex.val(rhs, dtype)
@@ -66,6 +66,8 @@ def _binary(kind):
             elif kind == "pow" and a > 0:
                 y = ex.emit.unary("exp", ex.emit.scalar(
                     "mul_scalar", x, math.log(a)))
+            elif kind == "maximum":
+                y = _maximum_with(ex, x, a)
             else:
                 ex.fail("a Python-number left operand is not supported")
             return _reshape_to(ex, y, shape)
@@ -75,6 +77,13 @@ def _binary(kind):
         y = ex.emit.broadcast_to(ex.val(rhs, dtype), shape)
         return ex.emit.binary(kind, x, y)
     return handler
+
+
+def _maximum_with(ex, x, number):
+    """maximum(x, number): a constant operand, which takes no gradient (at
+    a tie x gets half, as torch.maximum's x)."""
+    return ex.emit.binary("maximum", x, ex.emit.constant(
+        np.full(x.shape, number, np.float32), x.dtype))
 
 
 def _binary_pow(handler):
@@ -92,7 +101,7 @@ for _kind, _operators, _function in (
         ("div", [operator.truediv, operator.itruediv], torch.div),
         ("pow", [operator.pow, operator.ipow], torch.pow),
         ("maximum", [], torch.maximum)):
-    _handler = _binary(_kind)
+    _handler = binary_handler(_kind)
     register("input, other", _handler, functions=_operators)
     _signature = {"add": "input, other, alpha=1",
                   "sub": "input, other, alpha=1",
@@ -102,20 +111,21 @@ for _kind, _operators, _function in (
         _handler = _binary_pow(_handler)
     register(_signature, _handler, functions=[_function],
              methods=[_function.__name__])
-register("input, other, alpha=1", _binary("sub"), functions=[torch.subtract])
+register("input, other, alpha=1", binary_handler("sub"),
+         functions=[torch.subtract])
 
 
 def _rsub(ex, call):
     """torch.rsub: other - alpha input."""
     call.args["input"], call.args["other"] = \
         call.args["other"], call.args["input"]
-    return _binary("sub")(ex, call)
+    return binary_handler("sub")(ex, call)
 
 
 register("input, other, alpha=1", _rsub, functions=[torch.rsub])
-register("input, other", _binary("mul"), functions=[torch.multiply])
-register("input, other", _binary("div"), functions=[torch.true_divide],
-         methods=["true_divide"])
+register("input, other", binary_handler("mul"), functions=[torch.multiply])
+register("input, other", binary_handler("div"),
+         functions=[torch.true_divide], methods=["true_divide"])
 
 
 def _reshape_to(ex, value, shape):
@@ -166,7 +176,7 @@ def _where_handler(ex, call):
 
 
 @handles("input, other", functions=[torch.minimum], methods=["minimum"])
-def _minimum(ex, call):
+def minimum_handler(ex, call):
     """-maximum(-a, -b): the negations are exact, and ties split the
     gradient evenly, as torch.minimum's."""
     shape = ex.out_shape(call)
@@ -225,3 +235,19 @@ def _lerp(ex, call):
                               ex.emit.scalar("mul_scalar", diff, weight))
     return ex.emit.binary("sub", end,
                           ex.emit.scalar("mul_scalar", diff, 1.0 - weight))
+
+
+@handles("input, other", functions=[torch.logaddexp], methods=["logaddexp"])
+def _logaddexp(ex, call):
+    """max(a, b) + log1p(exp(-|a - b|)): PyTorch's stable form; at a tie
+    each operand takes half the gradient."""
+    shape = ex.out_shape(call)
+    dtype = dtype_name(call.out.dtype, "the result")
+    if dtype not in FLOAT_TYPES:
+        ex.fail("logaddexp of %s tensors is not supported" % dtype)
+    a, b = (ex.emit.broadcast_to(ex.val(call.args[n], dtype), shape)
+            for n in ("input", "other"))
+    gap = ex.emit.unary("neg", ex.emit.unary("abs", ex.emit.binary(
+        "sub", a, b)))
+    return ex.emit.binary("add", ex.emit.binary("maximum", a, b),
+                          ex.emit.unary("log1p", ex.emit.unary("exp", gap)))

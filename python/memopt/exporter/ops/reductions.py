@@ -1,5 +1,5 @@
-"""Reductions (sum, mean, amax, max, var, std, var_mean, std_mean,
-logsumexp) and softmax / log_softmax."""
+"""Reductions (sum, mean, amax, amin, max, var, std, var_mean, std_mean,
+logsumexp) and softmax / log_softmax / softmin."""
 
 import torch
 import torch.nn as nn
@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from ..dtypes import DTYPES
 from ..emit import FLOAT_TYPES
 from ..registry import handles, register, returns_tuple
+from . import arithmetic
 from .common import float_input, norm_dim
 
 
@@ -53,17 +54,48 @@ register("input, dim=(), keepdim=False", _reduce("reduce_max"),
          functions=[torch.amax], methods=["amax"])
 
 
-@handles("input, dim=None, keepdim=False", functions=[torch.max],
-         methods=["max"])
-def _max(ex, call):
-    if call.args.get("dim") is not None:
-        ex.fail("max along a dimension also returns indices: use "
-                "torch.amax")
+@handles("input, dim=(), keepdim=False", functions=[torch.amin],
+         methods=["amin"])
+def _amin(ex, call):
+    """-amax(-x): exact, with torch.amin's gradient (ties split evenly)."""
     x = float_input(ex, call.args["input"])
-    return ex.emit.reduce("reduce_max", x, list(range(x.rank)))
+    dims = _reduced_dims(ex, ex.const(call.args.get("dim")), x.rank)
+    y = ex.emit.unary("neg", x)
+    if dims:
+        y = ex.emit.reduce("reduce_max", y, dims)
+    return ex.emit.reshape(ex.emit.unary("neg", y), ex.out_shape(call))
 
 
-def _softmax(kind):
+def _extreme(largest):
+    """torch.max / torch.min: of every element, or of two tensors (the
+    elementwise maximum / minimum); along a dimension they also return
+    indices, which is refused."""
+    def handler(ex, call):
+        other = call.args.get("dim")
+        if isinstance(other, (torch.fx.Node, torch.Tensor)):
+            call.args["other"] = call.args.pop("dim")
+            return (arithmetic.binary_handler("maximum") if largest
+                    else arithmetic.minimum_handler)(ex, call)
+        if other is not None:
+            ex.fail("%s along a dimension also returns indices: use "
+                    "torch.%s" % (("max", "amax") if largest
+                                  else ("min", "amin")))
+        x = float_input(ex, call.args["input"])
+        if largest:
+            return ex.emit.reduce("reduce_max", x, list(range(x.rank)))
+        return ex.emit.unary("neg", ex.emit.reduce(
+            "reduce_max", ex.emit.unary("neg", x), list(range(x.rank))))
+    return handler
+
+
+register("input, dim=None, keepdim=False", _extreme(True),
+         functions=[torch.max], methods=["max"])
+register("input, dim=None, keepdim=False", _extreme(False),
+         functions=[torch.min], methods=["min"])
+
+
+def _softmax(kind, negate=False):
+    """softmax or log_softmax (of -x: softmin)."""
     def handler(ex, call):
         x = float_input(ex, call.args["input"])
         if call.module is not None:
@@ -73,6 +105,8 @@ def _softmax(kind):
             x = _in_dtype(ex, call, x)
         if dim is None:
             ex.fail("the dimension must be given explicitly")
+        if negate:
+            x = ex.emit.unary("neg", x)
         dim = norm_dim(ex, dim, x.rank)
         if x.rank == 0:
             # A scalar is its own one-element dimension.
@@ -80,6 +114,12 @@ def _softmax(kind):
                 ex.emit.softmax(kind, ex.emit.reshape(x, (1,)), 0), ())
         return ex.emit.softmax(kind, x, dim)
     return handler
+
+
+# softmin: the softmax of -x.
+register("input, dim=None, _stacklevel=3, dtype=None",
+         _softmax("softmax", negate=True), functions=[F.softmin])
+register("input", _softmax("softmax", negate=True), modules=[nn.Softmin])
 
 
 for _name in ("softmax", "log_softmax"):

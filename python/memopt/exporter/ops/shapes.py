@@ -229,6 +229,7 @@ def _split(ex, call):
 
 
 @handles("input, pad, mode='constant', value=None", functions=[F.pad])
+@handles("input, pad, value=0", functions=[torch.constant_pad_nd])
 def _pad(ex, call):
     """F.pad in constant mode: negative amounts crop (a slice), positive ones
     pad with zeros (memopt.slice_grad, whose backward is the slice), and a
@@ -236,7 +237,8 @@ def _pad(ex, call):
     padded dimensions, broadcast over the others)."""
     x = float_input(ex, call.args["input"])
     amounts = list(ex.const(call.args["pad"], "padding"))
-    mode, value = ex.const(call.args["mode"]), ex.const(call.args["value"])
+    mode = ex.const(call.args.get("mode", "constant"))
+    value = ex.const(call.args["value"])
     if mode != "constant":
         ex.fail("mode='%s' is not supported (only 'constant')" % mode)
     if not isinstance(value, (int, float, type(None))) or (
@@ -430,3 +432,9 @@ def _trace(ex, call):
     off = ~np.eye(*x.shape, dtype=bool)
     masked = ex.emit.masked_fill(x, ex.emit.constant(off, "i1"), 0.0)
     return ex.emit.reduce("reduce_sum", masked, [0, 1])
+
+
+@handles("input", functions=[torch.ravel], methods=["ravel"])
+def _ravel(ex, call):
+    x = ex.val(call.args["input"])
+    return ex.emit.reshape(x, (int(np.prod(x.shape)),))
