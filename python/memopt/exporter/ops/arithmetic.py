@@ -175,16 +175,23 @@ def _where_handler(ex, call):
                          operand(call.args["other"]))
 
 
+def _broadcast_operands(ex, call, names):
+    """The tensor arguments ``names`` of an elementwise call with a float
+    result, broadcast to its shape."""
+    shape = ex.out_shape(call)
+    dtype = dtype_name(call.out.dtype, "the result")
+    if dtype not in FLOAT_TYPES:
+        ex.fail("%s tensors are not supported" % dtype)
+    return [ex.emit.broadcast_to(ex.val(call.args[n], dtype), shape)
+            for n in names]
+
+
 @handles("input, other", functions=[torch.minimum], methods=["minimum"])
 def minimum_handler(ex, call):
     """-maximum(-a, -b): the negations are exact, and ties split the
     gradient evenly, as torch.minimum's."""
-    shape = ex.out_shape(call)
-    dtype = dtype_name(call.out.dtype, "the result")
-    if dtype not in FLOAT_TYPES:
-        ex.fail("minimum of %s tensors is not supported" % dtype)
-    a, b = (ex.emit.unary("neg", ex.emit.broadcast_to(ex.val(v, dtype), shape))
-            for v in (call.args["input"], call.args["other"]))
+    a, b = (ex.emit.unary("neg", v)
+            for v in _broadcast_operands(ex, call, ("input", "other")))
     return ex.emit.unary("neg", ex.emit.binary("maximum", a, b))
 
 
@@ -192,15 +199,11 @@ def _addc(kind):
     """input + value * (tensor1 * tensor2) (addcmul) or tensor1 / tensor2
     (addcdiv), broadcast together."""
     def handler(ex, call):
-        shape = ex.out_shape(call)
-        dtype = dtype_name(call.out.dtype, "the result")
-        if dtype not in FLOAT_TYPES:
-            ex.fail("%s of %s tensors is not supported" % (kind, dtype))
         value = as_number(ex, call.args.get("value", 1))
         if value is None:
             ex.fail("'value' must be a number known at export time")
-        x, t1, t2 = (ex.emit.broadcast_to(ex.val(call.args[n], dtype), shape)
-                     for n in ("input", "tensor1", "tensor2"))
+        x, t1, t2 = _broadcast_operands(ex, call,
+                                        ("input", "tensor1", "tensor2"))
         y = ex.emit.binary(kind, t1, t2)
         if value != 1:
             y = ex.emit.scalar("mul_scalar", y, value)
@@ -218,17 +221,12 @@ register("input, tensor1, tensor2, value=1", _addc("div"),
 def _lerp(ex, call):
     """start + weight (end - start), or, for a number weight of at least
     0.5, end - (end - start) (1 - weight): PyTorch's two forms."""
-    shape = ex.out_shape(call)
-    dtype = dtype_name(call.out.dtype, "the result")
-    if dtype not in FLOAT_TYPES:
-        ex.fail("lerp of %s tensors is not supported" % dtype)
-    start, end = (ex.emit.broadcast_to(ex.val(call.args[n], dtype), shape)
-                  for n in ("input", "end"))
+    start, end = _broadcast_operands(ex, call, ("input", "end"))
     diff = ex.emit.binary("sub", end, start)
     weight = as_number(ex, call.args["weight"])
     if weight is None or isinstance(ex.concrete(call.args["weight"]),
                                     torch.Tensor):
-        w = ex.emit.broadcast_to(ex.val(call.args["weight"], dtype), shape)
+        (w,) = _broadcast_operands(ex, call, ("weight",))
         return ex.emit.binary("add", start, ex.emit.binary("mul", w, diff))
     if weight < 0.5:
         return ex.emit.binary("add", start,
@@ -241,12 +239,7 @@ def _lerp(ex, call):
 def _logaddexp(ex, call):
     """max(a, b) + log1p(exp(-|a - b|)): PyTorch's stable form; at a tie
     each operand takes half the gradient."""
-    shape = ex.out_shape(call)
-    dtype = dtype_name(call.out.dtype, "the result")
-    if dtype not in FLOAT_TYPES:
-        ex.fail("logaddexp of %s tensors is not supported" % dtype)
-    a, b = (ex.emit.broadcast_to(ex.val(call.args[n], dtype), shape)
-            for n in ("input", "other"))
+    a, b = _broadcast_operands(ex, call, ("input", "other"))
     gap = ex.emit.unary("neg", ex.emit.unary("abs", ex.emit.binary(
         "sub", a, b)))
     return ex.emit.binary("add", ex.emit.binary("maximum", a, b),
