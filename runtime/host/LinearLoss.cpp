@@ -109,7 +109,7 @@ public:
   LinearInputs(memopt_context *ctx, memopt_dtype dtype, const void *x,
                const Weight &weight, const void *bias, const Scratch &scratch,
                int64_t rows, int64_t dim, int64_t chunk)
-      : dtype(dtype), weight(weight), w(weight.data), bias(bias),
+      : dtype(dtype), weight(weight), bias(bias),
         rounded(scratch.weightChunk()), rows(rows), dim(dim),
         x(ctx, dtype, x, rows * dim),
         stage(ctx, dtype == MEMOPT_F32 || weight.nf4 ? 0 : chunk * dim),
@@ -124,16 +124,16 @@ public:
   const float *weightChunk(int64_t first, int64_t count) {
     if (weight.nf4) {
       auto *rows = static_cast<float *>(rounded);
-      nf4DequantizeColumns(dtype, static_cast<const uint8_t *>(w),
+      nf4DequantizeColumns(dtype, static_cast<const uint8_t *>(weight.data),
                            weight.classes, dim, /*transB=*/true, first, count,
                            rows);
       return rows;
     }
     memopt_dtype wDtype = weight.dtype;
     if (dtype == MEMOPT_F32)
-      return static_cast<const float *>(w) + first * dim;
-    const char *source =
-        static_cast<const char *>(w) + first * dim * dtypeSize(wDtype);
+      return static_cast<const float *>(weight.data) + first * dim;
+    const char *source = static_cast<const char *>(weight.data) +
+                         first * dim * dtypeSize(wDtype);
     if (wDtype == MEMOPT_F32) {
       // Round the master weight's rows through dtype.
       storeF32(dtype, reinterpret_cast<const float *>(source), rounded,
@@ -164,7 +164,7 @@ public:
 private:
   memopt_dtype dtype;
   Weight weight;
-  const void *w, *bias;
+  const void *bias;
   void *rounded;
   int64_t rows, dim;
   F32Input x;
