@@ -359,16 +359,69 @@ void MemoryAccount::markParamCopies(Walk &walk, Operation *op) {
       }
       masters.insert(arg.getArgNumber());
     }
-    for (unsigned index : masters) {
+    auto moveArgument = [&](unsigned index, MemoryPoolKind from,
+                            MemoryPoolKind to) {
       auto memref = dyn_cast<MemRefType>(func.getArgumentTypes()[index]);
       int64_t bytes = memref ? getMemRefSizeInBytes(memref, op).value_or(0) : 0;
-      argumentBytes[static_cast<unsigned>(MemoryPoolKind::Params)] -= bytes;
-      argumentBytes[static_cast<unsigned>(MemoryPoolKind::MasterParams)] =
-          saturatingAdd(
-              argumentBytes[static_cast<unsigned>(MemoryPoolKind::MasterParams)],
-              bytes);
-    }
+      argumentBytes[static_cast<unsigned>(from)] -= bytes;
+      argumentBytes[static_cast<unsigned>(to)] =
+          saturatingAdd(argumentBytes[static_cast<unsigned>(to)], bytes);
+    };
+    for (unsigned index : masters)
+      moveArgument(index, MemoryPoolKind::Params, MemoryPoolKind::MasterParams);
+    for (unsigned index : markGatheredParams(walk, func))
+      moveArgument(index, MemoryPoolKind::MasterParams, MemoryPoolKind::Params);
   }
+}
+
+/// ZeRO-3 gathers a parameter where the step reads it, before its update:
+/// from its sharded argument, or from the low-precision cast of that
+/// argument (stages 1 and 2 gather the updated slices, after). Marks each
+/// gathered copy, and what is cut from it (the unpadded slice), pool params:
+/// weights that live only around their readers. Returns the sharded
+/// arguments gathered in their own type: the parameters themselves, not
+/// the masters of a copy.
+llvm::SmallDenseSet<unsigned>
+MemoryAccount::markGatheredParams(Walk &walk, FunctionOpInterface func) {
+  auto getShardedParam = [&](Value value) -> std::optional<unsigned> {
+    auto arg = dyn_cast<BlockArgument>(getRootBuffer(value));
+    if (!arg || arg.getOwner() != &func.getFunctionBody().front() ||
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                          MemoptDialect::kRoleAttrName) !=
+            stringifyArgumentRole(ArgumentRole::Param) ||
+        !func.getArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName))
+      return std::nullopt;
+    return arg.getArgNumber();
+  };
+  llvm::SmallDenseSet<unsigned> weights, updated;
+  for (auto [kernel, index] : walk.kernels) {
+    for (Value out : kernel.getOuts())
+      if (std::optional<unsigned> param = getShardedParam(out))
+        updated.insert(*param);
+    if (kernel.getIns().size() != 1 || kernel.getOuts().size() != 1)
+      continue;
+    llvm::StringRef name = kernel.getKernel();
+    std::optional<unsigned> in = walk.lookupBuffer(kernel.getIns()[0]);
+    std::optional<unsigned> out = walk.lookupBuffer(kernel.getOuts()[0]);
+    if (!out)
+      continue;
+    if (name == "memopt.slice" || name == "memopt.reshape") {
+      if (in && buffers[*in].gathered)
+        buffers[*out].gathered = true;
+    } else if (name == "shard.all_gather") {
+      std::optional<unsigned> param = getShardedParam(kernel.getIns()[0]);
+      bool own = bool(param);
+      if (!param && in && walk.writers[*in].size() == 1 &&
+          walk.writers[*in].front().getKernel() == "memopt.cast")
+        param = getShardedParam(walk.writers[*in].front().getIns()[0]);
+      buffers[*out].gathered = param && !updated.contains(*param);
+      if (own && buffers[*out].gathered)
+        weights.insert(*param);
+    }
+    if (buffers[*out].gathered)
+      buffers[*out].pool = MemoryPoolKind::Params;
+  }
+  return weights;
 }
 
 /// The model state: weights, master weights, optimizer state, gradients.
@@ -415,7 +468,8 @@ void MemoryAccount::countModelState(Walk &walk) {
 /// 3. Live scratch bytes per program point, the peak and the lower bound.
 void MemoryAccount::computeTimeline(Walk &walk, int64_t alignment) {
   SmallVector<int64_t> gradDelta(walk.numOps + 1, 0),
-      activationDelta(walk.numOps + 1, 0), paramDelta(walk.numOps + 1, 0);
+      activationDelta(walk.numOps + 1, 0), paramDelta(walk.numOps + 1, 0),
+      gatheredDelta(walk.numOps + 1, 0);
   std::vector<Buffer> problem;
   for (const AccountedBuffer &buffer : buffers) {
     const BufferInterval &interval = buffer.interval;
@@ -429,10 +483,16 @@ void MemoryAccount::computeTimeline(Walk &walk, int64_t alignment) {
                                                 : activationDelta;
     delta[interval.start] += size;
     delta[interval.end + 1] -= size;
+    if (buffer.gathered) {
+      gatheredDelta[interval.start] += size;
+      gatheredDelta[interval.end + 1] -= size;
+    }
     problem.push_back({interval.id, interval.start, interval.end + 1, size});
   }
-  int64_t grads = 0, activations = 0, paramCopies = 0;
+  int64_t grads = 0, activations = 0, paramCopies = 0, gathered = 0;
   for (int64_t index = 0; index < walk.numOps; ++index) {
+    gathered += gatheredDelta[index];
+    maxGatheredBytes = std::max(maxGatheredBytes, gathered);
     grads += gradDelta[index];
     activations += activationDelta[index];
     paramCopies += paramDelta[index];

@@ -356,7 +356,10 @@ static std::string explainZero(const ExploreResult &result,
                    formatBytes(single->plannedPeakBytes) + ")"
              : std::string(),
       c.precision != "none" ? ", of the f32 master weights" : "",
-      c.zeroStage == 2 ? " and of the gradients" : "",
+      c.zeroStage == 2   ? " and of the gradients"
+      : c.zeroStage == 3 ? ", of the gradients and of the parameters "
+                           "(gathered where they are read)"
+                         : "",
       result.samplesPerStep * c.ranks);
 }
 
@@ -542,7 +545,7 @@ static bool addNf4FrozenRows(ModuleOp module, const MemoptPipelineOptions &base,
 
 /// Nothing fits one device: compiles the smallest single-device combination
 /// (of a fixed remat strategy: budget's depends on the arguments, which
-/// sharding changes) with ZeRO stage 1, then 2, over 2, 4, 8 ... ranks up to
+/// sharding changes) with ZeRO stage 1, then 2, then 3, over 2, 4, 8 ... ranks up to
 /// options.maxRanks, each rank training the model's batch, until one fits.
 /// Returns whether it added rows.
 static bool addShardedRows(ModuleOp module, const MemoptPipelineOptions &base,
@@ -556,7 +559,7 @@ static bool addShardedRows(ModuleOp module, const MemoptPipelineOptions &base,
   Combination combination = smallest->combination;
   bool added = false;
   for (int64_t ranks = 2; ranks <= options.maxRanks; ranks *= 2)
-    for (int64_t stage : {1, 2}) {
+    for (int64_t stage : {1, 2, 3}) {
       combination.ranks = ranks;
       combination.zeroStage = stage;
       result.rows.push_back(
@@ -568,8 +571,10 @@ static bool addShardedRows(ModuleOp module, const MemoptPipelineOptions &base,
       // What no number of ranks divides is over the budget already.
       int64_t unsharded = row.plannedPeakBytes -
                           row.getPool(MemoryPoolKind::Optimizer) -
-                          row.getPool(MemoryPoolKind::Grads);
-      if (stage == 2 && unsharded >= options.budgetBytes)
+                          row.getPool(MemoryPoolKind::Grads) -
+                          row.getPool(MemoryPoolKind::MasterParams) -
+                          row.getPool(MemoryPoolKind::Params);
+      if (stage == 3 && unsharded >= options.budgetBytes)
         return true;
     }
   return added;

@@ -89,9 +89,9 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
   if (options.rankBatch && options.dataParallel < 2)
     return fail("--rank-batch says the batch is each rank's: it needs "
                 "--data-parallel=N with N >= 2");
-  if (options.zeroStage < 0 || options.zeroStage > 2)
+  if (options.zeroStage < 0 || options.zeroStage > 3)
     return fail("invalid --zero-stage=" + llvm::Twine(options.zeroStage) +
-                ": expected 0, 1 or 2");
+                ": expected 0, 1, 2 or 3");
   if (options.optimizerStateBits != 32 &&
       (options.optimizerStateBits != 8 || options.optimizer != "adamw"))
     return fail("invalid optimizer-state-bits=" +

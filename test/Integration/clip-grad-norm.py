@@ -10,8 +10,9 @@
 # gradient); BF16 (losses). FP16 clips the unscaled gradients (the norm of
 # the first step as FP32's, not 2^16 times it) and an overflowing step is
 # still skipped. Over 2 ranks the norm is every rank's gradient's: data
-# parallelism is byte for byte one process with 2 micro-batches, and ZeRO-2,
-# whose ranks add the partial sums of their shards, is within the oracle.
+# parallelism is byte for byte one process with 2 micro-batches, and ZeRO-2
+# and ZeRO-3 (every parameter a shard), whose ranks add the partial sums of
+# their shards, are within the oracle.
 # Every norm the driver prints is PyTorch's float64 norm within the oracle's
 # own spread. Bad flags are one error each.
 #
@@ -34,6 +35,8 @@
 # CHECK: data parallel x 2 ranks vs K=2: 8 losses bit-identical, state byte-identical
 # CHECK: ZeRO-2 x 2 ranks: norms: 8 within the oracle
 # CHECK-NEXT: ZeRO-2 x 2 ranks: trajectory: 8 losses and 26 tensors within the oracle
+# CHECK: ZeRO-3 x 2 ranks: norms: 8 within the oracle
+# CHECK-NEXT: ZeRO-3 x 2 ranks: trajectory: 8 losses and 26 tensors within the oracle
 # CHECK: zero: memopt-compile: invalid --clip-grad-norm='0': expected a positive number
 # CHECK: negative: memopt-compile: invalid --clip-grad-norm='-1': expected a positive number
 # CHECK: not a number: memopt-compile: invalid --clip-grad-norm='one': expected a positive number
@@ -243,6 +246,8 @@ def main():
         "byte-identical" if runs["dp"][1] == runs["k2"][1] else "MISMATCH"))
     parity("ZeRO-2 x 2 ranks", torch, model, batch, mlir, workdir, max_norm,
            ["--data-parallel=2", "--zero-stage=2"], ranks=2)
+    parity("ZeRO-3 x 2 ranks", torch, model, batch, mlir, workdir, max_norm,
+           ["--data-parallel=2", "--zero-stage=3"], ranks=2)
 
     for label, flags in (
             ("zero", ["--clip-grad-norm=0"]),

@@ -1,11 +1,12 @@
-# ZeRO with 8-bit AdamW moments (--optimizer-state=8bit --zero-stage=1|2,
+# ZeRO with 8-bit AdamW moments (--optimizer-state=8bit --zero-stage=1|2|3,
 # docs/Optimizer.md): each rank updates whole blocks of 256 elements and
 # holds their records. On an MLP whose weights (4500 and 4365 elements) do
 # not split into whole blocks, each rank owns 9 blocks of each weight (the
 # last rank's last block partly padding), the moments' shards are those
 # blocks' records, and training over 2 MPI ranks (one BLAS thread) is byte
 # for byte the single process with 2 micro-batches: the losses and the
-# saved state, in FP32 and BF16 and at both stages. The checkpoint is one
+# saved state, in FP32 and BF16 and at every stage (stage 3's parameter
+# shards are whole blocks too). The checkpoint is one
 # format: ZeRO-2's after 3 steps resumed by the single process gives its 6
 # steps.
 #
@@ -17,6 +18,7 @@
 # CHECK: fp32: ZeRO-2 x 2 ranks vs K=2: 5 losses bit-identical, state byte-identical
 # CHECK: fp32: ZeRO-1 x 2 ranks vs K=2: 5 losses bit-identical, state byte-identical
 # CHECK: bf16: ZeRO-2 x 2 ranks vs K=2: 5 losses bit-identical, state byte-identical
+# CHECK: bf16: ZeRO-3 x 2 ranks vs K=2: 5 losses bit-identical, state byte-identical
 # CHECK: resume: ZeRO-2's 3 steps, then 3 in one process, are 6 in one process
 
 import json
@@ -79,6 +81,8 @@ def main():
                                            stage=1))
     print("bf16: " + memopt_run.zero_vs_k2(mlir, workdir, STEPS, *EIGHT,
                                            "--mixed-precision=bf16"))
+    print("bf16: " + memopt_run.zero_vs_k2(mlir, workdir, STEPS, *EIGHT,
+                                           "--mixed-precision=bf16", stage=3))
 
     # ZeRO-2's checkpoint (the last call's binaries: BF16) resumed by the
     # single process.

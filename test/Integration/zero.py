@@ -1,7 +1,7 @@
-# ZeRO stages 1 and 2 on MPI (docs/DataParallel.md, "ZeRO"), one BLAS thread:
+# ZeRO stages 1 to 3 on MPI (docs/DataParallel.md, "ZeRO"), one BLAS thread:
 #
 # - The bundled GPT (dropout, uneven ignored labels) on 2 ranks of one
-#   micro-batch: stages 1 and 2 train bit for bit as plain data parallelism,
+#   micro-batch: stages 1 to 3 train bit for bit as plain data parallelism,
 #   losses and the saved checkpoint (whose optimizer state each rank
 #   gathers from its shards), and every rank ends with one state hash.
 # - Resumed from that checkpoint, each rank loads its shard of the optimizer
@@ -10,13 +10,18 @@
 #   f32 master weights are sharded with the optimizer state, which the
 #   driver makes from the checkpoint's f32 masters and --save gathers back;
 #   the copies are the casts the data-parallel step makes, bit for bit.
+#   Stage 3 holds no copy: each matmul gathers the cast of the master's
+#   slices, the same bits.
 # - 2 ranks x 2 micro-batches, with SGD and momentum (whose buffer is
 #   sharded too): stage 1 scatters the same accumulators (bit-identical);
 #   stage 2 scatters each micro-batch's gradient and sums the slices in
-#   another order (within 1e-5 relative).
+#   another order (within 1e-5 relative), and stage 3, which scatters as
+#   stage 2 does and gathers each weight where it is read, is stage 2 bit
+#   for bit.
 # - The bundled MLP on 4 ranks (oversubscribed), whose bias of 10 elements
-#   pads to 4 shards of 3, SGD with momentum: both stages within 1e-5 of
-#   data parallelism, whose MPI reduction order differs.
+#   pads to 4 shards of 3, SGD with momentum: every stage within 1e-5 of
+#   data parallelism, whose MPI reduction order differs; stage 3 is stage 2
+#   bit for bit.
 # - --rank-batch: the 32-example MLP on 2 ranks, each training its own 32
 #   examples, is the 64-example MLP split over 2 ranks, bit for bit (with
 #   ZeRO stage 2), as the budget search compiles it.
@@ -32,14 +37,21 @@
 #
 # CHECK: gpt N=2 K=1: stage 1: 4 losses bit-identical, checkpoint byte-identical, 1 state hash on 2 ranks
 # CHECK: gpt N=2 K=1: stage 2: 4 losses bit-identical, checkpoint byte-identical, 1 state hash on 2 ranks
+# CHECK: gpt N=2 K=1: stage 3: 4 losses bit-identical, checkpoint byte-identical, 1 state hash on 2 ranks
 # CHECK: resumed: stage 1: 2 losses bit-identical, checkpoint byte-identical
 # CHECK: resumed: stage 2: 2 losses bit-identical, checkpoint byte-identical
+# CHECK: resumed: stage 3: 2 losses bit-identical, checkpoint byte-identical
 # CHECK: gpt-bf16 N=2 K=1: stage 1: 4 losses bit-identical, checkpoint byte-identical, 1 state hash on 2 ranks
 # CHECK: gpt-bf16 N=2 K=1: stage 2: 4 losses bit-identical, checkpoint byte-identical, 1 state hash on 2 ranks
+# CHECK: gpt-bf16 N=2 K=1: stage 3: 4 losses bit-identical, checkpoint byte-identical, 1 state hash on 2 ranks
 # CHECK: gpt N=2 K=2: stage 1: 4 losses bit-identical, checkpoint byte-identical
 # CHECK: gpt N=2 K=2: stage 2: 4 losses and the state within 1e-05
+# CHECK: gpt N=2 K=2: stage 3: 4 losses and the state within 1e-05
+# CHECK: gpt N=2 K=2: stage 3 vs 2: 4 losses bit-identical, checkpoint byte-identical
 # CHECK: mlp N=4 K=1: stage 1: 4 losses and the state within 1e-05
 # CHECK: mlp N=4 K=1: stage 2: 4 losses and the state within 1e-05
+# CHECK: mlp N=4 K=1: stage 3: 4 losses and the state within 1e-05
+# CHECK: mlp N=4 K=1: stage 3 vs 2: 4 losses bit-identical, checkpoint byte-identical
 # CHECK: rank-batch: 4 losses bit-identical, checkpoint byte-identical
 
 import os
@@ -145,6 +157,11 @@ def run(workdir, model, ranks, k, stages, exact, label, uneven=False,
         losses, hashes, lines, _ = runs[stage]
         print(", %d state hash on %d ranks" % (len(hashes), lines)
               if label.startswith("gpt") and k == 1 else "")
+    # Stage 3 scatters as stage 2 does: the same bits whatever the order.
+    if 3 in stages and not exact(3):
+        compare("%s N=%d K=%d: stage 3 vs 2" % (label, ranks, k), runs[3],
+                runs[2], True)
+        print()
     return runs
 
 
@@ -154,25 +171,25 @@ def main():
     mlp = os.path.join(src, "examples", "mlp.mlir")
 
     base = os.path.join(workdir, "gpt1")
-    runs = run(base, gpt, 2, 1, [1, 2], lambda stage: True, "gpt",
+    runs = run(base, gpt, 2, 1, [1, 2, 3], lambda stage: True, "gpt",
                uneven=True)
     # Resume every run from the data-parallel checkpoint.
     resumed = {}
-    for stage in (0, 1, 2):
+    for stage in (0, 1, 2, 3):
         out = os.path.join(base, "z%d" % stage)
         save = out + ".resumed.safetensors"
         resumed[stage] = train(out, base, 2, runs[0][3], save, steps=2) + \
             (save,)
-    for stage in (1, 2):
+    for stage in (1, 2, 3):
         compare("resumed: stage %d" % stage, resumed[stage], resumed[0], True)
         print()
 
-    run(os.path.join(workdir, "gpt1-bf16"), gpt, 2, 1, [1, 2],
+    run(os.path.join(workdir, "gpt1-bf16"), gpt, 2, 1, [1, 2, 3],
         lambda stage: True, "gpt-bf16", uneven=True,
         optimizer=["--mixed-precision=bf16"])
-    run(os.path.join(workdir, "gpt2"), gpt, 2, 2, [1, 2],
+    run(os.path.join(workdir, "gpt2"), gpt, 2, 2, [1, 2, 3],
         lambda stage: stage == 1, "gpt", uneven=True, optimizer=SGD)
-    run(os.path.join(workdir, "mlp4"), mlp, 4, 1, [1, 2],
+    run(os.path.join(workdir, "mlp4"), mlp, 4, 1, [1, 2, 3],
         lambda stage: False, "mlp", optimizer=SGD)
 
     # The MLP at twice the batch: its only extent of 32 is the batch's.

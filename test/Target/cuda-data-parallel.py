@@ -1,12 +1,14 @@
 # Data parallelism and ZeRO on NCCL (docs/DataParallel.md): the bundled GPT
 # (dropout on) on 2 ranks that share this machine's GPU, each with its own
 # NCCL_HOSTID (NCCL refuses two ranks of one host on one device otherwise),
-# plain and with ZeRO stage 2, against the host runtime's 2 ranks on MPI:
+# plain and with ZeRO stages 2 and 3, against the host runtime's 2 ranks on
+# MPI:
 #  - every loss within 1e-4 relative of the host's (cuBLASLt and OpenBLAS sum
 #    in different orders; cuda-parity.py's tolerance);
 #  - ZeRO-2's losses and checkpoint equal plain data parallelism's on the
 #    GPU bit for bit (2 ranks: each element's sum over the ranks is the same
-#    one addition, whether NCCL all-reduces or reduce-scatters it);
+#    one addition, whether NCCL all-reduces or reduce-scatters it), and so
+#    do ZeRO-3's, whose gathers copy bits;
 #  - every rank ends with one state hash.
 #
 # REQUIRES: cuda-gpu, mpi
@@ -15,6 +17,7 @@
 #
 # CHECK: cuda N=2: 4 losses within 0.0001 of the host's, 1 state hash
 # CHECK: cuda N=2 ZeRO-2: 4 losses within 0.0001 of the host's, 1 state hash, checkpoint byte-identical to plain data parallelism
+# CHECK: cuda N=2 ZeRO-3: 4 losses within 0.0001 of the host's, 1 state hash, checkpoint byte-identical to plain data parallelism
 
 import os
 import re
@@ -84,6 +87,12 @@ def main():
     same = zero[0] == cuda[0] and \
         open(zero[2], "rb").read() == open(cuda[2], "rb").read()
     line("cuda N=2 ZeRO-2", zero, ", checkpoint %s" % (
+        "byte-identical to plain data parallelism" if same else "MISMATCH"))
+    zero3 = train(model, workdir, "cuda-zero3",
+                  ["--target=cuda", "--zero-stage=3"])
+    same = zero3[0] == cuda[0] and \
+        open(zero3[2], "rb").read() == open(cuda[2], "rb").read()
+    line("cuda N=2 ZeRO-3", zero3, ", checkpoint %s" % (
         "byte-identical to plain data parallelism" if same else "MISMATCH"))
 
 

@@ -1,9 +1,9 @@
 // RUN: not memopt-opt %s --memopt-autodiff --memopt-shard-optimizer 2>&1 | FileCheck %s --check-prefix=NO-GRID
-// RUN: not memopt-opt %s --memopt-autodiff --memopt-accumulate=data-parallel=2 --memopt-shard-optimizer=stage=3 2>&1 | FileCheck %s --check-prefix=STAGE
+// RUN: not memopt-opt %s --memopt-autodiff --memopt-accumulate=data-parallel=2 --memopt-shard-optimizer=stage=4 2>&1 | FileCheck %s --check-prefix=STAGE
 // RUN: not memopt-opt %s --memopt-mixed-precision=compute-type=f16 --memopt-autodiff --memopt-accumulate=data-parallel=2 --memopt-shard-optimizer 2>&1 | FileCheck %s --check-prefix=SKIP
 
 // NO-GRID: error: --memopt-shard-optimizer needs a data-parallel step over at least 2 ranks (--memopt-accumulate with data-parallel=N, which declares shard.grid @memopt_ranks)
-// STAGE: error: --memopt-shard-optimizer option 'stage' is 3, expected 1 or 2
+// STAGE: error: --memopt-shard-optimizer option 'stage' is 4, expected 1, 2 or 3
 // SKIP: error: 'memopt.adamw_update' op of 'fc.weight' cannot be sharded: ZeRO updates f32 parameters whose gradient is the ranks' sum of an accumulator (FP16 dynamic loss scaling skips steps on every rank's overflow check: use bf16)
 
 func.func @forward(

@@ -219,9 +219,10 @@ cl::opt<bool> rankBatch(
 cl::opt<int64_t> zeroStage(
     "zero-stage", cl::init(0),
     cl::desc("With --data-parallel: ZeRO stage 1 keeps 1/N of the optimizer "
-             "state on each rank, stage 2 also 1/N of the gradients "
-             "(docs/DataParallel.md)"),
-    cl::value_desc("0|1|2"), cl::cat(compileCategory));
+             "state on each rank, stage 2 also 1/N of the gradients, "
+             "stage 3 also 1/N of the parameters, gathered where they are "
+             "read (docs/DataParallel.md)"),
+    cl::value_desc("0|1|2|3"), cl::cat(compileCategory));
 
 cl::opt<bool> accumulateAllowBatchNorm(
     "accumulate-allow-batch-norm", cl::init(false),

@@ -76,6 +76,7 @@ Json memopt::buildMemoryReport(const MemoryAccount &account,
                                {"grads", state.grads},
                                {"optimizer", state.optimizer},
                                {"total", state.getTotal()}};
+  report["max_gathered_bytes"] = account.getMaxGatheredBytes();
 
   report["forward_flops"] = account.getForwardFlops();
   report["backward_flops"] = account.getBackwardFlops();
@@ -211,6 +212,10 @@ void memopt::printMemoryReportText(llvm::raw_ostream &os,
        << perParam(state.grads) << " + optimizer "
        << perParam(state.optimizer) << "\n";
   }
+  if (int64_t gathered = account.getMaxGatheredBytes())
+    os << "gathered parameters (ZeRO-3): at most " << formatBytes(gathered)
+       << " (" << gathered << " B) live at once, each gathered right before "
+       << "the op that reads it and freed after\n";
 
   int64_t lowerBound = account.getLowerBoundBytes();
   os << "scratch arena: ";

@@ -18,7 +18,9 @@
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 
 #include "mlir/IR/Operation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -82,6 +84,8 @@ struct AccountedBuffer {
   std::string scope;
   /// `memopt.offset` of the alloc, or std::nullopt before planning.
   std::optional<int64_t> offset;
+  /// A parameter that ZeRO-3 gathered for its readers (pool params).
+  bool gathered = false;
 
   /// The buffer's size in bytes, 0 when unknown.
   int64_t getSizeBytes() const { return interval.sizeBytes.value_or(0); }
@@ -235,6 +239,10 @@ public:
   /// The model state: weights, master weights, gradients, optimizer state.
   const ModelStateBytes &getModelState() const { return modelState; }
 
+  /// ZeRO-3: the most bytes of gathered parameters live at one program
+  /// point (0 without ZeRO-3).
+  int64_t getMaxGatheredBytes() const { return maxGatheredBytes; }
+
   /// Number of buffers whose size is unknown (counted as 0 bytes).
   int64_t getNumUnsizedBuffers() const { return numUnsizedBuffers; }
 
@@ -250,6 +258,8 @@ private:
   void collectBuffers(Walk &walk, mlir::Operation *op);
   void markGradients(Walk &walk);
   void markParamCopies(Walk &walk, mlir::Operation *op);
+  llvm::SmallDenseSet<unsigned>
+  markGatheredParams(Walk &walk, mlir::FunctionOpInterface func);
   void countModelState(Walk &walk);
   void computeTimeline(Walk &walk, int64_t alignment);
   void collectSavedActivations();
@@ -268,6 +278,7 @@ private:
   FusedKernels fused;
   int64_t numParameters = 0;
   int64_t numParameterTensors = 0;
+  int64_t maxGatheredBytes = 0;
   int64_t numFrozenParameters = 0;
   int64_t numFrozenTensors = 0;
   int64_t nf4FrozenBytes = 0;

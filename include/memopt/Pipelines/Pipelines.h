@@ -157,7 +157,8 @@ struct MemoptPipelineOptions
   Option<int64_t> zeroStage{
       *this, "zero-stage",
       llvm::cl::desc("ZeRO over the data-parallel ranks: 0 none, 1 shards "
-                     "the optimizer state, 2 also the gradients"),
+                     "the optimizer state, 2 also the gradients, 3 also "
+                     "the parameters"),
       llvm::cl::init(0)};
   Option<bool> accumulateAllowBatchNorm{
       *this, "accumulate-allow-batch-norm",

@@ -166,7 +166,12 @@ void ClipGradientsPass::runOnOperation() {
       continue;
     updates.push_back(&op);
     scaled |= isSkippable(&op);
-    sharded |= bool(op.getOperand(0).getDefiningOp<shard::AllSliceOp>());
+    // ZeRO: the update reads the rank's slice of the parameter, or its
+    // sharded master (an argument marked memopt.shard_of).
+    auto arg = dyn_cast<BlockArgument>(op.getOperand(0));
+    sharded |= bool(op.getOperand(0).getDefiningOp<shard::AllSliceOp>()) ||
+               (arg && func.getArgAttr(arg.getArgNumber(),
+                                       MemoptDialect::kShardOfAttrName));
   }
   if (updates.empty()) {
     func.emitOpError() << "has no optimizer update: there is no gradient to "

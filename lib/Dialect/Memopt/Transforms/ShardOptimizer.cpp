@@ -1,6 +1,6 @@
 //===- ShardOptimizer.cpp - ZeRO: each rank updates its shard -------------===//
 //
-// ZeRO stages 1 and 2 on the data-parallel step that --memopt-accumulate
+// ZeRO stages 1 to 3 on the data-parallel step that --memopt-accumulate
 // builds (docs/DataParallel.md). There every rank sums the gradients of all
 // ranks (`shard.all_reduce` of each f32 accumulator after the micro-batch
 // loop) and runs the whole optimizer update on the whole model state. Here
@@ -38,6 +38,16 @@
 // S-element accumulator. A rank then never holds more than the gradients in
 // flight of one micro-batch, at the cost of one reduce-scatter per
 // micro-batch instead of one per step.
+//
+// Stage 3 (`stage=3`) also shards the parameters, as FSDP does: the
+// parameter argument becomes the rank's S-element slice (its f32 master in
+// mixed precision; no copy is held), the update writes the new slice, which
+// the step returns as it is, and every op that reads the parameter reads a
+// whole copy all-gathered right before it, which dies after it. A weight
+// read in the forward and again in the backward (or by a recomputation) is
+// gathered once for each. A parameter read through a bf16 or f16 cast is
+// gathered after the cast of its slice: half the bytes, and the same bits
+// (the cast of a slice is the slice of the cast).
 //
 // Each element of the update sees the same gradient sum as the all-reduce
 // gives it (one sum over the ranks per element), so with N = 2, or one
@@ -329,6 +339,34 @@ static BlockArgument addMasterCopy(func::FuncOp func, BlockArgument param,
   return copy;
 }
 
+/// Stage 3: each op other than `update` that reads `whole` (a value of
+/// type `wholeType` that the step no longer has) reads instead a copy
+/// gathered right before it from the slice that `makeSlice` builds. A
+/// low-precision cast of `whole` is moved to the slice: its readers gather
+/// the cast slice.
+static void gatherAtUses(Value whole, RankedTensorType wholeType,
+                         Operation *update, ShardShape shape,
+                         llvm::function_ref<Value(Sharder &)> makeSlice) {
+  SmallVector<Operation *> users;
+  for (Operation *user : whole.getUsers())
+    if (user != update && !llvm::is_contained(users, user))
+      users.push_back(user);
+  for (Operation *user : users) {
+    OpBuilder b(user);
+    Sharder sharder(b, user->getLoc(), shape,
+                    user->getAttr(MemoptDialect::kScopeAttrName));
+    auto castOp = dyn_cast<CastOp>(user);
+    Type to = castOp ? getElementTypeOrSelf(castOp.getType()) : Type();
+    if (to && to.getIntOrFloatBitWidth() < 32) {
+      gatherAtUses(castOp.getResult(), castOp.getType(), nullptr, shape,
+                   [&](Sharder &at) { return at.castTo(makeSlice(at), to); });
+      castOp.erase();
+      continue;
+    }
+    user->replaceUsesOfWith(whole, sharder.gather(makeSlice(sharder), wholeType));
+  }
+}
+
 /// Shards `update` (checked by checkUpdate) over `ranks` ranks at `stage`.
 static LogicalResult shardUpdate(func::FuncOp func, Operation *update,
                                  int64_t ranks, int64_t stage) {
@@ -346,7 +384,7 @@ static LogicalResult shardUpdate(func::FuncOp func, Operation *update,
 
   // The gradient's slice: scattered after the loop (stage 1) or in it.
   Value grad;
-  if (stage == 2) {
+  if (stage >= 2) {
     auto loop = reduce.getInput().getDefiningOp<scf::ForOp>();
     if (!loop)
       return reduce.emitOpError() << "sums no accumulator of the micro-batch "
@@ -382,6 +420,27 @@ static LogicalResult shardUpdate(func::FuncOp func, Operation *update,
   RankedTensorType shardType = sharder.getShardType(grad);
   auto param = cast<BlockArgument>(operands.param->get());
   Value newParam = update->getResult(0);
+  if (stage == 3) {
+    // The parameter is its slice; its readers gather it; the new slice is
+    // the step's result.
+    if (!llvm::all_of(newParam.getUsers(), [&](Operation *user) {
+          return user == returnOp.getOperation();
+        }))
+      return update->emitOpError()
+             << "of " << describeParam(func, param)
+             << " cannot be sharded at stage 3: the step reads the updated "
+                "parameter, which no rank holds whole";
+    param.setType(shardType);
+    func.setArgAttr(param.getArgNumber(), MemoptDialect::kShardOfAttrName,
+                    b.getDenseI64ArrayAttr(paramType.getShape()));
+    gatherAtUses(param, paramType, update, shape,
+                 [&](Sharder &) -> Value { return param; });
+    newParam.setType(shardType);
+    for (auto [result, state] : llvm::zip_equal(
+             update->getResults().drop_front(), operands.states))
+      result.setType(state->get().getType());
+    return success();
+  }
   Type copyElement = getMasterCopyElement(func, param, update, returnOp);
   BlockArgument copy;
   if (copyElement) {
@@ -416,10 +475,10 @@ static LogicalResult shardUpdate(func::FuncOp func, Operation *update,
 
 void ShardOptimizerPass::runOnOperation() {
   ModuleOp module = getOperation();
-  if (stage != 1 && stage != 2) {
+  if (stage < 1 || stage > 3) {
     emitError(module.getLoc()) << "--memopt-shard-optimizer option 'stage' is "
                                << static_cast<int64_t>(stage)
-                               << ", expected 1 or 2";
+                               << ", expected 1, 2 or 3";
     return signalPassFailure();
   }
   auto grid = SymbolTable::lookupSymbolIn(module, kRanksGridName);

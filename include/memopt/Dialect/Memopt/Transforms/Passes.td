@@ -338,7 +338,11 @@ def ShardOptimizerPass : Pass<"memopt-shard-optimizer", "mlir::ModuleOp"> {
     all-gathered (`shard.all_gather`) into the parameter, which every rank
     keeps whole. `stage=2` also shards the gradient accumulators: each
     micro-batch's gradient is reduce-scattered inside the loop and added to
-    the rank's slice.
+    the rank's slice. `stage=3` also shards the parameters: the parameter
+    argument becomes the rank's slice (marked `memopt.shard_of`), the
+    update's new slice is returned as it is, and every other op that reads
+    the parameter reads a copy all-gathered right before it (after the
+    cast of the slice when the op reads a bf16 or f16 cast).
 
     In mixed precision, a parameter that the step reads only through one
     bf16 or f16 `memopt.cast` is held as that whole copy, a new argument of
@@ -358,7 +362,8 @@ def ShardOptimizerPass : Pass<"memopt-shard-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::shard::ShardDialect"];
   let options = [
     Option<"stage", "stage", "int64_t", /*default=*/"1",
-           "ZeRO stage: 1 shards the optimizer state, 2 also the gradients">
+           "ZeRO stage: 1 shards the optimizer state, 2 also the gradients, "
+           "3 also the parameters">
   ];
 }
 
