@@ -40,6 +40,10 @@ def away_from(*kinks):
     return init
 
 
+def inside_unit():
+    return rng.uniform(-0.8, 0.8, S).astype(np.float32)
+
+
 def unary(op, init=normal, attrs=""):
     return Case(op + attrs.replace(" ", "_").replace("<", "_").replace(">", ""),
                 f"  %y = memopt.{op} %a{attrs} : {T}", {"a": init()}, out=S)
@@ -54,6 +58,12 @@ CASES = [
     unary("hardsigmoid", away_from(-3.0, 3.0)), unary("mish"),
     unary("abs", away_from_zero), unary("sin"), unary("cos"), unary("erf"),
     unary("expm1"), unary("log1p", positive), unary("softplus"),
+    unary("tan", inside_unit), unary("asin", inside_unit),
+    unary("acos", inside_unit), unary("atan"),
+    unary("floor", away_from(-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0)),
+    unary("ceil", away_from(-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0)),
+    unary("round", away_from(-3.5, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5)),
+    unary("trunc", away_from(-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0)),
     unary("clamp", away_from(-0.5, 1.0), " min -0.5 max 1.0"),
     unary("clamp", away_from(0.0, 6.0), " min 0.0 max 6.0 inclusive = false"),
     unary("clamp", away_from(0.25), " max 0.25"),

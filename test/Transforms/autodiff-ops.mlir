@@ -1239,3 +1239,81 @@ func.func @linear_cross_entropy(%x: tensor<3x4xf32> {memopt.role = "param", memo
   %l, %lse = memopt.linear_cross_entropy %x, %w, %t bias %b chunk 2 ignore_index 1 : tensor<3x4xf32>, tensor<5x4xf32>, tensor<3xi64>, tensor<5xf32> -> tensor<3xf32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// d tan(x) = (1 + tan(x)^2) dx, from the result.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: %[[Y:.*]] = memopt.tan %[[X]]
+// CHECK: %[[G:.*]] = memopt.broadcast
+// CHECK-NEXT: %[[SQ:.*]] = memopt.mul %[[Y]], %[[Y]] : tensor<4xf32>
+// CHECK-NEXT: %[[D:.*]] = memopt.add_scalar %[[SQ]], 1.000000e+00 : tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.mul %[[G]], %[[D]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @tan(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.tan %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// d arcsin(x) = dx / sqrt(1 - x^2); arccos's is its negation.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: %[[G:.*]] = memopt.broadcast
+// CHECK-NEXT: %[[SQ:.*]] = memopt.mul %[[X]], %[[X]] : tensor<4xf32>
+// CHECK-NEXT: %[[N:.*]] = memopt.neg %[[SQ]] : tensor<4xf32>
+// CHECK-NEXT: %[[C:.*]] = memopt.add_scalar %[[N]], 1.000000e+00 : tensor<4xf32>
+// CHECK-NEXT: %[[R:.*]] = memopt.rsqrt %[[C]] : tensor<4xf32>
+// CHECK-NEXT: %[[P:.*]] = memopt.mul %[[G]], %[[R]] : tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.neg %[[P]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @acos(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.acos %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// d arctan(x) = dx / (1 + x^2).
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: %[[G:.*]] = memopt.broadcast
+// CHECK-NEXT: %[[SQ:.*]] = memopt.mul %[[X]], %[[X]] : tensor<4xf32>
+// CHECK-NEXT: %[[D:.*]] = memopt.add_scalar %[[SQ]], 1.000000e+00 : tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.div %[[G]], %[[D]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @atan(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.atan %x : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// The rounding ops pass no gradient: x's is the 1 of the sum's direct term
+// alone.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: memopt.floor %[[X]]
+// CHECK: memopt.ceil
+// CHECK: memopt.round
+// CHECK: memopt.trunc
+// CHECK: %[[G:.*]] = memopt.broadcast
+// CHECK-NOT: memopt.add
+// CHECK: memopt.sgd_update %[[X]], %[[G]],
+func.func @rounding(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %a = memopt.floor %x : tensor<4xf32>
+  %b = memopt.ceil %a : tensor<4xf32>
+  %c = memopt.round %b : tensor<4xf32>
+  %d = memopt.trunc %c : tensor<4xf32>
+  %e = memopt.add %x, %d : tensor<4xf32>
+  %l = memopt.reduce_sum %e dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}

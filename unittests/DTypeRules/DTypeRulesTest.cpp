@@ -121,7 +121,8 @@ std::vector<OpCase> opCases() {
     for (StringRef op :
          {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu",
           "silu", "gelu", "hardswish", "hardsigmoid", "mish", "abs", "sign",
-          "sin", "cos", "erf", "expm1", "log1p", "softplus"})
+          "sin", "cos", "erf", "expm1", "log1p", "softplus", "tan", "asin",
+          "acos", "atan", "floor", "ceil", "round", "trunc"})
       bodies[op.str()] = "%r = memopt." + op.str() + " %x : tensor<4x$0>";
     for (StringRef op : {"add_scalar", "mul_scalar", "pow_scalar"})
       bodies[op.str()] = "%r = memopt." + op.str() + " %x, 2.0 : tensor<4x$0>";
@@ -183,6 +184,14 @@ std::vector<OpCase> opCases() {
       opCase<Expm1Op>(vec, body("expm1")),
       opCase<Log1pOp>(vec, body("log1p")),
       opCase<SoftplusOp>(vec, body("softplus")),
+      opCase<TanOp>(vec, body("tan")),
+      opCase<AsinOp>(vec, body("asin")),
+      opCase<AcosOp>(vec, body("acos")),
+      opCase<AtanOp>(vec, body("atan")),
+      opCase<FloorOp>(vec, body("floor")),
+      opCase<CeilOp>(vec, body("ceil")),
+      opCase<RoundOp>(vec, body("round")),
+      opCase<TruncOp>(vec, body("trunc")),
       opCase<AddScalarOp>(vec, body("add_scalar")),
       opCase<MulScalarOp>(vec, body("mul_scalar")),
       opCase<PowScalarOp>(vec, body("pow_scalar")),
@@ -469,9 +478,9 @@ TEST_F(VerifierTest, FamilyEntriesHaveOpCodes) {
     EXPECT_TRUE(codes.insert(binding.opCode.str()).second)
         << binding.opCode.str() << " is the code of two ops";
   }
-  // 21 unary ops (gelu's tanh form is its code's variant), 5 binary,
+  // 29 unary ops (gelu's tanh form is its code's variant), 5 binary,
   // 3 scalar, 8 activation gradients, 4 reductions.
-  EXPECT_EQ(codes.size(), 41u);
+  EXPECT_EQ(codes.size(), 49u);
 }
 
 TEST_F(VerifierTest, InPlaceOpsAreTheRuntimesAliasingEntries) {
@@ -493,7 +502,7 @@ TEST_F(VerifierTest, InPlaceOpsAreTheRuntimesAliasingEntries) {
                      : " lowers to an entry that may write in place but does "
                        "not declare InPlaceOpInterface (MemoptOps.td)");
   }
-  EXPECT_EQ(inPlace, 42 + static_cast<int>(kOtherInPlaceOps.size()));
+  EXPECT_EQ(inPlace, 50 + static_cast<int>(kOtherInPlaceOps.size()));
 }
 
 TEST_F(VerifierTest, UpdatesWriteEachStateOverItsOldValue) {

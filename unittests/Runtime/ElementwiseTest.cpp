@@ -69,6 +69,22 @@ double unaryReference(memopt_unary_op op, double x) {
     return std::log1p(x);
   case MEMOPT_UNARY_SOFTPLUS:
     return x > 20.0 ? x : std::log1p(std::exp(x));
+  case MEMOPT_UNARY_TAN:
+    return std::tan(x);
+  case MEMOPT_UNARY_ASIN:
+    return std::asin(x);
+  case MEMOPT_UNARY_ACOS:
+    return std::acos(x);
+  case MEMOPT_UNARY_ATAN:
+    return std::atan(x);
+  case MEMOPT_UNARY_FLOOR:
+    return std::floor(x);
+  case MEMOPT_UNARY_CEIL:
+    return std::ceil(x);
+  case MEMOPT_UNARY_ROUND:
+    return std::nearbyint(x);
+  case MEMOPT_UNARY_TRUNC:
+    return std::trunc(x);
   }
   return 0;
 }
@@ -104,10 +120,14 @@ TEST_F(RuntimeTest, UnaryMatchesReference) {
     auto kind = static_cast<memopt_unary_op>(op);
     bool positiveOnly = kind == MEMOPT_UNARY_LOG || kind == MEMOPT_UNARY_SQRT ||
                         kind == MEMOPT_UNARY_RSQRT || kind == MEMOPT_UNARY_LOG1P;
+    bool unitOnly = kind == MEMOPT_UNARY_ASIN || kind == MEMOPT_UNARY_ACOS;
     std::vector<float> in = x;
-    if (positiveOnly)
-      for (float &v : in)
+    for (float &v : in) {
+      if (positiveOnly)
         v = std::fabs(v);
+      if (unitOnly)
+        v /= 3.0f;
+    }
     std::vector<float> out(in.size());
     memopt_unary(ctx, kind, MEMOPT_F32, in.data(), out.data(), in.size());
     for (size_t i = 0; i < in.size(); ++i) {
@@ -116,6 +136,31 @@ TEST_F(RuntimeTest, UnaryMatchesReference) {
           << "op " << op << " x " << in[i];
     }
   }
+}
+
+// Rounding: halves go to the even neighbour (torch.round), toward zero
+// (trunc), down and up (floor, ceil), signed zeros kept; arcsin and
+// arccos are NaN outside [-1, 1].
+TEST_F(RuntimeTest, UnaryRoundingAndDomains) {
+  std::vector<float> x = {0.5f, 1.5f, 2.5f, -0.5f, -2.5f, -1.7f, 1e8f};
+  auto apply = [&](memopt_unary_op op, const std::vector<float> &in) {
+    std::vector<float> out(in.size());
+    memopt_unary(ctx, op, MEMOPT_F32, in.data(), out.data(), in.size());
+    return out;
+  };
+  expectValues(apply(MEMOPT_UNARY_ROUND, x), {0, 2, 2, -0.0, -2, -2, 1e8},
+               "round");
+  expectValues(apply(MEMOPT_UNARY_TRUNC, x), {0, 1, 2, -0.0, -2, -1, 1e8},
+               "trunc");
+  expectValues(apply(MEMOPT_UNARY_FLOOR, x), {0, 1, 2, -1, -3, -2, 1e8},
+               "floor");
+  expectValues(apply(MEMOPT_UNARY_CEIL, x), {1, 2, 3, -0.0, -2, -1, 1e8},
+               "ceil");
+  EXPECT_TRUE(std::signbit(apply(MEMOPT_UNARY_ROUND, {-0.5f})[0]));
+  std::vector<float> outside = {1.5f, -1.0001f, kNaN};
+  for (memopt_unary_op op : {MEMOPT_UNARY_ASIN, MEMOPT_UNARY_ACOS})
+    expectValues(apply(op, outside), {kNaN, kNaN, kNaN}, "arc outside");
+  expectValues(apply(MEMOPT_UNARY_ACOS, {-1.0f, 1.0f}), {M_PI, 0}, "acos");
 }
 
 /// The largest error of memopt_unary's `op` in ulps of the exact value

@@ -66,7 +66,7 @@ typedef enum memopt_status {
   MEMOPT_ERROR_COLLECTIVE = 5
 } memopt_status;
 
-/// Elementwise unary ops (`memopt.neg` ... `memopt.softplus`).
+/// Elementwise unary ops (`memopt.neg` ... `memopt.trunc`).
 typedef enum memopt_unary_op {
   MEMOPT_UNARY_NEG = 0,
   MEMOPT_UNARY_EXP = 1,
@@ -98,7 +98,17 @@ typedef enum memopt_unary_op {
   /// log(1 + x), exact near 0.
   MEMOPT_UNARY_LOG1P = 20,
   /// log(1 + e^x); x itself above 20 (F.softplus's threshold).
-  MEMOPT_UNARY_SOFTPLUS = 21
+  MEMOPT_UNARY_SOFTPLUS = 21,
+  MEMOPT_UNARY_TAN = 22,
+  MEMOPT_UNARY_ASIN = 23,
+  MEMOPT_UNARY_ACOS = 24,
+  MEMOPT_UNARY_ATAN = 25,
+  MEMOPT_UNARY_FLOOR = 26,
+  MEMOPT_UNARY_CEIL = 27,
+  /// To the nearest integer, halves to even (torch.round).
+  MEMOPT_UNARY_ROUND = 28,
+  /// Toward zero (torch.trunc).
+  MEMOPT_UNARY_TRUNC = 29
 } memopt_unary_op;
 
 /// Elementwise binary ops on two tensors of one shape and dtype.

@@ -313,6 +313,61 @@ LogicalResult SoftplusOp::buildVectorJacobianProduct(
   return success();
 }
 
+LogicalResult TanOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // d tan(x) = (1 + y^2) dx.
+  GradBuilder gb{builder, getLoc()};
+  Value y = getResult();
+  grads.assign({gb.mul(singleGrad(resultGrads), gb.shift(gb.mul(y, y), 1.0))});
+  return success();
+}
+
+/// The gradient of arcsin (`sign` 1) or arccos (-1): sign / sqrt(1 - x^2).
+static Value buildArcSineGradient(GradBuilder &gb, Value x, Value grad,
+                                  double sign) {
+  Value root = gb.unary<RsqrtOp>(gb.shift(gb.neg(gb.mul(x, x)), 1.0));
+  Value product = gb.mul(grad, root);
+  return sign < 0 ? gb.neg(product) : product;
+}
+
+LogicalResult AsinOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  grads.assign({buildArcSineGradient(gb, getInput(), singleGrad(resultGrads),
+                                     1.0)});
+  return success();
+}
+
+LogicalResult AcosOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  GradBuilder gb{builder, getLoc()};
+  grads.assign({buildArcSineGradient(gb, getInput(), singleGrad(resultGrads),
+                                     -1.0)});
+  return success();
+}
+
+LogicalResult AtanOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // d arctan(x) = dx / (1 + x^2).
+  GradBuilder gb{builder, getLoc()};
+  Value x = getInput();
+  grads.assign({gb.div(singleGrad(resultGrads), gb.shift(gb.mul(x, x), 1.0))});
+  return success();
+}
+
+// Piecewise constant: no gradient reaches the input (PyTorch's is 0).
+#define MEMOPT_ZERO_GRADIENT(OP)                                               \
+  LogicalResult OP::buildVectorJacobianProduct(                                \
+      OpBuilder &, ValueRange, SmallVectorImpl<Value> &grads) {                \
+    grads.assign({Value()});                                                   \
+    return success();                                                          \
+  }
+MEMOPT_ZERO_GRADIENT(FloorOp)
+MEMOPT_ZERO_GRADIENT(CeilOp)
+MEMOPT_ZERO_GRADIENT(RoundOp)
+MEMOPT_ZERO_GRADIENT(TruncOp)
+#undef MEMOPT_ZERO_GRADIENT
+
 LogicalResult ClampOp::buildVectorJacobianProduct(
     OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
   grads.assign({ClampGradOp::create(builder, getLoc(), getType(), getInput(),

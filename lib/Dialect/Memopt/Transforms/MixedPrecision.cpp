@@ -65,7 +65,7 @@ enum class Policy {
   /// cross-entropy (products and softmax sums accumulate in f32).
   Low,
   /// f32 inputs and outputs: exp, expm1, log, log1p, pow, rsqrt, softplus,
-  /// softmax, log_softmax, the norms, every loss.
+  /// tan, asin, acos, softmax, log_softmax, the norms, every loss.
   F32,
   /// Inputs as they come, f32 result: sums and means (accumulate in f32).
   F32Output,
@@ -98,8 +98,8 @@ static Policy getPolicy(Operation *op) {
   // with f32 statistics, affine parameters and running statistics (the op
   // definition fixes those).
   if (isa<ExpOp, Expm1Op, LogOp, Log1pOp, PowScalarOp, RsqrtOp, SoftplusOp,
-          SoftmaxOp, LogSoftmaxOp, LayerNormOp, RmsNormOp, CrossEntropyOp,
-          MseLossOp>(op))
+          TanOp, AsinOp, AcosOp, SoftmaxOp, LogSoftmaxOp, LayerNormOp,
+          RmsNormOp, CrossEntropyOp, MseLossOp>(op))
     return Policy::F32;
   if (isa<ReduceSumOp, ReduceMeanOp>(op))
     return Policy::F32Output;

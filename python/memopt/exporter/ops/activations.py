@@ -1,22 +1,27 @@
 """Activations and elementwise functions: relu, gelu, silu, tanh, sigmoid,
-exp, log, sqrt, rsqrt, neg, abs, sign, sin, cos, erf, expm1, log1p,
-square, hardswish, hardsigmoid, mish, softplus, and those written with
-them (logsigmoid, softsign, tanhshrink, leaky_relu, prelu, glu, elu, selu,
-celu, softshrink, sinh, cosh, log2, log10, reciprocal, logit); and the
-clamps (torch.clamp, hardtanh, relu6)."""
+exp, log, sqrt, rsqrt, neg, abs, sign, sin, cos, tan, asin, acos, atan,
+erf, expm1, log1p, floor, ceil, round, trunc, square, hardswish,
+hardsigmoid, mish, softplus, and those written with them (logsigmoid,
+softsign, tanhshrink, leaky_relu, prelu, glu, elu, selu, celu, softshrink,
+sinh, cosh, log2, log10, reciprocal, logit, frac, round with decimals);
+and the clamps (torch.clamp, hardtanh, relu6)."""
 
 import math
 import operator
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..dtypes import dtype_name
+from ..emit import FLOAT_TYPES
 from ..registry import handles, register
 from .common import float_input, norm_dim
 
 _UNARY = ("relu", "silu", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt",
-          "neg", "abs", "sign", "sin", "cos", "erf", "expm1", "log1p")
+          "neg", "abs", "sign", "sin", "cos", "tan", "asin", "acos", "atan",
+          "erf", "expm1", "log1p", "floor", "ceil", "trunc")
 
 
 def _unary(kind):
@@ -34,6 +39,11 @@ register("input, inplace=False", _unary("relu"), functions=[F.relu])
 register("input, inplace=False", _unary("silu"), functions=[F.silu])
 register("input", _unary("neg"), functions=[operator.neg])
 register("input", _unary("abs"), functions=[operator.abs])
+# NumPy's spellings, and fix (trunc's other name).
+for _kind, _alias in (("asin", "arcsin"), ("acos", "arccos"),
+                      ("atan", "arctan"), ("trunc", "fix"), ("sign", "sgn")):
+    register("input, **", _unary(_kind), functions=[getattr(torch, _alias)],
+             methods=[_alias])
 for _kind in ("erf", "expm1", "log1p"):
     register("input, **", _unary(_kind),
              functions=[getattr(torch.special, _kind)])
@@ -61,13 +71,12 @@ def _gelu(ex, call):
 
 def _clamp_bound(ex, arg, name):
     """The bound ``arg`` of a clamp as a float, None if absent: a Python
-    number (a tensor bound, even a constant one, is refused)."""
+    number."""
     if arg is None:
         return None
     value = None if ex.is_symbolic(arg) else ex.concrete(arg)
     if not isinstance(value, (bool, int, float)):
-        ex.fail("the bound '%s' must be a Python number; tensor bounds are "
-                "not supported" % name)
+        ex.fail("the bound '%s' must be a Python number or a tensor" % name)
     if math.isnan(value):
         ex.fail("the bound '%s' is NaN" % name)
     return float(value)
@@ -80,9 +89,45 @@ def _emit_clamp(ex, call, low, high, inclusive):
                          inclusive)
 
 
+def _is_tensor(ex, arg):
+    return arg is not None and (ex.is_symbolic(arg) or isinstance(
+        ex.concrete(arg), torch.Tensor))
+
+
+def _clamp_to_tensors(ex, call):
+    """min(max(x, low), high) with a bound that is a tensor, broadcast
+    together as PyTorch does; a number bound is a one-sided clamp. Where x
+    ties with a tensor bound the gradient is split evenly between them
+    (torch.maximum's rule; torch.clamp gives it all to x)."""
+    shape = ex.out_shape(call)
+    dtype = dtype_name(call.out.dtype, "the result")
+    if dtype not in FLOAT_TYPES:
+        ex.fail("%s tensors are not supported" % dtype)
+    y = ex.emit.broadcast_to(ex.val(call.args["input"], dtype), shape)
+    for name in ("min", "max"):
+        bound = call.args.get(name)
+        if bound is None:
+            continue
+        if not _is_tensor(ex, bound):
+            number = _clamp_bound(ex, bound, name)
+            y = ex.emit.clamp(y, number if name == "min" else None,
+                              number if name == "max" else None, True)
+            continue
+        b = ex.emit.broadcast_to(ex.val(bound, dtype), shape)
+        if name == "min":
+            y = ex.emit.binary("maximum", y, b)
+        else:
+            y = ex.emit.unary("neg", ex.emit.binary(
+                "maximum", ex.emit.unary("neg", y), ex.emit.unary("neg", b)))
+    return y
+
+
 def _clamp(ex, call):
     """torch.clamp, torch.clip, clamp_min, clamp_max (function and method
     forms): the gradient passes at the bounds."""
+    if _is_tensor(ex, call.args.get("min")) or \
+            _is_tensor(ex, call.args.get("max")):
+        return _clamp_to_tensors(ex, call)
     low = _clamp_bound(ex, call.args.get("min"), "min")
     high = _clamp_bound(ex, call.args.get("max"), "max")
     if low is None and high is None:
@@ -112,6 +157,90 @@ def _hardtanh(ex, call):
         high = call.args.get("max_val", 6.0)
     return _emit_clamp(ex, call, _clamp_bound(ex, low, "min_val"),
                        _clamp_bound(ex, high, "max_val"), inclusive=False)
+
+
+@handles("input, *, decimals=0", functions=[torch.round], methods=["round"])
+def _round(ex, call):
+    """To the nearest integer, halves to even; with `decimals` d, as
+    PyTorch computes it: round(x * 10^d) / 10^d, or round(x / 10^-d) *
+    10^-d for d < 0, each in the input's type. The gradient is zero."""
+    x = float_input(ex, call.args["input"])
+    decimals = ex.const(call.args.get("decimals", 0), "decimals")
+    if not isinstance(decimals, int):
+        ex.fail("decimals=%r must be an integer" % (decimals,))
+    if decimals == 0:
+        return ex.emit.unary("round", x)
+    factor = ex.emit.constant(
+        np.full(x.shape, 10.0 ** abs(decimals), np.float32), x.dtype)
+    inward, outward = ("mul", "div") if decimals > 0 else ("div", "mul")
+    rounded = ex.emit.unary("round", ex.emit.binary(inward, x, factor))
+    return ex.emit.binary(outward, rounded, factor)
+
+
+def _erfc(ex, x):
+    """1 - erf(x): exact to f32's absolute rounding (a value far in the
+    upper tail rounds to 0)."""
+    return ex.emit.scalar("add_scalar", ex.emit.unary(
+        "neg", ex.emit.unary("erf", x)), 1.0)
+
+
+@handles("input", functions=[torch.erfc, torch.special.erfc],
+         methods=["erfc"])
+def _erfc_handler(ex, call):
+    return _erfc(ex, float_input(ex, call.args["input"]))
+
+
+@handles("input", functions=[torch.special.ndtr])
+def _ndtr(ex, call):
+    """The standard normal CDF, erfc(-x / sqrt 2) / 2, as PyTorch's."""
+    x = float_input(ex, call.args["input"])
+    return ex.emit.scalar("mul_scalar", _erfc(ex, ex.emit.scalar(
+        "mul_scalar", x, -math.sqrt(0.5))), 0.5)
+
+
+def _step(ex, x, edge):
+    """1 where x > edge, 0 elsewhere (exactly: x - edge is 0 only at x =
+    edge), with no gradient."""
+    return ex.emit.unary("sign", ex.emit.unary("relu", ex.emit.scalar(
+        "add_scalar", x, -edge)))
+
+
+@handles("input, lambd=0.5", functions=[F.hardshrink])
+@handles("input", modules=[nn.Hardshrink])
+def _hardshrink(ex, call):
+    """x where |x| > lambda, 0 elsewhere: x times a 0/1 step, exact, with
+    the gradient passing where it is 1."""
+    lambd = call.module.lambd if call.module is not None else \
+        ex.const(call.args["lambd"], "lambd")
+    x = float_input(ex, call.args["input"])
+    return ex.emit.binary("mul", x, _step(ex, ex.emit.unary("abs", x), lambd))
+
+
+@handles("input, threshold, value, inplace=False", functions=[F.threshold])
+@handles("input", modules=[nn.Threshold])
+def _threshold(ex, call):
+    """x where x > threshold, value elsewhere: x s + value (1 - s) for the
+    0/1 step s, exact; the gradient passes where x is kept."""
+    if call.module is not None:
+        threshold, value = call.module.threshold, call.module.value
+    else:
+        threshold = ex.const(call.args["threshold"], "threshold")
+        value = ex.const(call.args["value"], "value")
+    x = float_input(ex, call.args["input"])
+    kept = _step(ex, x, threshold)
+    y = ex.emit.binary("mul", x, kept)
+    if value == 0:
+        return y
+    dropped = ex.emit.scalar("add_scalar", ex.emit.unary("neg", kept), 1.0)
+    return ex.emit.binary("add", y, ex.emit.scalar("mul_scalar", dropped,
+                                                   value))
+
+
+@handles("input", functions=[torch.frac], methods=["frac"])
+def _frac(ex, call):
+    """x - trunc(x), with x's sign; its gradient is 1, as PyTorch's."""
+    x = float_input(ex, call.args["input"])
+    return ex.emit.binary("sub", x, ex.emit.unary("trunc", x))
 
 
 @handles("input, **", functions=[torch.square], methods=["square"])

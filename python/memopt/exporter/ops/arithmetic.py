@@ -1,5 +1,6 @@
 """Arithmetic with PyTorch's broadcasting: + - * / **, torch.maximum and
-minimum, addcmul, addcdiv, lerp, masked_fill and torch.where."""
+minimum, addcmul, addcdiv, lerp, logaddexp, hypot, masked_fill and
+torch.where."""
 
 import math
 import operator
@@ -244,3 +245,12 @@ def _logaddexp(ex, call):
         "sub", a, b)))
     return ex.emit.binary("add", ex.emit.binary("maximum", a, b),
                           ex.emit.unary("log1p", ex.emit.unary("exp", gap)))
+
+
+@handles("input, other", functions=[torch.hypot], methods=["hypot"])
+def _hypot(ex, call):
+    """sqrt(a^2 + b^2), as PyTorch's kernel (no rescaling: the squares of
+    f32 values above about 1.8e19 overflow)."""
+    a, b = _broadcast_operands(ex, call, ("input", "other"))
+    return ex.emit.unary("sqrt", ex.emit.binary(
+        "add", ex.emit.binary("mul", a, a), ex.emit.binary("mul", b, b)))

@@ -159,7 +159,7 @@ MEMOPT_HOST_DEVICE inline float sigmoid(float x) {
 }
 
 /// The last of memopt_unary's ops.
-constexpr memopt_unary_op kLastUnaryOp = MEMOPT_UNARY_SOFTPLUS;
+constexpr memopt_unary_op kLastUnaryOp = MEMOPT_UNARY_TRUNC;
 
 /// -1, 0 or 1 by the sign of x; NaN stays NaN (torch.sign).
 MEMOPT_HOST_DEVICE inline float signValue(float x) {
@@ -215,6 +215,24 @@ MEMOPT_HOST_DEVICE inline float unaryValue(memopt_unary_op op, float x) {
     return std::log1p(x);
   case MEMOPT_UNARY_SOFTPLUS:
     return softplus(x);
+  case MEMOPT_UNARY_TAN:
+    return std::tan(x);
+  case MEMOPT_UNARY_ASIN:
+    return std::asin(x);
+  case MEMOPT_UNARY_ACOS:
+    return std::acos(x);
+  case MEMOPT_UNARY_ATAN:
+    return std::atan(x);
+  case MEMOPT_UNARY_FLOOR:
+    return std::floor(x);
+  case MEMOPT_UNARY_CEIL:
+    return std::ceil(x);
+  case MEMOPT_UNARY_ROUND:
+    // The default rounding mode (to nearest, ties to even) is the one
+    // memopt runs under, on the host and on CUDA.
+    return std::nearbyint(x);
+  case MEMOPT_UNARY_TRUNC:
+    return std::trunc(x);
   }
   return x;
 }

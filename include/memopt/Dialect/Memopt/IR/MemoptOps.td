@@ -255,6 +255,19 @@ def Memopt_Expm1Op : Memopt_UnaryOp<"expm1", "e^x - 1">;
 def Memopt_Log1pOp : Memopt_UnaryOp<"log1p", "ln(1 + x)">;
 def Memopt_SoftplusOp
     : Memopt_UnaryOp<"softplus", "ln(1 + e^x), x itself above 20 (F.softplus)">;
+def Memopt_TanOp : Memopt_UnaryOp<"tan", "tan(x)">;
+def Memopt_AsinOp : Memopt_UnaryOp<"asin", "arcsin(x), NaN outside [-1, 1]">;
+def Memopt_AcosOp : Memopt_UnaryOp<"acos", "arccos(x), NaN outside [-1, 1]">;
+def Memopt_AtanOp : Memopt_UnaryOp<"atan", "arctan(x)">;
+def Memopt_FloorOp : Memopt_UnaryOp<"floor",
+    "the largest integer not above x; its gradient is zero">;
+def Memopt_CeilOp : Memopt_UnaryOp<"ceil",
+    "the smallest integer not below x; its gradient is zero">;
+def Memopt_RoundOp : Memopt_UnaryOp<"round",
+    "the nearest integer to x, halves to even (torch.round); its gradient "
+    "is zero">;
+def Memopt_TruncOp : Memopt_UnaryOp<"trunc",
+    "x rounded toward zero; its gradient is zero">;
 
 def Memopt_GeluOp : Memopt_Op<"gelu",
     [Pure, Memopt_InPlaceOpInterface,
