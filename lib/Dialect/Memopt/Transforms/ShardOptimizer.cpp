@@ -363,7 +363,8 @@ static void gatherAtUses(Value whole, RankedTensorType wholeType,
       castOp.erase();
       continue;
     }
-    user->replaceUsesOfWith(whole, sharder.gather(makeSlice(sharder), wholeType));
+    user->replaceUsesOfWith(whole,
+                            sharder.gather(makeSlice(sharder), wholeType));
   }
 }
 
