@@ -27,9 +27,10 @@
 // --explore prints the table of every combination and builds nothing.
 //
 // Every file is written to a temporary and renamed, so an interrupted run
-// never leaves a half-written output. A thin main over library code: the
-// flags and their checks live in Options.h, the pipeline, the conversion and
-// the emitter in lib/.
+// never leaves a half-written output. The flags and their checks live in
+// Options.h, the report in Report.h, the budget search in Explore.h, and the
+// pipeline, the conversion and the emitter in lib/; this file runs them and
+// writes the outputs (model.json, the step's code, OUT/train).
 //
 //===----------------------------------------------------------------------===//
 

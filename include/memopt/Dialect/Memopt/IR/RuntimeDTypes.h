@@ -1,7 +1,7 @@
 //===- RuntimeDTypes.h - element types vs runtime dtype rules ---*- C++ -*-===//
 //
 // The compiler's side of the runtime's dtype table
-// (runtime/include/memopt/runtime/DTypeRules.h): the mapping of element
+// (runtime/common/memopt/runtime/DTypeRules.h): the mapping of element
 // types to `memopt_dtype`, and for each memopt op whose runtime entry takes
 // dtype arguments, the entry it lowers to, its op code in a family entry
 // (memopt_unary's MEMOPT_UNARY_RELU), and which operand or result supplies
