@@ -328,6 +328,15 @@ void MemoryAccount::markGradients(Walk &walk) {
   }
 }
 
+/// Whether `arg` is an argument of `func`'s body of role "param".
+static bool isParamArgument(FunctionOpInterface func, BlockArgument arg) {
+  if (!arg || arg.getOwner() != &func.getFunctionBody().front())
+    return false;
+  auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                MemoptDialect::kRoleAttrName);
+  return role && role.getValue() == stringifyArgumentRole(ArgumentRole::Param);
+}
+
 /// 2. (cont.) Low-precision parameter copies and their f32 masters.
 void MemoryAccount::markParamCopies(Walk &walk, Operation *op) {
   // Mixed precision: a cast of a "param" argument is the parameter's
@@ -343,10 +352,7 @@ void MemoryAccount::markParamCopies(Walk &walk, Operation *op) {
       auto arg = dyn_cast<BlockArgument>(getRootBuffer(kernel.getIns()[0]));
       // (Not ZeRO's sharded master: the cast of its new slice is gathered
       // into the "param_copy" argument, counted with the arguments.)
-      if (!arg || arg.getOwner() != &func.getFunctionBody().front() ||
-          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                            MemoptDialect::kRoleAttrName) !=
-              stringifyArgumentRole(ArgumentRole::Param) ||
+      if (!isParamArgument(func, arg) ||
           func.getArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName))
         continue;
       if (std::optional<unsigned> id = walk.lookupBuffer(kernel.getOuts()[0])) {
@@ -385,10 +391,7 @@ llvm::SmallDenseSet<unsigned>
 MemoryAccount::markGatheredParams(Walk &walk, FunctionOpInterface func) {
   auto getShardedParam = [&](Value value) -> std::optional<unsigned> {
     auto arg = dyn_cast<BlockArgument>(getRootBuffer(value));
-    if (!arg || arg.getOwner() != &func.getFunctionBody().front() ||
-        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                          MemoptDialect::kRoleAttrName) !=
-            stringifyArgumentRole(ArgumentRole::Param) ||
+    if (!isParamArgument(func, arg) ||
         !func.getArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName))
       return std::nullopt;
     return arg.getArgNumber();
