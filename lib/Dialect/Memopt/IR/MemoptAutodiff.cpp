@@ -255,13 +255,6 @@ LogicalResult AbsOp::buildVectorJacobianProduct(
   return success();
 }
 
-LogicalResult SignOp::buildVectorJacobianProduct(
-    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
-  // Piecewise constant: no gradient reaches the input (torch.sign's is 0).
-  grads.assign({Value()});
-  return success();
-}
-
 LogicalResult SinOp::buildVectorJacobianProduct(
     OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
   GradBuilder gb{builder, getLoc()};
@@ -362,6 +355,7 @@ LogicalResult AtanOp::buildVectorJacobianProduct(
     grads.assign({Value()});                                                   \
     return success();                                                          \
   }
+MEMOPT_ZERO_GRADIENT(SignOp)
 MEMOPT_ZERO_GRADIENT(FloorOp)
 MEMOPT_ZERO_GRADIENT(CeilOp)
 MEMOPT_ZERO_GRADIENT(RoundOp)

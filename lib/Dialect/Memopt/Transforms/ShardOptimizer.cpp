@@ -263,6 +263,15 @@ static Value shardAccumulator(scf::ForOp loop, OpResult result,
   return result;
 }
 
+/// Makes argument `arg` of `func` a shard of type `type`, marked with the
+/// shape `whole` of the tensor it is cut from (`memopt.shard_of`).
+static void makeShardArgument(func::FuncOp func, BlockArgument arg,
+                              RankedTensorType type, ArrayRef<int64_t> whole) {
+  arg.setType(type);
+  func.setArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName,
+                  DenseI64ArrayAttr::get(func.getContext(), whole));
+}
+
 /// `value` quoted by its `memopt.name` when it is a named argument.
 static std::string describeParam(func::FuncOp func, Value value) {
   auto arg = dyn_cast<BlockArgument>(value);
@@ -333,9 +342,7 @@ static BlockArgument addMasterCopy(func::FuncOp func, BlockArgument param,
     user->getResult(0).replaceAllUsesWith(copy);
     user->erase();
   }
-  param.setType(shardType);
-  func.setArgAttr(param.getArgNumber(), MemoptDialect::kShardOfAttrName,
-                  b.getDenseI64ArrayAttr(paramType.getShape()));
+  makeShardArgument(func, param, shardType, paramType.getShape());
   return copy;
 }
 
@@ -405,22 +412,24 @@ static LogicalResult shardUpdate(func::FuncOp func, Operation *update,
     auto arg = cast<BlockArgument>(state->get());
     if (quantized) {
       // The records of the shard's blocks, of the whole packed tensor.
-      arg.setType(RankedTensorType::get(
-          {runtime::quantizedStateBytes(shape.getShard())},
-          getElementTypeOrSelf(arg.getType())));
-      func.setArgAttr(
-          arg.getArgNumber(), MemoptDialect::kShardOfAttrName,
-          b.getDenseI64ArrayAttr(
-              {runtime::quantizedStateBytes(shape.numel)}));
+      makeShardArgument(
+          func, arg,
+          RankedTensorType::get({runtime::quantizedStateBytes(shape.getShard())},
+                                getElementTypeOrSelf(arg.getType())),
+          {runtime::quantizedStateBytes(shape.numel)});
       continue;
     }
-    arg.setType(sharder.getShardType(arg));
-    func.setArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName,
-                    b.getDenseI64ArrayAttr(paramType.getShape()));
+    makeShardArgument(func, arg, sharder.getShardType(arg),
+                      paramType.getShape());
   }
   RankedTensorType shardType = sharder.getShardType(grad);
   auto param = cast<BlockArgument>(operands.param->get());
   Value newParam = update->getResult(0);
+  // The new parameter's slice, and the new state in its arguments' types.
+  newParam.setType(shardType);
+  for (auto [result, state] :
+       llvm::zip_equal(update->getResults().drop_front(), operands.states))
+    result.setType(state->get().getType());
   if (stage == 3) {
     // The parameter is its slice; its readers gather it; the new slice is
     // the step's result.
@@ -431,15 +440,9 @@ static LogicalResult shardUpdate(func::FuncOp func, Operation *update,
              << "of " << describeParam(func, param)
              << " cannot be sharded at stage 3: the step reads the updated "
                 "parameter, which no rank holds whole";
-    param.setType(shardType);
-    func.setArgAttr(param.getArgNumber(), MemoptDialect::kShardOfAttrName,
-                    b.getDenseI64ArrayAttr(paramType.getShape()));
+    makeShardArgument(func, param, shardType, paramType.getShape());
     gatherAtUses(param, paramType, update, shape,
                  [&](Sharder &) -> Value { return param; });
-    newParam.setType(shardType);
-    for (auto [result, state] : llvm::zip_equal(
-             update->getResults().drop_front(), operands.states))
-      result.setType(state->get().getType());
     return success();
   }
   Type copyElement = getMasterCopyElement(func, param, update, returnOp);
@@ -451,12 +454,6 @@ static LogicalResult shardUpdate(func::FuncOp func, Operation *update,
   } else {
     operands.param->set(sharder.slice(param));
   }
-  // The new parameter's slice, and the new state in its arguments' types.
-  update->getResult(0).setType(shardType);
-  for (auto [result, state] :
-       llvm::zip_equal(update->getResults().drop_front(), operands.states))
-    result.setType(state->get().getType());
-
   // The new parameter (or its copy), whole on every rank.
   b.setInsertionPointAfter(update);
   if (copy) {
