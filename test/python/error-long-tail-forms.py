@@ -6,8 +6,9 @@
 # RUN: rm -rf %t && mkdir -p %t
 # RUN: %python %s %t | FileCheck %s
 #
-# CHECK: bilinear: torch.nn.functional.interpolate {{.*}}: mode='bilinear' is not supported (only 'nearest', by whole factors)
-# CHECK: fractional: torch.nn.functional.interpolate {{.*}}: the output extent 6 is not a whole multiple or divisor of the input's 4 (only whole factors are supported)
+# CHECK: antialias: torch.nn.functional.interpolate {{.*}}: antialias=True is not supported
+# CHECK: max-indices: {{.*}}max at the top level: the indices (the second result) of max along a dimension are read: memopt computes only the values
+# CHECK: empty-piece: torch.tensor_split {{.*}}: piece 0 is empty, which memopt does not support
 # CHECK: nll: torch.nn.functional.nll_loss {{.*}}: only the nll_loss of a log_softmax is supported (the cross entropy of its input): compute the input with F.log_softmax
 # CHECK: nll-dim: torch.nn.functional.nll_loss {{.*}}: the log_softmax must be over the class dimension 1
 # CHECK: softplus: torch.nn.functional.softplus {{.*}}: threshold=10 is not supported (only 20, the default)
@@ -34,9 +35,11 @@ class Fn(nn.Module):
 
 x = torch.randn(2, 8, 4, 4)
 cases = {
-    "bilinear": lambda x: F.interpolate(x, scale_factor=2.0,
-                                        mode="bilinear").sum(),
-    "fractional": lambda x: F.interpolate(x, size=(6, 6)).sum(),
+    "antialias": lambda x: F.interpolate(x, scale_factor=2.0,
+                                         mode="bilinear",
+                                         antialias=True).sum(),
+    "max-indices": lambda x: x.max(1)[1].float().sum(),
+    "empty-piece": lambda x: torch.tensor_split(x, [0, 2], dim=1)[0].sum(),
     "nll": lambda x: F.nll_loss(x.flatten(1), torch.zeros(2, dtype=torch.long)),
     "nll-dim": lambda x: F.nll_loss(F.log_softmax(x, dim=2), torch.zeros(
         2, 4, 4, dtype=torch.long)),

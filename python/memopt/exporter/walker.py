@@ -407,11 +407,9 @@ class Exporter:
         bound = bind(spec, node.args, node.kwargs, target_name(node, module))
         if not isinstance(out, torch.Tensor) and \
                 not (isinstance(out, tuple) and handler in TUPLE_HANDLERS):
-            hint = "; use torch.amax for the maximum along a dimension" \
-                if node.target in ("max", torch.max) else ""
             kind = "tuple" if isinstance(out, tuple) else type(out).__name__
             self.fail("it returns a %s, and only calls that return one tensor "
-                      "are supported%s" % (kind, hint))
+                      "are supported" % kind)
         value = handler(self, Call(node, bound, module, out))
 
         # A tuple result (chunk's, nn.MultiheadAttention's) has None where

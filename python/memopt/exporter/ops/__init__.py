@@ -7,8 +7,9 @@ them all.
 """
 
 from . import (activations, arithmetic, attention, convolution, dropout,
-               linalg, losses, normalization, reductions, shapes, spatial)
+               indexing, linalg, losses, normalization, reductions, shapes,
+               spatial)
 
 __all__ = ["activations", "arithmetic", "attention", "convolution",
-           "dropout", "linalg", "losses", "normalization", "reductions",
-           "shapes", "spatial"]
+           "dropout", "indexing", "linalg", "losses", "normalization",
+           "reductions", "shapes", "spatial"]

@@ -16,14 +16,13 @@ same function.
 
 import contextlib
 import math
-import operator
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from ..registry import handles, returns_tuple
-from .common import float_input
+from .common import float_input, only_first_result_read
 from .dropout import dropout_value
 from .linalg import linear_module, linear_values
 from .normalization import layer_norm_module
@@ -211,21 +210,6 @@ def _multihead_attention_values(ex, m, path, query, key, value, same_qk,
     return out
 
 
-def _attention_weights_unused(node):
-    """Whether nothing reads the attention weights, the second result of
-    the nn.MultiheadAttention call ``node``."""
-    for user in node.users:
-        if user.op != "call_function" or user.target is not operator.getitem:
-            return False
-        index = user.args[1]
-        if index in (0, -2):
-            continue
-        if index in (1, -1) and not user.users:
-            continue
-        return False
-    return True
-
-
 @returns_tuple
 @handles("query, key, value, key_padding_mask=None, need_weights=True, "
          "attn_mask=None, average_attn_weights=True",
@@ -233,7 +217,7 @@ def _attention_weights_unused(node):
 def _multihead_attention(ex, call):
     args = call.args
     if ex.const(args["need_weights"]) and \
-            not _attention_weights_unused(call.node):
+            not only_first_result_read(call.node, 2):
         ex.fail("need_weights=True and the attention weights (the second "
                 "result) are used: memopt fuses attention and never forms "
                 "the weights; pass need_weights=False, or leave them unused")

@@ -34,3 +34,23 @@ def as_number(ex, arg):
     if isinstance(value, (bool, int, float)):
         return float(value)
     ex.fail("unsupported operand of type %s" % type(value).__name__)
+
+
+def read_results(node, length):
+    """The elements of the fx ``node``'s tuple result (of ``length``) that
+    something reads, as non-negative indices; all of them when the tuple
+    itself is used other than through ``getitem``."""
+    read = set()
+    for user in node.users:
+        if user.op != "call_function" or user.target is not operator.getitem \
+                or not isinstance(user.args[1], int):
+            return set(range(length))
+        if user.users:
+            read.add(user.args[1] % length)
+    return read
+
+
+def only_first_result_read(node, length):
+    """Whether only the first element of the fx ``node``'s tuple result (of
+    ``length``) is read (``values, _ = x.max(1)``, ``out, _ = mha(...)``)."""
+    return read_results(node, length) <= {0}

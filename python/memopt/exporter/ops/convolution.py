@@ -1,13 +1,16 @@
-"""Convolution and pooling: conv2d, max and average pooling (ceil mode,
-count_include_pad, divisor_override), adaptive average pooling."""
+"""Convolution and pooling: conv2d, max and average pooling in 1-D and 2-D
+(ceil mode, count_include_pad, divisor_override), adaptive average and max
+pooling in 1-D, 2-D and 3-D."""
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..registry import handles, register
-from .common import float_input
+from ..registry import handles, register, returns_tuple
+from .common import float_input, only_first_result_read
+from .indexing import rows_along
+from .spatial import interpolation_matrix, along
 
 
 def _pair(value):
@@ -56,51 +59,97 @@ def _conv2d(ex, call):
     return y
 
 
-def _pool(kind):
+def _pool_options(ex, call):
+    """The pooling options of a module or a functional call."""
+    if call.module is not None:
+        return {k: getattr(call.module, k) for k in (
+            "kernel_size", "stride", "padding", "dilation", "ceil_mode",
+            "return_indices", "count_include_pad", "divisor_override")
+            if hasattr(call.module, k)}
+    return {k: ex.const(v) for k, v in call.args.items() if k != "input"}
+
+
+def _as_4d(ex, x, spatial):
+    """``x``, [N, C, *S] or unbatched [C, *S] with ``spatial`` dimensions in
+    S (1 or 2), as [N, C, H, W] with a unit N and a unit H where missing."""
+    if x.rank not in (spatial + 1, spatial + 2):
+        ex.fail("expected a %d-D [N, C, ...] or a %d-D [C, ...] input, got "
+                "%s" % (spatial + 2, spatial + 1, x.type))
+    shape = x.shape if x.rank == spatial + 2 else (1,) + x.shape
+    if spatial == 1:
+        shape = shape[:2] + (1,) + shape[2:]
+    return ex.emit.reshape(x, shape)
+
+
+def _values_only(ex, call, name):
+    """PyTorch's result shape for a pooling call that may also return the
+    indices, which memopt does not compute: they must be unread."""
+    if not isinstance(call.out, tuple):
+        return tuple(call.out.shape)
+    if not only_first_result_read(call.node, 2):
+        ex.fail("the indices (the second result) of %s are read: memopt "
+                "computes only the values" % name)
+    return tuple(call.out[0].shape)
+
+
+def _pool(kind, spatial=2, name=None):
+    """max_pool / avg_pool over 1 or 2 spatial dimensions; 1-D pooling is
+    2-D pooling of a unit height."""
+    def widen(value, fill):
+        value = value if isinstance(value, (tuple, list)) else [value]
+        return (fill, int(value[0])) if spatial == 1 else _pair(value)
+
     def handler(ex, call):
-        x = float_input(ex, call.args["input"])
-        if call.module is not None:
-            m = call.module
-            options = {k: getattr(m, k) for k in (
-                "kernel_size", "stride", "padding", "dilation", "ceil_mode",
-                "return_indices", "count_include_pad", "divisor_override")
-                if hasattr(m, k)}
-        else:
-            options = {k: ex.const(v) for k, v in call.args.items()
-                       if k != "input"}
-        if x.rank != 4:
-            ex.fail("expected a 4-D [N, C, H, W] input, got %s" % x.type)
-        kernel = _pair(options["kernel_size"])
+        x = _as_4d(ex, float_input(ex, call.args["input"]), spatial)
+        options = _pool_options(ex, call)
+        out = _values_only(ex, call, name or kind)
+        kernel = widen(options["kernel_size"], 1)
         stride = options.get("stride")
         stride = kernel if stride is None or stride == [] or stride == () \
-            else _pair(stride)
-        padding = _pair(options.get("padding", 0))
-        if options.get("return_indices"):
+            else widen(stride, 1)
+        padding = widen(options.get("padding", 0), 0)
+        if options.get("return_indices") and not isinstance(call.out, tuple):
             ex.fail("return_indices=True is not supported")
-        if _pair(options.get("dilation", 1)) != (1, 1):
+        if widen(options.get("dilation", 1), 1) != (1, 1):
             ex.fail("dilation is not supported")
-        shape = ex.out_shape(call)
+        shape = x.shape[:2] + out[-2:] if spatial == 2 else \
+            x.shape[:2] + (1,) + out[-1:]
         divisor = options.get("divisor_override")
         include_pad = options.get("count_include_pad", True)
         if kind == "avg_pool2d" and (
                 options.get("ceil_mode") or divisor is not None or
                 (not include_pad and padding != (0, 0))):
-            return _windowed_average(ex, x, shape, kernel, stride, padding,
-                                     include_pad, divisor)
-        if options.get("ceil_mode"):
-            x = _ceil_mode_rows(ex, x, shape, kernel, stride, padding)
-        return ex.emit.pool(kind, x, shape, kernel, stride, padding)
-    return handler
+            y = _windowed_average(ex, x, shape, kernel, stride, padding,
+                                  include_pad, divisor)
+        else:
+            if options.get("ceil_mode"):
+                x = _ceil_mode_rows(ex, x, shape, kernel, stride, padding)
+            y = ex.emit.pool(kind, x, shape, kernel, stride, padding)
+        y = ex.emit.reshape(y, out)
+        return (y, None) if isinstance(call.out, tuple) else y
+    return returns_tuple(handler)
 
 
-register("input, kernel_size, stride=None, padding=0, dilation=1, "
-         "ceil_mode=False, return_indices=False", _pool("max_pool2d"),
-         functions=[F.max_pool2d, torch.max_pool2d])
+_MAX_POOL = "input, kernel_size, stride=None, padding=0, dilation=1, " \
+    "ceil_mode=False, return_indices=False"
+_AVG_POOL = "input, kernel_size, stride=None, padding=0, ceil_mode=False, " \
+    "count_include_pad=True"
+register(_MAX_POOL, _pool("max_pool2d"),
+         functions=[F.max_pool2d, torch.max_pool2d,
+                    F.max_pool2d_with_indices])
 register("input", _pool("max_pool2d"), modules=[nn.MaxPool2d])
-register("input, kernel_size, stride=None, padding=0, ceil_mode=False, "
-         "count_include_pad=True, divisor_override=None", _pool("avg_pool2d"),
+register(_AVG_POOL + ", divisor_override=None", _pool("avg_pool2d"),
          functions=[F.avg_pool2d])
 register("input", _pool("avg_pool2d"), modules=[nn.AvgPool2d])
+register(_MAX_POOL, _pool("max_pool2d", 1, "max_pool1d"),
+         functions=[F.max_pool1d, torch.max_pool1d,
+                    F.max_pool1d_with_indices])
+register("input", _pool("max_pool2d", 1, "max_pool1d"),
+         modules=[nn.MaxPool1d])
+register(_AVG_POOL, _pool("avg_pool2d", 1, "avg_pool1d"),
+         functions=[F.avg_pool1d, torch.avg_pool1d])
+register("input", _pool("avg_pool2d", 1, "avg_pool1d"),
+         modules=[nn.AvgPool1d])
 
 
 def _windowed_average(ex, x, shape, kernel, stride, padding, include_pad,
@@ -127,19 +176,8 @@ def _windowed_average(ex, x, shape, kernel, stride, padding, include_pad,
                 count = end - start
             a[row, start:end] = 1.0 / count
         return a
-    return _separable_average(ex, x, averaging(x.shape[2], shape[2], 0),
-                              averaging(x.shape[3], shape[3], 1))
-
-
-def _separable_average(ex, x, rows, columns):
-    """``rows`` x X x ``columns``^T over the last two dimensions of ``x``
-    (N C H W), the two averaging matrices given as numpy arrays."""
-    y = ex.emit.matmul(x, ex.emit.constant(columns, "f32"),
-                       transpose_rhs=True)                      # N C H ow
-    y = ex.emit.transpose(y, [0, 1, 3, 2])                      # N C ow H
-    y = ex.emit.matmul(y, ex.emit.constant(rows, "f32"),
-                       transpose_rhs=True)                      # N C ow oh
-    return ex.emit.transpose(y, [0, 1, 3, 2])
+    x = along(ex, x, 2, averaging(x.shape[2], shape[2], 0))
+    return along(ex, x, 3, averaging(x.shape[3], shape[3], 1))
 
 
 def _ceil_mode_rows(ex, x, shape, kernel, stride, padding):
@@ -163,24 +201,69 @@ def _ceil_mode_rows(ex, x, shape, kernel, stride, padding):
     return x
 
 
-@handles("input, output_size", functions=[F.adaptive_avg_pool2d])
-@handles("input", modules=[nn.AdaptiveAvgPool2d])
-def _adaptive_avg_pool(ex, call):
-    x = float_input(ex, call.args["input"])
-    if x.rank != 4:
-        ex.fail("expected a 4-D [N, C, H, W] input, got %s" % x.type)
-    shape = ex.out_shape(call)
-    (h, w), (oh, ow) = x.shape[2:], shape[2:]
-    if h % oh == 0 and w % ow == 0:
-        kernel = (h // oh, w // ow)
-        return ex.emit.pool("avg_pool2d", x, shape, kernel, kernel, (0, 0))
-    # Windows of unequal size or overlapping: out = A_h x A_w^T, with
-    # A[i, j] = 1 / |window i| for j in window i = [floor(i n / m),
-    # ceil((i + 1) n / m)), as PyTorch's adaptive pooling.
-    def averaging(n, m):
-        a = np.zeros((m, n), dtype=np.float32)
-        for i in range(m):
-            lo, hi = (i * n) // m, -(-((i + 1) * n) // m)
-            a[i, lo:hi] = 1.0 / (hi - lo)
-        return a
-    return _separable_average(ex, x, averaging(h, oh), averaging(w, ow))
+def _adaptive_pool(kind, spatial):
+    """Adaptive pooling over the last ``spatial`` dimensions (1, 2 or 3) of
+    a batched or unbatched input. Window i of m over n samples is [floor(i
+    n / m), ceil((i + 1) n / m)). Where every extent divides evenly, the
+    windows are a plain pooling's (kernel = stride = n / m); otherwise
+    average pooling is area interpolation (a matrix per dimension), and max
+    pooling takes the maxima of the windows one dimension at a time."""
+    name = "adaptive_%s_pool%dd" % (kind, spatial)
+
+    def handler(ex, call):
+        x = float_input(ex, call.args["input"])
+        if x.rank not in (spatial + 1, spatial + 2):
+            ex.fail("expected a %d-D or %d-D input, got %s"
+                    % (spatial + 1, spatial + 2, x.type))
+        out = _values_only(ex, call, name)
+        sizes, results = x.shape[-spatial:], out[-spatial:]
+        if all(n % m == 0 for n, m in zip(sizes, results)) and spatial < 3:
+            y = _as_4d(ex, x, spatial)
+            kernel = (1,) * (2 - spatial) + tuple(
+                n // m for n, m in zip(sizes, results))
+            shape = y.shape[:2] + tuple(
+                n // k for n, k in zip(y.shape[2:], kernel))
+            y = ex.emit.pool(kind + "_pool2d", y, shape, kernel, kernel,
+                             (0, 0))
+        else:
+            y = x
+            for d, (n, m) in enumerate(zip(sizes, results)):
+                dim = x.rank - spatial + d
+                if kind == "avg":
+                    y = along(ex, y, dim,
+                              interpolation_matrix("area", n, m, None, None))
+                else:
+                    y = _window_max(ex, y, dim, m)
+        y = ex.emit.reshape(y, out)
+        return (y, None) if isinstance(call.out, tuple) else y
+    return returns_tuple(handler)
+
+
+def _window_max(ex, x, dim, m):
+    """The maxima of adaptive pooling's m windows along ``dim``: each
+    window's elements looked up (indexing.rows_along), the shorter windows
+    padded with copies of their last element, then the largest of each.
+    A copy changes no maximum, and the lookup's gradient adds the copies'
+    shares back to the one element."""
+    n = x.shape[dim]
+    windows = [range((i * n) // m, -(-((i + 1) * n) // m)) for i in range(m)]
+    width = max(len(w) for w in windows)
+    rows = [w[min(k, len(w) - 1)] for w in windows for k in range(width)]
+    y = rows_along(ex, x, dim, rows)
+    y = ex.emit.reshape(y, x.shape[:dim] + (m, width) + x.shape[dim + 1:])
+    return ex.emit.reduce("reduce_max", y, [dim + 1])
+
+
+for _spatial in (1, 2, 3):
+    for _kind, _module in (("avg", "AdaptiveAvgPool"),
+                           ("max", "AdaptiveMaxPool")):
+        _name = "adaptive_%s_pool%dd" % (_kind, _spatial)
+        _functions = [getattr(F, _name)]
+        if _kind == "max":
+            _functions.append(getattr(F, _name + "_with_indices"))
+        elif _spatial == 1:
+            _functions.append(torch.adaptive_avg_pool1d)
+        register("input, output_size, return_indices=False",
+                 _adaptive_pool(_kind, _spatial), functions=_functions)
+        register("input", _adaptive_pool(_kind, _spatial),
+                 modules=[getattr(nn, "%s%dd" % (_module, _spatial))])

@@ -9,7 +9,7 @@ from ..dtypes import DTYPES
 from ..emit import FLOAT_TYPES
 from ..registry import handles, register, returns_tuple
 from . import arithmetic
-from .common import float_input, norm_dim
+from .common import float_input, norm_dim, only_first_result_read
 
 
 def _in_dtype(ex, call, x):
@@ -67,25 +67,37 @@ def _amin(ex, call):
 
 
 def _extreme(largest):
-    """torch.max / torch.min: of every element, or of two tensors (the
-    elementwise maximum / minimum); along a dimension they also return
-    indices, which is refused."""
+    """torch.max / torch.min: of every element, of two tensors (the
+    elementwise maximum / minimum), or along a dimension, where they return
+    the values and the indices. The values are exported when nothing reads
+    the indices; their gradient goes to the maximal elements, split evenly
+    among ties (as torch.amax's), where PyTorch's goes to the one index it
+    returns (the same where there is no tie)."""
+    def extreme(ex, x, dims):
+        if largest:
+            return ex.emit.reduce("reduce_max", x, dims)
+        return ex.emit.unary("neg", ex.emit.reduce(
+            "reduce_max", ex.emit.unary("neg", x), dims))
+
     def handler(ex, call):
         other = call.args.get("dim")
         if isinstance(other, (torch.fx.Node, torch.Tensor)):
             call.args["other"] = call.args.pop("dim")
             return (arithmetic.binary_handler("maximum") if largest
                     else arithmetic.minimum_handler)(ex, call)
-        if other is not None:
-            ex.fail("%s along a dimension also returns indices: use "
-                    "torch.%s" % (("max", "amax") if largest
-                                  else ("min", "amin")))
         x = float_input(ex, call.args["input"])
-        if largest:
-            return ex.emit.reduce("reduce_max", x, list(range(x.rank)))
-        return ex.emit.unary("neg", ex.emit.reduce(
-            "reduce_max", ex.emit.unary("neg", x), list(range(x.rank))))
-    return handler
+        if other is None:
+            return extreme(ex, x, list(range(x.rank)))
+        if not only_first_result_read(call.node, 2):
+            ex.fail("the indices (the second result) of %s along a "
+                    "dimension are read: memopt computes only the values"
+                    % ("max" if largest else "min"))
+        values = call.out[0]
+        dims = _reduced_dims(ex, ex.const(other, "dim"), x.rank)
+        if dims:
+            x = extreme(ex, x, dims)
+        return (ex.emit.reshape(x, tuple(values.shape)), None)
+    return returns_tuple(handler)
 
 
 register("input, dim=None, keepdim=False", _extreme(True),

@@ -15,25 +15,35 @@ import torch.nn.functional as F
 from ..dtypes import dtype_name
 from ..emit import FLOAT_TYPES
 from ..registry import handles, register, returns_tuple
-from .common import as_number, float_input, norm_dim
+from .common import as_number, float_input, norm_dim, read_results
+from .indexing import rows_along
 
 
 @handles("input, *rest, **", functions=[torch.reshape, torch.flatten,
                                         torch.squeeze, torch.unsqueeze],
          methods=["view", "reshape", "flatten", "squeeze", "unsqueeze",
                   "view_as", "reshape_as", "unflatten"])
+@handles("input, dim, sizes", functions=[torch.unflatten])
+@handles("input", functions=[torch.atleast_1d, torch.atleast_2d,
+                             torch.atleast_3d])
 @handles("input", modules=[nn.Flatten, nn.Unflatten])
 def _reshape(ex, call):
-    """view, reshape, flatten, squeeze, unsqueeze, expand-free shape
-    changes: the result shape is PyTorch's."""
+    """view, reshape, flatten, unflatten, squeeze, unsqueeze, atleast_nd:
+    expand-free shape changes whose result shape is PyTorch's."""
     return ex.emit.reshape(ex.val(call.args["input"]), ex.out_shape(call))
 
 
+@handles("input", functions=[torch.conj, torch.conj_physical,
+                             torch.resolve_conj, torch.resolve_neg,
+                             torch.real],
+         methods=["conj", "resolve_conj", "resolve_neg"])
 @handles("input, *rest, **", methods=["contiguous"])
 @handles("input", modules=[nn.Identity])
 @handles("input, memory_format=None", functions=[torch.clone],
          methods=["clone"])
 def _identity(ex, call):
+    """Copies and views that change nothing, and the conjugate or real part
+    of a real tensor."""
     return ex.val(call.args["input"])
 
 
@@ -101,8 +111,13 @@ def _getattr(ex, call):
     if name == "T":  # reverses every dimension
         x = ex.val(call.args["input"])
         return ex.emit.transpose(x, list(reversed(range(x.rank))))
-    if name == "mT":
+    if name in ("mT", "mH"):  # a real tensor's adjoint is its transpose
         return _swap_last(ex, call)
+    if name == "H":
+        x = ex.val(call.args["input"])
+        if x.rank != 2:
+            ex.fail(".H expects a matrix, got %s" % x.type)
+        return ex.emit.transpose(x, [1, 0])
     ex.fail("attribute '%s' is not supported" % name)
 
 
@@ -207,16 +222,38 @@ def _stack(ex, call):
 @handles("input, split_size=None, dim=0", methods=["split"])
 @handles("input, split_size_or_sections=None, dim=0",
          functions=[torch.split])
+@handles("input, split_sizes, dim=0", functions=[torch.split_with_sizes],
+         methods=["split_with_sizes"])
+@handles("input, indices_or_sections, dim=0", functions=[torch.tensor_split],
+         methods=["tensor_split"])
+@handles("input, indices_or_sections",
+         functions=[torch.hsplit, torch.vsplit, torch.dsplit],
+         methods=["hsplit", "vsplit", "dsplit"])
 @handles("input, dim=0", functions=[torch.unbind], methods=["unbind"])
 def _split(ex, call):
-    """chunk, split and unbind: a tuple of slices along ``dim``, their sizes
+    """chunk, split, split_with_sizes, tensor_split, hsplit, vsplit, dsplit
+    and unbind: a tuple of consecutive slices along ``dim``, their sizes
     those of PyTorch's pieces (an unbind's without the dimension)."""
     x = ex.val(call.args["input"])
-    dim = norm_dim(ex, ex.const(call.args["dim"]), x.rank)
-    unbind = call.node.target in ("unbind", torch.unbind)
+    target = call.node.target
+    name = target if isinstance(target, str) else target.__name__
+    if "dim" in call.args:
+        dim = ex.const(call.args["dim"], "dim")
+    else:  # hsplit splits columns (of a vector, its elements)
+        dim = {"vsplit": 0, "hsplit": 1 if x.rank > 1 else 0,
+               "dsplit": 2}[name]
+    dim = norm_dim(ex, dim, x.rank)
+    unbind = name == "unbind"
+    read = read_results(call.node, len(call.out))
     pieces, start = [], 0
-    for piece in call.out:
+    for index, piece in enumerate(call.out):
         size = 1 if unbind else piece.shape[dim]
+        if size == 0:  # memopt has no empty tensors
+            if index in read:
+                ex.fail("piece %d is empty, which memopt does not support"
+                        % index)
+            pieces.append(None)
+            continue
         starts = [0] * x.rank
         limits = list(x.shape)
         starts[dim], limits[dim] = start, start + size
@@ -228,23 +265,29 @@ def _split(ex, call):
     return tuple(pieces)
 
 
+# The element that padding position j (from -low to n + high) of a
+# dimension of n copies, per non-constant mode of F.pad.
+_BORDER_INDEX = {
+    "reflect": lambda j, n: abs(j) if j < n else 2 * (n - 1) - j,
+    "replicate": lambda j, n: min(max(j, 0), n - 1),
+    "circular": lambda j, n: j % n,
+}
+
+
 @handles("input, pad, mode='constant', value=None", functions=[F.pad])
 @handles("input, pad, value=0", functions=[torch.constant_pad_nd])
 def _pad(ex, call):
-    """F.pad in constant mode: negative amounts crop (a slice), positive ones
-    pad with zeros (memopt.slice_grad, whose backward is the slice), and a
-    value other than 0 is added where the padding is (a constant over the
-    padded dimensions, broadcast over the others)."""
+    """F.pad. In constant mode, negative amounts crop (a slice), positive
+    ones pad with zeros (memopt.slice_grad, whose backward is the slice),
+    and a value other than 0 is added where the padding is (a constant over
+    the padded dimensions, broadcast over the others). In reflect,
+    replicate and circular mode, each padded dimension is a lookup of the
+    input's slices (indexing.rows_along), whose backward adds a copied
+    slice's gradient to its source."""
     x = float_input(ex, call.args["input"])
     amounts = list(ex.const(call.args["pad"], "padding"))
     mode = ex.const(call.args.get("mode", "constant"))
     value = ex.const(call.args["value"])
-    if mode != "constant":
-        ex.fail("mode='%s' is not supported (only 'constant')" % mode)
-    if not isinstance(value, (int, float, type(None))) or (
-            value is not None and not math.isfinite(value)):
-        ex.fail("padding with value=%r is not supported (a finite number)"
-                % (value,))
     if len(amounts) % 2 or len(amounts) // 2 > x.rank:
         ex.fail("the padding %s does not pair up with the dimensions of %s"
                 % (amounts, x.type))
@@ -252,6 +295,22 @@ def _pad(ex, call):
     for i in range(len(amounts) // 2):
         low[x.rank - 1 - i] = amounts[2 * i]
         high[x.rank - 1 - i] = amounts[2 * i + 1]
+    if mode in _BORDER_INDEX:
+        # Negative amounts crop first; the rest pads the cropped input.
+        for d, (lo, hi) in enumerate(zip(low, high)):
+            first = max(-lo, 0)
+            n = x.shape[d] - first - max(-hi, 0)
+            if lo or hi:
+                rows = [first + _BORDER_INDEX[mode](j, n)
+                        for j in range(-max(lo, 0), n + max(hi, 0))]
+                x = rows_along(ex, x, d, rows)
+        return x
+    if mode != "constant":
+        ex.fail("mode='%s' is not supported" % mode)
+    if not isinstance(value, (int, float, type(None))) or (
+            value is not None and not math.isfinite(value)):
+        ex.fail("padding with value=%r is not supported (a finite number)"
+                % (value,))
     if any(lo < 0 or hi < 0 for lo, hi in zip(low, high)):
         starts = [max(-lo, 0) for lo in low]
         limits = [d - max(-hi, 0) for d, hi in zip(x.shape, high)]

@@ -1,7 +1,9 @@
-"""Spatial rearrangements written with reshapes, broadcasts, transposes and
-slices: nearest-neighbour interpolation by integer factors, pixel shuffle
-and unshuffle."""
+"""Spatial resampling and rearrangements: interpolation in every mode of
+F.interpolate (as reshapes, broadcasts and slices for nearest-neighbour by
+whole factors, and as a matrix per spatial dimension otherwise), pixel
+shuffle and unshuffle."""
 
+import numpy as np
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -9,40 +11,102 @@ from ..registry import handles
 from .common import float_input
 
 
-@handles("input, size=None, scale_factor=None, mode='nearest', "
-         "align_corners=None, recompute_scale_factor=None, antialias=False",
-         functions=[F.interpolate, F.upsample])
-@handles("input", modules=[nn.Upsample, nn.UpsamplingNearest2d])
-def _interpolate(ex, call):
-    """Nearest-neighbour interpolation whose output extents are whole
-    multiples or whole divisors of the input's: each input element
+def along(ex, x, dim, matrix):
+    """``x`` with dimension ``dim`` (extent n) mapped by the m x n numpy
+    ``matrix``: y[..., i, ...] = sum_j matrix[i, j] x[..., j, ...], one
+    matmul by a constant, between transposes that move ``dim`` last and
+    back. Its gradient is the transposed map."""
+    last = x.rank - 1
+    perm = list(range(x.rank))
+    perm[dim], perm[last] = perm[last], perm[dim]
+    y = ex.emit.transpose(x, perm)
+    y = ex.emit.matmul(y, ex.emit.constant(matrix, "f32"),
+                       transpose_rhs=True)
+    return ex.emit.transpose(y, perm)
+
+
+_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic",
+          "trilinear", "area")
+
+
+def interpolation_matrix(mode, n, m, scale, align_corners):
+    """The m x n matrix of PyTorch's interpolation from n to m samples along
+    one dimension, with its source indices and weights computed as its CPU
+    kernels compute them in float32: ``scale`` is the given scale factor
+    (None when PyTorch derives it from the extents)."""
+    f32 = np.float32
+    ratio = f32(1.0 / scale) if scale is not None and scale > 0 \
+        else f32(n) / f32(m)
+    a = np.zeros((m, n), dtype=np.float64)
+    rows = np.arange(m)
+    if mode in ("nearest", "nearest-exact"):
+        if m == n:
+            a[rows, rows] = 1.0
+            return a.astype(np.float32)
+        offset = f32(0.5) if mode == "nearest-exact" else f32(0)
+        source = np.floor((rows.astype(f32) + offset) * ratio)
+        a[rows, np.minimum(source.astype(np.int64), n - 1)] = 1.0
+        return a.astype(np.float32)
+    if mode == "area":  # adaptive average pooling's windows
+        for i in range(m):
+            lo, hi = (i * n) // m, -(-((i + 1) * n) // m)
+            a[i, lo:hi] = 1.0 / (hi - lo)
+        return a.astype(np.float32)
+    if align_corners:
+        ratio = f32(n - 1) / f32(m - 1) if m > 1 else f32(0)
+        source = ratio * rows.astype(f32)
+    else:
+        source = ratio * (rows.astype(f32) + f32(0.5)) - f32(0.5)
+    if mode == "bicubic":
+        first = np.floor(source)
+        t = (source - first).astype(f32)
+        c = f32(-0.75)
+
+        def near(x):  # |x| <= 1
+            return ((c + 2) * x - (c + 3)) * x * x + 1
+
+        def far(x):  # 1 < |x| < 2
+            return ((c * x - 5 * c) * x + 8 * c) * x - 4 * c
+        weights = (far(t + 1), near(t), near(1 - t), far(2 - t))
+        for k, w in enumerate(weights):
+            index = np.clip(first.astype(np.int64) - 1 + k, 0, n - 1)
+            np.add.at(a, (rows, index), w.astype(np.float64))
+        return a.astype(np.float32)
+    source = np.maximum(source, f32(0))
+    low = np.minimum(np.floor(source).astype(np.int64), n - 1)
+    high = np.minimum(low + 1, n - 1)
+    upper = np.clip(source - low.astype(f32), 0, 1).astype(f32)
+    np.add.at(a, (rows, low), (f32(1) - upper).astype(np.float64))
+    np.add.at(a, (rows, high), upper.astype(np.float64))
+    return a.astype(np.float32)
+
+
+def _whole_factors(matrices):
+    """The per-dimension repeat and step counts of nearest-neighbour
+    interpolation matrices that repeat each element k times or keep every
+    k-th, or None if one of them does neither (a scale factor given as
+    0.6 keeps elements 0 and 1 of 4, not 0 and 2)."""
+    up, down = [], []
+    for a in matrices:
+        m, n = a.shape
+        k = m // n if m >= n else n // m
+        rows = np.arange(m)
+        picks = rows // k if m >= n else rows * k
+        if (m % n if m >= n else n % m) or \
+                not np.array_equal(a, np.eye(n, dtype=a.dtype)[picks]):
+            return None
+        up.append(k if m >= n else 1)
+        down.append(1 if m >= n else k)
+    return up, down
+
+
+def _repeat_and_step(ex, x, out, up, down):
+    """Nearest-neighbour interpolation by whole factors: each input element
     repeated k times along a dimension (a broadcast between two reshapes,
     whose backward sums the k copies), or every k-th element kept (a
     strided slice)."""
-    mode = call.module.mode if call.module is not None else \
-        ex.const(call.args["mode"], "mode")
-    if mode != "nearest":
-        ex.fail("mode='%s' is not supported (only 'nearest', by whole "
-                "factors)" % mode)
-    x = float_input(ex, call.args["input"])
-    out = ex.out_shape(call)
-    if x.rank < 3 or out[:2] != x.shape[:2]:
-        ex.fail("expected a batch of [N, C, ...] inputs, got %s" % x.type)
-    up, down = [], []
-    for size, result in zip(x.shape[2:], out[2:]):
-        if result >= size and result % size == 0:
-            up.append(result // size)
-            down.append(1)
-        elif result < size and size % result == 0:
-            up.append(1)
-            down.append(size // result)
-        else:
-            ex.fail("the output extent %d is not a whole multiple or "
-                    "divisor of the input's %d (only whole factors are "
-                    "supported)" % (result, size))
     if any(k > 1 for k in down):
-        limits = list(x.shape)
-        x = ex.emit.slice(x, [0] * x.rank, limits, [1, 1] + down)
+        x = ex.emit.slice(x, [0] * x.rank, list(x.shape), [1, 1] + down)
     if any(k > 1 for k in up):
         spread = list(x.shape[:2])
         for size in x.shape[2:]:
@@ -53,6 +117,57 @@ def _interpolate(ex, call):
         x = ex.emit.broadcast_to(ex.emit.reshape(x, tuple(spread)),
                                  tuple(repeated))
         x = ex.emit.reshape(x, out)
+    return x
+
+
+@handles("input, size=None, scale_factor=None, mode='nearest', "
+         "align_corners=None, recompute_scale_factor=None, antialias=False",
+         functions=[F.interpolate, F.upsample])
+@handles("input", modules=[nn.Upsample, nn.UpsamplingNearest2d,
+                           nn.UpsamplingBilinear2d])
+def _interpolate(ex, call):
+    """F.interpolate and nn.Upsample in every mode but antialiasing, over
+    1, 2 or 3 spatial dimensions. Nearest-neighbour interpolation by whole
+    factors is a broadcast or a strided slice; every other case is linear
+    in each spatial dimension, so it is one constant matrix per dimension
+    (its rows PyTorch's weights), applied by a matmul. That costs n m
+    multiply-adds per output row of a dimension where PyTorch's kernel
+    does 1, 2 or 4."""
+    if call.module is not None:
+        m = call.module
+        args = {"mode": m.mode, "scale_factor": m.scale_factor,
+                "align_corners": m.align_corners,
+                "recompute_scale_factor": getattr(
+                    m, "recompute_scale_factor", None)}
+    else:
+        args = {k: ex.const(call.args[k], k) for k in (
+            "mode", "scale_factor", "align_corners",
+            "recompute_scale_factor", "antialias")}
+    mode = args["mode"]
+    if mode not in _MODES:
+        ex.fail("mode='%s' is not supported" % mode)
+    if args.get("antialias"):
+        ex.fail("antialias=True is not supported")
+    x = float_input(ex, call.args["input"])
+    out = ex.out_shape(call)
+    if x.rank < 3 or out[:2] != x.shape[:2]:
+        ex.fail("expected a batch of [N, C, ...] inputs, got %s" % x.type)
+    spatial = x.rank - 2
+    scales = args["scale_factor"]
+    if scales is None or args["recompute_scale_factor"] or mode == "area":
+        scales = [None] * spatial
+    elif not isinstance(scales, (tuple, list)):
+        scales = [scales] * spatial
+    matrices = [interpolation_matrix(mode, x.shape[2 + d], out[2 + d],
+                                      scales[d], args["align_corners"])
+                for d in range(spatial)]
+    factors = _whole_factors(matrices) if mode == "nearest" else None
+    if factors is not None:
+        return _repeat_and_step(ex, x, out, *factors)
+    for d, matrix in enumerate(matrices):
+        n = x.shape[2 + d]
+        if matrix.shape != (n, n) or not np.array_equal(matrix, np.eye(n)):
+            x = along(ex, x, 2 + d, matrix)
     return x
 
 
