@@ -1,6 +1,6 @@
-"""Convolution and pooling: conv2d, max and average pooling in 1-D and 2-D
-(ceil mode, count_include_pad, divisor_override), adaptive average and max
-pooling in 1-D, 2-D and 3-D."""
+"""Convolution and pooling: conv1d and conv2d, max and average pooling in
+1-D and 2-D (ceil mode, count_include_pad, divisor_override), adaptive
+average and max pooling in 1-D, 2-D and 3-D."""
 
 import numpy as np
 import torch
@@ -25,6 +25,19 @@ def _pair(value):
          "groups=1", functions=[F.conv2d, torch.conv2d])
 @handles("input", modules=[nn.Conv2d])
 def _conv2d(ex, call):
+    return _conv(ex, call, 2)
+
+
+@handles("input, weight, bias=None, stride=1, padding=0, dilation=1, "
+         "groups=1", functions=[F.conv1d, torch.conv1d])
+@handles("input", modules=[nn.Conv1d])
+def _conv1d(ex, call):
+    """A 1-D convolution is a 2-D one of a unit height with a unit-height
+    filter."""
+    return _conv(ex, call, 1)
+
+
+def _conv(ex, call, spatial):
     x = float_input(ex, call.args["input"])
     if call.module is not None:
         m = call.module
@@ -41,22 +54,45 @@ def _conv2d(ex, call):
         stride, padding, dilation, groups = (
             ex.const(call.args[k]) for k in ("stride", "padding", "dilation",
                                              "groups"))
-    if x.rank != 4:
-        ex.fail("expected a 4-D [N, C, H, W] input, got %s" % x.type)
-    dilation = _pair(dilation)
+    out = ex.out_shape(call)
+    if x.rank == spatial + 1:  # unbatched
+        x = ex.emit.reshape(x, (1,) + x.shape)
+    if x.rank != spatial + 2:
+        ex.fail("expected a %d-D [N, C, ...] or %d-D [C, ...] input, got %s"
+                % (spatial + 2, spatial + 1, x.type))
+    if weight.rank != spatial + 2:
+        ex.fail("expected a %d-D filter, got %s" % (spatial + 2, weight.type))
+
+    def widen(value, fill):
+        if spatial == 2:
+            return _pair(value)
+        value = value if isinstance(value, (tuple, list)) else [value]
+        return (fill, int(value[0]))
+    if spatial == 1:
+        x = ex.emit.reshape(x, x.shape[:2] + (1,) + x.shape[2:])
+        weight = ex.emit.reshape(weight, weight.shape[:2] + (1,) +
+                                 weight.shape[2:])
+    dilation = widen(dilation, 1)
     if padding == "valid":
         padding = (0, 0)
     elif padding == "same":
+        # PyTorch puts an odd total's extra zero after the input (bottom,
+        # right): one explicit row or column of zeros, the rest symmetric.
         total = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
         if any(t % 2 for t in total):
-            ex.fail("padding='same' with an even kernel pads unevenly, which "
-                    "is not supported")
+            extra = [0, 0] + [t % 2 for t in total]
+            x = ex.emit.pad(x, [0] * 4, tuple(
+                n + e for n, e in zip(x.shape, extra)))
         padding = tuple(t // 2 for t in total)
-    y = ex.emit.conv2d(x, weight, ex.out_shape(call), _pair(stride),
-                       _pair(padding), dilation, int(groups))
+    else:
+        padding = widen(padding, 0)
+    shape = x.shape[:1] + (weight.shape[0],) + \
+        ((1,) if spatial == 1 else ()) + out[-spatial:]
+    y = ex.emit.conv2d(x, weight, shape, widen(stride, 1), padding, dilation,
+                       int(groups))
     if bias is not None:
         y = ex.emit.binary("add", y, ex.emit.broadcast(bias, [1], y.shape))
-    return y
+    return ex.emit.reshape(y, out)
 
 
 def _pool_options(ex, call):

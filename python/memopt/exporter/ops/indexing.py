@@ -1,5 +1,6 @@
-"""Indexing by indices known at export time: flip, index_select, gather,
-take_along_dim and diagonal.
+"""Indexing by indices known at export time: flip, rot90, index_select,
+gather, take_along_dim, take, masked_select, index_fill, index_add,
+index_copy, diagonal, diag and diag_embed.
 
 A lookup is a row lookup (memopt.embedding) in a table whose rows are the
 input's slices along one dimension (flip, index_select), or its elements
@@ -15,6 +16,7 @@ import torch
 from ..emit import FLOAT_TYPES
 from ..registry import handles
 from .common import float_input, norm_dim
+from .spatial import along
 
 
 def _moved_to_front(ex, x, dim):
@@ -167,3 +169,172 @@ def _diagonal(ex, call):
     limits = list(batch) + [first + (length - 1) * (cols + 1) + 1]
     y = ex.emit.slice(y, starts, limits, [1] * len(batch) + [cols + 1])
     return ex.emit.reshape(y, out)
+
+
+@handles("input, index", functions=[torch.take], methods=["take"])
+def _take(ex, call):
+    """The flattened input's elements at a constant index, in its shape."""
+    x = float_input(ex, call.args["input"])
+    size = int(np.prod(x.shape))
+    index = _index_tensor(ex, call.args["index"], "index", size)
+    if index.size == 0:
+        ex.fail("index is empty")
+    return _elements(ex, x, index.reshape(-1), ex.out_shape(call))
+
+
+@handles("input, mask", functions=[torch.masked_select],
+         methods=["masked_select"])
+def _masked_select(ex, call):
+    """The elements where a constant bool mask (broadcast with the input) is
+    True, in row-major order: a lookup of those positions."""
+    x = float_input(ex, call.args["input"])
+    mask = ex.const(call.args["mask"], "mask")
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        ex.fail("the mask must be a bool tensor known at export time")
+    shape = tuple(torch.broadcast_shapes(x.shape, tuple(mask.shape)))
+    x = ex.emit.broadcast_to(x, shape)
+    positions = np.flatnonzero(np.broadcast_to(mask.numpy(), shape))
+    if positions.size == 0:
+        ex.fail("the mask selects nothing")
+    return _elements(ex, x, positions, ex.out_shape(call))
+
+
+def _elements(ex, x, positions, shape):
+    """The elements of ``x`` at the row-major ``positions``, as ``shape``."""
+    table = ex.emit.reshape(x, (int(np.prod(x.shape)), 1))
+    picked = ex.emit.embedding(table, ex.emit.constant(
+        np.asarray(positions, dtype=np.int64), "i64"))
+    return ex.emit.reshape(picked, shape)
+
+
+@handles("input, dim, index, value", functions=[torch.index_fill],
+         methods=["index_fill"])
+def _index_fill(ex, call):
+    """The slices along ``dim`` that a constant index names, filled with a
+    number: masked_fill by a constant mask."""
+    x = float_input(ex, call.args["input"])
+    dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), x.rank)
+    value = ex.const(call.args["value"], "value")
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if not isinstance(value, (int, float)):
+        ex.fail("value must be a number known at export time")
+    extent = x.shape[dim] if x.rank else 1
+    index = _index_tensor(ex, call.args["index"], "index", extent)
+    mask = np.zeros(extent, dtype=bool)
+    mask[index.reshape(-1)] = True
+    mask = mask.reshape((-1,) + (1,) * (x.rank - dim - 1)) if x.rank else \
+        mask.reshape(())
+    mask = np.broadcast_to(mask, x.shape)
+    return ex.emit.masked_fill(x, ex.emit.constant(mask, "i1"), float(value))
+
+
+@handles("input, dim, index, source, alpha=1", functions=[torch.index_add],
+         methods=["index_add"])
+@handles("input, dim, index, source", functions=[torch.index_copy],
+         methods=["index_copy"])
+def _index_add(ex, call):
+    """index_add: input + alpha S, where slice j of S along ``dim`` sums the
+    source slices k with index[k] = j: one matmul of the source by the
+    constant 0/1 matrix M[j, k] = (index[k] = j), whose gradient is the
+    lookup M^T. index_copy: the named slices of the input replaced (masked
+    to zero, then S added; its indices must be distinct, as PyTorch's
+    result is otherwise unspecified)."""
+    x = float_input(ex, call.args["input"])
+    source = float_input(ex, call.args["source"])
+    dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), x.rank)
+    if x.rank == 0:
+        x, source = (ex.emit.reshape(v, (1,)) for v in (x, source))
+    index = _index_tensor(ex, call.args["index"], "index",
+                          x.shape[dim]).reshape(-1)
+    if source.rank != x.rank or source.shape[dim] != index.size:
+        ex.fail("the source %s does not hold one slice per index"
+                % source.type)
+    scatter = np.zeros((x.shape[dim], index.size), dtype=np.float32)
+    scatter[index, np.arange(index.size)] = 1.0
+    added = along(ex, source, dim, scatter)
+    copy = "alpha" not in call.args
+    if copy:
+        if len(set(index.tolist())) != index.size:
+            ex.fail("index_copy with a repeated index is not supported "
+                    "(PyTorch's result is unspecified)")
+        mask = scatter.sum(axis=1) > 0
+        mask = np.broadcast_to(
+            mask.reshape((-1,) + (1,) * (x.rank - dim - 1)), x.shape)
+        x = ex.emit.masked_fill(x, ex.emit.constant(mask, "i1"), 0.0)
+    else:
+        alpha = ex.const(call.args["alpha"], "alpha")
+        if alpha != 1:
+            added = ex.emit.scalar("mul_scalar", added, float(alpha))
+    return ex.emit.reshape(ex.emit.binary("add", x, added),
+                           ex.out_shape(call))
+
+
+@handles("input, diagonal=0", functions=[torch.diag], methods=["diag"])
+@handles("input, offset=0, dim1=-2, dim2=-1", functions=[torch.diag_embed],
+         methods=["diag_embed"])
+def _diag_embed(ex, call):
+    """diag of a vector and diag_embed: matrices holding the last
+    dimension's elements on a diagonal and zeros elsewhere, a lookup of a
+    table of the elements and one zero (concat), whose gradient drops the
+    zero's; diag of a matrix is its diagonal (``_diagonal``)."""
+    x = float_input(ex, call.args["input"])
+    embed = "dim1" in call.args
+    if not embed:
+        if x.rank == 2:
+            call.args.update(offset=call.args.pop("diagonal"), dim1=0, dim2=1)
+            return _diagonal(ex, call)
+        if x.rank != 1:
+            ex.fail("expected a vector or a matrix, got %s" % x.type)
+    offset = ex.const(call.args.get("offset", call.args.get("diagonal")),
+                      "offset")
+    out = ex.out_shape(call)
+    n = x.shape[-1] if x.rank else 1
+    size = n + abs(offset)
+    rows, cols = np.indices((size, size))
+    on = cols - rows == offset
+    lookup = np.full((size, size), n, dtype=np.int64)
+    lookup[on] = np.arange(n)
+    zero = ex.emit.constant(np.zeros(x.shape[:-1] + (1,), np.float32), "f32")
+    if x.dtype != "f32":
+        zero = ex.emit.cast(zero, x.dtype)
+    table = ex.emit.concat([x, zero], x.rank - 1)
+    y = rows_along(ex, table, x.rank - 1, lookup.reshape(-1))
+    y = ex.emit.reshape(y, x.shape[:-1] + (size, size))
+    if embed:
+        rank = len(out)
+        d1, d2 = (norm_dim(ex, ex.const(call.args[k], k), rank)
+                  for k in ("dim1", "dim2"))
+        # y holds [batch..., d1, d2]; put them where PyTorch puts them.
+        rest = iter(range(rank - 2))
+        source = [rank - 2 if d == d1 else rank - 1 if d == d2 else
+                  next(rest) for d in range(rank)]
+        y = ex.emit.transpose(y, source)
+    return ex.emit.reshape(y, out)
+
+
+@handles("input, k=1, dims=None", functions=[torch.rot90],
+         methods=["rot90"])
+def _rot90(ex, call):
+    """k quarter turns in the plane of ``dims``, as PyTorch composes them:
+    one is a flip of dims[1] and a transpose, two flip both, three a
+    transpose and a flip of dims[1]."""
+    x = float_input(ex, call.args["input"])
+    dims = ex.const(call.args["dims"], "dims")
+    dims = [norm_dim(ex, d, x.rank) for d in (dims or (0, 1))]
+    if len(dims) != 2 or dims[0] == dims[1]:
+        ex.fail("dims must name two different dimensions")
+    k = ex.const(call.args["k"], "k") % 4
+    swap = list(range(x.rank))
+    swap[dims[0]], swap[dims[1]] = dims[1], dims[0]
+
+    def flip(v, d):
+        n = v.shape[d]
+        return rows_along(ex, v, d, range(n - 1, -1, -1)) if n > 1 else v
+    if k == 1:
+        return ex.emit.transpose(flip(x, dims[1]), swap)
+    if k == 2:
+        return flip(flip(x, dims[0]), dims[1])
+    if k == 3:
+        return flip(ex.emit.transpose(x, swap), dims[1])
+    return x

@@ -1,5 +1,5 @@
 """Matrix products (matmul, bmm, mm, @, einsum, the addmm family, mv, dot,
-inner, outer), linear layers and embeddings."""
+inner, outer, tensordot, kron, cross), linear layers and embeddings."""
 
 import operator
 
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from ..emit import INDEX_TYPES
 from ..registry import handles
-from .common import as_number, float_input
+from .common import as_number, float_input, norm_dim
 
 
 def _matmul_values(ex, a, b):
@@ -302,3 +302,90 @@ def _inner(ex, call):
         ex.emit.reshape(a, (int(np.prod(rows_a)), k)),
         ex.emit.reshape(b, (int(np.prod(rows_b)), k)), transpose_rhs=True)
     return ex.emit.reshape(y, rows_a + rows_b)
+
+
+def _operands(ex, call, *names):
+    """Float operands of one element type."""
+    values = [float_input(ex, call.args[n]) for n in names]
+    if len({v.dtype for v in values}) > 1:
+        ex.fail("operands of different element types %s"
+                % ", ".join(v.dtype for v in values))
+    return values
+
+
+@handles("a, b, dims=2, out=None", functions=[torch.tensordot])
+def _tensordot(ex, call):
+    """Sum over the paired dimensions: ``a`` with its contracted dimensions
+    last and ``b`` with its first, both flattened to matrices, one
+    matmul."""
+    if call.args["out"] is not None:
+        ex.fail("out= is not supported")
+    a, b = _operands(ex, call, "a", "b")
+    dims = ex.const(call.args["dims"], "dims")
+    if isinstance(dims, torch.Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, int):
+        if not 0 <= dims <= min(a.rank, b.rank):
+            ex.fail("dims=%d is out of range" % dims)
+        left, right = list(range(a.rank - dims, a.rank)), list(range(dims))
+    else:
+        left, right = ([d] if isinstance(d, int) else list(d) for d in dims)
+        left = [norm_dim(ex, d, a.rank) for d in left]
+        right = [norm_dim(ex, d, b.rank) for d in right]
+    if [a.shape[d] for d in left] != [b.shape[d] for d in right]:
+        ex.fail("the contracted dimensions differ in size")
+    free_a = [d for d in range(a.rank) if d not in left]
+    free_b = [d for d in range(b.rank) if d not in right]
+    k = int(np.prod([a.shape[d] for d in left]))
+    a = ex.emit.transpose(a, free_a + left)
+    b = ex.emit.transpose(b, right + free_b)
+    a = ex.emit.reshape(a, (int(np.prod(a.shape[:len(free_a)])), k))
+    b = ex.emit.reshape(b, (k, int(np.prod(b.shape[len(right):]))))
+    return ex.emit.reshape(_matmul_values(ex, a, b), ex.out_shape(call))
+
+
+@handles("input, other", functions=[torch.kron], methods=["kron"])
+def _kron(ex, call):
+    """The Kronecker product: a's extents interleaved with b's ([a0, 1, a1,
+    1, ...] times [1, b0, 1, b1, ...], broadcast), then merged."""
+    a, b = _operands(ex, call, "input", "other")
+    rank = max(a.rank, b.rank)
+    sa = (1,) * (rank - a.rank) + a.shape
+    sb = (1,) * (rank - b.rank) + b.shape
+    spread_a = tuple(v for d in sa for v in (d, 1))
+    spread_b = tuple(v for d in sb for v in (1, d))
+    shape = tuple(v for pair in zip(sa, sb) for v in pair)
+    y = ex.emit.binary(
+        "mul", ex.emit.broadcast_to(ex.emit.reshape(a, spread_a), shape),
+        ex.emit.broadcast_to(ex.emit.reshape(b, spread_b), shape))
+    return ex.emit.reshape(y, ex.out_shape(call))
+
+
+@handles("input, other, dim=None", functions=[torch.cross],
+         methods=["cross"])
+@handles("input, other, dim=-1", functions=[torch.linalg.cross])
+def _cross(ex, call):
+    """The cross product of 3-vectors along ``dim`` (torch.cross without
+    one: the first dimension of size 3), from slices of the components."""
+    a, b = _operands(ex, call, "input", "other")
+    shape = tuple(torch.broadcast_shapes(a.shape, b.shape))
+    a, b = ex.emit.broadcast_to(a, shape), ex.emit.broadcast_to(b, shape)
+    dim = ex.const(call.args["dim"], "dim")
+    if dim is None:
+        dim = next((d for d, n in enumerate(shape) if n == 3), None)
+        if dim is None:
+            ex.fail("no dimension of size 3")
+    dim = norm_dim(ex, dim, len(shape))
+    if shape[dim] != 3:
+        ex.fail("dimension %d has size %d, not 3" % (dim, shape[dim]))
+
+    def part(v, i):
+        starts, limits = [0] * len(shape), list(shape)
+        starts[dim], limits[dim] = i, i + 1
+        return ex.emit.slice(v, starts, limits, [1] * len(shape))
+    a_, b_ = [part(a, i) for i in range(3)], [part(b, i) for i in range(3)]
+    parts = [ex.emit.binary("sub",
+                            ex.emit.binary("mul", a_[j], b_[k]),
+                            ex.emit.binary("mul", a_[k], b_[j]))
+             for j, k in ((1, 2), (2, 0), (0, 1))]
+    return ex.emit.concat(parts, dim)

@@ -11,7 +11,10 @@ from ..registry import handles
 from .common import float_input, norm_dim
 
 
-def _loss_options(ex, call, names):
+def _loss_options(ex, call, names, unreduced=False):
+    """The loss's options; reduction='none' only where ``unreduced`` (a loss
+    written with elementwise ops, whose per-element values the model may
+    reduce itself)."""
     if call.module is not None:
         options = {k: getattr(call.module, k, None) for k in names}
     else:
@@ -20,7 +23,8 @@ def _loss_options(ex, call, names):
         if legacy in names and options[legacy] is not None:
             ex.fail("the deprecated %s argument is not supported: use "
                     "reduction" % legacy)
-    if options["reduction"] not in ("mean", "sum"):
+    if options["reduction"] not in ("mean", "sum") + \
+            (("none",) if unreduced else ()):
         ex.fail("reduction='%s' is not supported: the loss must be a scalar"
                 % options["reduction"])
     return options
@@ -79,17 +83,23 @@ def _pair(ex, call):
          "reduction='mean'", functions=[F.mse_loss])
 @handles("input, target", modules=[nn.MSELoss])
 def _mse_loss(ex, call):
+    """memopt.mse_loss; with reduction='none', the squared differences."""
     options = _loss_options(ex, call, ("size_average", "reduce",
-                                       "reduction"))
+                                       "reduction"), unreduced=True)
     x, target = _pair(ex, call)
+    if options["reduction"] == "none":
+        difference = ex.emit.binary("sub", x, target)
+        return ex.emit.binary("mul", difference, difference)
     return ex.emit.mse_loss(x, target, options["reduction"])
 
 
 def _reduced(ex, losses, reduction, weight=None):
-    """The mean or the sum of the elementwise ``losses``, each times its
-    ``weight`` if one is given."""
+    """The mean or the sum of the elementwise ``losses`` (themselves for
+    reduction='none'), each times its ``weight`` if one is given."""
     if weight is not None:
         losses = ex.emit.binary("mul", losses, weight)
+    if reduction == "none":
+        return losses
     kind = "reduce_mean" if reduction == "mean" else "reduce_sum"
     return ex.emit.reduce(kind, losses, list(range(losses.rank)))
 
@@ -99,7 +109,7 @@ def _reduced(ex, losses, reduction, weight=None):
 @handles("input, target", modules=[nn.L1Loss])
 def _l1_loss(ex, call):
     options = _loss_options(ex, call, ("size_average", "reduce",
-                                       "reduction"))
+                                       "reduction"), unreduced=True)
     x, target = _pair(ex, call)
     return _reduced(ex, ex.emit.unary("abs", ex.emit.binary("sub", x, target)),
                     options["reduction"])
@@ -126,7 +136,7 @@ def _smooth_l1_values(ex, call, beta):
 @handles("input, target", modules=[nn.SmoothL1Loss])
 def _smooth_l1_loss(ex, call):
     options = _loss_options(ex, call, ("size_average", "reduce",
-                                       "reduction", "beta"))
+                                       "reduction", "beta"), unreduced=True)
     beta = float(options["beta"])
     if beta < 0:
         ex.fail("beta=%r is not supported (it must not be negative)" % beta)
@@ -139,7 +149,7 @@ def _smooth_l1_loss(ex, call):
 @handles("input, target", modules=[nn.HuberLoss])
 def _huber_loss(ex, call):
     """delta times the smooth L1 loss of beta delta."""
-    options = _loss_options(ex, call, ("reduction", "delta"))
+    options = _loss_options(ex, call, ("reduction", "delta"), unreduced=True)
     delta = float(options["delta"])
     if not delta > 0:
         ex.fail("delta=%r is not supported (it must be positive)" % delta)
@@ -172,7 +182,8 @@ def _bce_with_logits(ex, call):
     stable form (softplus(-x) = max(-x, 0) + log1p(e^-|x|)), p the
     pos_weight (1 without one)."""
     options = _loss_options(ex, call, ("weight", "size_average", "reduce",
-                                       "reduction", "pos_weight"))
+                                       "reduction", "pos_weight"),
+                            unreduced=True)
     x, y = _pair(ex, call)
     softplus = ex.emit.unary("softplus", ex.emit.unary("neg", x))
     pos_weight = _loss_weight(ex, call, options, "pos_weight", x.shape)
@@ -193,7 +204,7 @@ def _bce(ex, call):
     """-(y log p + (1 - y) log(1 - p)), each log clamped at -100 as
     PyTorch clamps it, times the weight."""
     options = _loss_options(ex, call, ("weight", "size_average", "reduce",
-                                       "reduction"))
+                                       "reduction"), unreduced=True)
     p, y = _pair(ex, call)
     log_p = ex.emit.clamp(ex.emit.unary("log", p), min=-100.0)
     one_minus = ex.emit.scalar("add_scalar", ex.emit.unary("neg", p), 1.0)
@@ -248,3 +259,61 @@ def _nll_loss(ex, call):
         ex.fail("the log_softmax must be over the class dimension %d"
                 % class_dim)
     return _class_loss(ex, call, logits, options, 0.0)
+
+
+@handles("input, target, size_average=None, reduce=None, "
+         "reduction='mean'", functions=[F.soft_margin_loss])
+@handles("input, target", modules=[nn.SoftMarginLoss])
+def _soft_margin_loss(ex, call):
+    """log(1 + e^(-y x)) = softplus(-y x)."""
+    options = _loss_options(ex, call, ("size_average", "reduce",
+                                       "reduction"), unreduced=True)
+    x, y = _pair(ex, call)
+    margins = ex.emit.unary("neg", ex.emit.binary("mul", y, x))
+    return _reduced(ex, ex.emit.unary("softplus", margins),
+                    options["reduction"])
+
+
+@handles("input1, input2, target, margin=0, size_average=None, reduce=None, "
+         "reduction='mean'", functions=[F.margin_ranking_loss])
+@handles("input1, input2, target", modules=[nn.MarginRankingLoss])
+def _margin_ranking_loss(ex, call):
+    """max(0, -y (x1 - x2) + margin), broadcast; the gradient passes where
+    the hinge is exactly 0, as PyTorch's clamp_min."""
+    options = _loss_options(ex, call, ("margin", "size_average", "reduce",
+                                       "reduction"), unreduced=True)
+    values = [float_input(ex, call.args[k])
+              for k in ("input1", "input2", "target")]
+    shape = tuple(torch.broadcast_shapes(*(v.shape for v in values)))
+    x1, x2, y = (ex.emit.broadcast_to(v, shape) for v in values)
+    hinge = ex.emit.unary("neg", ex.emit.binary(
+        "mul", y, ex.emit.binary("sub", x1, x2)))
+    hinge = ex.emit.clamp(ex.emit.scalar(
+        "add_scalar", hinge, float(options["margin"] or 0)), min=0.0)
+    return _reduced(ex, hinge, options["reduction"])
+
+
+@handles("input, target, weight=None, size_average=None, reduce=None, "
+         "reduction='mean'", functions=[F.multilabel_soft_margin_loss])
+@handles("input, target", modules=[nn.MultiLabelSoftMarginLoss])
+def _multilabel_soft_margin_loss(ex, call):
+    """-(y logsigmoid(x) + (1 - y) logsigmoid(-x)) times the weight,
+    averaged over the classes (the last dimension), then reduced over the
+    samples: y softplus(-x) + (1 - y) softplus(x)."""
+    options = _loss_options(ex, call, ("weight", "size_average", "reduce",
+                                       "reduction"), unreduced=True)
+    x, y = _pair(ex, call)
+    if x.rank not in (1, 2):
+        ex.fail("expected [N, C] or [C] inputs, got %s" % x.type)
+    below = ex.emit.unary("softplus", ex.emit.unary("neg", x))
+    above = ex.emit.unary("softplus", x)
+    # y below + (1 - y) above = y (below - above) + above.
+    losses = ex.emit.binary("add", ex.emit.binary(
+        "mul", y, ex.emit.binary("sub", below, above)), above)
+    weight = _loss_weight(ex, call, options, "weight", x.shape)
+    if weight is not None:
+        losses = ex.emit.binary("mul", losses, weight)
+    per_sample = ex.emit.reduce("reduce_mean", losses, [x.rank - 1])
+    if per_sample.rank == 0:
+        return per_sample
+    return _reduced(ex, per_sample, options["reduction"])

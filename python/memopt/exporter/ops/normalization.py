@@ -1,14 +1,16 @@
 """Normalisation: layer norm, batch norm (training mode, with its running
-statistics as state), group norm (written with reductions) and
-F.normalize."""
+statistics as state), group and instance norm (written with reductions),
+local response norm, F.normalize and cosine similarity."""
 
 import numpy as np
+import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from ..registry import handles
 from .common import float_input, norm_dim
 from .reductions import variance
+from .spatial import along
 
 BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d)
 
@@ -125,6 +127,10 @@ def _group_norm(ex, call):
             if call.args["weight"] is not None else None
         bias = ex.val(call.args["bias"]) \
             if call.args["bias"] is not None else None
+    return group_norm_values(ex, x, groups, weight, bias, eps)
+
+
+def group_norm_values(ex, x, groups, weight, bias, eps):
     if x.rank < 2 or groups < 1 or x.shape[1] % groups:
         ex.fail("%d groups do not divide the %s input's channels (dimension "
                 "1)" % (groups, x.type))
@@ -148,3 +154,89 @@ def _group_norm(ex, call):
         y = ex.emit.binary(kind, y, ex.emit.broadcast_to(
             ex.emit.reshape(value, affine_shape), x.shape))
     return y
+
+
+@handles("input, running_mean=None, running_var=None, weight=None, "
+         "bias=None, use_input_stats=True, momentum=0.1, eps=1e-05",
+         functions=[F.instance_norm])
+@handles("input", modules=[nn.InstanceNorm1d, nn.InstanceNorm2d,
+                           nn.InstanceNorm3d])
+def _instance_norm(ex, call):
+    """Instance norm normalizes each channel of each sample over its
+    spatial extent: group norm with one group per channel. Running
+    statistics (track_running_stats=True, or running_mean given) are
+    refused: memopt would not update them."""
+    x = float_input(ex, call.args["input"])
+    if call.module is not None:
+        m = call.module
+        if m.track_running_stats:
+            ex.fail("track_running_stats=True is not supported")
+        eps = m.eps
+        weight = ex.param(m.weight, "weight") if m.affine else None
+        bias = ex.param(m.bias, "bias") if m.affine else None
+    else:
+        if call.args["running_mean"] is not None or \
+                call.args["running_var"] is not None:
+            ex.fail("running statistics are not supported")
+        if not ex.const(call.args["use_input_stats"], "use_input_stats"):
+            ex.fail("use_input_stats=False is not supported")
+        eps = ex.const(call.args["eps"], "eps")
+        weight, bias = (float_input(ex, call.args[k])
+                        if call.args[k] is not None else None
+                        for k in ("weight", "bias"))
+    if x.rank < 3:
+        ex.fail("expected a batch of [N, C, ...] inputs, got %s" % x.type)
+    return group_norm_values(ex, x, x.shape[1], weight, bias, eps)
+
+
+@handles("input, size, alpha=0.0001, beta=0.75, k=1.0",
+         functions=[F.local_response_norm])
+@handles("input", modules=[nn.LocalResponseNorm])
+def _local_response_norm(ex, call):
+    """x / (k + alpha / size * S)^beta, S the sum of x^2 over a window of
+    ``size`` channels (size // 2 before, (size - 1) // 2 after, zeros past
+    the edges), as PyTorch: S is one matmul over the channel dimension by a
+    constant band of ones."""
+    x = float_input(ex, call.args["input"])
+    if call.module is not None:
+        m = call.module
+        size, alpha, beta, k = m.size, m.alpha, m.beta, m.k
+    else:
+        size, alpha, beta, k = (ex.const(call.args[n], n) for n in
+                                ("size", "alpha", "beta", "k"))
+    if x.rank < 3:
+        ex.fail("expected a batch of [N, C, ...] inputs, got %s" % x.type)
+    channels = x.shape[1]
+    band = np.zeros((channels, channels), dtype=np.float32)
+    for c in range(channels):
+        band[c, max(c - size // 2, 0):c + (size - 1) // 2 + 1] = 1.0
+    squares = along(ex, ex.emit.binary("mul", x, x), 1, band)
+    div = ex.emit.scalar("add_scalar",
+                         ex.emit.scalar("mul_scalar", squares, alpha / size),
+                         k)
+    return ex.emit.binary("div", x, ex.emit.scalar("pow_scalar", div, beta))
+
+
+@handles("x1, x2, dim=1, eps=1e-08", functions=[F.cosine_similarity,
+                                                torch.cosine_similarity])
+@handles("x1, x2", modules=[nn.CosineSimilarity])
+def _cosine_similarity(ex, call):
+    """sum(x1 x2) / sqrt(max(sum(x1^2) sum(x2^2), eps^2)) along ``dim``
+    after broadcasting, PyTorch's formula."""
+    if call.module is not None:
+        dim, eps = call.module.dim, call.module.eps
+    else:
+        dim, eps = (ex.const(call.args[k], k) for k in ("dim", "eps"))
+    a, b = (float_input(ex, call.args[k]) for k in ("x1", "x2"))
+    shape = tuple(torch.broadcast_shapes(a.shape, b.shape))
+    a, b = ex.emit.broadcast_to(a, shape), ex.emit.broadcast_to(b, shape)
+    dim = norm_dim(ex, dim, len(shape))
+
+    def dot(u, v):  # a 0-d tensor's dimension 0 is the tensor itself
+        product = ex.emit.binary("mul", u, v)
+        return ex.emit.reduce("reduce_sum", product, [dim]) if shape \
+            else product
+    norms = ex.emit.binary("mul", dot(a, a), dot(b, b))
+    norms = ex.emit.unary("sqrt", ex.emit.clamp(norms, min=eps * eps))
+    return ex.emit.reshape(ex.emit.binary("div", dot(a, b), norms),
+                           ex.out_shape(call))

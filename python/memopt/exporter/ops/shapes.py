@@ -497,3 +497,65 @@ def _trace(ex, call):
 def _ravel(ex, call):
     x = ex.val(call.args["input"])
     return ex.emit.reshape(x, (int(np.prod(x.shape)),))
+
+
+@handles("input, n=1, dim=-1, prepend=None, append=None",
+         functions=[torch.diff], methods=["diff"])
+def _diff(ex, call):
+    """n-th forward differences along ``dim`` after concatenating prepend
+    and append: each order a slice from 1 minus a slice to -1."""
+    x = float_input(ex, call.args["input"])
+    if x.rank == 0:
+        ex.fail("expected a tensor of rank 1 or more")
+    dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), x.rank)
+    n = ex.const(call.args["n"], "n")
+    if n == 0:  # PyTorch returns the input, without prepend and append
+        return x
+    pieces = []
+    for name in ("prepend", "append"):
+        if call.args[name] is None:
+            continue
+        v = float_input(ex, call.args[name])
+        if v.rank == 0:
+            shape = list(x.shape)
+            shape[dim] = 1
+            v = ex.emit.broadcast_to(v, tuple(shape))
+        pieces.append((name, v))
+    parts = [v for name, v in pieces if name == "prepend"] + [x] + \
+        [v for name, v in pieces if name == "append"]
+    if len(parts) > 1:
+        x = ex.emit.concat(parts, dim)
+    if n >= x.shape[dim]:
+        ex.fail("n=%d differences of %d elements leave none"
+                % (n, x.shape[dim]))
+    for _ in range(n):
+        size = x.shape[dim]
+        starts, limits = [0] * x.rank, list(x.shape)
+        starts[dim] = 1
+        later = ex.emit.slice(x, starts, limits, [1] * x.rank)
+        starts[dim], limits[dim] = 0, size - 1
+        earlier = ex.emit.slice(x, starts, limits, [1] * x.rank)
+        x = ex.emit.binary("sub", later, earlier)
+    return x
+
+
+@returns_tuple
+@handles("*tensors", functions=[torch.broadcast_tensors])
+def _broadcast_tensors(ex, call):
+    shape = tuple(call.out[0].shape)
+    return tuple(ex.emit.broadcast_to(float_input(ex, t), shape)
+                 for t in call.args["tensors"])
+
+
+@handles("input, *size", methods=["sum_to_size"])
+def _sum_to_size(ex, call):
+    """The sum over the dimensions that broadcasting to the input's shape
+    would expand (the leading ones, and those of size 1 in ``size``)."""
+    x = float_input(ex, call.args["input"])
+    out = ex.out_shape(call)
+    lead = x.rank - len(out)
+    dims = list(range(lead)) + [lead + i for i, n in enumerate(out)
+                                if n == 1 and x.shape[lead + i] != 1]
+    if dims:
+        x = ex.emit.reduce("reduce_sum", x, dims)
+    return ex.emit.reshape(x, out)

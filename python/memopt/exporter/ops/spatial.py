@@ -16,6 +16,9 @@ def along(ex, x, dim, matrix):
     ``matrix``: y[..., i, ...] = sum_j matrix[i, j] x[..., j, ...], one
     matmul by a constant, between transposes that move ``dim`` last and
     back. Its gradient is the transposed map."""
+    if x.rank == 1:  # matmul takes matrices: a row
+        y = along(ex, ex.emit.reshape(x, (1,) + x.shape), 1, matrix)
+        return ex.emit.reshape(y, y.shape[1:])
     last = x.rank - 1
     perm = list(range(x.rank))
     perm[dim], perm[last] = perm[last], perm[dim]
