@@ -1,7 +1,8 @@
 # A small diffusion-style UNet trains as in PyTorch: convolutions with
 # nn.GroupNorm and SiLU, a sinusoidal time embedding computed in forward
 # with torch.sin/cos, a nearest-neighbour F.interpolate and nn.Upsample by
-# 2 (and a downsampling interpolate by 2), a skip connection
+# 2 (and a downsampling interpolate by 2), a bilinear interpolate, an
+# nn.ConvTranspose2d upsampling (stride 2, output_padding), a skip connection
 # concatenated, pixel_unshuffle / pixel_shuffle, and the rearrangements
 # repeat, tile, narrow, select and movedim; an L1 + MSE loss. Compiled for
 # the host and trained 5 AdamW steps in FP32, checked with the parity
@@ -12,8 +13,8 @@
 # RUN: rm -rf %t && mkdir -p %t
 # RUN: %python %s %t | FileCheck %s
 #
-# CHECK: unet: trajectory: 5 losses and 16 tensors within the oracle
-# CHECK: unet: gradients: 16 tensors within the oracle
+# CHECK: unet: trajectory: 5 losses and 18 tensors within the oracle
+# CHECK: unet: gradients: 18 tensors within the oracle
 
 import math
 import os
@@ -46,6 +47,8 @@ def build():
             self.down = Block(3, 8)
             self.mid = Block(32, 8)
             self.up = nn.Upsample(scale_factor=2, mode="nearest")
+            self.deconv = nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1,
+                                             output_padding=1)
             self.out = Block(16, 12)
             self.head = nn.Conv2d(3, 3, 1)
             half = torch.arange(4, dtype=torch.float32)
@@ -59,8 +62,10 @@ def build():
             skip = self.down(x, emb)                       # [N, 8, 8, 8]
             h = F.pixel_unshuffle(skip, 2)                 # [N, 32, 4, 4]
             h = self.mid(h, emb)                           # [N, 8, 4, 4]
-            h = self.up(h) + F.interpolate(
-                F.interpolate(skip, scale_factor=0.5), scale_factor=2.0)
+            h = self.up(h) + self.deconv(h) + F.interpolate(
+                F.interpolate(skip, scale_factor=0.5), scale_factor=2.0) + \
+                F.interpolate(F.avg_pool2d(skip, 2), scale_factor=2.0,
+                              mode="bilinear", align_corners=False)
             h = torch.cat([h, skip], dim=1)                # [N, 16, 8, 8]
             h = self.out(h, emb.repeat(1, 2, 1, 1)[:, :12] +
                          torch.tile(emb.narrow(1, 0, 4), (1, 3, 1, 1)))

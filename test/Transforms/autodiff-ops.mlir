@@ -1065,6 +1065,28 @@ func.func @conv2d(%x: tensor<1x2x5x5xf32> {memopt.role = "param", memopt.name = 
 
 // -----
 
+// A transposed convolution (conv2d_grad_input in the forward) is linear in
+// both operands: dx is the convolution of g by the filter, dw the filter
+// gradient of that convolution with x in the result gradient's place.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<1x4x2x2xf32> {memopt.name = "x", memopt.role = "param"}, %[[W:[^:]*]]: tensor<4x1x3x3xf32> {memopt.name = "deconv.weight", memopt.role = "param"}
+// CHECK: memopt.conv2d_grad_input %[[X]], %[[W]] strides [2, 2] padding [1, 1] groups 2 : tensor<1x4x2x2xf32>, tensor<4x1x3x3xf32> -> tensor<1x2x4x4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<1x2x4x4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.conv2d %[[G]], %[[W]] strides [2, 2] padding [1, 1] groups 2 : tensor<1x2x4x4xf32>, tensor<4x1x3x3xf32> -> tensor<1x4x2x2xf32>
+// CHECK-NEXT: %[[DW:.*]] = memopt.conv2d_grad_filter %[[X]], %[[G]] strides [2, 2] padding [1, 1] groups 2 : tensor<1x4x2x2xf32>, tensor<1x2x4x4xf32> -> tensor<4x1x3x3xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+// CHECK-NEXT: memopt.sgd_update %[[W]], %[[DW]],
+func.func @conv_transpose2d(%x: tensor<1x4x2x2xf32> {memopt.role = "param", memopt.name = "x"},
+                            %w: tensor<4x1x3x3xf32> {memopt.role = "param", memopt.name = "deconv.weight"}) -> tensor<f32> attributes {memopt.loss} {
+  %y = memopt.conv2d_grad_input %x, %w strides [2, 2] padding [1, 1] groups 2 : tensor<1x4x2x2xf32>, tensor<4x1x3x3xf32> -> tensor<1x2x4x4xf32>
+  %l = memopt.reduce_sum %y dims [0, 1, 2, 3] : tensor<1x2x4x4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Max pooling routes g through the maxima of the forward input.
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: (%[[X:[^:]*]]: tensor<1x1x4x4xf32> {memopt.name = "x", memopt.role = "param"}

@@ -418,7 +418,10 @@ class Emitter:
                          "%s, %s -> %s" % (weight.type, indices.type,
                                            tensor_type(shape, weight.dtype)))
 
-    def conv2d(self, x, filter_, shape, strides, padding, dilations, groups):
+    def conv2d(self, x, filter_, shape, strides, padding, dilations, groups,
+               kind="conv2d"):
+        """``conv2d``, or with kind ``conv2d_grad_input`` the transposed
+        convolution of ``x`` to ``shape``."""
         head = self._refs(x, filter_)
         if tuple(strides) != (1, 1):
             head += " strides " + format_array(strides)
@@ -428,7 +431,7 @@ class Emitter:
             head += " dilations " + format_array(dilations)
         if groups != 1:
             head += " groups %d" % groups
-        return self._one("conv2d", [x, filter_], shape, x.dtype, head,
+        return self._one(kind, [x, filter_], shape, x.dtype, head,
                          "%s, %s -> %s" % (x.type, filter_.type,
                                            tensor_type(shape, x.dtype)))
 

@@ -769,6 +769,22 @@ LogicalResult Conv2DOp::buildVectorJacobianProduct(
   return success();
 }
 
+/// y = conv2d_grad_input(x, w) is linear in x and in w: with Z = conv2d(·,
+/// w) its adjoint map, dx = conv2d(dy, w) and dw is the filter gradient of
+/// that convolution, conv2d_grad_filter(x, dy).
+LogicalResult Conv2DGradInputOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  Value g = singleGrad(resultGrads);
+  Value dGrad = Conv2DOp::create(builder, getLoc(), getGrad().getType(), g,
+                                 getFilter(), getStrides(), getPadding(),
+                                 getDilations(), getGroups());
+  Value dFilter = Conv2DGradFilterOp::create(
+      builder, getLoc(), getFilter().getType(), getGrad(), g, getStrides(),
+      getPadding(), getDilations(), getGroups());
+  grads.assign({dGrad, dFilter});
+  return success();
+}
+
 LogicalResult MaxPool2DOp::buildVectorJacobianProduct(
     OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
   grads.assign({MaxPool2DGradOp::create(

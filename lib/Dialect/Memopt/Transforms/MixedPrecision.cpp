@@ -61,8 +61,9 @@ namespace {
 
 /// What dtype an op runs in (docs/MixedPrecision.md, the policy table).
 enum class Policy {
-  /// The compute type: matmul, conv2d and the fused attention and linear
-  /// cross-entropy (products and softmax sums accumulate in f32).
+  /// The compute type: matmul, conv2d, the transposed convolution and the
+  /// fused attention and linear cross-entropy (products and softmax sums
+  /// accumulate in f32).
   Low,
   /// f32 inputs and outputs: exp, expm1, log, log1p, pow, rsqrt, softplus,
   /// tan, asin, acos, softmax, log_softmax, the norms, every loss.
@@ -92,7 +93,8 @@ private:
 
 /// The policy of `op` by the table; overrides are handled by the caller.
 static Policy getPolicy(Operation *op) {
-  if (isa<MatmulOp, Conv2DOp, AttentionOp, LinearCrossEntropyOp>(op))
+  if (isa<MatmulOp, Conv2DOp, Conv2DGradInputOp, AttentionOp,
+          LinearCrossEntropyOp>(op))
     return Policy::Low;
   // Batch norm is not here: as in autocast it runs in its input's dtype,
   // with f32 statistics, affine parameters and running statistics (the op

@@ -210,8 +210,8 @@ static bool isRecomputable(Operation *op) {
 /// chooses with a strategy.
 static bool isCheapToRecompute(Operation *op) {
   return isRecomputable(op) &&
-         !isa<MatmulOp, Nf4MatmulOp, Conv2DOp, AttentionOp,
-              LinearCrossEntropyOp, Nf4LinearCrossEntropyOp>(op);
+         !isa<MatmulOp, Nf4MatmulOp, Conv2DOp, Conv2DGradInputOp,
+              AttentionOp, LinearCrossEntropyOp, Nf4LinearCrossEntropyOp>(op);
 }
 
 /// The stage boundaries that cheap ops compute from the previous boundary: a

@@ -1,6 +1,6 @@
-"""Convolution and pooling: conv1d and conv2d, max and average pooling in
-1-D and 2-D (ceil mode, count_include_pad, divisor_override), adaptive
-average and max pooling in 1-D, 2-D and 3-D."""
+"""Convolution and pooling: conv1d, conv2d and their transposes, max and
+average pooling in 1-D and 2-D (ceil mode, count_include_pad,
+divisor_override), adaptive average and max pooling in 1-D, 2-D and 3-D."""
 
 import numpy as np
 import torch
@@ -37,7 +37,27 @@ def _conv1d(ex, call):
     return _conv(ex, call, 1)
 
 
-def _conv(ex, call, spatial):
+@handles("input, weight, bias=None, stride=1, padding=0, output_padding=0, "
+         "groups=1, dilation=1", functions=[F.conv_transpose2d,
+                                            torch.conv_transpose2d])
+@handles("input, output_size=None", modules=[nn.ConvTranspose2d])
+def _conv_transpose2d(ex, call):
+    """A transposed convolution is the input gradient of the convolution
+    it transposes (memopt.conv2d_grad_input), its weight that
+    convolution's filter; output_padding picks the larger result PyTorch
+    computes."""
+    return _conv(ex, call, 2, "conv2d_grad_input")
+
+
+@handles("input, weight, bias=None, stride=1, padding=0, output_padding=0, "
+         "groups=1, dilation=1", functions=[F.conv_transpose1d,
+                                            torch.conv_transpose1d])
+@handles("input, output_size=None", modules=[nn.ConvTranspose1d])
+def _conv_transpose1d(ex, call):
+    return _conv(ex, call, 1, "conv2d_grad_input")
+
+
+def _conv(ex, call, spatial, kind="conv2d"):
     x = float_input(ex, call.args["input"])
     if call.module is not None:
         m = call.module
@@ -55,6 +75,10 @@ def _conv(ex, call, spatial):
             ex.const(call.args[k]) for k in ("stride", "padding", "dilation",
                                              "groups"))
     out = ex.out_shape(call)
+    transposed = kind != "conv2d"
+    if transposed and call.module is not None and \
+            call.args["output_size"] is not None:
+        ex.fail("output_size is not supported: set output_padding")
     if x.rank == spatial + 1:  # unbatched
         x = ex.emit.reshape(x, (1,) + x.shape)
     if x.rank != spatial + 2:
@@ -75,7 +99,7 @@ def _conv(ex, call, spatial):
     dilation = widen(dilation, 1)
     if padding == "valid":
         padding = (0, 0)
-    elif padding == "same":
+    elif padding == "same" and not transposed:
         # PyTorch puts an odd total's extra zero after the input (bottom,
         # right): one explicit row or column of zeros, the rest symmetric.
         total = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
@@ -86,13 +110,51 @@ def _conv(ex, call, spatial):
         padding = tuple(t // 2 for t in total)
     else:
         padding = widen(padding, 0)
-    shape = x.shape[:1] + (weight.shape[0],) + \
-        ((1,) if spatial == 1 else ()) + out[-spatial:]
-    y = ex.emit.conv2d(x, weight, shape, widen(stride, 1), padding, dilation,
-                       int(groups))
+    channels = weight.shape[1] * int(groups) if transposed else \
+        weight.shape[0]
+    shape = x.shape[:1] + (channels,) + ((1,) if spatial == 1 else ()) + \
+        out[-spatial:]
+    stride = widen(stride, 1)
+    if transposed and _reaches_past(x, weight, shape, stride, padding,
+                                    dilation):
+        y = _uncropped_transpose(ex, x, weight, shape, stride, padding,
+                                 dilation, int(groups))
+    else:
+        y = ex.emit.conv2d(x, weight, shape, stride, padding, dilation,
+                           int(groups), kind)
     if bias is not None:
         y = ex.emit.binary("add", y, ex.emit.broadcast(bias, [1], y.shape))
     return ex.emit.reshape(y, out)
+
+
+def _convolved(size, kernel, stride, padding, dilation):
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _reaches_past(x, weight, shape, stride, padding, dilation):
+    """Whether a transposed convolution's output_padding is one stride or
+    more (PyTorch allows it up to the dilation), so that the convolution of
+    the result would not give back the input's extent."""
+    return any(_convolved(shape[2 + d], weight.shape[2 + d], stride[d],
+                          padding[d], dilation[d]) != x.shape[2 + d]
+               for d in range(2))
+
+
+def _uncropped_transpose(ex, x, weight, shape, stride, padding, dilation,
+                         groups):
+    """The transposed convolution without padding, over its whole extent
+    ((n - 1) stride + dilation (k - 1) + 1), then the rows and columns
+    PyTorch keeps: from the padding on, and zeros past the extent."""
+    full = [(x.shape[2 + d] - 1) * stride[d] +
+            dilation[d] * (weight.shape[2 + d] - 1) + 1 for d in range(2)]
+    y = ex.emit.conv2d(x, weight, shape[:2] + tuple(full), stride, (0, 0),
+                       dilation, groups, "conv2d_grad_input")
+    limits = [min(padding[d] + shape[2 + d], full[d]) for d in range(2)]
+    y = ex.emit.slice(y, [0, 0] + list(padding), list(shape[:2]) + limits,
+                      [1] * 4)
+    if y.shape != shape:
+        y = ex.emit.pad(y, [0] * 4, shape)
+    return y
 
 
 def _pool_options(ex, call):

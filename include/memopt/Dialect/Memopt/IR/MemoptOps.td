@@ -819,11 +819,21 @@ def Memopt_Conv2DOp : Memopt_ConvOpBase<"conv2d", "input", "filter",
 }
 
 def Memopt_Conv2DGradInputOp
-    : Memopt_ConvOpBase<"conv2d_grad_input", "grad", "filter"> {
+    : Memopt_ConvOpBase<"conv2d_grad_input", "grad", "filter",
+                        [DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "gradient of conv2d with respect to its input";
   let description = [{
     The transposed convolution of the result gradient with the filter; the
-    result type is the forward input's (it is not implied by the strides).
+    result type is the forward input's (it is not implied by the strides:
+    PyTorch's `output_padding` picks a larger one). It is also
+    `F.conv_transpose2d` of `grad` by `filter` (`[C_in, C_out / groups, kh,
+    kw]`, PyTorch's layout), which is why it is differentiable: it is linear
+    in both operands, its VJP a `conv2d` of the result gradient by the
+    filter and a `conv2d_grad_filter` of `grad` and the result gradient.
+
+    ```mlir
+    %y = memopt.conv2d_grad_input %x, %w strides [2, 2] padding [1, 1] : tensor<1x8x4x4xf32>, tensor<8x3x3x3xf32> -> tensor<1x3x8x8xf32>
+    ```
   }];
 }
 
