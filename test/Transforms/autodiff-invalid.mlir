@@ -56,3 +56,13 @@ func.func @other_optimizer(%w: tensor<4xf32> {memopt.role = "param", memopt.name
   %s = memopt.reduce_sum %w dims [0] : tensor<4xf32> to tensor<f32>
   return %s : tensor<f32>
 }
+
+// -----
+
+func.func @scatter_padding(%g: tensor<3x2xf32> {memopt.role = "param", memopt.name = "g"}) -> tensor<f32> attributes {memopt.loss} {
+  %i = memopt.constant dense<[0, 2, 2]> : tensor<3xi64>
+  // expected-error @+1 {{'memopt.embedding_grad' op with 'padding_idx' has no gradient rule (its skipped rows would need a zero gradient)}}
+  %t = memopt.embedding_grad %g, %i padding_idx 2 : tensor<3x2xf32>, tensor<3xi64> -> tensor<4x2xf32>
+  %m = memopt.reduce_sum %t dims [0, 1] : tensor<4x2xf32> to tensor<f32>
+  return %m : tensor<f32>
+}

@@ -1065,6 +1065,25 @@ func.func @conv2d(%x: tensor<1x2x5x5xf32> {memopt.role = "param", memopt.name = 
 
 // -----
 
+// A scatter-add (embedding_grad in the forward; repeated indices add up)
+// passes each source row the result gradient's row it was added to: a
+// lookup.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[S:[^:]*]]: tensor<3x2xf32> {memopt.name = "src", memopt.role = "param"}
+// CHECK: %[[I:.*]] = memopt.constant dense<[0, 2, 2]> : tensor<3xi64>
+// CHECK: memopt.embedding_grad %[[S]], %[[I]] : tensor<3x2xf32>, tensor<3xi64> -> tensor<4x2xf32>
+// CHECK: %[[G:.*]] = memopt.broadcast %{{.*}} dims [] : tensor<f32> to tensor<4x2xf32>
+// CHECK-NEXT: %[[DS:.*]] = memopt.embedding %[[G]], %[[I]] : tensor<4x2xf32>, tensor<3xi64> -> tensor<3x2xf32>
+// CHECK: memopt.sgd_update %[[S]], %[[DS]],
+func.func @scatter_add(%src: tensor<3x2xf32> {memopt.role = "param", memopt.name = "src"}) -> tensor<f32> attributes {memopt.loss} {
+  %i = memopt.constant dense<[0, 2, 2]> : tensor<3xi64>
+  %t = memopt.embedding_grad %src, %i : tensor<3x2xf32>, tensor<3xi64> -> tensor<4x2xf32>
+  %l = memopt.reduce_sum %t dims [0, 1] : tensor<4x2xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // A transposed convolution (conv2d_grad_input in the forward) is linear in
 // both operands: dx is the convolution of g by the filter, dw the filter
 // gradient of that convolution with x in the result gradient's place.

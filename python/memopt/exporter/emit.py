@@ -418,6 +418,15 @@ class Emitter:
                          "%s, %s -> %s" % (weight.type, indices.type,
                                            tensor_type(shape, weight.dtype)))
 
+    def embedding_grad(self, rows, indices, count):
+        """A scatter-add of ``rows`` into a zero table of ``count`` rows,
+        each at the row its index names."""
+        shape = (count,) + rows.shape[indices.rank:]
+        return self._one("embedding_grad", [rows, indices], shape, rows.dtype,
+                         self._refs(rows, indices),
+                         "%s, %s -> %s" % (rows.type, indices.type,
+                                           tensor_type(shape, rows.dtype)))
+
     def conv2d(self, x, filter_, shape, strides, padding, dilations, groups,
                kind="conv2d"):
         """``conv2d``, or with kind ``conv2d_grad_input`` the transposed

@@ -756,6 +756,22 @@ LogicalResult EmbeddingOp::buildVectorJacobianProduct(
   return success();
 }
 
+/// A scatter-add: each row of `grad` receives the result gradient's row its
+/// index names. The rows a `padding_idx` skipped would need a zero
+/// gradient, which the lookup does not give: that form is refused.
+LogicalResult EmbeddingGradOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  if (getPaddingIdxAttr())
+    return emitOpError()
+           << "with 'padding_idx' has no gradient rule (its skipped rows "
+              "would need a zero gradient)";
+  grads.assign({EmbeddingOp::create(builder, getLoc(), getGrad().getType(),
+                                    singleGrad(resultGrads), getIndices(),
+                                    IntegerAttr()),
+                Value()});
+  return success();
+}
+
 LogicalResult Conv2DOp::buildVectorJacobianProduct(
     OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
   Value g = singleGrad(resultGrads);

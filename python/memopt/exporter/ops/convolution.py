@@ -13,6 +13,15 @@ from .indexing import rows_along
 from .spatial import interpolation_matrix, along
 
 
+def _widened(value, fill, spatial):
+    """A 1-D or 2-D kernel option as the pair of the 2-D op: a 1-D value
+    becomes (fill, value), the unit height's."""
+    if spatial == 2:
+        return _pair(value)
+    value = value if isinstance(value, (tuple, list)) else [value]
+    return (fill, int(value[0]))
+
+
 def _pair(value):
     if isinstance(value, (tuple, list)):
         if len(value) == 1:
@@ -88,10 +97,7 @@ def _conv(ex, call, spatial, kind="conv2d"):
         ex.fail("expected a %d-D filter, got %s" % (spatial + 2, weight.type))
 
     def widen(value, fill):
-        if spatial == 2:
-            return _pair(value)
-        value = value if isinstance(value, (tuple, list)) else [value]
-        return (fill, int(value[0]))
+        return _widened(value, fill, spatial)
     if spatial == 1:
         x = ex.emit.reshape(x, x.shape[:2] + (1,) + x.shape[2:])
         weight = ex.emit.reshape(weight, weight.shape[:2] + (1,) +
@@ -194,8 +200,7 @@ def _pool(kind, spatial=2, name=None):
     """max_pool / avg_pool over 1 or 2 spatial dimensions; 1-D pooling is
     2-D pooling of a unit height."""
     def widen(value, fill):
-        value = value if isinstance(value, (tuple, list)) else [value]
-        return (fill, int(value[0])) if spatial == 1 else _pair(value)
+        return _widened(value, fill, spatial)
 
     def handler(ex, call):
         x = _as_4d(ex, float_input(ex, call.args["input"]), spatial)

@@ -1,14 +1,16 @@
 """Indexing by indices known at export time: flip, rot90, index_select,
 gather, take_along_dim, take, masked_select, index_fill, index_add,
-index_copy, diagonal, diag and diag_embed.
+index_copy, scatter, scatter_add, put, diagonal, diag and diag_embed.
 
 A lookup is a row lookup (memopt.embedding) in a table whose rows are the
 input's slices along one dimension (flip, index_select), or its elements
 (gather, take_along_dim), with the row numbers PyTorch reads computed here;
 its gradient is the lookup's, a scatter-add, so repeated indices
-accumulate as in PyTorch. The indices are a constant of the step, one per
-slice or per element read. A diagonal is a strided slice of the flattened
-matrices and needs no indices."""
+accumulate as in PyTorch. A scatter is that scatter-add
+(memopt.embedding_grad) in the forward, whose gradient is the lookup. The
+indices are a constant of the step, one per slice or per element read. A
+diagonal is a strided slice of the flattened matrices and needs no
+indices."""
 
 import numpy as np
 import torch
@@ -71,9 +73,15 @@ def _flip(ex, call):
     if x.dtype not in FLOAT_TYPES:
         ex.fail("only a floating-point tensor can be flipped")
     for dim in sorted(set(norm_dim(ex, d, x.rank) for d in dims)):
-        if x.rank and x.shape[dim] > 1:
-            x = rows_along(ex, x, dim, range(x.shape[dim] - 1, -1, -1))
+        if x.rank:
+            x = _reversed(ex, x, dim)
     return x
+
+
+def _reversed(ex, x, dim):
+    """``x`` with the order of its slices along ``dim`` reversed."""
+    n = x.shape[dim]
+    return rows_along(ex, x, dim, range(n - 1, -1, -1)) if n > 1 else x
 
 
 @handles("input, dim, index", functions=[torch.index_select],
@@ -125,18 +133,7 @@ def _gather(ex, call):
         x = ex.emit.broadcast_to(
             x, shape[:dim] + (x.shape[dim],) + shape[dim + 1:])
         index = np.broadcast_to(index, shape)
-    if any(i > s for d, (i, s) in enumerate(zip(index.shape, x.shape))
-           if d != dim):
-        ex.fail("%s of shape %s is larger than the input %s outside "
-                "dimension %d" % (what, list(index.shape), x.type, dim))
-    strides = np.array([int(np.prod(x.shape[d + 1:]))
-                        for d in range(x.rank)], dtype=np.int64)
-    position = np.indices(index.shape, dtype=np.int64)
-    position[dim] = index
-    flat = np.tensordot(strides, position, axes=1).reshape(-1)
-    table = ex.emit.reshape(x, (int(np.prod(x.shape)), 1))
-    picked = ex.emit.embedding(table, ex.emit.constant(flat, "i64"))
-    return ex.emit.reshape(picked, out)
+    return _elements(ex, x, _positions(ex, x, dim, index), out)
 
 
 @handles("input, offset=0, dim1=0, dim2=1", functions=[torch.diagonal],
@@ -327,14 +324,103 @@ def _rot90(ex, call):
     k = ex.const(call.args["k"], "k") % 4
     swap = list(range(x.rank))
     swap[dims[0]], swap[dims[1]] = dims[1], dims[0]
-
-    def flip(v, d):
-        n = v.shape[d]
-        return rows_along(ex, v, d, range(n - 1, -1, -1)) if n > 1 else v
     if k == 1:
-        return ex.emit.transpose(flip(x, dims[1]), swap)
+        return ex.emit.transpose(_reversed(ex, x, dims[1]), swap)
     if k == 2:
-        return flip(flip(x, dims[0]), dims[1])
+        return _reversed(ex, _reversed(ex, x, dims[0]), dims[1])
     if k == 3:
-        return flip(ex.emit.transpose(x, swap), dims[1])
+        return _reversed(ex, ex.emit.transpose(x, swap), dims[1])
     return x
+
+
+def _positions(ex, x, dim, index):
+    """For each element of ``index`` (a constant, wrapped), the row-major
+    position in ``x`` it reads (gather) or writes (scatter): its own
+    coordinates with ``dim`` replaced by its value."""
+    if index.ndim != max(x.rank, 1) or any(
+            i > s for d, (i, s) in enumerate(zip(index.shape, x.shape))
+            if d != dim):
+        ex.fail("index of shape %s does not fit the input %s"
+                % (list(index.shape), x.type))
+    strides = np.array([int(np.prod(x.shape[d + 1:]))
+                        for d in range(x.rank)], dtype=np.int64)
+    position = np.indices(index.shape, dtype=np.int64)
+    position[dim] = index
+    return np.tensordot(strides, position, axes=1).reshape(-1)
+
+
+def _scattered(ex, x, positions, values):
+    """``x`` (flattened) plus ``values`` (one per position) added at
+    ``positions``: a scatter-add (memopt.embedding_grad) whose gradient is
+    the lookup of those positions."""
+    rows = ex.emit.reshape(values, (positions.size, 1))
+    added = ex.emit.embedding_grad(
+        rows, ex.emit.constant(positions, "i64"), int(np.prod(x.shape)))
+    return ex.emit.binary("add", x, ex.emit.reshape(added, x.shape))
+
+
+@handles("input, dim, index, src=None, value=None, reduce=None",
+         functions=[torch.scatter], methods=["scatter"])
+@handles("input, dim, index, src", functions=[torch.scatter_add],
+         methods=["scatter_add"])
+@handles("input, index, source, accumulate=False", functions=[torch.put],
+         methods=["put"])
+def _scatter(ex, call):
+    """scatter_add (and put with accumulate): the source elements that a
+    constant index names added to the input, a scatter-add. scatter (and
+    put): the named positions replaced, masked to zero first, with distinct
+    positions only (PyTorch leaves the result of a repeat unspecified); a
+    number (``value``) is a masked_fill."""
+    x = float_input(ex, call.args["input"])
+    flat = "source" in call.args
+    if flat:
+        shape = x.shape
+        x = ex.emit.reshape(x, (int(np.prod(shape)),))
+        dim = 0
+    else:
+        dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), x.rank)
+    if x.rank == 0:
+        x = ex.emit.reshape(x, (1,))
+    if call.args.get("reduce") is not None:
+        ex.fail("reduce='%s' is not supported" % call.args["reduce"])
+    index = _index_tensor(ex, call.args["index"], "index", x.shape[dim])
+    if flat or index.ndim == 0:
+        index = index.reshape(-1)
+    positions = _positions(ex, x, dim, index)
+    add = call.node.target in (torch.scatter_add, "scatter_add") or \
+        (flat and ex.const(call.args["accumulate"], "accumulate"))
+    source = call.args.get("src", call.args.get("source"))
+    out = ex.out_shape(call)
+    if positions.size == 0:
+        return ex.emit.reshape(x, out)
+    if not add:
+        if len(set(positions.tolist())) != positions.size:
+            ex.fail("index names a position twice (PyTorch's result is "
+                    "unspecified)")
+        mask = np.zeros(int(np.prod(x.shape)), dtype=bool)
+        mask[positions] = True
+        mask = ex.emit.constant(mask.reshape(x.shape), "i1")
+        if source is None:
+            value = ex.const(call.args["value"], "value")
+            if not isinstance(value, (int, float)):
+                ex.fail("value must be a number")
+            return ex.emit.reshape(
+                ex.emit.masked_fill(x, mask, float(value)), out)
+        x = ex.emit.masked_fill(x, mask, 0.0)
+    src = float_input(ex, source)
+    if flat:
+        src = ex.emit.reshape(src, (int(np.prod(src.shape)),))
+    elif src.rank == 0:
+        src = ex.emit.reshape(src, (1,))
+    if src.shape != index.shape:
+        # The source elements at the index's coordinates.
+        if src.rank != index.ndim or any(
+                i > s for i, s in zip(index.shape, src.shape)):
+            ex.fail("index of shape %s is larger than the source %s"
+                    % (list(index.shape), src.type))
+        strides = np.array([int(np.prod(src.shape[d + 1:]))
+                            for d in range(src.rank)], dtype=np.int64)
+        own = np.tensordot(strides, np.indices(index.shape, dtype=np.int64),
+                           axes=1).reshape(-1)
+        src = _elements(ex, src, own, (own.size,))
+    return ex.emit.reshape(_scattered(ex, x, positions, src), out)

@@ -769,13 +769,16 @@ def Memopt_EmbeddingOp : Memopt_Op<"embedding",
   }];
 }
 
-def Memopt_EmbeddingGradOp : Memopt_Op<"embedding_grad", [Pure]> {
+def Memopt_EmbeddingGradOp : Memopt_Op<"embedding_grad",
+    [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "gradient of an embedding lookup";
   let description = [{
     A zero table of the result's type into which each row of `grad` is added
     at the row its index names (repeated indices accumulate). Rows whose
     index is `padding_idx` are skipped, so that row of the result stays zero
-    (PyTorch's `embedding_backward`).
+    (PyTorch's `embedding_backward`). In a forward function it is a
+    scatter-add (`torch.scatter_add` by constant indices); its VJP is the
+    lookup of the result gradient's rows, `memopt.embedding`.
   }];
   let arguments = (ins Memopt_FloatTensor:$grad, Memopt_IndexTensor:$indices,
                        OptionalAttr<I64Attr>:$padding_idx);
