@@ -4,8 +4,10 @@
 # 2 (and a downsampling interpolate by 2), a bilinear interpolate, an
 # nn.ConvTranspose2d upsampling (stride 2, output_padding), a skip connection
 # concatenated, pixel_unshuffle / pixel_shuffle, and the rearrangements
-# repeat, tile, narrow, select and movedim; an L1 + MSE loss. Compiled for
-# the host and trained 5 AdamW steps in FP32, checked with the parity
+# repeat, tile, narrow, select and movedim, a reflect padding and a flip;
+# an L1 + MSE loss. Compiled for the host (also with 2 micro-batches, whose
+# step must be the full batch's) and trained 5 AdamW steps in FP32,
+# checked with the parity
 # oracle (memopt.testing, docs/Reliability.md): the trajectory (losses,
 # every parameter) and the first-step gradients against float64.
 #
@@ -13,8 +15,12 @@
 # RUN: rm -rf %t && mkdir -p %t
 # RUN: %python %s %t | FileCheck %s
 #
+# RUN: %python %s %t/k2 2 | FileCheck %s --check-prefix=K2
+#
 # CHECK: unet: trajectory: 5 losses and 18 tensors within the oracle
 # CHECK: unet: gradients: 18 tensors within the oracle
+# K2: unet K=2: trajectory: 5 losses and 18 tensors within the oracle
+# K2: unet K=2: gradients: 18 tensors within the oracle
 
 import math
 import os
@@ -70,6 +76,8 @@ def build():
             h = self.out(h, emb.repeat(1, 2, 1, 1)[:, :12] +
                          torch.tile(emb.narrow(1, 0, 4), (1, 3, 1, 1)))
             y = self.head(F.pixel_shuffle(h, 2)[:, :, ::2, ::2])
+            y = y + torch.flip(F.pad(y, (1, 1, 1, 1), mode="reflect"),
+                               [3])[:, :, 1:-1, 2:]
             y = y + h.select(1, 0).unsqueeze(1).movedim(1, 3).movedim(3, 1)
             return F.l1_loss(y, target) + F.mse_loss(y, target)
 
@@ -87,12 +95,17 @@ def main():
     from memopt.testing import Oracle
 
     workdir = sys.argv[1]
+    os.makedirs(workdir, exist_ok=True)
+    k = int(sys.argv[2]) if len(sys.argv) > 2 else 1
     model, batch = build()
     mlir = os.path.join(workdir, "model.mlir")
     memopt.export(model, tuple(batch.values()), mlir)
     oracle = Oracle(model, batch, STEPS, adamw)
     memopt.safetensors.save(batch, os.path.join(workdir, "batch.safetensors"))
-    return 0 if check_parity("unet", oracle, mlir, workdir, STEPS) else 1
+    if k == 1:
+        return 0 if check_parity("unet", oracle, mlir, workdir, STEPS) else 1
+    return 0 if check_parity("unet K=%d" % k, oracle, mlir, workdir, STEPS,
+                             "--micro-batches=%d" % k) else 1
 
 
 if __name__ == "__main__":

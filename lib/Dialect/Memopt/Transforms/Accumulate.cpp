@@ -400,11 +400,21 @@ RuleInference::Result RuleInference::inferLinear() {
     return all(BatchKind::batched(l.dim));
   }
   if (isa<EmbeddingOp>(op)) {
+    int64_t indexRank = getRank(op->getOperand(1));
+    // Fixed rows of a table whose columns hold the batch (a flip or an
+    // index_select of activations, the batch moved past the looked-up
+    // dimension): the batch column of each row.
+    if (in[0].isBatched() && in[0].dim > 0 && in[1].isUniform())
+      return all(BatchKind::batched(indexRank + in[0].dim - 1));
     if (!in[0].isUniform() || !in[1].isBatched())
       return fail("the table must not depend on the batch");
     return all(BatchKind::batched(in[1].dim));
   }
   if (isa<EmbeddingGradOp>(op)) {
+    int64_t indexRank = getRank(op->getOperand(1));
+    // Rows scattered to fixed rows keep the batch in their columns.
+    if (in[0].isBatched() && in[0].dim >= indexRank && in[1].isUniform())
+      return all(BatchKind::batched(in[0].dim - indexRank + 1));
     // Linear in the gradient: a summed gradient looked up at fixed rows
     // (position embeddings) stays a sum.
     if (in[0].isPartial() && in[1].isUniform())
