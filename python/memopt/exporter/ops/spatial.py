@@ -43,9 +43,6 @@ def interpolation_matrix(mode, n, m, scale, align_corners):
     a = np.zeros((m, n), dtype=np.float64)
     rows = np.arange(m)
     if mode in ("nearest", "nearest-exact"):
-        if m == n:
-            a[rows, rows] = 1.0
-            return a.astype(np.float32)
         offset = f32(0.5) if mode == "nearest-exact" else f32(0)
         source = np.floor((rows.astype(f32) + offset) * ratio)
         a[rows, np.minimum(source.astype(np.int64), n - 1)] = 1.0
@@ -54,6 +51,11 @@ def interpolation_matrix(mode, n, m, scale, align_corners):
         for i in range(m):
             lo, hi = (i * n) // m, -(-((i + 1) * n) // m)
             a[i, lo:hi] = 1.0 / (hi - lo)
+        return a.astype(np.float32)
+    if m == n and mode != "bicubic":
+        # PyTorch's linear kernels copy an unchanged extent, whatever the
+        # scale factor.
+        a[rows, rows] = 1.0
         return a.astype(np.float32)
     if align_corners:
         ratio = f32(n - 1) / f32(m - 1) if m > 1 else f32(0)
