@@ -54,3 +54,16 @@ def only_first_result_read(node, length):
     """Whether only the first element of the fx ``node``'s tuple result (of
     ``length``) is read (``values, _ = x.max(1)``, ``out, _ = mha(...)``)."""
     return read_results(node, length) <= {0}
+
+
+def values_shape(ex, call, what):
+    """PyTorch's result shape for a call that may also return indices
+    (max along a dimension, pooling with indices), which memopt does not
+    compute: the values' shape, once it is sure nothing reads the
+    indices."""
+    if not isinstance(call.out, tuple):
+        return tuple(call.out.shape)
+    if not only_first_result_read(call.node, 2):
+        ex.fail("the indices (the second result) of %s are read: memopt "
+                "computes only the values" % what)
+    return tuple(call.out[0].shape)

@@ -8,9 +8,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..registry import handles, register, returns_tuple
-from .common import float_input, only_first_result_read
+from .common import float_input, values_shape
 from .indexing import rows_along
-from .spatial import interpolation_matrix, along
+from .spatial import adaptive_windows, along, interpolation_matrix
 
 
 def _widened(value, fill, spatial):
@@ -185,17 +185,6 @@ def _as_4d(ex, x, spatial):
     return ex.emit.reshape(x, shape)
 
 
-def _values_only(ex, call, name):
-    """PyTorch's result shape for a pooling call that may also return the
-    indices, which memopt does not compute: they must be unread."""
-    if not isinstance(call.out, tuple):
-        return tuple(call.out.shape)
-    if not only_first_result_read(call.node, 2):
-        ex.fail("the indices (the second result) of %s are read: memopt "
-                "computes only the values" % name)
-    return tuple(call.out[0].shape)
-
-
 def _pool(kind, spatial=2, name=None):
     """max_pool / avg_pool over 1 or 2 spatial dimensions; 1-D pooling is
     2-D pooling of a unit height."""
@@ -205,7 +194,7 @@ def _pool(kind, spatial=2, name=None):
     def handler(ex, call):
         x = _as_4d(ex, float_input(ex, call.args["input"]), spatial)
         options = _pool_options(ex, call)
-        out = _values_only(ex, call, name or kind)
+        out = values_shape(ex, call, name or kind)
         kernel = widen(options["kernel_size"], 1)
         stride = options.get("stride")
         stride = kernel if stride is None or stride == [] or stride == () \
@@ -318,7 +307,7 @@ def _adaptive_pool(kind, spatial):
         if x.rank not in (spatial + 1, spatial + 2):
             ex.fail("expected a %d-D or %d-D input, got %s"
                     % (spatial + 1, spatial + 2, x.type))
-        out = _values_only(ex, call, name)
+        out = values_shape(ex, call, name)
         sizes, results = x.shape[-spatial:], out[-spatial:]
         if all(n % m == 0 for n, m in zip(sizes, results)) and spatial < 3:
             y = _as_4d(ex, x, spatial)
@@ -348,8 +337,7 @@ def _window_max(ex, x, dim, m):
     padded with copies of their last element, then the largest of each.
     A copy changes no maximum, and the lookup's gradient adds the copies'
     shares back to the one element."""
-    n = x.shape[dim]
-    windows = [range((i * n) // m, -(-((i + 1) * n) // m)) for i in range(m)]
+    windows = adaptive_windows(x.shape[dim], m)
     width = max(len(w) for w in windows)
     rows = [w[min(k, len(w) - 1)] for w in windows for k in range(width)]
     y = rows_along(ex, x, dim, rows)

@@ -18,7 +18,6 @@ import torch
 from ..emit import FLOAT_TYPES
 from ..registry import handles
 from .common import float_input, norm_dim
-from .spatial import along
 
 
 def _moved_to_front(ex, x, dim):
@@ -37,6 +36,20 @@ def rows_along(ex, x, dim, rows):
     picked = ex.emit.embedding(
         table, ex.emit.constant(np.asarray(rows, dtype=np.int64), "i64"))
     y = ex.emit.reshape(picked, (len(rows),) + rest)
+    return ex.emit.transpose(y, list(np.argsort(perm)))
+
+
+def rows_scattered(ex, source, dim, rows, extent):
+    """The inverse of rows_along: a zero tensor of ``extent`` slices along
+    ``dim`` into which slice k of ``source`` is added at slice rows[k]
+    (repeats accumulate), a scatter-add (memopt.embedding_grad)."""
+    y, perm = _moved_to_front(ex, source, dim)
+    rest = y.shape[1:]
+    table = ex.emit.reshape(y, (y.shape[0], int(np.prod(rest))))
+    added = ex.emit.embedding_grad(
+        table, ex.emit.constant(np.asarray(rows, dtype=np.int64), "i64"),
+        extent)
+    y = ex.emit.reshape(added, (extent,) + rest)
     return ex.emit.transpose(y, list(np.argsort(perm)))
 
 
@@ -198,10 +211,8 @@ def _masked_select(ex, call):
 
 def _elements(ex, x, positions, shape):
     """The elements of ``x`` at the row-major ``positions``, as ``shape``."""
-    table = ex.emit.reshape(x, (int(np.prod(x.shape)), 1))
-    picked = ex.emit.embedding(table, ex.emit.constant(
-        np.asarray(positions, dtype=np.int64), "i64"))
-    return ex.emit.reshape(picked, shape)
+    flat = ex.emit.reshape(x, (int(np.prod(x.shape)),))
+    return ex.emit.reshape(rows_along(ex, flat, 0, positions), shape)
 
 
 @handles("input, dim, index, value", functions=[torch.index_fill],
@@ -232,11 +243,10 @@ def _index_fill(ex, call):
          methods=["index_copy"])
 def _index_add(ex, call):
     """index_add: input + alpha S, where slice j of S along ``dim`` sums the
-    source slices k with index[k] = j: one matmul of the source by the
-    constant 0/1 matrix M[j, k] = (index[k] = j), whose gradient is the
-    lookup M^T. index_copy: the named slices of the input replaced (masked
-    to zero, then S added; its indices must be distinct, as PyTorch's
-    result is otherwise unspecified)."""
+    source slices k with index[k] = j: a scatter-add of the source's slices
+    (rows_scattered), whose gradient is their lookup. index_copy: the named
+    slices of the input replaced (masked to zero, then S added; its indices
+    must be distinct, as PyTorch's result is otherwise unspecified)."""
     x = float_input(ex, call.args["input"])
     source = float_input(ex, call.args["source"])
     dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), x.rank)
@@ -247,15 +257,14 @@ def _index_add(ex, call):
     if source.rank != x.rank or source.shape[dim] != index.size:
         ex.fail("the source %s does not hold one slice per index"
                 % source.type)
-    scatter = np.zeros((x.shape[dim], index.size), dtype=np.float32)
-    scatter[index, np.arange(index.size)] = 1.0
-    added = along(ex, source, dim, scatter)
+    added = rows_scattered(ex, source, dim, index, x.shape[dim])
     copy = "alpha" not in call.args
     if copy:
         if len(set(index.tolist())) != index.size:
             ex.fail("index_copy with a repeated index is not supported "
                     "(PyTorch's result is unspecified)")
-        mask = scatter.sum(axis=1) > 0
+        mask = np.zeros(x.shape[dim], dtype=bool)
+        mask[index] = True
         mask = np.broadcast_to(
             mask.reshape((-1,) + (1,) * (x.rank - dim - 1)), x.shape)
         x = ex.emit.masked_fill(x, ex.emit.constant(mask, "i1"), 0.0)
@@ -350,12 +359,11 @@ def _positions(ex, x, dim, index):
 
 
 def _scattered(ex, x, positions, values):
-    """``x`` (flattened) plus ``values`` (one per position) added at
-    ``positions``: a scatter-add (memopt.embedding_grad) whose gradient is
-    the lookup of those positions."""
-    rows = ex.emit.reshape(values, (positions.size, 1))
-    added = ex.emit.embedding_grad(
-        rows, ex.emit.constant(positions, "i64"), int(np.prod(x.shape)))
+    """``x`` plus ``values`` (one per position) added at its row-major
+    ``positions``: a scatter-add, whose gradient is the lookup of those
+    positions."""
+    added = rows_scattered(ex, ex.emit.reshape(values, (positions.size,)), 0,
+                           positions, int(np.prod(x.shape)))
     return ex.emit.binary("add", x, ex.emit.reshape(added, x.shape))
 
 

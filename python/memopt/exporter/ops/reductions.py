@@ -9,7 +9,7 @@ from ..dtypes import DTYPES
 from ..emit import FLOAT_TYPES
 from ..registry import handles, register, returns_tuple
 from . import arithmetic
-from .common import float_input, norm_dim, only_first_result_read
+from .common import float_input, norm_dim, values_shape
 
 
 def _in_dtype(ex, call, x):
@@ -57,13 +57,22 @@ register("input, dim=(), keepdim=False", _reduce("reduce_max"),
 @handles("input, dim=(), keepdim=False", functions=[torch.amin],
          methods=["amin"])
 def _amin(ex, call):
-    """-amax(-x): exact, with torch.amin's gradient (ties split evenly)."""
     x = float_input(ex, call.args["input"])
     dims = _reduced_dims(ex, ex.const(call.args.get("dim")), x.rank)
-    y = ex.emit.unary("neg", x)
-    if dims:
-        y = ex.emit.reduce("reduce_max", y, dims)
-    return ex.emit.reshape(ex.emit.unary("neg", y), ex.out_shape(call))
+    return ex.emit.reshape(_extreme_values(ex, x, dims, False),
+                           ex.out_shape(call))
+
+
+def _extreme_values(ex, x, dims, largest):
+    """The maxima of ``x`` over ``dims`` (``x`` itself for none), or the
+    minima as -amax(-x): exact, with torch.amax's / torch.amin's gradient
+    (ties split evenly)."""
+    if not dims:
+        return x
+    if largest:
+        return ex.emit.reduce("reduce_max", x, dims)
+    return ex.emit.unary("neg", ex.emit.reduce(
+        "reduce_max", ex.emit.unary("neg", x), dims))
 
 
 def _extreme(largest):
@@ -73,12 +82,6 @@ def _extreme(largest):
     the indices; their gradient goes to the maximal elements, split evenly
     among ties (as torch.amax's), where PyTorch's goes to the one index it
     returns (the same where there is no tie)."""
-    def extreme(ex, x, dims):
-        if largest:
-            return ex.emit.reduce("reduce_max", x, dims)
-        return ex.emit.unary("neg", ex.emit.reduce(
-            "reduce_max", ex.emit.unary("neg", x), dims))
-
     def handler(ex, call):
         other = call.args.get("dim")
         if isinstance(other, (torch.fx.Node, torch.Tensor)):
@@ -87,16 +90,12 @@ def _extreme(largest):
                     else arithmetic.minimum_handler)(ex, call)
         x = float_input(ex, call.args["input"])
         if other is None:
-            return extreme(ex, x, list(range(x.rank)))
-        if not only_first_result_read(call.node, 2):
-            ex.fail("the indices (the second result) of %s along a "
-                    "dimension are read: memopt computes only the values"
-                    % ("max" if largest else "min"))
-        values = call.out[0]
+            return _extreme_values(ex, x, list(range(x.rank)), largest)
+        shape = values_shape(ex, call, "%s along a dimension"
+                             % ("max" if largest else "min"))
         dims = _reduced_dims(ex, ex.const(other, "dim"), x.rank)
-        if dims:
-            x = extreme(ex, x, dims)
-        return (ex.emit.reshape(x, tuple(values.shape)), None)
+        return (ex.emit.reshape(_extreme_values(ex, x, dims, largest),
+                                shape), None)
     return returns_tuple(handler)
 
 

@@ -28,6 +28,12 @@ def along(ex, x, dim, matrix):
     return ex.emit.transpose(y, perm)
 
 
+def adaptive_windows(n, m):
+    """Adaptive pooling's m windows over n samples, PyTorch's: window i is
+    [floor(i n / m), ceil((i + 1) n / m))."""
+    return [range((i * n) // m, -(-((i + 1) * n) // m)) for i in range(m)]
+
+
 _MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic",
           "trilinear", "area")
 
@@ -48,9 +54,8 @@ def interpolation_matrix(mode, n, m, scale, align_corners):
         a[rows, np.minimum(source.astype(np.int64), n - 1)] = 1.0
         return a.astype(np.float32)
     if mode == "area":  # adaptive average pooling's windows
-        for i in range(m):
-            lo, hi = (i * n) // m, -(-((i + 1) * n) // m)
-            a[i, lo:hi] = 1.0 / (hi - lo)
+        for i, window in enumerate(adaptive_windows(n, m)):
+            a[i, window] = 1.0 / len(window)
         return a.astype(np.float32)
     if m == n and mode != "bicubic":
         # PyTorch's linear kernels copy an unchanged extent, whatever the
