@@ -139,9 +139,36 @@ def run_sample(op, sample, out_dir):
         bound = FACTOR * max(np.linalg.norm(theirs - truth), floor) + extra
         error = np.linalg.norm(ours - truth)
         if not error <= bound:
+            if what == "gradient" and pytorch_backward_is_wrong(
+                    op, sample, grad, exact[1]):
+                return "skipped", ("PyTorch's float64 gradient disagrees "
+                                   "with central differences (memopt's "
+                                   "agrees)")
             return "wrong", "%s error %.3g > allowed %.3g" % (what, error,
                                                               bound)
     return "pass", ""
+
+
+def pytorch_backward_is_wrong(op, sample, ours, theirs):
+    """Whether the float64 loss's central difference along the direction
+    in which memopt's gradient and PyTorch's differ sides with memopt's:
+    within 1% of their difference of memopt's slope. (torch 1.13's
+    as_strided_scatter backward returns uninitialized memory.)"""
+    import numpy as np
+    import torch
+    module = make_module(op, sample, torch.float64)
+    p0 = module.p.detach().clone()
+    gap = float(np.linalg.norm(ours - theirs))
+    direction = torch.from_numpy((ours - theirs) / gap).reshape(p0.shape)
+    h = 1e-6 * max(1.0, float(p0.abs().max()))
+    losses = []
+    with torch.no_grad():
+        for sign in (1.0, -1.0):
+            module.p.copy_(p0 + sign * h * direction)
+            losses.append(float(module()))
+    slope = (losses[0] - losses[1]) / (2 * h)
+    ours_slope = float(np.dot(ours.reshape(-1), direction.reshape(-1)))
+    return abs(slope - ours_slope) < 0.01 * gap
 
 
 def variant_name(op):

@@ -12,6 +12,10 @@
 # CHECK: nll: torch.nn.functional.nll_loss {{.*}}: only the nll_loss of a log_softmax is supported (the cross entropy of its input): compute the input with F.log_softmax
 # CHECK: nll-dim: torch.nn.functional.nll_loss {{.*}}: the log_softmax must be over the class dimension 1
 # CHECK: softplus: torch.nn.functional.softplus {{.*}}: threshold=10 is not supported (only 20, the default)
+# CHECK: strided-view: torch.as_strided {{.*}}: as_strided reads the storage of a non-contiguous tensor, whose layout memopt does not keep: call .contiguous() first
+# CHECK: scatter-overlap: torch.as_strided_scatter {{.*}}: the view names an element twice (PyTorch's result is unspecified)
+# CHECK: floor-division: torch.div {{.*}}: rounding_mode='floor' is not supported (only 'trunc')
+# CHECK: trapezoid-x: torch.trapezoid {{.*}}: x tensor<4x4xf32> must be 1-D or of y's rank, with y's extent 4 along dimension 3
 # CHECK: files written: 0
 
 import os
@@ -44,6 +48,13 @@ cases = {
     "nll-dim": lambda x: F.nll_loss(F.log_softmax(x, dim=2), torch.zeros(
         2, 4, 4, dtype=torch.long)),
     "softplus": lambda x: F.softplus(x, threshold=10).sum(),
+    "strided-view": lambda x: torch.as_strided(x.transpose(2, 3), (4,),
+                                               (1,)).sum(),
+    "scatter-overlap": lambda x: torch.as_strided_scatter(
+        x, torch.ones(2, 2), (2, 2), (1, 1)).sum(),
+    "floor-division": lambda x: torch.div(x, 3.0,
+                                          rounding_mode="floor").sum(),
+    "trapezoid-x": lambda x: torch.trapezoid(x, torch.ones(4, 4)).sum(),
 }
 for name, fn in cases.items():
     try:

@@ -12,8 +12,8 @@ class ExportError(Exception):
 
 
 def target_name(node, module=None):
-    """How an error message names what a node calls: ``torch.cumsum``,
-    ``Tensor.cumsum``, ``torch.nn.functional.unfold``, ``nn.LSTM``."""
+    """How an error message names what a node calls: ``torch.logcumsumexp``,
+    ``Tensor.logcumsumexp``, ``torch.nn.functional.unfold``, ``nn.LSTM``."""
     if node.op == "call_module":
         cls = type(module)
         if cls.__module__.startswith("torch.nn"):

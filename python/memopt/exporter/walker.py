@@ -346,7 +346,8 @@ class Exporter:
                 (node.args, node.kwargs)))
             return inplace_fill(self, node)
         if symbolic and ((node.op == "call_method" and
-                          node.target.endswith("_")) or
+                          node.target.endswith("_") and
+                          not node.target.startswith("__")) or
                          node.target is operator.setitem):
             self.fail("in-place ops are not supported: use the out-of-place "
                       "form")

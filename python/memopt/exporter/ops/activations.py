@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from ..dtypes import dtype_name
 from ..emit import FLOAT_TYPES
 from ..registry import handles, register
-from .common import float_input, norm_dim
+from .common import float_input, norm_dim, unit_sign
 
 _UNARY = ("relu", "silu", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt",
           "neg", "abs", "sign", "sin", "cos", "tan", "asin", "acos", "atan",
@@ -478,3 +478,55 @@ register("input", _scaled(math.pi / 180.0), functions=[torch.deg2rad],
          methods=["deg2rad"])
 register("input", _scaled(180.0 / math.pi), functions=[torch.rad2deg],
          methods=["rad2deg"])
+
+
+@handles("input", functions=[torch.asinh, torch.arcsinh],
+         methods=["asinh", "arcsinh"])
+def _asinh(ex, call):
+    """s log1p(t + t^2 / (1 + sqrt(1 + t^2))) for t = s x = |x|, s =
+    copysign(1, x): odd, without cancellation for negative or small x;
+    writing |x| as s x gives the gradient 1 at 0, as PyTorch's. (t^2
+    overflows above |x| = 1.8e19, where PyTorch's result is still finite.)"""
+    x = float_input(ex, call.args["input"])
+    s = unit_sign(ex, x)
+    t = ex.emit.binary("mul", x, s)
+    square = ex.emit.binary("mul", t, t)
+    root = ex.emit.scalar("add_scalar", ex.emit.unary(
+        "sqrt", ex.emit.scalar("add_scalar", square, 1.0)), 1.0)
+    inner = ex.emit.binary("add", t, ex.emit.binary("div", square, root))
+    return ex.emit.binary("mul", s, ex.emit.unary("log1p", inner))
+
+
+@handles("input", functions=[torch.acosh, torch.arccosh],
+         methods=["acosh", "arccosh"])
+def _acosh(ex, call):
+    """log1p((x - 1) + sqrt((x - 1)(x + 1))): accurate near 1, NaN below
+    it, as PyTorch's."""
+    x = float_input(ex, call.args["input"])
+    below = ex.emit.scalar("add_scalar", x, -1.0)
+    root = ex.emit.unary("sqrt", ex.emit.binary(
+        "mul", below, ex.emit.scalar("add_scalar", x, 1.0)))
+    return ex.emit.unary("log1p", ex.emit.binary("add", below, root))
+
+
+@handles("input", functions=[torch.atanh, torch.arctanh],
+         methods=["atanh", "arctanh"])
+def _atanh(ex, call):
+    """s log1p(2t / (1 - t)) / 2 for t = s x = |x|, s = copysign(1, x): odd,
+    accurate near 0 and near +-1 (log1p of a non-negative argument), +-inf
+    at +-1, NaN beyond."""
+    x = float_input(ex, call.args["input"])
+    s = unit_sign(ex, x)
+    t = ex.emit.binary("mul", x, s)
+    ratio = ex.emit.binary("div", ex.emit.scalar("mul_scalar", t, 2.0),
+                           ex.emit.scalar("add_scalar",
+                                          ex.emit.unary("neg", t), 1.0))
+    return ex.emit.binary("mul", s, ex.emit.scalar(
+        "mul_scalar", ex.emit.unary("log1p", ratio), 0.5))
+
+
+@handles("input", functions=[torch.exp2, torch.special.exp2],
+         methods=["exp2"])
+def _exp2(ex, call):
+    return ex.emit.unary("exp", ex.emit.scalar(
+        "mul_scalar", float_input(ex, call.args["input"]), math.log(2.0)))

@@ -11,7 +11,7 @@ import torch
 from ..dtypes import dtype_name
 from ..emit import FLOAT_TYPES
 from ..registry import handles, register
-from .common import as_number, float_input
+from .common import as_number, float_input, unit_sign
 
 
 def binary_handler(kind):
@@ -20,8 +20,14 @@ def binary_handler(kind):
     def handler(ex, call):
         lhs, rhs = call.args["input"], call.args["other"]
         alpha = call.args.get("alpha", 1)
-        if call.args.get("rounding_mode") is not None:
-            ex.fail("rounding_mode is not supported")
+        rounding = call.args.get("rounding_mode")
+        if rounding is not None:
+            if rounding != "trunc":
+                ex.fail("rounding_mode=%r is not supported (only 'trunc')"
+                        % rounding)
+            # trunc(a / b), PyTorch's float kernel; no gradient.
+            call.args["rounding_mode"] = None
+            return ex.emit.unary("trunc", handler(ex, call))
         shape = ex.out_shape(call)
         dtype = dtype_name(call.out.dtype, "the result")
         if dtype not in FLOAT_TYPES:
@@ -116,14 +122,22 @@ register("input, other, alpha=1", binary_handler("sub"),
          functions=[torch.subtract])
 
 
-def _rsub(ex, call):
-    """torch.rsub: other - alpha input."""
-    call.args["input"], call.args["other"] = \
-        call.args["other"], call.args["input"]
-    return binary_handler("sub")(ex, call)
+def _reversed(handler):
+    """``other op input``: torch.rsub (other - alpha input) and the
+    reflected operators (``2 ** x`` calls ``x.__rpow__(2)``)."""
+    def adapted(ex, call):
+        call.args["input"], call.args["other"] = \
+            call.args["other"], call.args["input"]
+        return handler(ex, call)
+    return adapted
 
 
-register("input, other, alpha=1", _rsub, functions=[torch.rsub])
+register("input, other, alpha=1", _reversed(binary_handler("sub")),
+         functions=[torch.rsub], methods=["__rsub__"])
+register("input, other", _reversed(binary_handler("div")),
+         methods=["__rtruediv__", "__rdiv__"])
+register("input, other", _reversed(binary_handler("pow")),
+         methods=["__rpow__"])
 register("input, other", binary_handler("mul"), functions=[torch.multiply])
 register("input, other", binary_handler("div"),
          functions=[torch.true_divide], methods=["true_divide"])
@@ -254,3 +268,83 @@ def _hypot(ex, call):
     a, b = _broadcast_operands(ex, call, ("input", "other"))
     return ex.emit.unary("sqrt", ex.emit.binary(
         "add", ex.emit.binary("mul", a, a), ex.emit.binary("mul", b, b)))
+
+
+def _step(ex, x):
+    """1 where x > 0, 0 elsewhere, exactly, with no gradient."""
+    return ex.emit.unary("sign", ex.emit.unary("relu", x))
+
+
+def _blend(ex, a, b, selector):
+    """a (1 - selector) + b selector: exactly b where the 0/1 ``selector``
+    is 1 and a where it is 0 (for finite a and b), with the gradient
+    passing to the selected operand only."""
+    rest = ex.emit.scalar("add_scalar", ex.emit.unary("neg", selector), 1.0)
+    return ex.emit.binary("add", ex.emit.binary("mul", a, rest),
+                          ex.emit.binary("mul", b, selector))
+
+
+@handles("input, other", functions=[torch.atan2, torch.arctan2],
+         methods=["atan2", "arctan2"])
+def _atan2(ex, call):
+    """atan2(y, x) from atan of the smaller of |x| and |y| over the larger
+    (at most 1), reflected into the right octant and quadrant by exact 0/1
+    selectors; with the signs of zeros as libm's (atan2(0, -1) = pi,
+    atan2(-0, -1) = -pi) and no division by zero (0 at the origin). |x| and
+    |y| are written x sx and y sy, so that the gradient is -y / r^2 and
+    x / r^2 on the axes too."""
+    emit = ex.emit
+    y, x = _broadcast_operands(ex, call, ("input", "other"))
+    sy, sx = unit_sign(ex, y), unit_sign(ex, x)
+    a, b = emit.binary("mul", x, sx), emit.binary("mul", y, sy)
+    steep = _step(ex, emit.binary("sub", b, a))  # |y| > |x|
+    small, large = _blend(ex, b, a, steep), _blend(ex, a, b, steep)
+    origin = emit.scalar("add_scalar", emit.unary(
+        "neg", emit.unary("sign", large)), 1.0)
+    angle = emit.unary("atan", emit.binary(
+        "div", small, emit.binary("add", large, origin)))
+    angle = _blend(ex, angle, emit.scalar("add_scalar", emit.unary(
+        "neg", angle), math.pi / 2), steep)
+    left = emit.unary("relu", emit.unary("neg", sx))  # x < 0 or x = -0
+    angle = _blend(ex, angle, emit.scalar("add_scalar", emit.unary(
+        "neg", angle), math.pi), left)
+    return emit.binary("mul", sy, angle)
+
+
+@handles("input, other", functions=[torch.copysign], methods=["copysign"])
+def _copysign(ex, call):
+    """|a| copysign(1, b): the gradient sign(a) copysign(1, b) for a (0 at
+    a = 0) and none for b, as PyTorch's."""
+    a, b = _broadcast_operands(ex, call, ("input", "other"))
+    return ex.emit.binary("mul", ex.emit.unary("abs", a), unit_sign(ex, b))
+
+
+@handles("input, other", functions=[torch.logaddexp2],
+         methods=["logaddexp2"])
+def _logaddexp2(ex, call):
+    """max(a, b) + log1p(2^-|a - b|) / ln 2, PyTorch's form."""
+    a, b = _broadcast_operands(ex, call, ("input", "other"))
+    gap = ex.emit.scalar("mul_scalar", ex.emit.unary("abs", ex.emit.binary(
+        "sub", a, b)), -math.log(2.0))
+    return ex.emit.binary("add", ex.emit.binary("maximum", a, b),
+                          ex.emit.scalar("mul_scalar", ex.emit.unary(
+                              "log1p", ex.emit.unary("exp", gap)),
+                              1.0 / math.log(2.0)))
+
+
+@handles("input, other", functions=[torch.xlogy, torch.special.xlogy],
+         methods=["xlogy"])
+def _xlogy(ex, call):
+    """x log(y), 0 where x = 0 (unless y is NaN): log reads 1 in place of a
+    y <= 0 where x = 0, so that the result there is 0 with x's gradient 0,
+    and log(y) elsewhere, as PyTorch's. (At x = 0 and y = +inf the result
+    is NaN where PyTorch's is 0.)"""
+    x, y = _broadcast_operands(ex, call, ("input", "other"))
+    emit = ex.emit
+    zero_x = emit.scalar("add_scalar", emit.unary("neg", emit.unary(
+        "abs", emit.unary("sign", x))), 1.0)
+    low_y = emit.scalar("add_scalar", emit.unary("neg", _step(ex, y)), 1.0)
+    safe = _blend(ex, y, emit.constant(np.ones(y.shape, np.float32),
+                                       y.dtype),
+                  emit.binary("mul", zero_x, low_y))
+    return emit.binary("mul", x, emit.unary("log", safe))

@@ -67,3 +67,13 @@ def values_shape(ex, call, what):
         ex.fail("the indices (the second result) of %s are read: memopt "
                 "computes only the values" % what)
     return tuple(call.out[0].shape)
+
+
+def unit_sign(ex, x):
+    """copysign(1, x) with no gradient: 1 for +0 and above, -1 for -0 and
+    below (1/x tells the zeros apart, and its sign is 0 only at +-inf)."""
+    emit = ex.emit
+    inverse_sign = emit.unary("sign", emit.scalar("pow_scalar", x, -1.0))
+    return emit.unary("sign", emit.binary("add", emit.unary("sign", x),
+                                          emit.scalar("mul_scalar",
+                                                      inverse_sign, 0.5)))

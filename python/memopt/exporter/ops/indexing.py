@@ -1,6 +1,8 @@
 """Indexing by indices known at export time: flip, rot90, index_select,
 gather, take_along_dim, take, masked_select, index_fill, index_add,
-index_copy, scatter, scatter_add, put, diagonal, diag and diag_embed.
+index_copy, scatter, scatter_add, put, diagonal, diag, diag_embed,
+as_strided, Tensor.unfold, and the view scatters (slice_scatter,
+select_scatter, diagonal_scatter, as_strided_scatter).
 
 A lookup is a row lookup (memopt.embedding) in a table whose rows are the
 input's slices along one dimension (flip, index_select), or its elements
@@ -16,7 +18,7 @@ import numpy as np
 import torch
 
 from ..emit import FLOAT_TYPES
-from ..registry import handles
+from ..registry import handles, register
 from .common import float_input, norm_dim
 
 
@@ -432,3 +434,119 @@ def _scatter(ex, call):
                            axes=1).reshape(-1)
         src = _elements(ex, src, own, (own.size,))
     return ex.emit.reshape(_scattered(ex, x, positions, src), out)
+
+
+def _view_positions(shape, view):
+    """The row-major positions in a tensor of ``shape`` that the view
+    ``view`` (a function of a tensor, PyTorch's own, which has already
+    accepted the arguments) reads: the view applied to the tensor of
+    positions."""
+    numbered = torch.arange(int(np.prod(shape)), dtype=torch.int64)
+    return view(numbered.reshape(shape)).contiguous().numpy()
+
+
+def _replaced(ex, x, positions, source):
+    """``x`` with the elements at the distinct row-major ``positions`` set
+    to those of ``source`` (in its row-major order): masked to zero, then a
+    scatter-add; the gradient reaches x where it is kept and the source
+    through the lookup."""
+    positions = positions.reshape(-1)
+    if positions.size == 0:
+        return x
+    if len(set(positions.tolist())) != positions.size:
+        ex.fail("the view names an element twice (PyTorch's result is "
+                "unspecified)")
+    mask = np.zeros(int(np.prod(x.shape)), dtype=bool)
+    mask[positions] = True
+    kept = ex.emit.masked_fill(x, ex.emit.constant(mask.reshape(x.shape),
+                                                   "i1"), 0.0)
+    return _scattered(ex, kept, positions, source)
+
+
+def _slice_view(ex, call, rank):
+    dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), rank)
+    start, end, step = (ex.const(call.args[k], k)
+                        for k in ("start", "end", "step"))
+    index = [slice(None)] * rank
+    index[dim] = slice(start, end, step)
+    return lambda t: t[tuple(index)]
+
+
+def _select_view(ex, call, rank):
+    dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), rank)
+    index = ex.const(call.args["index"], "index")
+    return lambda t: t.select(dim, index)
+
+
+def _diagonal_view(ex, call, rank):
+    offset, dim1, dim2 = (ex.const(call.args[k], k)
+                          for k in ("offset", "dim1", "dim2"))
+    return lambda t: t.diagonal(offset, dim1, dim2)
+
+
+def _strided_view(ex, call, rank):
+    """as_strided over the input's storage, which is memopt's row-major
+    layout only when PyTorch's input is contiguous."""
+    concrete = ex.concrete(call.args["input"])
+    if isinstance(concrete, torch.Tensor) and not (
+            concrete.is_contiguous() and concrete.storage_offset() == 0):
+        ex.fail("as_strided reads the storage of a non-contiguous tensor, "
+                "whose layout memopt does not keep: call .contiguous() "
+                "first")
+    size, stride = (tuple(ex.const(call.args[k], k))
+                    for k in ("size", "stride"))
+    offset = ex.const(call.args["storage_offset"], "storage_offset") or 0
+    return lambda t: t.reshape(-1).as_strided(size, stride, offset)
+
+
+_VIEWS = {"slice": _slice_view, "select": _select_view,
+          "diagonal": _diagonal_view, "as_strided": _strided_view}
+
+
+def _view_scatter(name):
+    """torch.{name}_scatter: the input with the elements its ``name`` view
+    reads replaced by ``src``."""
+    def handler(ex, call):
+        x = float_input(ex, call.args["input"])
+        positions = _view_positions(x.shape, _VIEWS[name](ex, call, x.rank))
+        source = ex.emit.reshape(float_input(ex, call.args["src"]),
+                                 (positions.size,))
+        return _replaced(ex, x, positions, source)
+    return handler
+
+
+for _name, _signature in (
+        ("slice", "input, src, dim=0, start=None, end=None, step=1"),
+        ("select", "input, src, dim, index"),
+        ("diagonal", "input, src, offset=0, dim1=0, dim2=1"),
+        ("as_strided", "input, src, size, stride, storage_offset=None")):
+    register(_signature, _view_scatter(_name),
+             functions=[getattr(torch, _name + "_scatter")],
+             methods=[_name + "_scatter"])
+
+
+@handles("input, size, stride, storage_offset=None",
+         functions=[torch.as_strided], methods=["as_strided"])
+def _as_strided(ex, call):
+    """A lookup of the elements the strided view reads (repeats
+    accumulate in the gradient)."""
+    x = float_input(ex, call.args["input"])
+    positions = _view_positions(x.shape, _strided_view(ex, call, x.rank))
+    if positions.size == 0:
+        ex.fail("the view is empty")
+    return _elements(ex, x, positions.reshape(-1), positions.shape)
+
+
+@handles("input, dimension, size, step", methods=["unfold"])
+def _unfold(ex, call):
+    """Tensor.unfold: the windows of ``size`` every ``step`` along a
+    dimension, as a new last dimension; a lookup of their elements."""
+    x = float_input(ex, call.args["input"])
+    dimension, size, step = (ex.const(call.args[k], k)
+                             for k in ("dimension", "size", "step"))
+    positions = _view_positions(
+        x.shape, lambda t: t.unfold(dimension, size, step))
+    if positions.size == 0:
+        return ex.emit.constant(np.zeros(positions.shape, np.float32),
+                                x.dtype)
+    return _elements(ex, x, positions.reshape(-1), positions.shape)

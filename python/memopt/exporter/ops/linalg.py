@@ -59,6 +59,14 @@ def _matmul(ex, call):
     return _matmul_values(ex, a, b)
 
 
+@handles("input, other", methods=["__rmatmul__"])
+def _rmatmul(ex, call):
+    """``other @ input``, the reflected operator."""
+    call.args["input"], call.args["other"] = \
+        call.args["other"], call.args["input"]
+    return _matmul(ex, call)
+
+
 def linear_values(ex, x, weight, bias):
     if weight.rank != 2:
         ex.fail("the weight must be a matrix, got %s" % weight.type)

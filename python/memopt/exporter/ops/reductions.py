@@ -1,6 +1,8 @@
 """Reductions (sum, mean, amax, amin, max, var, std, var_mean, std_mean,
-logsumexp) and softmax / log_softmax / softmin."""
+logsumexp), scans (cumsum, cumprod, the trapezoid rules) and softmax /
+log_softmax / softmin."""
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -203,7 +205,6 @@ register(_VARIANCE_SIGNATURE, returns_tuple(_variance_handler(True, True)),
          functions=[torch.std_mean])
 
 
-
 @handles("input, dim, keepdim=False", functions=[torch.logsumexp],
          methods=["logsumexp"])
 def _logsumexp(ex, call):
@@ -221,3 +222,91 @@ def _logsumexp(ex, call):
     result = ex.emit.binary("add", ex.emit.unary("log", sums),
                             ex.emit.reshape(peak, sums.shape))
     return ex.emit.reshape(result, ex.out_shape(call))
+
+
+def _scan(ex, x, dim, kind):
+    """The inclusive scan of ``x`` along ``dim`` by ``kind`` ("add" or
+    "mul"), by doubling: step k combines each element with the one 2^k
+    before it (the identity before the start), so log2(n) steps of
+    elementwise ops, each differentiable as written."""
+    n = x.shape[dim]
+    shift = 1
+    while shift < n:
+        limits = list(x.shape)
+        limits[dim] = n - shift
+        head = ex.emit.slice(x, [0] * x.rank, limits, [1] * x.rank)
+        fill = list(x.shape)
+        fill[dim] = shift
+        identity = np.full(fill, 0.0 if kind == "add" else 1.0, np.float32)
+        shifted = ex.emit.concat([ex.emit.constant(identity, x.dtype), head],
+                                 dim)
+        x = ex.emit.binary(kind, x, shifted)
+        shift *= 2
+    return x
+
+
+def _scan_handler(kind):
+    """torch.cumsum / cumprod along ``dim``, in ``dtype`` if given."""
+    def handler(ex, call):
+        x = _in_dtype(ex, call, float_input(ex, call.args["input"]))
+        dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), x.rank)
+        if x.rank == 0 or 0 in x.shape:
+            return x
+        return _scan(ex, x, dim, kind)
+    return handler
+
+
+for _name, _kind in (("cumsum", "add"), ("cumprod", "mul")):
+    register("input, dim, dtype=None", _scan_handler(_kind),
+             functions=[getattr(torch, _name)], methods=[_name])
+
+
+def _trapezoid(cumulative):
+    """The trapezoid rule along ``dim``: the sums (or, cumulative, the
+    running sums) of (y[i] + y[i + 1]) / 2 times dx, a number, or the steps
+    of the sample points x (1-D along ``dim``, or broadcasting with y)."""
+    def handler(ex, call):
+        y = float_input(ex, call.args["y"])
+        if y.rank == 0:
+            ex.fail("y must have at least one dimension")
+        dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), y.rank)
+        out = ex.out_shape(call)
+        n = y.shape[dim]
+        if n < 2:
+            return ex.emit.constant(np.zeros(out, np.float32), y.dtype)
+
+        def part(v, first):
+            starts, limits = [0] * v.rank, list(v.shape)
+            starts[dim], limits[dim] = first, first + n - 1
+            return ex.emit.slice(v, starts, limits, [1] * v.rank)
+
+        pairs = ex.emit.binary("add", part(y, 0), part(y, 1))
+        if call.args["x"] is not None:
+            x = float_input(ex, call.args["x"])
+            if x.rank == 1 and x.shape[0] == n:
+                shape = [1] * y.rank
+                shape[dim] = n
+                x = ex.emit.reshape(x, tuple(shape))
+            elif x.rank != y.rank or x.shape[dim] != n:
+                ex.fail("x %s must be 1-D or of y's rank, with y's extent "
+                        "%d along dimension %d" % (x.type, n, dim))
+            steps = ex.emit.binary("sub", part(x, 1), part(x, 0))
+            shape = tuple(torch.broadcast_shapes(pairs.shape, steps.shape))
+            pairs = ex.emit.binary("mul", ex.emit.broadcast_to(pairs, shape),
+                                   ex.emit.broadcast_to(steps, shape))
+            scale = 0.5
+        else:
+            dx = call.args["dx"]
+            scale = 0.5 * (1.0 if dx is None else ex.const(dx, "dx"))
+        pairs = ex.emit.scalar("mul_scalar", pairs, scale)
+        if cumulative:
+            return ex.emit.reshape(_scan(ex, pairs, dim, "add"), out)
+        return ex.emit.reshape(ex.emit.reduce("reduce_sum", pairs, [dim]),
+                               out)
+    return handler
+
+
+register("y, x=None, dx=None, dim=-1", _trapezoid(False),
+         functions=[torch.trapezoid, torch.trapz])
+register("y, x=None, dx=None, dim=-1", _trapezoid(True),
+         functions=[torch.cumulative_trapezoid])
