@@ -7,9 +7,9 @@ them all.
 """
 
 from . import (activations, arithmetic, attention, convolution, dropout,
-               indexing, linalg, losses, normalization, reductions, shapes,
-               spatial)
+               indexing, linalg, losses, normalization, norms, reductions,
+               shapes, spatial)
 
 __all__ = ["activations", "arithmetic", "attention", "convolution",
            "dropout", "indexing", "linalg", "losses", "normalization",
-           "reductions", "shapes", "spatial"]
+           "norms", "reductions", "shapes", "spatial"]

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from ..dtypes import dtype_name
 from ..emit import FLOAT_TYPES
 from ..registry import handles, register
-from .common import float_input, norm_dim, unit_sign
+from .common import float_input, norm_dim, step, unit_sign
 
 _UNARY = ("relu", "silu", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt",
           "neg", "abs", "sign", "sin", "cos", "tan", "asin", "acos", "atan",
@@ -198,13 +198,6 @@ def _ndtr(ex, call):
         "mul_scalar", x, -math.sqrt(0.5))), 0.5)
 
 
-def _step(ex, x, edge):
-    """1 where x > edge, 0 elsewhere (exactly: x - edge is 0 only at x =
-    edge), with no gradient."""
-    return ex.emit.unary("sign", ex.emit.unary("relu", ex.emit.scalar(
-        "add_scalar", x, -edge)))
-
-
 @handles("input, lambd=0.5", functions=[F.hardshrink])
 @handles("input", modules=[nn.Hardshrink])
 def _hardshrink(ex, call):
@@ -213,7 +206,7 @@ def _hardshrink(ex, call):
     lambd = call.module.lambd if call.module is not None else \
         ex.const(call.args["lambd"], "lambd")
     x = float_input(ex, call.args["input"])
-    return ex.emit.binary("mul", x, _step(ex, ex.emit.unary("abs", x), lambd))
+    return ex.emit.binary("mul", x, step(ex, ex.emit.unary("abs", x), lambd))
 
 
 @handles("input, threshold, value, inplace=False", functions=[F.threshold])
@@ -227,7 +220,7 @@ def _threshold(ex, call):
         threshold = ex.const(call.args["threshold"], "threshold")
         value = ex.const(call.args["value"], "value")
     x = float_input(ex, call.args["input"])
-    kept = _step(ex, x, threshold)
+    kept = step(ex, x, threshold)
     y = ex.emit.binary("mul", x, kept)
     if value == 0:
         return y

@@ -11,7 +11,7 @@ import torch
 from ..dtypes import dtype_name
 from ..emit import FLOAT_TYPES
 from ..registry import handles, register
-from .common import as_number, float_input, unit_sign
+from .common import as_number, float_input, select, step, unit_sign
 
 
 def binary_handler(kind):
@@ -270,20 +270,6 @@ def _hypot(ex, call):
         "add", ex.emit.binary("mul", a, a), ex.emit.binary("mul", b, b)))
 
 
-def _step(ex, x):
-    """1 where x > 0, 0 elsewhere, exactly, with no gradient."""
-    return ex.emit.unary("sign", ex.emit.unary("relu", x))
-
-
-def _blend(ex, a, b, selector):
-    """a (1 - selector) + b selector: exactly b where the 0/1 ``selector``
-    is 1 and a where it is 0 (for finite a and b), with the gradient
-    passing to the selected operand only."""
-    rest = ex.emit.scalar("add_scalar", ex.emit.unary("neg", selector), 1.0)
-    return ex.emit.binary("add", ex.emit.binary("mul", a, rest),
-                          ex.emit.binary("mul", b, selector))
-
-
 @handles("input, other", functions=[torch.atan2, torch.arctan2],
          methods=["atan2", "arctan2"])
 def _atan2(ex, call):
@@ -297,16 +283,16 @@ def _atan2(ex, call):
     y, x = _broadcast_operands(ex, call, ("input", "other"))
     sy, sx = unit_sign(ex, y), unit_sign(ex, x)
     a, b = emit.binary("mul", x, sx), emit.binary("mul", y, sy)
-    steep = _step(ex, emit.binary("sub", b, a))  # |y| > |x|
-    small, large = _blend(ex, b, a, steep), _blend(ex, a, b, steep)
+    steep = step(ex, emit.binary("sub", b, a))  # |y| > |x|
+    small, large = select(ex, b, a, steep), select(ex, a, b, steep)
     origin = emit.scalar("add_scalar", emit.unary(
         "neg", emit.unary("sign", large)), 1.0)
     angle = emit.unary("atan", emit.binary(
         "div", small, emit.binary("add", large, origin)))
-    angle = _blend(ex, angle, emit.scalar("add_scalar", emit.unary(
+    angle = select(ex, angle, emit.scalar("add_scalar", emit.unary(
         "neg", angle), math.pi / 2), steep)
     left = emit.unary("relu", emit.unary("neg", sx))  # x < 0 or x = -0
-    angle = _blend(ex, angle, emit.scalar("add_scalar", emit.unary(
+    angle = select(ex, angle, emit.scalar("add_scalar", emit.unary(
         "neg", angle), math.pi), left)
     return emit.binary("mul", sy, angle)
 
@@ -343,8 +329,8 @@ def _xlogy(ex, call):
     emit = ex.emit
     zero_x = emit.scalar("add_scalar", emit.unary("neg", emit.unary(
         "abs", emit.unary("sign", x))), 1.0)
-    low_y = emit.scalar("add_scalar", emit.unary("neg", _step(ex, y)), 1.0)
-    safe = _blend(ex, y, emit.constant(np.ones(y.shape, np.float32),
+    low_y = emit.scalar("add_scalar", emit.unary("neg", step(ex, y)), 1.0)
+    safe = select(ex, y, emit.constant(np.ones(y.shape, np.float32),
                                        y.dtype),
                   emit.binary("mul", zero_x, low_y))
     return emit.binary("mul", x, emit.unary("log", safe))

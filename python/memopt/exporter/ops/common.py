@@ -77,3 +77,20 @@ def unit_sign(ex, x):
     return emit.unary("sign", emit.binary("add", emit.unary("sign", x),
                                           emit.scalar("mul_scalar",
                                                       inverse_sign, 0.5)))
+
+
+def step(ex, x, edge=0.0):
+    """1 where x > edge, 0 elsewhere (exactly: x - edge is 0 only at x =
+    edge), with no gradient."""
+    if edge:
+        x = ex.emit.scalar("add_scalar", x, -edge)
+    return ex.emit.unary("sign", ex.emit.unary("relu", x))
+
+
+def select(ex, a, b, selector):
+    """a (1 - selector) + b selector: exactly b where the 0/1 ``selector``
+    is 1 and a where it is 0 (for finite a and b), with the gradient
+    passing to the selected operand only."""
+    rest = ex.emit.scalar("add_scalar", ex.emit.unary("neg", selector), 1.0)
+    return ex.emit.binary("add", ex.emit.binary("mul", a, rest),
+                          ex.emit.binary("mul", b, selector))

@@ -1,6 +1,6 @@
 """Normalisation: layer norm, batch norm (training mode, with its running
 statistics as state), group and instance norm (written with reductions),
-local response norm, F.normalize and cosine similarity."""
+local response norm and cosine similarity."""
 
 import numpy as np
 import torch
@@ -84,26 +84,6 @@ def _batch_norm(ex, call):
         ex.state[path + ".running_mean"] = new_mean
         ex.state[path + ".running_var"] = new_var
     return y
-
-
-@handles("input, p=2.0, dim=1, eps=1e-12, out=None",
-         functions=[F.normalize])
-def _normalize(ex, call):
-    """F.normalize with p=2: x / max(||x||, eps) along ``dim``, the norm
-    computed as sqrt(max(sum x^2, eps^2)), the same function whose
-    gradient is PyTorch's also at x = 0 (a zero row, which Swin V2's
-    padding makes): the clamp stops the gradient before sqrt's infinite
-    slope at 0."""
-    x = float_input(ex, call.args["input"])
-    p, eps = ex.const(call.args["p"]), ex.const(call.args["eps"])
-    if p != 2:
-        ex.fail("p=%r is not supported (only the Euclidean norm)" % p)
-    dim = norm_dim(ex, ex.const(call.args["dim"]), x.rank)
-    keep = x.shape[:dim] + (1,) + x.shape[dim + 1:]
-    squares = ex.emit.reduce("reduce_sum", ex.emit.binary("mul", x, x), [dim])
-    norm = ex.emit.unary("sqrt", ex.emit.clamp(squares, min=eps * eps))
-    norm = ex.emit.reshape(norm, keep)
-    return ex.emit.binary("div", x, ex.emit.broadcast_to(norm, x.shape))
 
 
 @handles("input, num_groups, weight=None, bias=None, eps=1e-05",

@@ -14,7 +14,7 @@ from . import arithmetic
 from .common import float_input, norm_dim, values_shape
 
 
-def _in_dtype(ex, call, x):
+def in_dtype(ex, call, x):
     """``x`` converted to the ``dtype`` argument of a reduction or a softmax
     (``F.softmax(s, -1, dtype=torch.float32)``): PyTorch converts the input
     before the op, so the result has that dtype."""
@@ -28,7 +28,7 @@ def _in_dtype(ex, call, x):
     return x if name == x.dtype else ex.emit.cast(x, name)
 
 
-def _reduced_dims(ex, dim, rank):
+def reduced_dims(ex, dim, rank):
     """The sorted dimensions a ``dim`` argument names (all for None or
     an empty sequence; none of a 0-d tensor, whose dimension 0 or -1
     PyTorch takes as the tensor itself)."""
@@ -41,8 +41,8 @@ def _reduced_dims(ex, dim, rank):
 
 def _reduce(kind):
     def handler(ex, call):
-        x = _in_dtype(ex, call, float_input(ex, call.args["input"]))
-        dims = _reduced_dims(ex, ex.const(call.args.get("dim")), x.rank)
+        x = in_dtype(ex, call, float_input(ex, call.args["input"]))
+        dims = reduced_dims(ex, ex.const(call.args.get("dim")), x.rank)
         if dims:
             x = ex.emit.reduce(kind, x, dims)
         return ex.emit.reshape(x, ex.out_shape(call))
@@ -60,7 +60,7 @@ register("input, dim=(), keepdim=False", _reduce("reduce_max"),
          methods=["amin"])
 def _amin(ex, call):
     x = float_input(ex, call.args["input"])
-    dims = _reduced_dims(ex, ex.const(call.args.get("dim")), x.rank)
+    dims = reduced_dims(ex, ex.const(call.args.get("dim")), x.rank)
     return ex.emit.reshape(_extreme_values(ex, x, dims, False),
                            ex.out_shape(call))
 
@@ -95,7 +95,7 @@ def _extreme(largest):
             return _extreme_values(ex, x, list(range(x.rank)), largest)
         shape = values_shape(ex, call, "%s along a dimension"
                              % ("max" if largest else "min"))
-        dims = _reduced_dims(ex, ex.const(other, "dim"), x.rank)
+        dims = reduced_dims(ex, ex.const(other, "dim"), x.rank)
         return (ex.emit.reshape(_extreme_values(ex, x, dims, largest),
                                 shape), None)
     return returns_tuple(handler)
@@ -115,7 +115,7 @@ def _softmax(kind, negate=False):
             dim = call.module.dim
         else:
             dim = ex.const(call.args.get("dim"))
-            x = _in_dtype(ex, call, x)
+            x = in_dtype(ex, call, x)
         if dim is None:
             ex.fail("the dimension must be given explicitly")
         if negate:
@@ -181,7 +181,7 @@ def _variance_handler(root, with_mean):
             ex.fail("give either unbiased or correction, not both")
         if correction is None:
             correction = 0 if unbiased is False else 1
-        dims = _reduced_dims(ex, dim, x.rank)
+        dims = reduced_dims(ex, dim, x.rank)
         var, mean = variance(ex, x, dims, float(correction))
         shape = _kept(x, dims) if ex.const(call.args.get("keepdim")) else \
             tuple(d for i, d in enumerate(x.shape) if i not in dims)
@@ -212,7 +212,7 @@ def _logsumexp(ex, call):
     m's gradient (1 - the sum of the softmax, at the maximum) is zero up to
     rounding."""
     x = float_input(ex, call.args["input"])
-    dims = _reduced_dims(ex, ex.const(call.args["dim"]), x.rank)
+    dims = reduced_dims(ex, ex.const(call.args["dim"]), x.rank)
     if not dims:
         return ex.emit.reshape(x, ex.out_shape(call))
     peak = ex.emit.reshape(ex.emit.reduce("reduce_max", x, dims),
@@ -248,7 +248,7 @@ def _scan(ex, x, dim, kind):
 def _scan_handler(kind):
     """torch.cumsum / cumprod along ``dim``, in ``dtype`` if given."""
     def handler(ex, call):
-        x = _in_dtype(ex, call, float_input(ex, call.args["input"]))
+        x = in_dtype(ex, call, float_input(ex, call.args["input"]))
         dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), x.rank)
         if x.rank == 0 or 0 in x.shape:
             return x
