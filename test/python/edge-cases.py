@@ -3,9 +3,10 @@
 # |x| = |y|; copysign onto -0 and +0; xlogy at x = 0; asinh, acosh and atanh
 # near 0, 1 and far out; cumprod through zeros; norms of zero vectors and
 # max-norms with ties, F.normalize of a zero row, renorm on both sides of
-# maxnorm, cdist between equal rows. One SGD step reads back each value and
-# gradient: the loss is sum((q + 1) f(a, b)) with q = 0, so q's gradient is
-# f(a, b) and a's and b's are the gradients of sum(f(a, b)).
+# maxnorm, cdist between equal rows; sorting networks padded to a power of
+# two. One SGD step reads back each value and gradient: the loss is
+# sum((q + 1) f(a, b)) with q = 0, so q's gradient is f(a, b) and a's and
+# b's are the gradients of sum(f(a, b)).
 # Each is compared with PyTorch's float64 (C's libm) within 4 times PyTorch
 # float32's own error plus 16 units of f32 roundoff of its magnitude (a few
 # roundings of the composition, each amplified at most by the derivative of
@@ -33,6 +34,10 @@
 # CHECK: normalize: ok
 # CHECK: renorm: ok
 # CHECK: cdist: ok
+# CHECK: sort: ok
+# CHECK: topk: ok
+# CHECK: quantile: ok
+# CHECK: cummax: ok
 
 import math
 import os
@@ -87,6 +92,19 @@ UNARY.update({
     "renorm": (lambda v: torch.renorm(v, 2, 0, 4.0),
                ROWS[:3] + [[1.0, 2.0, -3.5]]),
     "cdist": (lambda v: torch.cdist(v, v[1:]), ROWS),
+    # Weights on the sorted positions make each gradient name the position
+    # its element landed in; 5 and 7 elements pad the network to 8.
+    "sort": (lambda v: torch.sort(v, dim=1, descending=True)[0] *
+             torch.arange(1.0, 6.0), [[3.0, -1.0, 2.0, 7.0, 0.5],
+                                      [-2.0, -8.0, 4.0, 1.0, 9.0]]),
+    "topk": (lambda v: torch.topk(v, 3, largest=False)[0] *
+             torch.tensor([1.0, 10.0, 100.0]),
+             [5.0, -3.0, 2.5, 8.0, -7.0, 0.0, 1.0]),
+    "quantile": (lambda v: torch.quantile(
+        v, torch.tensor([0.1, 0.5, 0.9], dtype=v.dtype), dim=0),
+                 [[1.0, 4.0], [-2.0, 0.0], [7.0, 3.0], [0.5, -1.0]]),
+    "cummax": (lambda v: torch.cummax(v, 0)[0] * torch.arange(1.0, 8.0),
+               [1.0, -2.0, 3.0, 2.0, 5.0, 4.0, 6.0]),
 })
 
 

@@ -8,8 +8,8 @@ them all.
 
 from . import (activations, arithmetic, attention, convolution, dropout,
                indexing, linalg, losses, normalization, norms, reductions,
-               shapes, spatial)
+               shapes, sorting, spatial)
 
 __all__ = ["activations", "arithmetic", "attention", "convolution",
            "dropout", "indexing", "linalg", "losses", "normalization",
-           "norms", "reductions", "shapes", "spatial"]
+           "norms", "reductions", "shapes", "sorting", "spatial"]

@@ -224,10 +224,13 @@ def _logsumexp(ex, call):
     return ex.emit.reshape(result, ex.out_shape(call))
 
 
-def _scan(ex, x, dim, kind):
-    """The inclusive scan of ``x`` along ``dim`` by ``kind`` ("add" or
-    "mul"), by doubling: step k combines each element with the one 2^k
-    before it (the identity before the start), so log2(n) steps of
+_IDENTITY = {"add": 0.0, "mul": 1.0, "maximum": -np.inf}
+
+
+def scan(ex, x, dim, kind):
+    """The inclusive scan of ``x`` along ``dim`` by ``kind`` ("add", "mul"
+    or "maximum"), by doubling: step k combines each element with the one
+    2^k before it (the identity before the start), so log2(n) steps of
     elementwise ops, each differentiable as written."""
     n = x.shape[dim]
     shift = 1
@@ -237,7 +240,7 @@ def _scan(ex, x, dim, kind):
         head = ex.emit.slice(x, [0] * x.rank, limits, [1] * x.rank)
         fill = list(x.shape)
         fill[dim] = shift
-        identity = np.full(fill, 0.0 if kind == "add" else 1.0, np.float32)
+        identity = np.full(fill, _IDENTITY[kind], np.float32)
         shifted = ex.emit.concat([ex.emit.constant(identity, x.dtype), head],
                                  dim)
         x = ex.emit.binary(kind, x, shifted)
@@ -252,7 +255,7 @@ def _scan_handler(kind):
         dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), x.rank)
         if x.rank == 0 or 0 in x.shape:
             return x
-        return _scan(ex, x, dim, kind)
+        return scan(ex, x, dim, kind)
     return handler
 
 
@@ -300,7 +303,7 @@ def _trapezoid(cumulative):
             scale = 0.5 * (1.0 if dx is None else ex.const(dx, "dx"))
         pairs = ex.emit.scalar("mul_scalar", pairs, scale)
         if cumulative:
-            return ex.emit.reshape(_scan(ex, pairs, dim, "add"), out)
+            return ex.emit.reshape(scan(ex, pairs, dim, "add"), out)
         return ex.emit.reshape(ex.emit.reduce("reduce_sum", pairs, [dim]),
                                out)
     return handler
