@@ -140,6 +140,9 @@ class Emitter:
 
     def __init__(self):
         self.scope = ""
+        # The dtype the ops emitted now run in under mixed precision
+        # (memopt.precision), or None for the pass's own choice.
+        self.precision = None
         self.hint = "v"
         self._used = set()
         self._ops = []
@@ -182,9 +185,12 @@ class Emitter:
         """Print ``results = memopt.<mnemonic> <head> {scope} : <tail>``.
         ``results`` are (shape, dtype) pairs; returns their Values."""
         values = [Value(self.fresh(), shape, dtype) for shape, dtype in results]
-        text = "%s = memopt.%s %s {memopt.scope = %s}" % (
-            ", ".join("%" + v.name for v in values), mnemonic, head,
-            quote(self.scope))
+        attrs = "memopt.scope = %s" % quote(self.scope)
+        if self.precision is not None:
+            attrs = "memopt.precision = %s, %s" % (quote(self.precision),
+                                                   attrs)
+        text = "%s = memopt.%s %s {%s}" % (
+            ", ".join("%" + v.name for v in values), mnemonic, head, attrs)
         if tail is not None:
             text += " : " + tail
         self._ops.append(_Op(values, list(operands), text))

@@ -1,5 +1,6 @@
 """Operand helpers the op families share."""
 
+import functools
 import operator
 
 import torch
@@ -94,3 +95,19 @@ def select(ex, a, b, selector):
     rest = ex.emit.scalar("add_scalar", ex.emit.unary("neg", selector), 1.0)
     return ex.emit.binary("add", ex.emit.binary("mul", a, rest),
                           ex.emit.binary("mul", b, selector))
+
+
+def in_f32(handler):
+    """``handler`` with the ops it emits marked to run in f32 under mixed
+    precision (``memopt.precision = "f32"``): the decompositions of what
+    autocast runs in f32 (norms, distances, cumulative sums and products),
+    whose own ops the pass would otherwise run in the input's dtype."""
+    @functools.wraps(handler)
+    def wrapped(ex, call):
+        saved = ex.emit.precision
+        ex.emit.precision = "f32"
+        try:
+            return handler(ex, call)
+        finally:
+            ex.emit.precision = saved
+    return wrapped

@@ -6,7 +6,8 @@ A p-norm is a reduction of elementwise ops, so its gradient is the
 composition's; two details make it PyTorch's everywhere: the root is taken
 of s + z minus z, z = 1 where the sum s is 0, so that a zero vector has the
 gradient 0 (not 0 times sqrt's infinite slope), and the max-norms' ties
-split the gradient evenly, as reduce_max's."""
+split the gradient evenly, as reduce_max's. Under mixed precision they run
+in f32, as autocast's."""
 
 import itertools
 import math
@@ -16,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ..registry import handles
-from .common import float_input, norm_dim, select, step
+from .common import float_input, in_f32, norm_dim, select, step
 from .indexing import rows_along
 from .reductions import in_dtype, reduced_dims
 
@@ -93,6 +94,7 @@ def _finish(ex, call, y):
 
 @handles("input, ord=2, dim=None, keepdim=False, dtype=None",
          functions=[torch.linalg.vector_norm])
+@in_f32
 def _vector_norm(ex, call):
     x = in_dtype(ex, call, float_input(ex, call.args["input"]))
     dims = reduced_dims(ex, ex.const(call.args["dim"], "dim"), x.rank)
@@ -102,6 +104,7 @@ def _vector_norm(ex, call):
 
 @handles("input, ord='fro', dim=None, keepdim=False, dtype=None",
          functions=[torch.linalg.matrix_norm])
+@in_f32
 def _matrix_norm_handler(ex, call):
     x = in_dtype(ex, call, float_input(ex, call.args["input"]))
     dim = ex.const(call.args["dim"], "dim")
@@ -112,6 +115,7 @@ def _matrix_norm_handler(ex, call):
 
 @handles("input, ord=None, dim=None, keepdim=False, dtype=None",
          functions=[torch.linalg.norm])
+@in_f32
 def _linalg_norm(ex, call):
     """A vector norm over one dimension (or, without ord, over all); a
     matrix norm over two, or of a matrix when ord is given without dim."""
@@ -134,6 +138,7 @@ def _linalg_norm(ex, call):
 
 @handles("input, p='fro', dim=None, keepdim=False, out=None, dtype=None",
          functions=[torch.norm], methods=["norm"])
+@in_f32
 def _norm(ex, call):
     """torch.norm: the vector p-norm over ``dim`` (all by default); 'fro'
     is the 2-norm."""
@@ -150,6 +155,7 @@ def _norm(ex, call):
 
 
 @handles("input, other, p=2", functions=[torch.dist], methods=["dist"])
+@in_f32
 def _dist(ex, call):
     """The p-norm of the broadcast difference."""
     shape = ex.out_shape(call)
@@ -163,6 +169,7 @@ def _dist(ex, call):
 
 @handles("x1, x2, p=2.0, eps=1e-06, keepdim=False",
          functions=[F.pairwise_distance, torch.pairwise_distance])
+@in_f32
 def _pairwise_distance(ex, call):
     """The p-norm of x1 - x2 + eps over the last dimension, PyTorch's."""
     a, b = (float_input(ex, call.args[k]) for k in ("x1", "x2"))
@@ -176,6 +183,7 @@ def _pairwise_distance(ex, call):
 
 
 @handles("x1, x2, p=2.0, compute_mode=None", functions=[torch.cdist])
+@in_f32
 def _cdist(ex, call):
     """The p-norm distance of every row of x1 (..., P, M) to every row of
     x2 (..., R, M): the differences (..., P, R, M) broadcast out, then the
@@ -199,6 +207,7 @@ def _cdist(ex, call):
 
 
 @handles("input, p=2", functions=[F.pdist, torch.pdist])
+@in_f32
 def _pdist(ex, call):
     """The p-norm distance between rows i < j of an N x M input, in
     row-major order of the pairs: two lookups of the rows, a difference and
@@ -215,6 +224,7 @@ def _pdist(ex, call):
 
 @handles("input, p=2.0, dim=1, eps=1e-12, out=None",
          functions=[F.normalize])
+@in_f32
 def _normalize(ex, call):
     """x / max(||x||_p, eps) along ``dim``: below eps the clamp stops the
     gradient through the norm, as PyTorch's clamp_min."""
@@ -229,6 +239,7 @@ def _normalize(ex, call):
 
 @handles("input, p, dim, maxnorm", functions=[torch.renorm],
          methods=["renorm"])
+@in_f32
 def _renorm(ex, call):
     """Each slice along ``dim`` whose p-norm exceeds maxnorm scaled by
     maxnorm / (norm + 1e-7), PyTorch's factor, chosen by an exact 0/1 step;

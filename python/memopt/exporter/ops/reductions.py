@@ -11,7 +11,7 @@ from ..dtypes import DTYPES
 from ..emit import FLOAT_TYPES
 from ..registry import handles, register, returns_tuple
 from . import arithmetic
-from .common import float_input, norm_dim, values_shape
+from .common import float_input, in_f32, norm_dim, values_shape
 
 
 def in_dtype(ex, call, x):
@@ -249,7 +249,9 @@ def scan(ex, x, dim, kind):
 
 
 def _scan_handler(kind):
-    """torch.cumsum / cumprod along ``dim``, in ``dtype`` if given."""
+    """torch.cumsum / cumprod along ``dim``, in ``dtype`` if given; in f32
+    under mixed precision, as autocast's."""
+    @in_f32
     def handler(ex, call):
         x = in_dtype(ex, call, float_input(ex, call.args["input"]))
         dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), x.rank)
