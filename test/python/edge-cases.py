@@ -38,6 +38,8 @@
 # CHECK: topk: ok
 # CHECK: quantile: ok
 # CHECK: cummax: ok
+# CHECK: soft-cross-entropy: ok
+# CHECK: softplus: ok
 
 import math
 import os
@@ -105,6 +107,14 @@ UNARY.update({
                  [[1.0, 4.0], [-2.0, 0.0], [7.0, 3.0], [0.5, -1.0]]),
     "cummax": (lambda v: torch.cummax(v, 0)[0] * torch.arange(1.0, 8.0),
                [1.0, -2.0, 3.0, 2.0, 5.0, 4.0, 6.0]),
+    # Class probabilities as the target, with class weights and smoothing.
+    "soft-cross-entropy": (lambda v: torch.nn.functional.cross_entropy(
+        v, torch.tensor([[0.7, 0.2, 0.1], [0.0, 0.5, 0.5]], dtype=v.dtype),
+        weight=torch.tensor([1.0, 2.0, 0.5], dtype=v.dtype),
+        label_smoothing=0.1, reduction="none"),
+        [[2.0, -1.0, 0.5], [0.0, 3.0, -2.0]]),
+    "softplus": (lambda v: torch.nn.functional.softplus(v, 2.0, 3.0),
+                 [-2.0, 0.0, 1.0, 1.5, 1.5000001, 4.0]),
 })
 
 

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from ..dtypes import dtype_name
 from ..emit import FLOAT_TYPES
 from ..registry import handles, register
-from .common import float_input, norm_dim, step, unit_sign
+from .common import float_input, norm_dim, select, step, unit_sign
 
 _UNARY = ("relu", "silu", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt",
           "neg", "abs", "sign", "sin", "cos", "tan", "asin", "acos", "atan",
@@ -254,18 +254,23 @@ def _module_or_args(ex, call, names):
 @handles("input", modules=[nn.Softplus])
 def _softplus(ex, call):
     """softplus(beta x) / beta, x itself where beta x > threshold: the op
-    is threshold 20's; another beta scales around it."""
+    is threshold 20's; another beta scales around it, and a lower threshold
+    selects x by an exact step on beta x. Between 20 and 80, f32's
+    log1p(exp(t)) is t itself, so those thresholds are 20's."""
     beta, threshold = _module_or_args(ex, call, ("beta", "threshold"))
-    if threshold != 20:
-        ex.fail("threshold=%r is not supported (only 20, the default)"
-                % threshold)
+    if not threshold <= 80:
+        ex.fail("threshold=%r is not supported (at most 80, where exp "
+                "still fits f32)" % threshold)
     if not beta > 0:
         ex.fail("beta=%r is not supported (it must be positive)" % beta)
     x = float_input(ex, call.args["input"])
-    if beta == 1:
-        return ex.emit.unary("softplus", x)
-    y = ex.emit.unary("softplus", ex.emit.scalar("mul_scalar", x, beta))
-    return ex.emit.scalar("mul_scalar", y, 1.0 / beta)
+    scaled = x if beta == 1 else ex.emit.scalar("mul_scalar", x, beta)
+    y = ex.emit.unary("softplus", scaled)
+    if beta != 1:
+        y = ex.emit.scalar("mul_scalar", y, 1.0 / beta)
+    if threshold < 20:
+        y = select(ex, y, x, step(ex, scaled, threshold))
+    return y
 
 
 @handles("input", functions=[F.logsigmoid], modules=[nn.LogSigmoid])

@@ -1,8 +1,8 @@
 """Indexing by indices known at export time: flip, rot90, index_select,
 gather, take_along_dim, take, masked_select, index_fill, index_add,
 index_copy, scatter, scatter_add, put, diagonal, diag, diag_embed,
-as_strided, Tensor.unfold, and the view scatters (slice_scatter,
-select_scatter, diagonal_scatter, as_strided_scatter).
+as_strided, Tensor.unfold, repeat_interleave, and the view scatters
+(slice_scatter, select_scatter, diagonal_scatter, as_strided_scatter).
 
 A lookup is a row lookup (memopt.embedding) in a table whose rows are the
 input's slices along one dimension (flip, index_select), or its elements
@@ -550,3 +550,25 @@ def _unfold(ex, call):
         return ex.emit.constant(np.zeros(positions.shape, np.float32),
                                 x.dtype)
     return _elements(ex, x, positions.reshape(-1), positions.shape)
+
+
+@handles("input, repeats, dim=None, output_size=None",
+         functions=[torch.repeat_interleave], methods=["repeat_interleave"])
+def _repeat_interleave(ex, call):
+    """Each slice along ``dim`` (each element of the flattened input
+    without one) repeated ``repeats`` times (a number, or a constant count
+    per slice): a lookup of the slices in that order."""
+    x = float_input(ex, call.args["input"])
+    dim = ex.const(call.args["dim"], "dim")
+    if dim is None:
+        x, dim = ex.emit.reshape(x, (int(np.prod(x.shape)),)), 0
+    dim = norm_dim(ex, dim, x.rank)
+    if x.rank == 0:
+        x = ex.emit.reshape(x, (1,))
+    repeats = ex.const(call.args["repeats"], "repeats")
+    if isinstance(repeats, torch.Tensor):
+        repeats = repeats.numpy()
+    rows = np.repeat(np.arange(x.shape[dim]), repeats)
+    if rows.size == 0:
+        ex.fail("the result is empty")
+    return ex.emit.reshape(rows_along(ex, x, dim, rows), ex.out_shape(call))

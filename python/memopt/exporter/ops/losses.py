@@ -1,6 +1,7 @@
-"""Losses: cross entropy (and nll_loss of a log_softmax, which is one),
-mean squared error, and those written with elementwise ops: L1, smooth L1,
-Huber, binary cross entropy with and without logits."""
+"""Losses: cross entropy (with class indices, or class probabilities as
+the target) and nll_loss of a log_softmax, which is one; mean squared
+error; and those written with elementwise ops: L1, smooth L1, Huber, binary
+cross entropy with and without logits."""
 
 import torch
 import torch.nn as nn
@@ -35,17 +36,52 @@ def _loss_options(ex, call, names, unreduced=False):
          "label_smoothing=0.0", functions=[F.cross_entropy])
 @handles("input, target", modules=[nn.CrossEntropyLoss])
 def _cross_entropy(ex, call):
+    probabilities = ex.val(call.args["target"]).dtype not in INDEX_TYPES
     options = _loss_options(ex, call, (
         "weight", "size_average", "ignore_index", "reduce", "reduction",
-        "label_smoothing"))
-    if options["weight"] is not None:
-        ex.fail("class weights are not supported")
+        "label_smoothing"), unreduced=probabilities)
     label_smoothing = float(options["label_smoothing"] or 0.0)
     if not 0.0 <= label_smoothing < 1.0:
         ex.fail("label_smoothing=%r is not supported: memopt takes it in "
                 "[0, 1)" % label_smoothing)
-    return _class_loss(ex, call, float_input(ex, call.args["input"]),
-                       options, label_smoothing)
+    logits = float_input(ex, call.args["input"])
+    if probabilities:
+        return _soft_cross_entropy(ex, call, logits, options,
+                                   label_smoothing)
+    if options["weight"] is not None:
+        ex.fail("class weights are not supported with class-index targets")
+    return _class_loss(ex, call, logits, options, label_smoothing)
+
+
+def _soft_cross_entropy(ex, call, logits, options, label_smoothing):
+    """The cross entropy with class probabilities as the target (mixup,
+    distillation): -sum_c w_c t_c log_softmax(x)_c over the class dimension
+    (1, or 0 for one sample), t smoothed to t (1 - s) + s / C; the mean
+    divides by the number of samples, as PyTorch's."""
+    target = float_input(ex, call.args["target"])
+    if target.shape != logits.shape or target.dtype != logits.dtype:
+        ex.fail("the target probabilities %s must have the input's shape "
+                "and type %s" % (target.type, logits.type))
+    dim = 0 if logits.rank == 1 else 1
+    classes = logits.shape[dim]
+    emit = ex.emit
+    if label_smoothing:
+        target = emit.scalar("add_scalar", emit.scalar(
+            "mul_scalar", target, 1.0 - label_smoothing),
+            label_smoothing / classes)
+    terms = emit.binary("mul", target, emit.softmax("log_softmax", logits,
+                                                    dim))
+    if options["weight"] is not None:
+        weight = ex.val(call.module.get_buffer("weight")
+                        if call.module is not None else call.args["weight"],
+                        "f32")
+        if weight.shape != (classes,):
+            ex.fail("the class weights %s must hold one weight per class "
+                    "(%d)" % (weight.type, classes))
+        terms = emit.binary("mul", terms, emit.broadcast(weight, [dim],
+                                                         logits.shape))
+    losses = emit.unary("neg", emit.reduce("reduce_sum", terms, [dim]))
+    return _reduced(ex, losses, options["reduction"])
 
 
 def _class_loss(ex, call, logits, options, label_smoothing):
