@@ -237,12 +237,19 @@ def _lerp(ex, call):
     """start + weight (end - start), or, for a number weight of at least
     0.5, end - (end - start) (1 - weight): PyTorch's two forms."""
     start, end = _broadcast_operands(ex, call, ("input", "end"))
-    diff = ex.emit.binary("sub", end, start)
     weight = as_number(ex, call.args["weight"])
     if weight is None or isinstance(ex.concrete(call.args["weight"]),
                                     torch.Tensor):
         (w,) = _broadcast_operands(ex, call, ("weight",))
-        return ex.emit.binary("add", start, ex.emit.binary("mul", w, diff))
+        return ex.emit.binary("add", start, ex.emit.binary(
+            "mul", w, ex.emit.binary("sub", end, start)))
+    return lerp(ex, start, end, weight)
+
+
+def lerp(ex, start, end, weight):
+    """torch.lerp by a number ``weight``: start + weight (end - start) below
+    0.5, end - (end - start)(1 - weight) from it."""
+    diff = ex.emit.binary("sub", end, start)
     if weight < 0.5:
         return ex.emit.binary("add", start,
                               ex.emit.scalar("mul_scalar", diff, weight))

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..registry import handles, returns_tuple
+from .arithmetic import lerp
 from .common import as_number, float_input, norm_dim, read_results
 from .reductions import scan
 
@@ -227,24 +228,13 @@ def _quantile(ex, call):
             values.append(ex.emit.scalar("mul_scalar", ex.emit.binary(
                 "add", low, high), 0.5))
         elif mode == "linear":
-            values.append(_lerp(ex, low, high, fraction))
+            values.append(lerp(ex, low, high, fraction))
         else:
             ex.fail("interpolation=%r is not supported" % mode)
     shape = values[0].shape
     stacked = values[0] if scalar_q else ex.emit.concat(
         [ex.emit.reshape(v, (1,) + shape) for v in values], 0)
     return ex.emit.reshape(stacked, tuple(call.out.shape))
-
-
-def _lerp(ex, start, end, weight):
-    """torch.lerp's two forms: start + w (end - start) below w = 0.5, end -
-    (end - start)(1 - w) from it."""
-    diff = ex.emit.binary("sub", end, start)
-    if weight < 0.5:
-        return ex.emit.binary("add", start,
-                              ex.emit.scalar("mul_scalar", diff, weight))
-    return ex.emit.binary("sub", end,
-                          ex.emit.scalar("mul_scalar", diff, 1.0 - weight))
 
 
 def _running_extreme(largest):
