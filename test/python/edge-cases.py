@@ -21,6 +21,7 @@
 # CHECK: atan2: ok
 # CHECK: copysign: ok
 # CHECK: xlogy: ok
+# CHECK: kl-div: ok
 # CHECK: asinh: ok
 # CHECK: acosh: ok
 # CHECK: atanh: ok
@@ -40,6 +41,7 @@
 # CHECK: cummax: ok
 # CHECK: soft-cross-entropy: ok
 # CHECK: softplus: ok
+# CHECK: prod: ok
 
 import math
 import os
@@ -115,6 +117,16 @@ UNARY.update({
         [[2.0, -1.0, 0.5], [0.0, 3.0, -2.0]]),
     "softplus": (lambda v: torch.nn.functional.softplus(v, 2.0, 3.0),
                  [-2.0, 0.0, 1.0, 1.5, 1.5000001, 4.0]),
+    # One zero and two zeros in a row (5 elements pad the tree to 8).
+    "prod": (lambda v: torch.prod(v, 1),
+             [[2.0, 0.0, 3.0, -1.5, 4.0], [0.5, 0.0, 3.0, 0.0, 2.0],
+              [1.5, -2.0, 0.25, 3.0, 1.0]]),
+})
+CASES.update({
+    # A zero target contributes 0, and its input no gradient.
+    "kl-div": (lambda x, t: torch.nn.functional.kl_div(
+        x, t, reduction="none"),
+        [-1.0, -0.5, -2.0, -0.1], [0.0, 0.25, 0.5, 0.25]),
 })
 
 

@@ -332,7 +332,11 @@ def _xlogy(ex, call):
     y <= 0 where x = 0, so that the result there is 0 with x's gradient 0,
     and log(y) elsewhere, as PyTorch's. (At x = 0 and y = +inf the result
     is NaN where PyTorch's is 0.)"""
-    x, y = _broadcast_operands(ex, call, ("input", "other"))
+    return xlogy(ex, *_broadcast_operands(ex, call, ("input", "other")))
+
+
+def xlogy(ex, x, y):
+    """x log(y) for ``x`` and ``y`` of one shape, as torch.xlogy."""
     emit = ex.emit
     zero_x = emit.scalar("add_scalar", emit.unary("neg", emit.unary(
         "abs", emit.unary("sign", x))), 1.0)

@@ -3,6 +3,7 @@
 import functools
 import operator
 
+import numpy as np
 import torch
 
 from ..emit import FLOAT_TYPES
@@ -111,3 +112,20 @@ def in_f32(handler):
         finally:
             ex.emit.precision = saved
     return wrapped
+
+
+def as_rows(ex, x, dim):
+    """``x`` with ``dim`` moved last, flattened to rows: (rows, n), and the
+    function that undoes it for a result of (rows, m)."""
+    perm = [d for d in range(x.rank) if d != dim] + [dim]
+    moved = ex.emit.transpose(x, perm) if dim != x.rank - 1 else x
+    lead = moved.shape[:-1]
+    rows = int(np.prod(lead))
+    flat = ex.emit.reshape(moved, (rows, x.shape[dim]))
+
+    def restore(y):
+        y = ex.emit.reshape(y, lead + (y.shape[-1],))
+        if dim == x.rank - 1:
+            return y
+        return ex.emit.transpose(y, list(np.argsort(perm)))
+    return flat, restore

@@ -1,7 +1,7 @@
 """Losses: cross entropy (with class indices, or class probabilities as
 the target) and nll_loss of a log_softmax, which is one; mean squared
 error; and those written with elementwise ops: L1, smooth L1, Huber, binary
-cross entropy with and without logits."""
+cross entropy with and without logits, KL divergence."""
 
 import torch
 import torch.nn as nn
@@ -9,13 +9,14 @@ import torch.nn.functional as F
 
 from ..emit import INDEX_TYPES
 from ..registry import handles
-from .common import float_input, norm_dim
+from . import arithmetic
+from .common import float_input, in_f32, norm_dim
 
 
-def _loss_options(ex, call, names, unreduced=False):
+def _loss_options(ex, call, names, unreduced=False, extra=()):
     """The loss's options; reduction='none' only where ``unreduced`` (a loss
     written with elementwise ops, whose per-element values the model may
-    reduce itself)."""
+    reduce itself), and the loss's ``extra`` reductions."""
     if call.module is not None:
         options = {k: getattr(call.module, k, None) for k in names}
     else:
@@ -24,7 +25,7 @@ def _loss_options(ex, call, names, unreduced=False):
         if legacy in names and options[legacy] is not None:
             ex.fail("the deprecated %s argument is not supported: use "
                     "reduction" % legacy)
-    if options["reduction"] not in ("mean", "sum") + \
+    if options["reduction"] not in ("mean", "sum") + tuple(extra) + \
             (("none",) if unreduced else ()):
         ex.fail("reduction='%s' is not supported: the loss must be a scalar"
                 % options["reduction"])
@@ -353,3 +354,32 @@ def _multilabel_soft_margin_loss(ex, call):
     if per_sample.rank == 0:
         return per_sample
     return _reduced(ex, per_sample, options["reduction"])
+
+
+@handles("input, target, size_average=None, reduce=None, reduction='mean', "
+         "log_target=False", functions=[F.kl_div])
+@handles("input, target", modules=[nn.KLDivLoss])
+@in_f32
+def _kl_div(ex, call):
+    """t (log t - x) with 0 where t = 0 (xlogy(t, t) - t x), or, for a log
+    target, e^t (t - x); 'batchmean' divides the sum by the first
+    dimension's extent. In f32 under mixed precision, as autocast's."""
+    options = _loss_options(ex, call, ("size_average", "reduce",
+                                       "reduction"), unreduced=True,
+                            extra=("batchmean",))
+    log_target = call.module.log_target if call.module is not None else \
+        ex.const(call.args["log_target"], "log_target")
+    x, target = _pair(ex, call)
+    emit = ex.emit
+    if log_target:
+        losses = emit.binary("mul", emit.unary("exp", target),
+                             emit.binary("sub", target, x))
+    else:
+        losses = emit.binary("sub", arithmetic.xlogy(ex, target, target),
+                             emit.binary("mul", target, x))
+    if options["reduction"] != "batchmean":
+        return _reduced(ex, losses, options["reduction"])
+    total = emit.reduce("reduce_sum", losses, list(range(losses.rank)))
+    batch = losses.shape[0] if losses.rank else 1
+    return total if batch == 1 else emit.scalar("mul_scalar", total,
+                                                1.0 / batch)

@@ -1,5 +1,5 @@
 """Reductions (sum, mean, amax, amin, max, var, std, var_mean, std_mean,
-logsumexp), scans (cumsum, cumprod, the trapezoid rules) and softmax /
+logsumexp, prod), scans (cumsum, cumprod, the trapezoid rules) and softmax /
 log_softmax / softmin."""
 
 import numpy as np
@@ -11,7 +11,7 @@ from ..dtypes import DTYPES
 from ..emit import FLOAT_TYPES
 from ..registry import handles, register, returns_tuple
 from . import arithmetic
-from .common import float_input, in_f32, norm_dim, values_shape
+from .common import as_rows, float_input, in_f32, norm_dim, values_shape
 
 
 def in_dtype(ex, call, x):
@@ -315,3 +315,34 @@ register("y, x=None, dx=None, dim=-1", _trapezoid(False),
          functions=[torch.trapezoid, torch.trapz])
 register("y, x=None, dx=None, dim=-1", _trapezoid(True),
          functions=[torch.cumulative_trapezoid])
+
+
+@handles("input, dim=None, keepdim=False, dtype=None",
+         functions=[torch.prod], methods=["prod"])
+@in_f32
+def _prod(ex, call):
+    """The product over ``dim`` (of all elements without one): a halving
+    tree of muls along the dimension, padded with ones to a power of two;
+    the gradient is the product rule as written, through zeros too. In f32
+    under mixed precision, as autocast's."""
+    x = in_dtype(ex, call, float_input(ex, call.args["input"]))
+    dim = ex.const(call.args["dim"], "dim")
+    if dim is None:
+        x, dim = ex.emit.reshape(x, (int(np.prod(x.shape)),)), 0
+    dim = norm_dim(ex, dim, x.rank)
+    if x.rank == 0:
+        return x
+    y, restore = as_rows(ex, x, dim)
+    rows, n = y.shape
+    m = 1 << max(n - 1, 0).bit_length()
+    if m > n:
+        y = ex.emit.concat([y, ex.emit.constant(
+            np.ones((rows, m - n), np.float32), y.dtype)], 1)
+    while m > 1:
+        m //= 2
+        halves = ex.emit.reshape(y, (rows, 2, m))
+        y = ex.emit.binary(
+            "mul", ex.emit.slice(halves, [0, 0, 0], [rows, 1, m], [1] * 3),
+            ex.emit.slice(halves, [0, 1, 0], [rows, 2, m], [1] * 3))
+        y = ex.emit.reshape(y, (rows, m))
+    return ex.emit.reshape(restore(y), ex.out_shape(call))

@@ -19,7 +19,8 @@ import torch
 
 from ..registry import handles, returns_tuple
 from .arithmetic import lerp
-from .common import as_number, float_input, norm_dim, read_results
+from .common import (as_number, as_rows, float_input, norm_dim,
+                     read_results)
 from .reductions import scan
 
 
@@ -28,28 +29,11 @@ def _minimum(ex, a, b):
         "maximum", ex.emit.unary("neg", a), ex.emit.unary("neg", b)))
 
 
-def _last(ex, x, dim):
-    """``x`` with ``dim`` moved last, flattened to rows: (rows, n), and the
-    function that undoes it for a result of (rows, m)."""
-    perm = [d for d in range(x.rank) if d != dim] + [dim]
-    moved = ex.emit.transpose(x, perm) if dim != x.rank - 1 else x
-    lead = moved.shape[:-1]
-    rows = int(np.prod(lead))
-    flat = ex.emit.reshape(moved, (rows, x.shape[dim]))
-
-    def restore(y):
-        y = ex.emit.reshape(y, lead + (y.shape[-1],))
-        if dim == x.rank - 1:
-            return y
-        return ex.emit.transpose(y, list(np.argsort(perm)))
-    return flat, restore
-
-
 def sorted_along(ex, x, dim, descending):
     """The values of ``x`` sorted along ``dim``."""
     if x.rank == 0:
         return x
-    y, restore = _last(ex, x, dim)
+    y, restore = as_rows(ex, x, dim)
     rows, n = y.shape
     m = 1 << max(n - 1, 0).bit_length()
     if m > n:
