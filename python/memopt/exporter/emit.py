@@ -99,7 +99,9 @@ def format_dense(array, dtype):
     raw hex form for large non-boolean tensors."""
     array = np.asarray(array)
     flat = array.reshape(-1)
-    if flat.size > 0 and np.all(flat == flat[0]) and \
+    if flat.size == 0:
+        return "dense<>"
+    if np.all(flat == flat[0]) and \
             not (dtype in FLOAT_TYPES and np.isnan(flat[0])):
         return "dense<%s>" % _format_element(flat[0], dtype)
     if flat.size > 64 and dtype == "i1":

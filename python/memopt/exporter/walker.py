@@ -20,6 +20,7 @@ from .dtypes import DTYPES, NUMPY, dtype_name
 from .emit import Emitter, format_float
 from .errors import ExportError, location, target_name
 from .ops.normalization import BATCH_NORMS
+from .ops.common import tuple_element
 from .ops.shapes import inplace_fill
 from .registry import FUNCTIONS, METHODS, MODULES, TUPLE_HANDLERS, Call, bind
 from .roles import is_label, parameter_groups
@@ -380,14 +381,14 @@ class Exporter:
         self.env[node] = out
         if not symbolic or is_query(node):
             return
-        if node.target is operator.getitem and \
+        element = tuple_element(node)
+        if element is not None and \
                 isinstance(self.values.get(node.args[0]), tuple):
             # An element (or a slice) of a tuple result: x.chunk(2)[0],
-            # nn.MultiheadAttention's output and weights. An element memopt
-            # does not compute is None, and its handler made sure that
-            # nothing reads it.
-            item = self.values[node.args[0]][self.const(node.args[1],
-                                                         "index")]
+            # nn.MultiheadAttention's output and weights, x.sort().values.
+            # An element memopt does not compute is None, and its handler
+            # made sure that nothing reads it.
+            item = self.values[node.args[0]][self.const(element, "index")]
             if item is not None:
                 self.values[node] = item
             return

@@ -38,17 +38,34 @@ def as_number(ex, arg):
     ex.fail("unsupported operand of type %s" % type(value).__name__)
 
 
+# The fields of the named tuples PyTorch returns (values, indices).
+_FIELDS = {"values": 0, "indices": 1}
+
+
+def tuple_element(node):
+    """The index (or slice) of the tuple element the fx ``node`` takes:
+    ``t[i]``, or ``t.values`` / ``t.indices`` of a (values, indices) named
+    tuple; None for any other node."""
+    if node.op != "call_function" or len(node.args) != 2:
+        return None
+    if node.target is operator.getitem:
+        return node.args[1]
+    if node.target is getattr and node.args[1] in _FIELDS:
+        return _FIELDS[node.args[1]]
+    return None
+
+
 def read_results(node, length):
     """The elements of the fx ``node``'s tuple result (of ``length``) that
     something reads, as non-negative indices; all of them when the tuple
-    itself is used other than through ``getitem``."""
+    itself is used other than through an element."""
     read = set()
     for user in node.users:
-        if user.op != "call_function" or user.target is not operator.getitem \
-                or not isinstance(user.args[1], int):
+        element = tuple_element(user)
+        if not isinstance(element, int):
             return set(range(length))
         if user.users:
-            read.add(user.args[1] % length)
+            read.add(element % length)
     return read
 
 
