@@ -101,7 +101,7 @@ UNARY.update({
     "sort": (lambda v: torch.sort(v, dim=1, descending=True)[0] *
              torch.arange(1.0, 6.0), [[3.0, -1.0, 2.0, 7.0, 0.5],
                                       [-2.0, -8.0, 4.0, 1.0, 9.0]]),
-    "topk": (lambda v: torch.topk(v, 3, largest=False)[0] *
+    "topk": (lambda v: torch.topk(v, 3, largest=False).values *
              torch.tensor([1.0, 10.0, 100.0]),
              [5.0, -3.0, 2.5, 8.0, -7.0, 0.0, 1.0]),
     "quantile": (lambda v: torch.quantile(
