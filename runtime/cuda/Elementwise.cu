@@ -30,6 +30,22 @@ __global__ void binaryKernel(int op, const T *a, const T *b, T *y, int64_t n) {
       binaryValue(static_cast<memopt_binary_op>(op), toF32(a[i]), toF32(b[i])));
 }
 
+/// Widens a stored element for a comparison: floats to f32 (exact), indices
+/// to int64.
+__device__ __forceinline__ int64_t comparable(int32_t v) { return v; }
+__device__ __forceinline__ int64_t comparable(int64_t v) { return v; }
+template <typename T> __device__ __forceinline__ float comparable(T v) {
+  return toF32(v);
+}
+
+template <typename T>
+__global__ void compareKernel(int op, const T *a, const T *b, uint8_t *y,
+                              int64_t n) {
+  GRID_STRIDE(i, n)
+  y[i] = compareValue(static_cast<memopt_compare_op>(op), comparable(a[i]),
+                      comparable(b[i]));
+}
+
 template <typename T>
 __global__ void scalarKernel(int op, const T *x, float v, T *y, int64_t n) {
   GRID_STRIDE(i, n)
@@ -95,6 +111,28 @@ void memopt_binary(memopt_context *ctx, memopt_binary_op op, memopt_dtype dtype,
         static_cast<T *>(out), n);
   });
   checkLaunch(ctx, entry, "binaryKernel");
+}
+
+void memopt_compare(memopt_context *ctx, memopt_compare_op op,
+                    memopt_dtype dtype, const void *lhs, const void *rhs,
+                    uint8_t *out, int64_t n) {
+  const char *entry = "memopt_compare";
+  if (!checkDTypes(ctx, entry, {dtype}) || !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, n, {lhs, rhs, out}) ||
+      !checkOp(ctx, entry, op, MEMOPT_COMPARE_GE) || isEmpty({n}))
+    return;
+  auto launch = [&](auto tag) {
+    using T = MEMOPT_STORAGE(tag);
+    compareKernel<T><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+        op, static_cast<const T *>(lhs), static_cast<const T *>(rhs), out, n);
+  };
+  if (dtype == MEMOPT_I32)
+    launch(static_cast<int32_t *>(nullptr));
+  else if (dtype == MEMOPT_I64)
+    launch(static_cast<int64_t *>(nullptr));
+  else
+    dispatchFloat(dtype, launch);
+  checkLaunch(ctx, entry, "compareKernel");
 }
 
 void memopt_scalar(memopt_context *ctx, memopt_scalar_op op, memopt_dtype dtype,

@@ -109,6 +109,32 @@ void memopt_binary(memopt_context *ctx, memopt_binary_op op, memopt_dtype dtype,
   y.commit();
 }
 
+void memopt_compare(memopt_context *ctx, memopt_compare_op op,
+                    memopt_dtype dtype, const void *lhs, const void *rhs,
+                    uint8_t *out, int64_t n) {
+  const char *entry = "memopt_compare";
+  if (!checkDTypes(ctx, entry, {dtype}) || !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, n, {lhs, rhs, out}) ||
+      !checkOp(ctx, entry, op, MEMOPT_COMPARE_GE))
+    return;
+  if (!isFloatType(dtype)) {
+    parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        out[i] = compareValue(op, loadIndex(dtype, lhs, i),
+                              loadIndex(dtype, rhs, i));
+    });
+    return;
+  }
+  // f16 and bf16 widen to f32 exactly: the comparison is the one of the
+  // stored values.
+  F32Input a(ctx, dtype, lhs, n);
+  F32Input b(ctx, dtype, rhs, n);
+  parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      out[i] = compareValue(op, a[i], b[i]);
+  });
+}
+
 void memopt_scalar(memopt_context *ctx, memopt_scalar_op op, memopt_dtype dtype,
                    const void *input, double value, void *out, int64_t n) {
   const char *entry = "memopt_scalar";

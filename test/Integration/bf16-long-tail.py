@@ -2,8 +2,9 @@
 # torch.autocast (the parity oracle, docs/Reliability.md: 5 AdamW losses and
 # the first-step gradients): a cumulative sum and F.normalize, which the
 # exporter marks to run in f32 as autocast's policy does; a sort (exact in
-# any dtype); an atan2 and a cdist (f32); all on bf16 activations between
-# linear layers. The model.mlir must carry the f32 marks.
+# any dtype); an atan2 and a cdist (f32); fmax and nan_to_num, selections
+# by comparisons of the bf16 values as stored (exact in any dtype, as
+# autocast runs them); all on bf16 activations between linear layers. The model.mlir must carry the f32 marks.
 #
 # REQUIRES: torch
 # RUN: rm -rf %t && mkdir -p %t
@@ -31,7 +32,7 @@ class LongTail(nn.Module):
         super().__init__()
         self.a = nn.Linear(12, 16)
         self.b = nn.Linear(12, 16)
-        self.head = nn.Linear(16 * 4 + 4, 5)
+        self.head = nn.Linear(16 * 6 + 4, 5)
 
     def forward(self, x, y):
         h, g = self.a(x), self.b(x)
@@ -39,7 +40,9 @@ class LongTail(nn.Module):
                     F.normalize(h, dim=1),
                     torch.sort(g, dim=1, descending=True)[0],
                     torch.atan2(h, g),
-                    torch.cdist(h, h[:4])]
+                    torch.cdist(h, h[:4]),
+                    torch.fmax(h, g),
+                    torch.nan_to_num(h, posinf=1.0)]
         return F.cross_entropy(self.head(torch.cat(features, 1)), y)
 
 

@@ -163,6 +163,7 @@ std::vector<OpCase> opCases() {
                            "%r = memopt.masked_fill %x, %m, 1.0 : "
                            "tensor<4x$0>, tensor<4xi1>"),
       // Elementwise.
+      opCase<CompareOp>(vec, "%r = memopt.compare lt, %x, %x : tensor<4x$0>"),
       opCase<NegOp>(vec, body("neg")),
       opCase<ExpOp>(vec, body("exp")),
       opCase<LogOp>(vec, body("log")),

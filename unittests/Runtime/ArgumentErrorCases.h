@@ -59,6 +59,11 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
        [=](Ctx c) {
          memopt_unary(c, static_cast<memopt_unary_op>(30), MEMOPT_F32, p, p, 4);
        }},
+      {"memopt_compare: unknown op 6",
+       [=](Ctx c) {
+         memopt_compare(c, static_cast<memopt_compare_op>(6), MEMOPT_I64, p, p,
+                        u8, 4);
+       }},
       {"memopt_binary: unknown op 7",
        [=](Ctx c) {
          memopt_binary(c, static_cast<memopt_binary_op>(7), MEMOPT_F16, p, p, p,

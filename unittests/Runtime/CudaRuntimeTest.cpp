@@ -17,6 +17,7 @@
 #include "CudaTestFixture.h"
 #include "DTypeRuleCalls.h"
 #include "PhiloxKnownAnswers.h"
+#include "memopt/runtime/ActivationMath.h"
 #include "memopt/runtime/Float16.h"
 
 #include "gtest/gtest.h"
@@ -25,6 +26,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -173,6 +175,31 @@ TEST_F(CudaTest, CastRoundsToNearestEven) {
   std::vector<uint16_t> y = download<uint16_t>(dy, x.size());
   for (size_t i = 0; i < x.size(); ++i)
     ASSERT_EQ(y[i], floatToBFloat16Bits(x[i])) << x[i];
+}
+
+TEST_F(CudaTest, CompareMatchesTheHostFormula) {
+  std::vector<float> a = random(4096, -4.0f, 4.0f);
+  std::vector<float> b = random(4096, -4.0f, 4.0f);
+  for (size_t i = 0; i < a.size(); i += 7)
+    b[i] = a[i]; // ties
+  a[3] = b[5] = std::numeric_limits<float>::quiet_NaN();
+  float *da = upload(a), *db = upload(b);
+  uint8_t *dy = static_cast<uint8_t *>(alloc(a.size()));
+  for (int op = MEMOPT_COMPARE_EQ; op <= MEMOPT_COMPARE_GE; ++op) {
+    auto compare = static_cast<memopt_compare_op>(op);
+    memopt_compare(ctx, compare, MEMOPT_F32, da, db, dy, a.size());
+    std::vector<uint8_t> y = download<uint8_t>(dy, a.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_EQ(y[i], memopt::runtime::compareValue(compare, a[i], b[i]))
+          << op << " " << a[i] << " " << b[i];
+  }
+  std::vector<int64_t> labels = {-100, 0, 5, -100};
+  int64_t *dl = upload(labels);
+  std::vector<int64_t> ignore(4, -100);
+  int64_t *di = upload(ignore);
+  memopt_compare(ctx, MEMOPT_COMPARE_NE, MEMOPT_I64, dl, di, dy, 4);
+  EXPECT_EQ(download<uint8_t>(dy, 4), (std::vector<uint8_t>{0, 1, 1, 0}));
+  EXPECT_STREQ(memopt_get_error_message(ctx), "");
 }
 
 TEST_F(CudaTest, DropoutFollowsTheDocumentedDerivation) {

@@ -102,6 +102,11 @@ inline std::vector<DTypeCall> dtypeCalls() {
          memopt_masked_fill(c, d[0], b.t(0), b.u8(1), 1.0, b.t(2), 4);
        }},
       // Elementwise.
+      {"memopt_compare",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_compare(c, MEMOPT_COMPARE_LT, d[0], b.t(0), b.t(1), b.u8(2),
+                        4);
+       }},
       {"memopt_unary",
        [](Ctx c, DTypes d, B &b) {
          memopt_unary(c, MEMOPT_UNARY_NEG, d[0], b.t(0), b.t(1), 4);

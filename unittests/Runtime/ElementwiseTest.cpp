@@ -516,6 +516,52 @@ TEST_F(RuntimeTest, WhereMaskedFillAndFill) {
   EXPECT_EQ(ints[2], 7);
 }
 
+TEST_F(RuntimeTest, CompareFollowsCOperators) {
+  // Every ordered comparison with a NaN is false, ne is true; -0 == +0.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> a = {1, 2, 3, nan, nan, -0.0f, inf, -inf};
+  std::vector<float> b = {2, 2, 1, 1, nan, 0.0f, inf, 5};
+  const std::vector<std::pair<memopt_compare_op, std::vector<uint8_t>>>
+      expected = {
+          {MEMOPT_COMPARE_EQ, {0, 1, 0, 0, 0, 1, 1, 0}},
+          {MEMOPT_COMPARE_NE, {1, 0, 1, 1, 1, 0, 0, 1}},
+          {MEMOPT_COMPARE_LT, {1, 0, 0, 0, 0, 0, 0, 1}},
+          {MEMOPT_COMPARE_LE, {1, 1, 0, 0, 0, 1, 1, 1}},
+          {MEMOPT_COMPARE_GT, {0, 0, 1, 0, 0, 0, 0, 0}},
+          {MEMOPT_COMPARE_GE, {0, 1, 1, 0, 0, 1, 1, 0}}};
+  std::vector<uint16_t> ha(a.size()), hb(b.size());
+  memopt_cast(ctx, MEMOPT_F32, a.data(), MEMOPT_BF16, ha.data(), a.size());
+  memopt_cast(ctx, MEMOPT_F32, b.data(), MEMOPT_BF16, hb.data(), b.size());
+  std::vector<uint8_t> out(a.size());
+  for (const auto &[op, want] : expected) {
+    memopt_compare(ctx, op, MEMOPT_F32, a.data(), b.data(), out.data(),
+                   a.size());
+    EXPECT_EQ(out, want) << op;
+    memopt_compare(ctx, op, MEMOPT_BF16, ha.data(), hb.data(), out.data(),
+                   a.size());
+    EXPECT_EQ(out, want) << "bf16 " << op;
+  }
+  // f16 compares the stored values: 1 + 2^-10 and 1 differ.
+  std::vector<uint16_t> h = {0x3c01, 0x3c00};
+  memopt_compare(ctx, MEMOPT_COMPARE_GT, MEMOPT_F16, h.data(), h.data() + 1,
+                 out.data(), 1);
+  EXPECT_EQ(out[0], 1);
+  // Indices compare exactly, beyond f32's 24 bits.
+  std::vector<int64_t> i = {-100, 1, (int64_t(1) << 40) + 1};
+  std::vector<int64_t> j = {-100, 2, int64_t(1) << 40};
+  memopt_compare(ctx, MEMOPT_COMPARE_GT, MEMOPT_I64, i.data(), j.data(),
+                 out.data(), 3);
+  EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + 3),
+            (std::vector<uint8_t>{0, 0, 1}));
+  std::vector<int32_t> k = {-100, 3}, l = {-100, -100};
+  memopt_compare(ctx, MEMOPT_COMPARE_NE, MEMOPT_I32, k.data(), l.data(),
+                 out.data(), 2);
+  EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + 2),
+            (std::vector<uint8_t>{0, 1}));
+  EXPECT_STREQ(memopt_get_error_message(ctx), "");
+}
+
 TEST_F(RuntimeTest, BroadcastTransposeSliceConcat) {
   // broadcast [3, 1] -> [2, 3, 4] with dims [1, 2].
   std::vector<float> in = {1, 2, 3};

@@ -852,6 +852,15 @@ std::optional<LogicalResult> KernelLowering::lowerElementwise() {
   } else if (entry == "memopt_binary" || entry == "memopt_activation_grad") {
     if (failed(elementwise(kind, 2, false)))
       return failure();
+  } else if (entry == "memopt_compare") {
+    auto predicate = attrs.getAs<ComparePredicateAttr>("predicate");
+    if (!predicate)
+      return fail("it has no comparison predicate");
+    std::string code =
+        ("MEMOPT_COMPARE_" + stringifyComparePredicate(predicate.getValue()))
+            .str();
+    if (failed(elementwise(StringRef(code).upper(), 2, false)))
+      return failure();
   } else if (entry == "memopt_reduce") {
     if (failed(expectCounts(1, 1)))
       return failure();

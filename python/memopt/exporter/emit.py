@@ -233,6 +233,12 @@ class Emitter:
                          self._refs(condition, a, b),
                          "%s, %s" % (condition.type, a.type))
 
+    def compare(self, predicate, a, b):
+        """``memopt.compare``: the i1 mask of ``a <predicate> b`` (``eq``,
+        ``ne``, ``lt``, ``le``, ``gt``, ``ge``), operands of one type."""
+        return self._one("compare", [a, b], a.shape, "i1",
+                         "%s, %s" % (predicate, self._refs(a, b)), a.type)
+
     def masked_fill(self, x, mask, value):
         return self._one("masked_fill", [x, mask], x.shape, x.dtype,
                          "%s, %s" % (self._refs(x, mask),

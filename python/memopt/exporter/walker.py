@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from . import ops  # noqa: F401 (importing it registers the handlers)
 from .dtypes import DTYPES, NUMPY, dtype_name
-from .emit import Emitter, format_float
+from .emit import FLOAT_TYPES, Emitter, format_float
 from .errors import ExportError, location, target_name
 from .ops.normalization import BATCH_NORMS
 from .ops.common import tuple_element
@@ -103,6 +103,8 @@ class Exporter:
         ``dtype``) is materialized with ``memopt.constant``."""
         if isinstance(arg, torch.fx.Node) and arg in self.values:
             value = self.values[arg]
+            if value.dtype == "i1" and dtype in FLOAT_TYPES:
+                return self._mask_as_float(arg, value, dtype)
             if dtype is not None and value.dtype != dtype:
                 self.fail("an operand has element type %s where %s is needed"
                           % (value.dtype, dtype))
@@ -133,6 +135,18 @@ class Exporter:
         if key is not None:
             self.constants[key] = value
         return value
+
+    def _mask_as_float(self, node, mask, dtype):
+        """A computed mask as 1 and 0 of float ``dtype``, as PyTorch promotes
+        a bool tensor in arithmetic (``mask * x``, ``mask.float()``): a
+        ``where`` between constants, once per mask and dtype."""
+        key = (node, "mask", dtype)
+        if key not in self.constants:
+            ones, zeros = (self.emit.constant(np.full(mask.shape, v,
+                                                      np.float32), dtype)
+                           for v in (1.0, 0.0))
+            self.constants[key] = self.emit.where(mask, ones, zeros)
+        return self.constants[key]
 
     def vals(self, arg, dtype=None):
         """The Values of a sequence of tensors: a list or tuple (``[a, b]``)

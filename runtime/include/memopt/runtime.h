@@ -316,6 +316,23 @@ void memopt_masked_fill(memopt_context *ctx, memopt_dtype dtype,
                         const void *input, const uint8_t *mask, double value,
                         void *out, int64_t n);
 
+/// Elementwise comparisons; an ordered one (all but NE) is false when either
+/// element is NaN, NE true (C's operators, torch.eq/ne/lt/le/gt/ge).
+typedef enum memopt_compare_op {
+  MEMOPT_COMPARE_EQ = 0,
+  MEMOPT_COMPARE_NE = 1,
+  MEMOPT_COMPARE_LT = 2,
+  MEMOPT_COMPARE_LE = 3,
+  MEMOPT_COMPARE_GT = 4,
+  MEMOPT_COMPARE_GE = 5
+} memopt_compare_op;
+
+/// `memopt.compare`: out[i] = lhs[i] (op) rhs[i], 0 or 1, over `n` elements
+/// of a float or index `dtype` (f16 and bf16 compared exactly).
+void memopt_compare(memopt_context *ctx, memopt_compare_op op,
+                    memopt_dtype dtype, const void *lhs, const void *rhs,
+                    uint8_t *out, int64_t n);
+
 /// Elementwise unary op over `n` elements of float `dtype`.
 void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
                   const void *input, void *out, int64_t n);

@@ -147,6 +147,22 @@ func.func @where_condition(%c: tensor<3xi1>, %a: tensor<4xf32>) {
 
 // -----
 
+func.func @compare_types(%a: tensor<4xf32>, %b: tensor<4xbf16>) {
+  // expected-error @+1 {{failed to verify that all of {lhs, rhs} have same type}}
+  %0 = "memopt.compare"(%a, %b) {predicate = #memopt<predicate lt>} : (tensor<4xf32>, tensor<4xbf16>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @compare_mask(%m: tensor<4xi1>) {
+  // expected-error @+1 {{operand #0 must be}}
+  %0 = memopt.compare eq, %m, %m : tensor<4xi1>
+  return
+}
+
+// -----
+
 func.func @masked_fill_mask(%a: tensor<4x4xf32>, %m: tensor<4xi1>) {
   // expected-error @+1 {{operand 'mask' has type 'tensor<4xi1>', expected 'tensor<4x4xi1>' (the shape of 'input')}}
   %0 = memopt.masked_fill %a, %m, -1.0e9 : tensor<4x4xf32>, tensor<4xi1>

@@ -8,13 +8,16 @@
 // CHECK-LABEL: func.func @constants_casts_selection(
 // CHECK-SAME:    %[[X:.*]]: tensor<4x8xf32>, %[[Y:.*]]: tensor<4x8xf32>, %[[C:.*]]: tensor<4x8xi1>)
 // CHECK:         %{{.*}} = memopt.constant dense<1.500000e+00> : tensor<4x8xf32>
-// CHECK:         %{{.*}} = memopt.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
+// CHECK:         %[[CI:.*]] = memopt.constant dense<[0, 1, 2, 3]> : tensor<4xi64>
 // CHECK:         %[[CM:.*]] = memopt.constant dense<true> : tensor<4x8xi1>
 // CHECK:         %[[H:.*]] = memopt.cast %[[X]] : tensor<4x8xf32> to tensor<4x8xbf16>
 // CHECK:         %{{.*}} = memopt.cast %[[H]] : tensor<4x8xbf16> to tensor<4x8xf16>
 // CHECK:         %{{.*}} = memopt.where %[[C]], %[[X]], %[[Y]] : tensor<4x8xi1>, tensor<4x8xf32>
 // CHECK:         %{{.*}} = memopt.masked_fill %[[X]], %[[CM]], -1.000000e+09 : tensor<4x8xf32>, tensor<4x8xi1>
 // CHECK:         %{{.*}} = memopt.masked_fill %[[H]], %[[C]], 0xFFF0000000000000 : tensor<4x8xbf16>, tensor<4x8xi1>
+// CHECK:         %{{.*}} = memopt.compare ge, %[[X]], %[[Y]] : tensor<4x8xf32>
+// CHECK:         %{{.*}} = memopt.compare ne, %[[H]], %[[H]] : tensor<4x8xbf16>
+// CHECK:         %{{.*}} = memopt.compare eq, %[[CI]], %[[CI]] : tensor<4xi64>
 // CHECK:         return{{$}}
 func.func @constants_casts_selection(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %c: tensor<4x8xi1>) {
   %cf = memopt.constant dense<1.500000e+00> : tensor<4x8xf32>
@@ -25,6 +28,9 @@ func.func @constants_casts_selection(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %
   %w = memopt.where %c, %x, %y : tensor<4x8xi1>, tensor<4x8xf32>
   %m = memopt.masked_fill %x, %cm, -1.000000e+09 : tensor<4x8xf32>, tensor<4x8xi1>
   %minf = memopt.masked_fill %h, %c, 0xFFF0000000000000 : tensor<4x8xbf16>, tensor<4x8xi1>
+  %ge = memopt.compare ge, %x, %y : tensor<4x8xf32>
+  %nan = memopt.compare ne, %h, %h : tensor<4x8xbf16>
+  %same = memopt.compare eq, %ci, %ci : tensor<4xi64>
   return
 }
 

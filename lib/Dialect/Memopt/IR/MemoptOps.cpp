@@ -329,6 +329,19 @@ LogicalResult WhereOp::verify() {
                     "the shape of the values");
 }
 
+LogicalResult CompareOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location>, ValueRange operands,
+    DictionaryAttr, OpaqueProperties, RegionRange,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
+  auto lhs = dyn_cast<RankedTensorType>(operands[0].getType());
+  if (!lhs)
+    return failure();
+  inferredReturnTypes.push_back(lhs.clone(IntegerType::get(context, 1)));
+  return success();
+}
+
+LogicalResult CompareOp::verify() { return success(); }
+
 LogicalResult MaskedFillOp::verify() {
   if (failed(expectSameTypes(
           *this, {{"operand 'input'", getInput()}, {"result", getResult()}})))

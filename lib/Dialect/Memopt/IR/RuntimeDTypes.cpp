@@ -80,6 +80,7 @@ std::vector<Binding> buildBindings() {
       bind<WhereOp>("memopt_where", {out0}),
       bind<MaskedFillOp>("memopt_masked_fill", {in0}),
       // Elementwise families.
+      bind<CompareOp>("memopt_compare", {in0}),
       bind<NegOp>("memopt_unary", {in0}, "MEMOPT_UNARY_NEG"),
       bind<ExpOp>("memopt_unary", {in0}, "MEMOPT_UNARY_EXP"),
       bind<LogOp>("memopt_unary", {in0}, "MEMOPT_UNARY_LOG"),

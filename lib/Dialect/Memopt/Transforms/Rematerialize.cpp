@@ -137,7 +137,7 @@ static bool isSelectiveCandidate(Operation *op,
               "memopt.mul_scalar", "memopt.add_scalar", "memopt.relu",
               "memopt.gelu", "memopt.silu", "memopt.tanh", "memopt.sigmoid",
               "memopt.hardswish", "memopt.hardsigmoid", "memopt.mish",
-              "memopt.clamp", "memopt.where"},
+              "memopt.clamp", "memopt.where", "memopt.compare"},
              true)
       .Default(false);
 }

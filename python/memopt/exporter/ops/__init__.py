@@ -6,10 +6,11 @@ PyTorch's result. Each module registers its handlers as it is imported
 them all.
 """
 
-from . import (activations, arithmetic, attention, convolution, dropout,
-               indexing, linalg, losses, normalization, norms, reductions,
-               shapes, sorting, spatial)
+from . import (activations, arithmetic, attention, comparison, convolution,
+               dropout, indexing, linalg, losses, normalization, norms,
+               reductions, shapes, sorting, spatial)
 
-__all__ = ["activations", "arithmetic", "attention", "convolution",
-           "dropout", "indexing", "linalg", "losses", "normalization",
-           "norms", "reductions", "shapes", "sorting", "spatial"]
+__all__ = ["activations", "arithmetic", "attention", "comparison",
+           "convolution", "dropout", "indexing", "linalg", "losses",
+           "normalization", "norms", "reductions", "shapes", "sorting",
+           "spatial"]

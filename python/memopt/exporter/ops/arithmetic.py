@@ -190,7 +190,7 @@ def _where_handler(ex, call):
                          operand(call.args["other"]))
 
 
-def _broadcast_operands(ex, call, names):
+def broadcast_operands(ex, call, names):
     """The tensor arguments ``names`` of an elementwise call with a float
     result, broadcast to its shape."""
     shape = ex.out_shape(call)
@@ -206,7 +206,7 @@ def minimum_handler(ex, call):
     """-maximum(-a, -b): the negations are exact, and ties split the
     gradient evenly, as torch.minimum's."""
     a, b = (ex.emit.unary("neg", v)
-            for v in _broadcast_operands(ex, call, ("input", "other")))
+            for v in broadcast_operands(ex, call, ("input", "other")))
     return ex.emit.unary("neg", ex.emit.binary("maximum", a, b))
 
 
@@ -217,7 +217,7 @@ def _addc(kind):
         value = as_number(ex, call.args.get("value", 1))
         if value is None:
             ex.fail("'value' must be a number known at export time")
-        x, t1, t2 = _broadcast_operands(ex, call,
+        x, t1, t2 = broadcast_operands(ex, call,
                                         ("input", "tensor1", "tensor2"))
         y = ex.emit.binary(kind, t1, t2)
         if value != 1:
@@ -236,11 +236,11 @@ register("input, tensor1, tensor2, value=1", _addc("div"),
 def _lerp(ex, call):
     """start + weight (end - start), or, for a number weight of at least
     0.5, end - (end - start) (1 - weight): PyTorch's two forms."""
-    start, end = _broadcast_operands(ex, call, ("input", "end"))
+    start, end = broadcast_operands(ex, call, ("input", "end"))
     weight = as_number(ex, call.args["weight"])
     if weight is None or isinstance(ex.concrete(call.args["weight"]),
                                     torch.Tensor):
-        (w,) = _broadcast_operands(ex, call, ("weight",))
+        (w,) = broadcast_operands(ex, call, ("weight",))
         return ex.emit.binary("add", start, ex.emit.binary(
             "mul", w, ex.emit.binary("sub", end, start)))
     return lerp(ex, start, end, weight)
@@ -261,7 +261,7 @@ def lerp(ex, start, end, weight):
 def _logaddexp(ex, call):
     """max(a, b) + log1p(exp(-|a - b|)): PyTorch's stable form; at a tie
     each operand takes half the gradient."""
-    a, b = _broadcast_operands(ex, call, ("input", "other"))
+    a, b = broadcast_operands(ex, call, ("input", "other"))
     gap = ex.emit.unary("neg", ex.emit.unary("abs", ex.emit.binary(
         "sub", a, b)))
     return ex.emit.binary("add", ex.emit.binary("maximum", a, b),
@@ -272,7 +272,7 @@ def _logaddexp(ex, call):
 def _hypot(ex, call):
     """sqrt(a^2 + b^2), as PyTorch's kernel (no rescaling: the squares of
     f32 values above about 1.8e19 overflow)."""
-    a, b = _broadcast_operands(ex, call, ("input", "other"))
+    a, b = broadcast_operands(ex, call, ("input", "other"))
     return ex.emit.unary("sqrt", ex.emit.binary(
         "add", ex.emit.binary("mul", a, a), ex.emit.binary("mul", b, b)))
 
@@ -287,7 +287,7 @@ def _atan2(ex, call):
     |y| are written x sx and y sy, so that the gradient is -y / r^2 and
     x / r^2 on the axes too."""
     emit = ex.emit
-    y, x = _broadcast_operands(ex, call, ("input", "other"))
+    y, x = broadcast_operands(ex, call, ("input", "other"))
     sy, sx = unit_sign(ex, y), unit_sign(ex, x)
     a, b = emit.binary("mul", x, sx), emit.binary("mul", y, sy)
     steep = step(ex, emit.binary("sub", b, a))  # |y| > |x|
@@ -308,7 +308,7 @@ def _atan2(ex, call):
 def _copysign(ex, call):
     """|a| copysign(1, b): the gradient sign(a) copysign(1, b) for a (0 at
     a = 0) and none for b, as PyTorch's."""
-    a, b = _broadcast_operands(ex, call, ("input", "other"))
+    a, b = broadcast_operands(ex, call, ("input", "other"))
     return ex.emit.binary("mul", ex.emit.unary("abs", a), unit_sign(ex, b))
 
 
@@ -316,7 +316,7 @@ def _copysign(ex, call):
          methods=["logaddexp2"])
 def _logaddexp2(ex, call):
     """max(a, b) + log1p(2^-|a - b|) / ln 2, PyTorch's form."""
-    a, b = _broadcast_operands(ex, call, ("input", "other"))
+    a, b = broadcast_operands(ex, call, ("input", "other"))
     gap = ex.emit.scalar("mul_scalar", ex.emit.unary("abs", ex.emit.binary(
         "sub", a, b)), -math.log(2.0))
     return ex.emit.binary("add", ex.emit.binary("maximum", a, b),
@@ -332,7 +332,7 @@ def _xlogy(ex, call):
     y <= 0 where x = 0, so that the result there is 0 with x's gradient 0,
     and log(y) elsewhere, as PyTorch's. (At x = 0 and y = +inf the result
     is NaN where PyTorch's is 0.)"""
-    return xlogy(ex, *_broadcast_operands(ex, call, ("input", "other")))
+    return xlogy(ex, *broadcast_operands(ex, call, ("input", "other")))
 
 
 def xlogy(ex, x, y):

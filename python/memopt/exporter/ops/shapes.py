@@ -50,11 +50,14 @@ def _identity(ex, call):
 @handles("input, *rest, **",
          methods=["to", "type", "type_as", "float", "cpu", "cuda"])
 def _convert(ex, call):
-    """Tensor.to / float / type_as ...: a no-op, or a float-to-float cast."""
+    """Tensor.to / float / type_as ...: a no-op, a float-to-float cast, or
+    a mask as 1 and 0."""
     x = ex.val(call.args["input"])
     dtype = dtype_name(call.out.dtype, "the result")
     if dtype == x.dtype:
         return x
+    if x.dtype == "i1" and dtype in FLOAT_TYPES:
+        return ex.val(call.args["input"], dtype)
     if x.dtype in FLOAT_TYPES and dtype in FLOAT_TYPES:
         return ex.emit.cast(x, dtype)
     ex.fail("conversion from %s to %s is not supported" % (x.dtype, dtype))

@@ -257,6 +257,27 @@ MEMOPT_HOST_DEVICE inline float binaryValue(memopt_binary_op op, float a,
   return a;
 }
 
+/// memopt_compare's op applied to a and b (floats or indices): C's
+/// operators, so that every ordered comparison with a NaN is false.
+template <typename T>
+MEMOPT_HOST_DEVICE inline bool compareValue(memopt_compare_op op, T a, T b) {
+  switch (op) {
+  case MEMOPT_COMPARE_EQ:
+    return a == b;
+  case MEMOPT_COMPARE_NE:
+    return a != b;
+  case MEMOPT_COMPARE_LT:
+    return a < b;
+  case MEMOPT_COMPARE_LE:
+    return a <= b;
+  case MEMOPT_COMPARE_GT:
+    return a > b;
+  case MEMOPT_COMPARE_GE:
+    return a >= b;
+  }
+  return false;
+}
+
 /// memopt_scalar's op applied to x and the scalar v.
 MEMOPT_HOST_DEVICE inline float scalarValue(memopt_scalar_op op, float x,
                                             float v) {

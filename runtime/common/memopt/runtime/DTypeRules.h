@@ -131,6 +131,9 @@ namespace rules {
 constexpr DTypeSlot floats(const char *name) { return {name, kFloatDTypes}; }
 constexpr DTypeSlot indices(const char *name) { return {name, kIndexDTypes}; }
 constexpr DTypeSlot anyDType(const char *name) { return {name, kAnyDType}; }
+constexpr DTypeSlot numbers(const char *name) {
+  return {name, kFloatDTypes | kIndexDTypes};
+}
 constexpr DTypeSlot f32(const char *name) { return {name, kF32}; }
 constexpr DTypeTie kNoTie = {-1, -1, 0, 0, nullptr};
 constexpr DTypeRule row(const char *entry, DTypeSlot slot) {
@@ -156,6 +159,7 @@ inline constexpr DTypeRule kDTypeRules[] = {
     rules::row("memopt_where", rules::anyDType("dtype")),
     rules::row("memopt_masked_fill", rules::floats("dtype")),
     // Elementwise families.
+    rules::row("memopt_compare", rules::numbers("dtype")),
     rules::row("memopt_unary", rules::floats("dtype")),
     rules::row("memopt_binary", rules::floats("dtype")),
     rules::row("memopt_scalar", rules::floats("dtype")),

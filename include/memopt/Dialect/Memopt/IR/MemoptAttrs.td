@@ -40,4 +40,20 @@ def Memopt_LossReductionAttr : EnumAttr<Memopt_Dialect,
   let assemblyFormat = "`<` $value `>`";
 }
 
+def Memopt_ComparePredicate : I32EnumAttr<"ComparePredicate",
+    "the relation an elementwise comparison tests", [
+      I32EnumAttrCase<"Eq", 0, "eq">,
+      I32EnumAttrCase<"Ne", 1, "ne">,
+      I32EnumAttrCase<"Lt", 2, "lt">,
+      I32EnumAttrCase<"Le", 3, "le">,
+      I32EnumAttrCase<"Gt", 4, "gt">,
+      I32EnumAttrCase<"Ge", 5, "ge">
+    ]> {
+  let cppNamespace = "::memopt";
+  let genSpecializedAttr = 0;
+}
+
+def Memopt_ComparePredicateAttr : EnumAttr<Memopt_Dialect,
+    Memopt_ComparePredicate, "predicate">;
+
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTATTRS_TD

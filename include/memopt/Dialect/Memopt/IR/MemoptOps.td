@@ -217,6 +217,31 @@ def Memopt_MaskedFillOp : Memopt_Op<"masked_fill",
   }];
 }
 
+def Memopt_CompareOp : Memopt_Op<"compare",
+    [Pure, Memopt_Elementwise, AllTypesMatch<["lhs", "rhs"]>,
+     DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "elementwise comparison";
+  let description = [{
+    `result[i] = lhs[i] <predicate> rhs[i]`, a mask, as `torch.eq`, `ne`,
+    `lt`, `le`, `gt` and `ge`: float operands (f16 and bf16 compared as
+    stored) or indices; an ordered comparison with a NaN is false and `ne`
+    true, so `memopt.compare ne, %x, %x` finds the NaNs. Both operands have
+    one type and the result their shape: broadcasting is explicit. A mask
+    has no gradient; `memopt.where` routes the gradients it selects.
+
+    ```mlir
+    %m = memopt.compare gt, %x, %zeros : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_ComparePredicateAttr:$predicate,
+                       AnyTypeOf<[Memopt_FloatTensor, Memopt_IndexTensor]>:$lhs,
+                       AnyTypeOf<[Memopt_FloatTensor, Memopt_IndexTensor]>:$rhs);
+  let results = (outs Memopt_MaskTensor:$result);
+  let assemblyFormat = [{
+    `` $predicate `,` $lhs `,` $rhs attr-dict `:` type($lhs)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise arithmetic and activations
 //===----------------------------------------------------------------------===//
