@@ -117,9 +117,9 @@ void memopt_compare(memopt_context *ctx, memopt_compare_op op,
                     memopt_dtype dtype, const void *lhs, const void *rhs,
                     uint8_t *out, int64_t n) {
   const char *entry = "memopt_compare";
-  if (!checkDTypes(ctx, entry, {dtype}) || !checkExtents(ctx, entry, {n}) ||
-      !checkPointers(ctx, entry, n, {lhs, rhs, out}) ||
-      !checkOp(ctx, entry, op, MEMOPT_COMPARE_GE) || isEmpty({n}))
+  if (!checkElementwise(ctx, entry, op, MEMOPT_COMPARE_GE, dtype, n,
+                        {lhs, rhs, out}) ||
+      isEmpty({n}))
     return;
   auto launch = [&](auto tag) {
     using T = MEMOPT_STORAGE(tag);

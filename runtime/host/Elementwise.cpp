@@ -113,9 +113,8 @@ void memopt_compare(memopt_context *ctx, memopt_compare_op op,
                     memopt_dtype dtype, const void *lhs, const void *rhs,
                     uint8_t *out, int64_t n) {
   const char *entry = "memopt_compare";
-  if (!checkDTypes(ctx, entry, {dtype}) || !checkExtents(ctx, entry, {n}) ||
-      !checkPointers(ctx, entry, n, {lhs, rhs, out}) ||
-      !checkOp(ctx, entry, op, MEMOPT_COMPARE_GE))
+  if (!checkElementwise(ctx, entry, op, MEMOPT_COMPARE_GE, dtype, n,
+                        {lhs, rhs, out}))
     return;
   if (!isFloatType(dtype)) {
     parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {

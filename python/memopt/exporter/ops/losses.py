@@ -3,6 +3,7 @@ the target) and nll_loss of a log_softmax, which is one; mean squared
 error; and those written with elementwise ops: L1, smooth L1, Huber, binary
 cross entropy with and without logits, KL divergence."""
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -37,10 +38,10 @@ def _loss_options(ex, call, names, unreduced=False, extra=()):
          "label_smoothing=0.0", functions=[F.cross_entropy])
 @handles("input, target", modules=[nn.CrossEntropyLoss])
 def _cross_entropy(ex, call):
-    probabilities = ex.val(call.args["target"]).dtype not in INDEX_TYPES
     options = _loss_options(ex, call, (
         "weight", "size_average", "ignore_index", "reduce", "reduction",
-        "label_smoothing"), unreduced=probabilities)
+        "label_smoothing"), unreduced=True)
+    probabilities = ex.val(call.args["target"]).dtype not in INDEX_TYPES
     label_smoothing = float(options["label_smoothing"] or 0.0)
     if not 0.0 <= label_smoothing < 1.0:
         ex.fail("label_smoothing=%r is not supported: memopt takes it in "
@@ -49,9 +50,24 @@ def _cross_entropy(ex, call):
     if probabilities:
         return _soft_cross_entropy(ex, call, logits, options,
                                    label_smoothing)
-    if options["weight"] is not None:
-        ex.fail("class weights are not supported with class-index targets")
+    if options["weight"] is not None or options["reduction"] == "none":
+        dim = 0 if logits.rank == 1 else 1
+        return _picked_loss(ex, call, ex.emit.softmax("log_softmax", logits,
+                                                      dim),
+                            options, label_smoothing)
     return _class_loss(ex, call, logits, options, label_smoothing)
+
+
+def _class_weight(ex, call, options, classes):
+    """The class weights (an f32 Value of ``classes`` elements), or None."""
+    if options["weight"] is None:
+        return None
+    weight = ex.val(call.module.get_buffer("weight")
+                    if call.module is not None else call.args["weight"], "f32")
+    if weight.shape != (classes,):
+        ex.fail("the class weights %s must hold one weight per class (%d)"
+                % (weight.type, classes))
+    return weight
 
 
 def _soft_cross_entropy(ex, call, logits, options, label_smoothing):
@@ -72,13 +88,8 @@ def _soft_cross_entropy(ex, call, logits, options, label_smoothing):
             label_smoothing / classes)
     terms = emit.binary("mul", target, emit.softmax("log_softmax", logits,
                                                     dim))
-    if options["weight"] is not None:
-        weight = ex.val(call.module.get_buffer("weight")
-                        if call.module is not None else call.args["weight"],
-                        "f32")
-        if weight.shape != (classes,):
-            ex.fail("the class weights %s must hold one weight per class "
-                    "(%d)" % (weight.type, classes))
+    weight = _class_weight(ex, call, options, classes)
+    if weight is not None:
         terms = emit.binary("mul", terms, emit.broadcast(weight, [dim],
                                                          logits.shape))
     losses = emit.unary("neg", emit.reduce("reduce_sum", terms, [dim]))
@@ -104,6 +115,75 @@ def _class_loss(ex, call, logits, options, label_smoothing):
                 % (labels.type, logits.type))
     return ex.emit.cross_entropy(logits, labels, int(options["ignore_index"]),
                                  options["reduction"], label_smoothing)
+
+
+def _picked_loss(ex, call, scores, options, label_smoothing=0.0):
+    """nll_loss of the log-probabilities ``scores`` (classes in dimension 1,
+    or 0 for one sample) and the target's class indices t, in the forms the
+    fused cross-entropy does not take (class weights, reduction='none', any
+    input): -w[t] scores[t] per item, picked by a one-hot mask (``compare
+    eq`` of t and the class positions) and ``reduce_sum`` over the classes;
+    0 where t is ignore_index. The mean divides by the sum of w[t] over the
+    items not ignored (their count without weights); label smoothing adds
+    s / C times -sum_c w_c scores_c, as PyTorch's. A target outside
+    [0, C) that is not ignore_index picks nothing and adds 0, where PyTorch
+    raises an error."""
+    labels = ex.val(call.args["target"])
+    if labels.dtype not in INDEX_TYPES:
+        ex.fail("the target must hold class indices (int64 or int32)")
+    emit = ex.emit
+    dim = 0 if scores.rank == 1 else 1
+    shape, classes = scores.shape, scores.shape[dim]
+    if labels.shape != shape[:dim] + shape[dim + 1:]:
+        ex.fail("the target %s does not match the input %s"
+                % (labels.type, scores.type))
+    other_dims = [d for d in range(scores.rank) if d != dim]
+    positions = np.arange(classes).reshape(
+        [classes if d == dim else 1 for d in range(scores.rank)])
+    onehot = emit.compare(
+        "eq", emit.broadcast(labels, other_dims, shape),
+        emit.constant(np.broadcast_to(positions, shape), labels.dtype))
+    valid = emit.compare("ne", labels, emit.constant(
+        np.full(labels.shape, int(options["ignore_index"])), labels.dtype))
+
+    def full(value, like):
+        return emit.constant(np.full(like.shape, value, np.float32),
+                             like.dtype)
+
+    picked = emit.reduce("reduce_sum", emit.where(
+        onehot, scores, full(0.0, scores)), [dim])
+    item_zeros = full(0.0, picked)
+    weight = _class_weight(ex, call, options, classes)
+    if weight is not None:
+        weight = emit.broadcast(weight, [dim], shape)
+        if weight.dtype != scores.dtype:
+            weight = emit.cast(weight, scores.dtype)
+        item_weight = emit.reduce("reduce_sum", emit.where(
+            onehot, weight, full(0.0, scores)), [dim])
+        picked = emit.binary("mul", item_weight, picked)
+    else:
+        item_weight = full(1.0, picked)
+    losses = emit.where(valid, emit.unary("neg", picked), item_zeros)
+    if label_smoothing:
+        spread = scores if weight is None else emit.binary("mul", scores,
+                                                           weight)
+        spread = emit.where(valid, emit.unary("neg", emit.reduce(
+            "reduce_sum", spread, [dim])), item_zeros)
+        losses = emit.binary(
+            "add", emit.scalar("mul_scalar", losses, 1.0 - label_smoothing),
+            emit.scalar("mul_scalar", spread, label_smoothing / classes))
+    reduction = options["reduction"]
+    if reduction == "none" or not losses.rank:
+        total = losses
+    else:
+        total = emit.reduce("reduce_sum", losses, list(range(losses.rank)))
+    if reduction != "mean":
+        return total
+    counted = emit.where(valid, item_weight, item_zeros)
+    if counted.rank:
+        counted = emit.reduce("reduce_sum", counted,
+                              list(range(counted.rank)))
+    return emit.binary("div", total, counted)
 
 
 def _pair(ex, call):
@@ -279,23 +359,20 @@ def _log_softmax_input(ex, node):
 @handles("input, target", modules=[nn.NLLLoss])
 def _nll_loss(ex, call):
     """nll_loss(log_softmax(x, dim=1), t): the cross entropy of x, the one
-    op that never holds the log-probabilities (docs/Exporter.md)."""
+    op that never holds the log-probabilities (docs/Exporter.md); with
+    class weights, reduction='none' or any other input, the picked form."""
     options = _loss_options(ex, call, (
-        "weight", "size_average", "ignore_index", "reduce", "reduction"))
-    if options["weight"] is not None:
-        ex.fail("class weights are not supported")
+        "weight", "size_average", "ignore_index", "reduce", "reduction"),
+        unreduced=True)
     source = _log_softmax_input(ex, call.args["input"])
-    if source is None:
-        ex.fail("only the nll_loss of a log_softmax is supported (the cross "
-                "entropy of its input): compute the input with "
-                "F.log_softmax")
-    logits = float_input(ex, source[0])
-    class_dim = 1 if logits.rank > 1 else 0
-    if source[1] is None or norm_dim(ex, ex.const(source[1]), logits.rank) \
-            != class_dim:
-        ex.fail("the log_softmax must be over the class dimension %d"
-                % class_dim)
-    return _class_loss(ex, call, logits, options, 0.0)
+    if source is not None and source[1] is not None and \
+            options["weight"] is None and options["reduction"] != "none":
+        logits = float_input(ex, source[0])
+        class_dim = 1 if logits.rank > 1 else 0
+        if norm_dim(ex, ex.const(source[1]), logits.rank) == class_dim:
+            return _class_loss(ex, call, logits, options, 0.0)
+    return _picked_loss(ex, call, float_input(ex, call.args["input"]),
+                        options)
 
 
 @handles("input, target, size_average=None, reduce=None, "

@@ -175,8 +175,9 @@ inline bool isEmpty(std::initializer_list<int64_t> extents) {
   return false;
 }
 
-/// Tensors of one dtype argument and `extents` elements (their product) at
-/// `pointers`: the checks of every elementwise entry.
+/// Tensors of one dtype argument (any its row accepts) and `extents`
+/// elements (their product) at `pointers`: the checks of every elementwise
+/// entry.
 inline bool checkFloatTensors(memopt_context *ctx, const char *entry,
                               memopt_dtype dtype,
                               std::initializer_list<int64_t> extents,
