@@ -3,8 +3,8 @@
 # in the step, not folded at export): F.cross_entropy with class weights and
 # label smoothing, and with reduction='none'; F.nll_loss of an input that
 # is no log_softmax, with class weights and an ignore_index that is a class
-# (3, half of its labels); nn.NLLLoss with weights on a log_softmax over the class
-# dimension of [N, C, d] scores. Some labels are ignore_index. Checked
+# (3, half of its labels); nn.NLLLoss with weights on a log_softmax over the
+# class dimension of [N, C, d] scores. Some labels are ignore_index. Checked
 # against the parity oracle in FP32 (5 AdamW losses, the final state and the
 # first-step gradients), and the exported IR holds no fused cross-entropy.
 #

@@ -100,7 +100,8 @@ class Model(nn.Module):
             self.register_buffer("nb%d" % i, torch.tensor(nb))
             with torch.no_grad():
                 shape = f(*self.operands(i)).shape
-            self.register_parameter("q%d" % i, nn.Parameter(torch.zeros(shape)))
+            self.register_parameter("q%d" % i,
+                                    nn.Parameter(torch.zeros(shape)))
 
     def operands(self, i):
         return (getattr(self, "a%d" % i) + getattr(self, "na%d" % i),

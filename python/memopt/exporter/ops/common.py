@@ -16,6 +16,12 @@ def norm_dim(ex, dim, rank):
     return dim % rank if rank else 0
 
 
+def full(ex, shape, value, dtype):
+    """A constant of ``shape`` filled with the number ``value`` in float
+    ``dtype`` (a splat: one fill at run time)."""
+    return ex.emit.constant(np.full(shape, value, np.float32), dtype)
+
+
 def float_input(ex, arg):
     x = ex.val(arg)
     if x.dtype not in FLOAT_TYPES:

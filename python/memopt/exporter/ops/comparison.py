@@ -18,12 +18,8 @@ from ..dtypes import dtype_name
 from ..emit import FLOAT_TYPES, INDEX_TYPES
 from ..registry import handles, register
 from . import arithmetic
-from .common import as_number, float_input
+from .common import as_number, float_input, full
 from .reductions import in_dtype, reduced_dims
-
-
-def _full(ex, shape, value, dtype):
-    return ex.emit.constant(np.full(shape, value, np.float32), dtype)
 
 
 def _operand(ex, arg, dtype, shape):
@@ -36,7 +32,7 @@ def _operand(ex, arg, dtype, shape):
                         % number)
             return ex.emit.constant(np.full(shape, int(number), np.int64),
                                     dtype)
-        return _full(ex, shape, number, dtype)
+        return full(ex, shape, number, dtype)
     return ex.emit.broadcast_to(ex.val(arg, dtype), shape)
 
 
@@ -86,7 +82,7 @@ def _infinity_test(predicate, value, magnitude):
         if magnitude:
             x = ex.emit.unary("abs", x)
         return ex.emit.compare(predicate, x,
-                               _full(ex, x.shape, value, x.dtype))
+                               full(ex, x.shape, value, x.dtype))
     return handler
 
 
@@ -107,8 +103,8 @@ def _truth(ex, arg, shape):
             ex.fail("logical ops on %s tensors are not supported" % x.dtype)
         x = ex.emit.compare("ne", x, _operand(ex, 0, x.dtype, x.shape))
         return ex.emit.broadcast_to(
-            ex.emit.where(x, _full(ex, x.shape, 1.0, "f32"),
-                          _full(ex, x.shape, 0.0, "f32")), shape)
+            ex.emit.where(x, full(ex, x.shape, 1.0, "f32"),
+                          full(ex, x.shape, 0.0, "f32")), shape)
     return ex.emit.broadcast_to(ex.val(arg, "f32"), shape)
 
 
@@ -124,7 +120,7 @@ def _logical(combine):
         if combine == "xor":
             return ex.emit.compare("ne", a, b)
         return ex.emit.compare("ne", ex.emit.binary(combine, a, b),
-                               _full(ex, shape, 0.0, "f32"))
+                               full(ex, shape, 0.0, "f32"))
     return handler
 
 
@@ -143,7 +139,7 @@ def _logical_not(ex, call):
         ex.fail("bitwise ops on integer tensors are not supported")
     shape = ex.out_shape(call)
     return ex.emit.compare("eq", _truth(ex, call.args["input"], shape),
-                           _full(ex, shape, 0.0, "f32"))
+                           full(ex, shape, 0.0, "f32"))
 
 
 def _nan_ignoring(predicate):
@@ -182,8 +178,8 @@ def _nan_to_num(ex, call):
         elif replacement == test:
             continue
         else:
-            mask = ex.emit.compare("eq", x, _full(ex, x.shape, test, x.dtype))
-        y = ex.emit.where(mask, _full(ex, x.shape, replacement, x.dtype), y)
+            mask = ex.emit.compare("eq", x, full(ex, x.shape, test, x.dtype))
+        y = ex.emit.where(mask, full(ex, x.shape, replacement, x.dtype), y)
     return y
 
 
@@ -194,9 +190,9 @@ def _nan_reduce(mean):
         x = in_dtype(ex, call, float_input(ex, call.args["input"]))
         dims = reduced_dims(ex, ex.const(call.args.get("dim")), x.rank)
         nan = is_nan(ex, x)
-        zeros = _full(ex, x.shape, 0.0, x.dtype)
+        zeros = full(ex, x.shape, 0.0, x.dtype)
         total = ex.emit.where(nan, zeros, x)
-        count = ex.emit.where(nan, zeros, _full(ex, x.shape, 1.0, x.dtype))
+        count = ex.emit.where(nan, zeros, full(ex, x.shape, 1.0, x.dtype))
         if dims:
             total = ex.emit.reduce("reduce_sum", total, dims)
             count = ex.emit.reduce("reduce_sum", count, dims)

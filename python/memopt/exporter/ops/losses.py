@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from ..emit import INDEX_TYPES
 from ..registry import handles
 from . import arithmetic
-from .common import float_input, in_f32, norm_dim
+from .common import float_input, full, in_f32, norm_dim
 
 
 def _loss_options(ex, call, names, unreduced=False, extra=()):
@@ -146,23 +146,19 @@ def _picked_loss(ex, call, scores, options, label_smoothing=0.0):
     valid = emit.compare("ne", labels, emit.constant(
         np.full(labels.shape, int(options["ignore_index"])), labels.dtype))
 
-    def full(value, like):
-        return emit.constant(np.full(like.shape, value, np.float32),
-                             like.dtype)
-
     picked = emit.reduce("reduce_sum", emit.where(
-        onehot, scores, full(0.0, scores)), [dim])
-    item_zeros = full(0.0, picked)
+        onehot, scores, full(ex, scores.shape, 0.0, scores.dtype)), [dim])
+    item_zeros = full(ex, picked.shape, 0.0, picked.dtype)
     weight = _class_weight(ex, call, options, classes)
     if weight is not None:
         weight = emit.broadcast(weight, [dim], shape)
         if weight.dtype != scores.dtype:
             weight = emit.cast(weight, scores.dtype)
         item_weight = emit.reduce("reduce_sum", emit.where(
-            onehot, weight, full(0.0, scores)), [dim])
+            onehot, weight, full(ex, scores.shape, 0.0, scores.dtype)), [dim])
         picked = emit.binary("mul", item_weight, picked)
     else:
-        item_weight = full(1.0, picked)
+        item_weight = full(ex, picked.shape, 1.0, picked.dtype)
     losses = emit.where(valid, emit.unary("neg", picked), item_zeros)
     if label_smoothing:
         spread = scores if weight is None else emit.binary("mul", scores,
