@@ -7,14 +7,18 @@
 # rest is memopt's ops. Compiled for the host and trained 5 AdamW steps in
 # FP32, checked with the parity oracle (memopt.testing,
 # docs/Reliability.md): the trajectory (losses, every parameter) and the
-# first-step gradients against float64.
+# first-step gradients against float64; and with --mixed-precision=bf16
+# against torch.autocast (the losses and the first-step gradients).
 #
 # REQUIRES: torch
 # RUN: rm -rf %t && mkdir -p %t
-# RUN: %python %s %t | FileCheck %s
+# RUN: %python %s %t/f32 | FileCheck %s
+# RUN: %python %s %t/bf16 bf16 | FileCheck %s --check-prefix=BF16
 #
 # CHECK: llama: trajectory: 5 losses and 9 tensors within the oracle
 # CHECK: llama: gradients: 9 tensors within the oracle
+# BF16: llama bf16: trajectory: 5 losses within the oracle
+# BF16: llama bf16: gradients: 9 tensors within the oracle
 
 import os
 import sys
@@ -92,8 +96,10 @@ def build():
 
 def main():
     model, batch = build()
-    return 0 if export_and_check("llama", model, batch, sys.argv[1],
-                                 STEPS) else 1
+    precision = sys.argv[2] if len(sys.argv) > 2 else "f32"
+    label = "llama" if precision == "f32" else "llama " + precision
+    return 0 if export_and_check(label, model, batch, sys.argv[1], STEPS,
+                                 precision=precision) else 1
 
 
 if __name__ == "__main__":

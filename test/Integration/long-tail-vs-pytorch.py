@@ -8,16 +8,21 @@
 # cross entropy of a sigmoid, L1, smooth L1 and Huber. Compiled for the host
 # and trained 5 AdamW steps in FP32, checked with the parity oracle
 # (memopt.testing, docs/Reliability.md): the trajectory (losses, every
-# parameter) and the first-step gradients against float64. Each model also
-# exports with F.group_norm's functional form.
+# parameter) and the first-step gradients against float64; and with
+# --mixed-precision=bf16 against torch.autocast (the losses and the
+# first-step gradients). Each model also exports with F.group_norm's
+# functional form.
 #
 # REQUIRES: torch
 # RUN: rm -rf %t && mkdir -p %t
 # RUN: %python %s %t | FileCheck %s
+# RUN: mkdir -p %t/bf16 && %python %s %t/bf16 bf16 | FileCheck %s --check-prefix=BF16
 #
 # CHECK: long-tail: ops abs=5 cos=1 cross_entropy=1 erf=1 expm1=4 log1p=1 log_softmax=0 sin=1 softplus=3
 # CHECK: long-tail: trajectory: 5 losses and 12 tensors within the oracle
 # CHECK: long-tail: gradients: 12 tensors within the oracle
+# BF16: long-tail bf16: trajectory: 5 losses within the oracle
+# BF16: long-tail bf16: gradients: 12 tensors within the oracle
 
 import math
 import os
@@ -116,8 +121,13 @@ def main():
     memopt.export(Functional(model.norm), (batch["x"].repeat(1, 2, 1, 1),),
                   os.path.join(workdir, "functional.mlir"))
 
-    oracle = Oracle(model, batch, STEPS, adamw)
     memopt.safetensors.save(batch, os.path.join(workdir, "batch.safetensors"))
+    if len(sys.argv) > 2 and sys.argv[2] == "bf16":
+        oracle = Oracle(model, batch, STEPS, adamw, precision="bf16")
+        return 0 if check_parity("long-tail bf16", oracle, mlir, workdir,
+                                 STEPS, "--mixed-precision=bf16",
+                                 compare_state=False) else 1
+    oracle = Oracle(model, batch, STEPS, adamw)
     return 0 if check_parity("long-tail", oracle, mlir, workdir,
                              STEPS) else 1
 

@@ -5,14 +5,19 @@
 # as predicted (logits > 0, a mask computed in the step) scale an auxiliary
 # term. Compiled for the host and trained 5 AdamW steps in FP32, checked with
 # the parity oracle (memopt.testing, docs/Reliability.md): the trajectory
-# (losses, every parameter) and the first-step gradients against float64.
+# (losses, every parameter) and the first-step gradients against float64;
+# and with --mixed-precision=bf16 against torch.autocast (the losses and the
+# first-step gradients).
 #
 # REQUIRES: torch
 # RUN: rm -rf %t && mkdir -p %t
-# RUN: %python %s %t | FileCheck %s
+# RUN: %python %s %t/f32 | FileCheck %s
+# RUN: %python %s %t/bf16 bf16 | FileCheck %s --check-prefix=BF16
 #
 # CHECK: multi-label cnn: trajectory: 5 losses and 10 tensors within the oracle
 # CHECK: multi-label cnn: gradients: 10 tensors within the oracle
+# BF16: multi-label cnn bf16: trajectory: 5 losses within the oracle
+# BF16: multi-label cnn bf16: gradients: 10 tensors within the oracle
 
 import os
 import sys
@@ -49,8 +54,10 @@ def main():
     torch.manual_seed(0)
     batch = {"images": torch.randn(8, 3, 8, 8),
              "targets": (torch.rand(8, LABELS) < 0.3).float()}
-    ok = memopt_run.export_and_check("multi-label cnn", MultiLabelCNN(), batch,
-                                     sys.argv[1], 5)
+    precision = sys.argv[2] if len(sys.argv) > 2 else "f32"
+    label = "multi-label cnn" + ("" if precision == "f32" else " " + precision)
+    ok = memopt_run.export_and_check(label, MultiLabelCNN(), batch,
+                                     sys.argv[1], 5, precision=precision)
     return 0 if ok else 1
 
 

@@ -130,18 +130,24 @@ def check_parity(label, oracle, mlir, workdir, steps, *flags,
     return ok
 
 
-def export_and_check(label, model, batch, workdir, steps, *flags):
+def export_and_check(label, model, batch, workdir, steps, *flags,
+                     precision="f32"):
     """Exports MODEL (a module returning its loss) called on BATCH to
     WORKDIR/model.mlir, saves the batch next to it and runs check_parity
-    against a float64 oracle of STEPS AdamW steps; returns its verdict."""
+    against a float64 oracle of STEPS AdamW steps; returns its verdict.
+    With precision="bf16" the step is compiled with --mixed-precision=bf16
+    and the oracle's own runs are torch.autocast's (losses and gradients)."""
     import memopt
     from memopt.testing import Oracle
     os.makedirs(workdir, exist_ok=True)
-    oracle = Oracle(model, batch, steps, adamw)
+    oracle = Oracle(model, batch, steps, adamw, precision=precision)
     mlir = os.path.join(workdir, "model.mlir")
     memopt.export(model, tuple(batch.values()), mlir)
     memopt.safetensors.save(batch, os.path.join(workdir, "batch.safetensors"))
-    return check_parity(label, oracle, mlir, workdir, steps, *flags)
+    if precision != "f32":
+        flags += ("--mixed-precision=" + precision,)
+    return check_parity(label, oracle, mlir, workdir, steps, *flags,
+                        compare_state=precision == "f32")
 
 
 def zero_vs_k2(mlir, workdir, steps, *flags, stage=2):
