@@ -7,10 +7,19 @@
 # class dimension of [N, C, d] scores. Some labels are ignore_index. Checked
 # against the parity oracle in FP32 (5 AdamW losses, the final state and the
 # first-step gradients), and the exported IR holds no fused cross-entropy.
+# The summed forms also train with --micro-batches=2 (the means divide by a
+# sum over the batch, which accumulation refuses with an error).
 #
 # REQUIRES: torch
-# RUN: rm -rf %t && mkdir -p %t
+# RUN: rm -rf %t && mkdir -p %t/k2
 # RUN: %python %s %t | FileCheck %s
+# RUN: %python %s %t/k2 k2 | FileCheck %s --check-prefix=K2
+# RUN: not memopt-compile %t/model.mlir -o %t/refused --micro-batches=2 2>&1 \
+# RUN:   | FileCheck %s --check-prefix=REFUSED
+#
+# K2: summed class losses K=2: trajectory: 5 losses and 4 tensors within the oracle
+# K2: summed class losses K=2: gradients: 4 tensors within the oracle
+# REFUSED: error: 'memopt.div' op cannot be split into 2 micro-batches
 #
 # CHECK: fused cross-entropy ops: 0, comparisons: 8
 # CHECK: class losses: trajectory: 5 losses and 4 tensors within the oracle
@@ -56,12 +65,24 @@ class Classifier(nn.Module):
         return sum(losses)
 
 
+class Summed(Classifier):
+    """The summed and unreduced forms, which accumulate."""
+
+    def forward(self, x, y, z, t):
+        first = self.head(torch.tanh(self.body(x)))[:, :C]
+        return (F.cross_entropy(first, y, weight=self.weight,
+                                reduction="none").sum() / 8 +
+                F.nll_loss(torch.log(torch.sigmoid(first)), t,
+                           weight=self.weight, ignore_index=3,
+                           reduction="sum") / 8)
+
+
 def main():
     import memopt
     from memopt.testing import Oracle
     workdir = sys.argv[1]
     torch.manual_seed(0)
-    model = Classifier()
+    model = Summed() if sys.argv[2:] == ["k2"] else Classifier()
     y = torch.randint(0, C, (8,))
     y[2] = -100
     y[5] = 0
@@ -70,6 +91,11 @@ def main():
     t = torch.randint(0, C, (8,))
     t[::2] = 3
     batch = {"x": torch.randn(8, 6), "y": y, "z": z, "t": t}
+    if isinstance(model, Summed):
+        ok = memopt_run.export_and_check("summed class losses K=2", model,
+                                         batch, workdir, STEPS,
+                                         "--micro-batches=2")
+        return 0 if ok else 1
     oracle = Oracle(model, batch, STEPS, memopt_run.adamw)
     mlir = os.path.join(workdir, "model.mlir")
     memopt.export(model, tuple(batch.values()), mlir)
