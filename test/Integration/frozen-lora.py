@@ -28,7 +28,6 @@
 # CHECK: bf16: gradients: 4 tensors within the oracle
 # CHECK: ZeRO-2 x 2 ranks vs K=2: 5 losses bit-identical, state byte-identical
 
-import json
 import os
 import re
 import sys

@@ -83,7 +83,6 @@ def relative(got, want):
 
 
 def bf16(name, model, batch, workdir, mlir):
-    import memopt
     from memopt.testing import Oracle
     steps = 10
     oracle = Oracle(model, batch, steps, memopt_run.adamw, precision="bf16")

@@ -32,7 +32,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 
@@ -69,7 +68,6 @@ def write_batches(memopt, directory, tokens, seed, count):
 
 
 def main():
-    import torch
     import memopt
     workdir = sys.argv[1]
     sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "pytorch"))

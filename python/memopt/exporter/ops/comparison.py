@@ -26,10 +26,7 @@ def _operand(ex, arg, dtype, shape):
     """A comparison operand of ``dtype``, broadcast to ``shape``."""
     number = as_number(ex, arg)
     if number is not None and not isinstance(ex.concrete(arg), torch.Tensor):
-        if dtype in INDEX_TYPES:
-            if number != int(number):
-                ex.fail("an index tensor compared with the non-integer %r"
-                        % number)
+        if dtype in INDEX_TYPES:  # PyTorch promotes to float otherwise
             return ex.emit.constant(np.full(shape, int(number), np.int64),
                                     dtype)
         return full(ex, shape, number, dtype)
