@@ -20,7 +20,7 @@ from .dtypes import DTYPES, NUMPY, dtype_name
 from .emit import FLOAT_TYPES, Emitter, format_float
 from .errors import ExportError, location, target_name
 from .ops.normalization import BATCH_NORMS
-from .ops.common import tuple_element
+from .ops.common import mask_as_float, tuple_element
 from .ops.shapes import inplace_fill
 from .registry import FUNCTIONS, METHODS, MODULES, TUPLE_HANDLERS, Call, bind
 from .roles import is_label, parameter_groups
@@ -138,14 +138,11 @@ class Exporter:
 
     def _mask_as_float(self, node, mask, dtype):
         """A computed mask as 1 and 0 of float ``dtype``, as PyTorch promotes
-        a bool tensor in arithmetic (``mask * x``, ``mask.float()``): a
-        ``where`` between constants, once per mask and dtype."""
+        a bool tensor in arithmetic (``mask * x``, ``mask.float()``), once
+        per mask and dtype."""
         key = (node, "mask", dtype)
         if key not in self.constants:
-            ones, zeros = (self.emit.constant(np.full(mask.shape, v,
-                                                      np.float32), dtype)
-                           for v in (1.0, 0.0))
-            self.constants[key] = self.emit.where(mask, ones, zeros)
+            self.constants[key] = mask_as_float(self, mask, dtype)
         return self.constants[key]
 
     def vals(self, arg, dtype=None):

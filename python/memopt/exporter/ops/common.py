@@ -22,6 +22,13 @@ def full(ex, shape, value, dtype):
     return ex.emit.constant(np.full(shape, value, np.float32), dtype)
 
 
+def mask_as_float(ex, mask, dtype):
+    """The i1 ``mask`` as 1 and 0 of float ``dtype``: a ``where`` between
+    constants (PyTorch's promotion of a bool tensor in arithmetic)."""
+    return ex.emit.where(mask, full(ex, mask.shape, 1.0, dtype),
+                         full(ex, mask.shape, 0.0, dtype))
+
+
 def float_input(ex, arg):
     x = ex.val(arg)
     if x.dtype not in FLOAT_TYPES:

@@ -18,7 +18,7 @@ from ..dtypes import dtype_name
 from ..emit import FLOAT_TYPES, INDEX_TYPES
 from ..registry import handles, register
 from . import arithmetic
-from .common import as_number, float_input, full
+from .common import as_number, float_input, full, mask_as_float
 from .reductions import in_dtype, reduced_dims
 
 
@@ -99,9 +99,7 @@ def _truth(ex, arg, shape):
         if x.dtype not in FLOAT_TYPES + INDEX_TYPES:
             ex.fail("logical ops on %s tensors are not supported" % x.dtype)
         x = ex.emit.compare("ne", x, _operand(ex, 0, x.dtype, x.shape))
-        return ex.emit.broadcast_to(
-            ex.emit.where(x, full(ex, x.shape, 1.0, "f32"),
-                          full(ex, x.shape, 0.0, "f32")), shape)
+        return ex.emit.broadcast_to(mask_as_float(ex, x, "f32"), shape)
     return ex.emit.broadcast_to(ex.val(arg, "f32"), shape)
 
 
