@@ -454,9 +454,7 @@ LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
              << "attribute '" << name << "' must be a unit attribute";
     return success();
   }
-  // The micro-batch loop of --memopt-accumulate (docs/Accumulation.md) and
-  // its ranks (docs/DataParallel.md).
-  if (name == "memopt.micro_batches" || name == "memopt.data_parallel") {
+  if (name == kMicroBatchesAttrName || name == kDataParallelAttrName) {
     auto count = dyn_cast<IntegerAttr>(attr.getValue());
     if (!count || count.getInt() < 1 || op->getNumRegions() != 1)
       return op->emitOpError() << "attribute '" << name

@@ -66,7 +66,8 @@
 //  - One flat gradient buffer. A run of consecutive in-place f32
 //    `shard.all_reduce` kernels (data parallelism's sums of the accumulators
 //    after the loop) becomes one sum over one `memref<B x i8>` allocation
-//    that holds the accumulators as `memref.view` slots, one runtime call.
+//    that holds the accumulators as `memref.view` slots, one runtime call
+//    (FlattenAllReduces.cpp).
 //
 // Linear in the size of the body (block-order queries are amortised O(1)),
 // plus the uses of each value once for its last use.
@@ -78,6 +79,8 @@
 #include "memopt/Dialect/Memopt/IR/RuntimeDTypes.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 #include "memopt/runtime.h"
+
+#include "FlattenAllReduces.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -331,117 +334,6 @@ static LogicalResult checkTrainStep(func::FuncOp func,
   if (!isa<func::ReturnOp>(func.getBody().front().getTerminator()))
     return func.emitOpError() << "must end with func.return";
   return success();
-}
-
-/// Whether `value` is the whole result of an f32 `memref.alloc` of `block`
-/// with a static, row-major shape: a buffer that a flat buffer's slot can
-/// replace.
-static bool isFlattenable(Value value, Block &block) {
-  auto alloc = value.getDefiningOp<memref::AllocOp>();
-  MemRefType type = alloc ? alloc.getType() : MemRefType();
-  return alloc && alloc->getBlock() == &block && type.hasStaticShape() &&
-         type.getLayout().isIdentity() && type.getElementType().isF32();
-}
-
-/// Whether `op` fills exactly `buffer` with zeros (an accumulator's start).
-static bool isZeroFill(Operation *op, Value buffer) {
-  auto kernel = dyn_cast<KernelOp>(op);
-  if (!kernel || kernel.getKernel() != "memopt.constant" ||
-      !kernel.getIns().empty() || kernel.getOuts().size() != 1 ||
-      kernel.getOuts()[0] != buffer)
-    return false;
-  auto value = kernel.getOpAttributes().getAs<DenseElementsAttr>("value");
-  return value && value.isSplat() && isa<FloatType>(value.getElementType()) &&
-         value.getSplatValue<APFloat>().isPosZero();
-}
-
-/// Data parallelism's sums over the ranks, one per f32 accumulator after
-/// the micro-batch loop: each run of consecutive in-place sums whose buffers
-/// are allocations of the body becomes one sum over one flat buffer. The
-/// flat buffer (`memref<B x i8>`) holds the run's accumulators as
-/// `memref.view` slots, in the run's order, each at a multiple of
-/// kDefaultArenaAlignment bytes; one zero fill of all of it replaces their
-/// zero fills (and clears the padding between slots), and the sum is one
-/// in-place kernel on its f32 view: one collective call, nothing packed, as
-/// DDP's and DeepSpeed's contiguous gradient buffers. The accumulators' own
-/// allocations leave `allocs`, the flat buffer joins it.
-static void flattenAllReduces(Block &body, OpBuilder &builder,
-                              SmallVectorImpl<Value> &allocs) {
-  auto isInPlaceSum = [](Operation &op) {
-    auto kernel = dyn_cast<KernelOp>(op);
-    return kernel && kernel.getKernel() == "shard.all_reduce" &&
-           kernel.getIns().size() == 1 && kernel.getOuts().size() == 1 &&
-           kernel.getIns()[0] == kernel.getOuts()[0];
-  };
-  SmallVector<SmallVector<KernelOp>> runs(1);
-  for (Operation &op : body) {
-    if (isInPlaceSum(op) && isFlattenable(cast<KernelOp>(op).getIns()[0], body))
-      runs.back().push_back(cast<KernelOp>(op));
-    else if (!runs.back().empty())
-      runs.emplace_back();
-  }
-  MLIRContext *ctx = body.getParentOp()->getContext();
-  Type f32 = Float32Type::get(ctx);
-  for (SmallVector<KernelOp> &run : runs) {
-    // (A buffer summed twice in a row stays as it is.)
-    llvm::SmallPtrSet<Value, 8> distinct;
-    for (KernelOp kernel : run)
-      distinct.insert(kernel.getIns()[0]);
-    if (run.size() < 2 || distinct.size() != run.size())
-      continue;
-    // The slots, and the allocation the flat buffer takes the place of.
-    SmallVector<memref::AllocOp> accumulators;
-    SmallVector<int64_t> slots;
-    int64_t bytes = 0;
-    for (KernelOp kernel : run) {
-      auto alloc = kernel.getIns()[0].getDefiningOp<memref::AllocOp>();
-      bytes = llvm::alignTo(bytes, kDefaultArenaAlignment);
-      slots.push_back(bytes);
-      bytes += alloc.getType().getNumElements() * 4;
-      accumulators.push_back(alloc);
-    }
-    Operation *first = *llvm::min_element(
-        accumulators, [](memref::AllocOp a, memref::AllocOp b) {
-          return a->isBeforeInBlock(b);
-        });
-    Location loc = first->getLoc();
-    builder.setInsertionPoint(first);
-    Value flat = memref::AllocOp::create(
-        builder, loc, MemRefType::get({bytes}, builder.getI8Type()));
-    auto viewAt = [&](int64_t offset, MemRefType type) -> Value {
-      Value shift = arith::ConstantIndexOp::create(builder, loc, offset);
-      return memref::ViewOp::create(builder, loc, type, flat, shift,
-                                    ValueRange{});
-    };
-    auto allType = MemRefType::get({bytes / 4}, f32);
-    Value all = viewAt(0, allType);
-    auto zeros = DenseElementsAttr::get(
-        RankedTensorType::get(allType.getShape(), f32), APFloat(0.0f));
-    KernelOp::create(
-        builder, loc, "memopt.constant", ValueRange{}, ValueRange{all},
-        builder.getDictionaryAttr(builder.getNamedAttr("value", zeros)));
-    for (auto [alloc, offset] : llvm::zip_equal(accumulators, slots)) {
-      Value slot = viewAt(offset, alloc.getType());
-      for (Operation *user : llvm::make_early_inc_range(alloc->getUsers()))
-        if (isZeroFill(user, alloc))
-          user->erase();
-      alloc.getResult().replaceAllUsesWith(slot);
-      llvm::erase(allocs, alloc.getResult());
-    }
-    // (Erased only now: the builder inserts the slots before the first.)
-    for (memref::AllocOp alloc : accumulators)
-      alloc.erase();
-    allocs.push_back(flat);
-
-    KernelOp last = run.back();
-    builder.setInsertionPointAfter(last);
-    auto merged = KernelOp::create(builder, last.getLoc(), last.getKernel(),
-                                   ValueRange{all}, ValueRange{all},
-                                   last.getOpAttributes());
-    merged->setDiscardableAttrs(last->getDiscardableAttrDictionary());
-    for (KernelOp kernel : run)
-      kernel.erase();
-  }
 }
 
 namespace {

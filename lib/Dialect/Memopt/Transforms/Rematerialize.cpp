@@ -42,6 +42,9 @@
 //    rebuilt) and the step without it are planned on copies; the smallest
 //    arena wins.
 //
+// Steps 1, 2 and 4 (the step graph and the rewrite) are RematGraph.cpp's;
+// this file holds the strategies, the budget search and the pass.
+//
 // Bit-exactness: a clone is the same op with the same operands (by value)
 // and attributes, and memopt ops on tensors are deterministic functions of
 // those (dropout's mask is a function of its seed, stream and the step, which
@@ -56,20 +59,16 @@
 #include "memopt/Remat/RematSchedule.h"
 #include "memopt/Remat/SavedSet.h"
 
+#include "RematGraph.h"
+
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/DenseSet.h"
-#include "llvm/ADT/SetVector.h"
-#include "llvm/ADT/StringSwitch.h"
-#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/Debug.h"
 
 #include <limits>
-#include <set>
 #include <map>
 #include <tuple>
 
@@ -82,471 +81,14 @@ namespace memopt {
 
 using namespace mlir;
 using namespace memopt;
+using namespace memopt::remat;
 
 /// Seconds of exact placement search for the budget candidates closest to
 /// the budget when the heuristics fit none: the default time limit of
 /// --memopt-plan-buffers, which plans the final step.
 static constexpr double kExactCheckSeconds = 1.0;
 
-/// a + b for FLOP counts, which saturate (CostModel) rather than overflow.
-static int64_t addFlops(int64_t a, int64_t b) {
-  return llvm::checkedAdd(a, b).value_or(std::numeric_limits<int64_t>::max());
-}
-
-/// Bytes of a statically shaped tensor, rounded up to the planner's 256-byte
-/// alignment; 0 when unknown.
-static int64_t getAlignedBytes(Value value) {
-  auto type = dyn_cast<ShapedType>(value.getType());
-  if (!type || !type.hasStaticShape())
-    return 0;
-  Type element = type.getElementType();
-  int64_t bits = element.isIntOrFloat() ? element.getIntOrFloatBitWidth() : 0;
-  int64_t bytes = (type.getNumElements() * std::max<int64_t>(bits, 8) + 7) / 8;
-  return (bytes + 255) / 256 * 256;
-}
-
-/// The stage key of a scope: the prefix up to and including its first
-/// numeric component ("transformer.h.3.attn" -> "transformer.h.3"), else its
-/// first component ("layer1.conv1" -> "layer1").
-static StringRef getStageKey(StringRef scope) {
-  SmallVector<StringRef> parts;
-  scope.split(parts, '.');
-  size_t length = 0;
-  for (auto [index, part] : llvm::enumerate(parts)) {
-    length += part.size() + (index ? 1 : 0);
-    if (!part.empty() && llvm::all_of(part, llvm::isDigit))
-      return scope.take_front(length);
-  }
-  return parts.front();
-}
-
-/// Ops the selective strategy recomputes: cheap per element, or the
-/// attention score product (a matmul of two activations).
-static bool isSelectiveCandidate(Operation *op,
-                                 const DenseSet<Operation *> &freeOps,
-                                 const DenseSet<Operation *> &forward) {
-  StringRef name = op->getName().getStringRef();
-  if (name == "memopt.matmul") {
-    return llvm::all_of(op->getOperands(), [&](Value operand) {
-      Operation *def = operand.getDefiningOp();
-      return def && forward.contains(def) && !freeOps.contains(def);
-    });
-  }
-  return llvm::StringSwitch<bool>(name)
-      .Cases({"memopt.softmax", "memopt.dropout", "memopt.masked_fill",
-              "memopt.mul_scalar", "memopt.add_scalar", "memopt.relu",
-              "memopt.gelu", "memopt.silu", "memopt.tanh", "memopt.sigmoid",
-              "memopt.hardswish", "memopt.hardsigmoid", "memopt.mish",
-              "memopt.clamp", "memopt.where", "memopt.compare"},
-             true)
-      .Default(false);
-}
-
 namespace {
-
-/// The forward graph of @train_step and its chain of stages.
-struct StepGraph {
-  Block *body = nullptr;
-  /// Forward ops, in program order, and as a set.
-  SmallVector<Operation *> forwardOps;
-  DenseSet<Operation *> forward;
-  /// Forward ops that read no input or label.
-  DenseSet<Operation *> freeOps;
-  /// Backward and optimizer ops, in program order (not the terminator).
-  SmallVector<Operation *> backwardOps;
-  /// stageOf[op] for every non-free forward op.
-  DenseMap<Operation *, int64_t> stageOf;
-  /// boundaries[i]: the value entering stage i (null for stage 0).
-  SmallVector<Value> boundaries;
-  /// i for boundaries[i].
-  DenseMap<Value, int64_t> boundaryIndex;
-  /// Forward values the backward reads.
-  DenseSet<Value> readByBackward;
-  /// Forward values the backward reads, by stage (non-free only).
-  SmallVector<SmallVector<Value>> savedByStage;
-  /// FLOPs of each stage's ops.
-  SmallVector<int64_t> stageFlops;
-  int64_t forwardFlops = 0;
-
-  int64_t getNumStages() const {
-    return static_cast<int64_t>(boundaries.size());
-  }
-  bool isForwardValue(Value v) const {
-    Operation *def = v.getDefiningOp();
-    return def && forward.contains(def);
-  }
-
-  /// Splits the step of `func` into forward and backward, and the forward's
-  /// non-free ops into stages.
-  LogicalResult build(FunctionOpInterface func);
-
-  /// The forward as the general-graph search sees it: one value per non-free
-  /// forward op, in program order (`ops`), with backward read positions;
-  /// values the backward reads are candidates, ops with side effects are
-  /// kept, other values are recomputed when needed.
-  std::vector<GraphValue> getValueGraph(SmallVectorImpl<Operation *> &ops) const;
-
-private:
-  /// The ops the loss and the new "state" values depend on (`forward`).
-  void findForward(FunctionOpInterface func);
-  /// Splits the body into forwardOps and backwardOps, and marks the forward
-  /// ops that read no input or label (directly or through other ops) free.
-  void classifyOps(FunctionOpInterface func);
-  /// Cuts the chain of non-free forward ops into stages at the gaps crossed
-  /// by exactly one value (stageOf, boundaries).
-  void cutStages();
-  /// What each stage saves for the backward, and its FLOPs.
-  void measureStages();
-};
-
-/// Ops the rewrite may clone: no memory effects, no regions, some result.
-static bool isRecomputable(Operation *op) {
-  return isMemoryEffectFree(op) && op->getNumRegions() == 0 &&
-         op->getNumResults() > 0;
-}
-
-/// Ops the minimal saved set may recompute in the backward: every op the
-/// rewrite can clone but the FLOP-heavy ones, whose recompute the user
-/// chooses with a strategy.
-static bool isCheapToRecompute(Operation *op) {
-  return isRecomputable(op) &&
-         !isa<MatmulOp, Nf4MatmulOp, Conv2DOp, Conv2DGradInputOp,
-              AttentionOp, LinearCrossEntropyOp, Nf4LinearCrossEntropyOp>(op);
-}
-
-/// The stage boundaries that cheap ops compute from the previous boundary: a
-/// residual stream (x + f(x) after each block). One form of the minimal
-/// saved set keeps these: rebuilding the stream's last value from the
-/// blocks' outputs recomputes every block's sum at the start of the
-/// backward, each held until its own block's gradient reads it, which can
-/// plan more than keeping them.
-static DenseSet<Value> getResidualBoundaries(const StepGraph &graph) {
-  // Values that cheap ops compute from the latest boundary.
-  DenseSet<Value> fromBoundary;
-  DenseSet<Value> residual;
-  for (Operation *op : graph.forwardOps) {
-    bool cheapPath =
-        isCheapToRecompute(op) &&
-        llvm::any_of(op->getOperands(), [&](Value operand) {
-          return fromBoundary.contains(operand);
-        });
-    for (Value result : op->getResults()) {
-      if (!graph.boundaryIndex.count(result)) {
-        if (cheapPath)
-          fromBoundary.insert(result);
-        continue;
-      }
-      if (cheapPath)
-        residual.insert(result);
-      fromBoundary.clear();
-      fromBoundary.insert(result);
-    }
-  }
-  return residual;
-}
-
-std::vector<GraphValue>
-StepGraph::getValueGraph(SmallVectorImpl<Operation *> &ops) const {
-  DenseMap<Operation *, int64_t> index;
-  for (Operation *op : forwardOps)
-    if (!freeOps.contains(op)) {
-      index[op] = static_cast<int64_t>(ops.size());
-      ops.push_back(op);
-    }
-  std::vector<GraphValue> values(ops.size());
-  for (auto [i, op] : llvm::enumerate(ops)) {
-    GraphValue &value = values[i];
-    for (Value result : op->getResults())
-      value.bytes += getAlignedBytes(result);
-    value.flops = getOpFlops(op);
-    for (Value operand : op->getOperands())
-      if (auto it = index.find(operand.getDefiningOp()); it != index.end())
-        if (!llvm::is_contained(value.operands, it->second))
-          value.operands.push_back(it->second);
-  }
-  for (auto [position, op] : llvm::enumerate(backwardOps))
-    for (Value operand : op->getOperands())
-      if (auto it = index.find(operand.getDefiningOp()); it != index.end()) {
-        GraphValue &value = values[it->second];
-        if (value.firstUse < 0)
-          value.firstUse = static_cast<int64_t>(position);
-        value.lastUse = static_cast<int64_t>(position);
-      }
-  for (auto [i, op] : llvm::enumerate(ops))
-    values[i].kind = !isRecomputable(op) ? GraphValue::Kind::Kept
-                     : values[i].lastUse >= 0 ? GraphValue::Kind::Candidate
-                                              : GraphValue::Kind::Recomputed;
-  return values;
-}
-
-LogicalResult StepGraph::build(FunctionOpInterface func) {
-  Region &region = func.getFunctionBody();
-  if (!region.hasOneBlock())
-    return func.emitOpError()
-           << "must have one block for --memopt-remat (run it before "
-              "--memopt-accumulate)";
-  body = &region.front();
-  if (body->getTerminator()->getNumOperands() == 0)
-    return func.emitOpError() << "returns no loss";
-  findForward(func);
-  classifyOps(func);
-  cutStages();
-  measureStages();
-  return success();
-}
-
-void StepGraph::findForward(FunctionOpInterface func) {
-  // Seeds: the loss and the new value of every "state" argument.
-  Operation *terminator = body->getTerminator();
-  SmallVector<Value> seeds{terminator->getOperand(0)};
-  unsigned result = 1;
-  for (unsigned i = 0, e = func.getNumArguments(); i < e; ++i) {
-    auto role =
-        func.getArgAttrOfType<StringAttr>(i, MemoptDialect::kRoleAttrName);
-    std::optional<ArgumentRole> kind =
-        role ? symbolizeArgumentRole(role.getValue()) : std::nullopt;
-    if (!kind || (*kind != ArgumentRole::Param &&
-                  *kind != ArgumentRole::State && *kind != ArgumentRole::Optim))
-      continue;
-    if (*kind == ArgumentRole::State && result < terminator->getNumOperands())
-      seeds.push_back(terminator->getOperand(result));
-    ++result;
-  }
-  SmallVector<Operation *> worklist;
-  for (Value seed : seeds)
-    if (Operation *def = seed.getDefiningOp())
-      if (def->getBlock() == body && forward.insert(def).second)
-        worklist.push_back(def);
-  while (!worklist.empty()) {
-    Operation *op = worklist.pop_back_val();
-    for (Value operand : op->getOperands())
-      if (Operation *def = operand.getDefiningOp())
-        if (def->getBlock() == body && forward.insert(def).second)
-          worklist.push_back(def);
-  }
-}
-
-void StepGraph::classifyOps(FunctionOpInterface func) {
-  DenseSet<Operation *> readsData;
-  for (Operation &op : body->without_terminator()) {
-    if (!forward.contains(&op)) {
-      backwardOps.push_back(&op);
-      continue;
-    }
-    forwardOps.push_back(&op);
-    bool data = llvm::any_of(op.getOperands(), [&](Value operand) {
-      if (auto arg = dyn_cast<BlockArgument>(operand)) {
-        auto role = func.getArgAttrOfType<StringAttr>(
-            arg.getArgNumber(), MemoptDialect::kRoleAttrName);
-        return role && (role.getValue() == "input" || role.getValue() == "label");
-      }
-      Operation *def = operand.getDefiningOp();
-      return def && readsData.contains(def);
-    });
-    if (data)
-      readsData.insert(&op);
-    else
-      freeOps.insert(&op);
-  }
-}
-
-void StepGraph::cutStages() {
-  SmallVector<Operation *> chain;
-  for (Operation *op : forwardOps)
-    if (!freeOps.contains(op))
-      chain.push_back(op);
-  DenseMap<Operation *, int64_t> position;
-  for (auto [index, op] : llvm::enumerate(chain))
-    position[op] = static_cast<int64_t>(index);
-  DenseMap<Value, int64_t> lastUse;
-  for (Operation *op : chain)
-    for (Value operand : op->getOperands())
-      if (Operation *def = operand.getDefiningOp();
-          def && position.count(def))
-        lastUse[operand] = std::max(lastUse.lookup(operand), position[op]);
-
-  // With scopes, a cut also needs a new stage key on its far side.
-  bool hasScopes = llvm::any_of(chain, [](Operation *op) {
-    auto scope = op->getAttrOfType<StringAttr>(MemoptDialect::kScopeAttrName);
-    return scope && !scope.getValue().empty();
-  });
-  SmallVector<StringRef> keys(chain.size());
-  StringRef previousKey;
-  for (auto [index, op] : llvm::enumerate(chain)) {
-    auto scope = op->getAttrOfType<StringAttr>(MemoptDialect::kScopeAttrName);
-    if (scope && !scope.getValue().empty())
-      previousKey = getStageKey(scope.getValue());
-    keys[index] = previousKey;
-  }
-
-  boundaries.push_back(Value());
-  StringRef stageKey = chain.empty() ? StringRef() : keys[0];
-  // Values defined so far and read after the gap, by last use.
-  std::set<std::pair<int64_t, const void *>> open;
-  DenseMap<const void *, Value> byPointer;
-  for (auto [index, op] : llvm::enumerate(chain)) {
-    int64_t gap = static_cast<int64_t>(index);
-    stageOf[op] = getNumStages() - 1;
-    for (Value result : op->getResults())
-      if (int64_t last = lastUse.lookup(result); last > gap) {
-        open.insert({last, result.getAsOpaquePointer()});
-        byPointer[result.getAsOpaquePointer()] = result;
-      }
-    while (!open.empty() && open.begin()->first <= gap)
-      open.erase(open.begin());
-    if (open.size() != 1 || gap + 1 >= static_cast<int64_t>(chain.size()))
-      continue;
-    if (hasScopes && keys[gap + 1] == stageKey)
-      continue;
-    boundaryIndex[byPointer[open.begin()->second]] = getNumStages();
-    boundaries.push_back(byPointer[open.begin()->second]);
-    stageKey = keys[gap + 1];
-  }
-}
-
-void StepGraph::measureStages() {
-  savedByStage.resize(getNumStages());
-  stageFlops.assign(getNumStages(), 0);
-  for (Operation *op : backwardOps)
-    for (Value operand : op->getOperands())
-      if (isForwardValue(operand))
-        readByBackward.insert(operand);
-  for (Operation *op : forwardOps) {
-    int64_t flops = getOpFlops(op);
-    forwardFlops = addFlops(forwardFlops, flops);
-    auto it = stageOf.find(op);
-    if (it == stageOf.end())
-      continue;
-    stageFlops[it->second] = addFlops(stageFlops[it->second], flops);
-    for (Value result : op->getResults())
-      if (readByBackward.contains(result))
-        savedByStage[it->second].push_back(result);
-  }
-}
-
-/// Clones forward producers into the backward on demand.
-class Recomputer {
-public:
-  Recomputer(const StepGraph &graph) : graph(graph) {}
-
-  /// Forward values the backward reads directly.
-  DenseMap<Value, Value> available;
-  /// (from, to) boundary advances to run before each turn.
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> advancesBefore;
-  int64_t numClones = 0;
-  int64_t cloneFlops = 0;
-
-  /// Rewrites every backward operand that is a forward value not available.
-  void run() {
-    nextTurn = graph.getNumStages() - 1;
-    for (Operation *op : graph.backwardOps) {
-      OpBuilder builder(op);
-      for (OpOperand &operand : op->getOpOperands()) {
-        Value value = operand.get();
-        if (!graph.isForwardValue(value))
-          continue;
-        if (!available.count(value)) {
-          // Stage k's backward reads its input, boundary k, which stage k-1
-          // computes.
-          auto boundary = graph.boundaryIndex.find(value);
-          auto stage = graph.stageOf.find(value.getDefiningOp());
-          if (boundary != graph.boundaryIndex.end())
-            startTurns(boundary->second, builder);
-          else if (stage != graph.stageOf.end())
-            startTurns(stage->second, builder);
-        }
-        // Later backward ops reuse the clones of values the backward reads
-        // and of FLOP-heavy ops (a recomputed stage runs its matmuls once
-        // per turn); the cheap intermediates that rebuild them die at once
-        // and are recomputed again where needed, as in the minimal saved
-        // set, instead of living across the stage's backward.
-        DenseMap<Value, Value> scratch;
-        Value replacement = materialize(value, scratch, builder);
-        for (auto [original, copy] : scratch)
-          if (graph.readByBackward.contains(original) ||
-              !isCheapToRecompute(original.getDefiningOp()))
-            available[original] = copy;
-        if (replacement != value)
-          operand.set(replacement);
-      }
-    }
-  }
-
-private:
-  /// Runs the advances of every turn from `nextTurn` down to `stage`.
-  void startTurns(int64_t stage, OpBuilder &builder) {
-    for (; nextTurn >= stage; --nextTurn) {
-      if (nextTurn >= static_cast<int64_t>(advancesBefore.size()))
-        continue;
-      for (auto [from, to] : advancesBefore[nextTurn]) {
-        Value boundary = graph.boundaries[to];
-        if (available.count(boundary))
-          continue;
-        DenseMap<Value, Value> scratch;
-        available[boundary] = materialize(boundary, scratch, builder);
-      }
-    }
-  }
-
-  Value lookup(Value value, const DenseMap<Value, Value> &cache) const {
-    if (!graph.isForwardValue(value))
-      return value;
-    if (auto it = cache.find(value); it != cache.end())
-      return it->second;
-    if (auto it = available.find(value); it != available.end())
-      return it->second;
-    return Value();
-  }
-
-  /// A value equal to forward value `value` at the builder's point: cloned
-  /// producers in post-order, recorded in `cache`.
-  Value materialize(Value value, DenseMap<Value, Value> &cache,
-                    OpBuilder &builder) {
-    if (Value found = lookup(value, cache))
-      return found;
-    // Iterative depth-first post-order: an op is expanded once (its missing
-    // operands pushed), cloned when it is on top again; a copy pushed by a
-    // second user is skipped once cloned. O(ops + operands).
-    SmallVector<Operation *> stack{value.getDefiningOp()};
-    DenseSet<Operation *> expanded;
-    while (!stack.empty()) {
-      Operation *op = stack.back();
-      if (llvm::all_of(op->getResults(),
-                       [&](Value result) { return lookup(result, cache); })) {
-        stack.pop_back();
-        continue;
-      }
-      if (expanded.insert(op).second) {
-        // Free producers (broadcast biases, masks) go below the others so
-        // that their clones come last, right before their user, instead of
-        // living across the whole recomputed chain.
-        for (bool free : {true, false})
-          for (Value operand : llvm::reverse(op->getOperands()))
-            if (!lookup(operand, cache) &&
-                graph.freeOps.contains(operand.getDefiningOp()) == free)
-              stack.push_back(operand.getDefiningOp());
-        continue;
-      }
-      stack.pop_back();
-      IRMapping mapping;
-      for (Value operand : op->getOperands())
-        mapping.map(operand, lookup(operand, cache));
-      Operation *clone = builder.clone(*op, mapping);
-      clone->setAttr(MemoptDialect::kRecomputeAttrName,
-                     builder.getUnitAttr());
-      ++numClones;
-      cloneFlops = addFlops(cloneFlops, getOpFlops(op));
-      for (auto [original, copy] :
-           llvm::zip(op->getResults(), clone->getResults()))
-        if (!lookup(original, cache))
-          cache[original] = copy;
-    }
-    return lookup(value, cache);
-  }
-
-  const StepGraph &graph;
-  int64_t nextTurn = 0;
-};
 
 struct RematerializePass
     : public memopt::impl::RematerializePassBase<RematerializePass> {
@@ -788,9 +330,9 @@ void RematerializePass::apply(const StepGraph &graph,
   lastCloneFlops = recomputer.cloneFlops;
 }
 
-FailureOr<int64_t>
-RematerializePass::getPlannedArena(const BudgetPlan &plan,
-                                   bool runPlanner, double timeLimit) {
+FailureOr<int64_t> RematerializePass::getPlannedArena(const BudgetPlan &plan,
+                                                      bool runPlanner,
+                                                      double timeLimit) {
   OwningOpRef<ModuleOp> copy(searchRoot.clone());
   FailureOr<FunctionOpInterface> func = findTrainStep(*copy, "rematerialize");
   if (failed(func))
@@ -828,10 +370,9 @@ FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
     return failure();
   FailureOr<FunctionOpInterface> planned =
       findTrainStep(module, "rematerialize");
-  auto arena = succeeded(planned)
-                   ? (*planned)->getAttrOfType<IntegerAttr>(
-                         MemoptDialect::kArenaBytesAttrName)
-                   : IntegerAttr();
+  auto arena = succeeded(planned) ? (*planned)->getAttrOfType<IntegerAttr>(
+                                        MemoptDialect::kArenaBytesAttrName)
+                                  : IntegerAttr();
   if (!arena)
     return failure();
   return arena.getInt();
@@ -842,14 +383,14 @@ namespace {
 /// The budget strategy's search (runBudget): candidate plans of the chain
 /// and graph models, each checked once with the buffer planner; the fitting
 /// plan of least recompute wins.
-class BudgetSearch {
+class RecomputeSearch {
 public:
   using BudgetPlan = RematerializePass::BudgetPlan;
 
   /// The search for the plan that fits `budget` bytes of arena, with the
   /// gradient updates released into the backward when `released`.
-  BudgetSearch(RematerializePass &pass, FunctionOpInterface func,
-               const StepGraph &graph, int64_t budget, bool released);
+  RecomputeSearch(RematerializePass &pass, FunctionOpInterface func,
+                  const StepGraph &graph, int64_t budget, bool released);
 
   /// Runs the search; fitting() is then the plan, if one fits.
   LogicalResult run();
@@ -898,9 +439,10 @@ private:
 
 } // namespace
 
-BudgetSearch::BudgetSearch(RematerializePass &pass, FunctionOpInterface func,
-                           const StepGraph &graph, int64_t budget,
-                           bool released)
+RecomputeSearch::RecomputeSearch(RematerializePass &pass,
+                                 FunctionOpInterface func,
+                                 const StepGraph &graph, int64_t budget,
+                                 bool released)
     : pass(pass), budget(budget), chain(graph.getNumStages()) {
   for (int64_t i = 0; i < graph.getNumStages(); ++i) {
     chain[i].inputBytes = i ? getAlignedBytes(graph.boundaries[i]) : 0;
@@ -929,23 +471,23 @@ BudgetSearch::BudgetSearch(RematerializePass &pass, FunctionOpInterface func,
   }
 }
 
-BudgetSearch::BudgetPlan
-BudgetSearch::toChainPlan(const std::vector<StageChoice> &plan) {
+RecomputeSearch::BudgetPlan
+RecomputeSearch::toChainPlan(const std::vector<StageChoice> &plan) {
   BudgetPlan result;
   for (StageChoice choice : plan)
     result.choices.push_back(static_cast<int>(choice));
   return result;
 }
 
-BudgetSearch::BudgetPlan
-BudgetSearch::toGraphPlan(const std::vector<bool> &keep) {
+RecomputeSearch::BudgetPlan
+RecomputeSearch::toGraphPlan(const std::vector<bool> &keep) {
   BudgetPlan result{/*graph=*/true, {}};
   for (bool flag : keep)
     result.choices.push_back(flag);
   return result;
 }
 
-int64_t BudgetSearch::getModelPeak(const BudgetPlan &plan) const {
+int64_t RecomputeSearch::getModelPeak(const BudgetPlan &plan) const {
   if (plan.graph) {
     std::vector<bool> keep(plan.choices.begin(), plan.choices.end());
     return evaluateGraphPlan(values, keep)->peakBytes;
@@ -956,21 +498,21 @@ int64_t BudgetSearch::getModelPeak(const BudgetPlan &plan) const {
   return evaluateChainPlan(chain, stages)->peakBytes;
 }
 
-std::optional<BudgetSearch::BudgetPlan>
-BudgetSearch::solveChain(int64_t bound) const {
+std::optional<RecomputeSearch::BudgetPlan>
+RecomputeSearch::solveChain(int64_t bound) const {
   if (auto plan = solveChainBudget(chain, bound))
     return toChainPlan(*plan);
   return std::nullopt;
 }
 
-std::optional<BudgetSearch::BudgetPlan>
-BudgetSearch::solveGraph(int64_t bound) const {
+std::optional<RecomputeSearch::BudgetPlan>
+RecomputeSearch::solveGraph(int64_t bound) const {
   if (auto keep = solveGraphBudget(values, bound))
     return toGraphPlan(*keep);
   return std::nullopt;
 }
 
-LogicalResult BudgetSearch::consider(const BudgetPlan &plan) {
+LogicalResult RecomputeSearch::consider(const BudgetPlan &plan) {
   if (arenas.count(plan))
     return success();
   FailureOr<int64_t> arena = pass.getPlannedArena(plan);
@@ -988,8 +530,8 @@ LogicalResult BudgetSearch::consider(const BudgetPlan &plan) {
   return success();
 }
 
-LogicalResult
-BudgetSearch::tighten(function_ref<std::optional<BudgetPlan>(int64_t)> solve) {
+LogicalResult RecomputeSearch::tighten(
+    function_ref<std::optional<BudgetPlan>(int64_t)> solve) {
   std::optional<BudgetPlan> found;
   int64_t bound = std::max<int64_t>(budget - gradientBytes, 0);
   for (int attempt = 0; attempt < 12; ++attempt) {
@@ -1025,7 +567,7 @@ BudgetSearch::tighten(function_ref<std::optional<BudgetPlan>(int64_t)> solve) {
   return success();
 }
 
-LogicalResult BudgetSearch::considerBlocks() {
+LogicalResult RecomputeSearch::considerBlocks() {
   std::vector<StageChoice> blocks(chain.size(), StageChoice::Checkpoint);
   blocks.back() = StageChoice::Keep;
   // Nothing to count when it was checked already.
@@ -1038,7 +580,7 @@ LogicalResult BudgetSearch::considerBlocks() {
   return success();
 }
 
-LogicalResult BudgetSearch::considerLeastMemory() {
+LogicalResult RecomputeSearch::considerLeastMemory() {
   std::optional<std::vector<StageChoice>> leastMemory =
       solveChainBudget(chain, getMinimumChainPeak(chain));
   if (leastMemory && failed(consider(toChainPlan(*leastMemory))))
@@ -1056,7 +598,7 @@ LogicalResult BudgetSearch::considerLeastMemory() {
   return success();
 }
 
-LogicalResult BudgetSearch::checkClosestExactly() {
+LogicalResult RecomputeSearch::checkClosestExactly() {
   std::vector<std::pair<int64_t, BudgetPlan>> closest;
   for (const auto &[plan, arena] : arenas)
     closest.emplace_back(arena, plan);
@@ -1075,7 +617,7 @@ LogicalResult BudgetSearch::checkClosestExactly() {
   return success();
 }
 
-LogicalResult BudgetSearch::run() {
+LogicalResult RecomputeSearch::run() {
   auto chainModel = [&](int64_t bound) { return solveChain(bound); };
   auto graphModel = [&](int64_t bound) { return solveGraph(bound); };
   // Keeping everything first: when it fits, nothing needs recomputing (the
@@ -1104,10 +646,10 @@ LogicalResult BudgetSearch::run() {
 
 LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
                                            StepGraph &graph) {
-  BudgetSearch search(*this, func, graph, budget,
-                      /*released=*/microBatches == 1 && dataParallel == 1 &&
-                          releaseGradients &&
-                          (clipGradNorm <= 0 || clipStrategy == "recompute"));
+  RecomputeSearch search(
+      *this, func, graph, budget,
+      /*released=*/microBatches == 1 && dataParallel == 1 && releaseGradients &&
+          (clipGradNorm <= 0 || clipStrategy == "recompute"));
   if (failed(search.run()))
     return failure();
   if (!search.fitting())
@@ -1274,7 +816,8 @@ void RematerializePass::runOnOperation() {
     return signalPassFailure();
   }
   if (kind == "budget" && budget == 0) {
-    module.emitError() << "--memopt-remat: strategy=budget needs budget=<bytes>";
+    module.emitError()
+        << "--memopt-remat: strategy=budget needs budget=<bytes>";
     return signalPassFailure();
   }
   if (kind == "auto")
@@ -1339,8 +882,7 @@ void RematerializePass::runOnOperation() {
     recomputeFlops = cheapFlops;
     if (printSummary)
       llvm::errs() << "remat: strategy=none cheap_recomputed_ops="
-                   << cheapClones << " recompute_flops=" << cheapFlops
-                   << "\n";
+                   << cheapClones << " recompute_flops=" << cheapFlops << "\n";
     return;
   }
   recomputedStages = lastRecomputedStages;

@@ -101,6 +101,12 @@ def Memopt_Dialect : Dialect {
     /// Marks an op that --memopt-remat cloned to recompute a forward value.
     static constexpr ::llvm::StringLiteral kRecomputeAttrName =
         "memopt.recompute";
+    /// The micro-batch loop of --memopt-accumulate (docs/Accumulation.md):
+    /// its micro-batch count and, with data parallelism, its ranks.
+    static constexpr ::llvm::StringLiteral kMicroBatchesAttrName =
+        "memopt.micro_batches";
+    static constexpr ::llvm::StringLiteral kDataParallelAttrName =
+        "memopt.data_parallel";
 
   private:
     void registerAttributes();

@@ -17,8 +17,8 @@ namespace memopt {
 /// Marks the ops whose result element i depends on element i of each
 /// operand alone, all of one shape (the unary, binary, scalar and
 /// activation-gradient families): what the passes that split or reason per
-/// element (Accumulate.cpp) read instead of a list of ops. The family's
-/// verifier checks the types, with its own messages.
+/// element (the batch rules of --memopt-accumulate) read instead of a list
+/// of ops. The family's verifier checks the types, with its own messages.
 template <typename ConcreteType>
 class ElementwiseTrait
     : public mlir::OpTrait::TraitBase<ConcreteType, ElementwiseTrait> {};

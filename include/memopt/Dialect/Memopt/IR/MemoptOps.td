@@ -6,13 +6,14 @@
 // updates and loss-scale ops.
 //
 // Types are checked by ODS constraints; shapes, ranks and attributes by the
-// C++ verifiers in MemoptOps.cpp, whose messages name the operand and give the
-// expected and the actual type. Which element types an op may pass to its
-// runtime entry is the runtime's dtype table's to say (DTypeRules.h): every op
-// checks them against it through Memopt_RuntimeDTypes, so the ODS constraints
-// are only a first filter. Where several operands and results must share
-// one type, the custom assembly prints it once (`custom<SameTypes>`) and the
-// verifier reports any mismatch written in the generic form.
+// C++ verifiers in MemoptOps.cpp and MemoptLayerOps.cpp, whose messages name
+// the operand and give the expected and the actual type. Which element types
+// an op may pass to its runtime entry is the runtime's dtype table's to say
+// (DTypeRules.h): every op checks them against it through
+// Memopt_RuntimeDTypes, so the ODS constraints are only a first filter. Where
+// several operands and results must share one type, the custom assembly
+// prints it once (`custom<SameTypes>`) and the verifier reports any mismatch
+// written in the generic form.
 //
 //===----------------------------------------------------------------------===//
 

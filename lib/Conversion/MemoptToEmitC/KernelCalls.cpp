@@ -1,0 +1,991 @@
+//===- KernelCalls.cpp - memopt.kernel to its runtime call --------------===//
+//
+// One `memopt.kernel` of the planned step becomes one `emitc.call_opaque` of
+// its runtime entry (runtime.h). KernelLowering checks what every entry
+// shares (the operands are addressable, the dtype arguments are the ones
+// RuntimeDTypes.cpp binds, required attributes are present), then one method
+// per family of kernels appends its entry's arguments: elementwise, copies,
+// layout, normalization, linear, collectives and dropout, losses, attention,
+// optimizer. A family recognizes its kernels by their op class.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Lowering.h"
+
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace memopt;
+using namespace memopt::lowering;
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+namespace memopt::lowering {
+
+/// The runtime call of one `memopt.kernel` under construction: its
+/// operands, attributes and the checks every entry shares. Each family of
+/// kernels adds its entry's arguments in a method of its own, which returns
+/// nullopt for a kernel that is not one of the family's.
+class KernelLowering {
+public:
+  KernelLowering(TrainStepLowering &step, KernelOp kernel);
+
+  /// Emits the kernel's runtime call, or reports why it cannot.
+  LogicalResult lower();
+
+private:
+  std::optional<LogicalResult> lowerElementwise();
+  std::optional<LogicalResult> lowerCopies();
+  std::optional<LogicalResult> lowerLayout();
+  std::optional<LogicalResult> lowerNormalization();
+  std::optional<LogicalResult> lowerLinear();
+  std::optional<LogicalResult> lowerCollectivesAndDropout();
+  std::optional<LogicalResult> lowerLosses();
+  std::optional<LogicalResult> lowerAttention();
+  std::optional<LogicalResult> lowerOptimizer();
+
+  /// Reports that the kernel cannot be lowered, and why.
+  LogicalResult fail(const Twine &why);
+  /// Checks the operand counts; the optional `skip_if` operand is the extra
+  /// input allowed by `maxIns`.
+  LogicalResult expectCounts(size_t numIns, size_t numOuts, size_t maxIns = 0);
+  /// The elementwise families' one shape:
+  /// memopt_<family>(ctx, kind, dtype, ins..., [value,] out, n).
+  LogicalResult elementwise(StringRef kind, unsigned numIns, bool withValue);
+
+  /// Whether the kernel computes one of the ops `OpTys`.
+  template <typename... OpTys> bool is() const {
+    return ((name == OpTys::getOperationName()) || ...);
+  }
+
+  static MemRefType typeOf(Value v) { return cast<MemRefType>(v.getType()); }
+  static ArrayRef<int64_t> shapeOf(Value v) { return typeOf(v).getShape(); }
+  static int64_t numel(Value v) { return typeOf(v).getNumElements(); }
+  static StringRef dtype(Value v) {
+    return getDTypeName(typeOf(v).getElementType());
+  }
+  /// Dtype argument `slot` of the runtime entry: the dtype of the operand or
+  /// result that the op's binding names (RuntimeDTypes.h), the value whose
+  /// element type memopt.kernel's verifier checked against the entry's rule.
+  StringRef dtypeArg(unsigned slot);
+
+  // Attributes. A missing required one is an error (reported once the call
+  // is built); defaults are the ODS defaults of the tensor op, which the
+  // kernel omits like the op does.
+  double f64Attr(StringRef attrName);
+  int64_t i64Attr(StringRef attrName,
+                  std::optional<int64_t> def = std::nullopt);
+  SmallVector<int64_t> arrayAttr(StringRef attrName,
+                                 ArrayRef<int64_t> def = {});
+  /// An attribute of the tensor op's Memopt_Pair kind.
+  SmallVector<int64_t> pairAttr(StringRef attrName, ArrayRef<int64_t> def = {});
+  /// An attribute with one entry per dimension of a rank-`rank` tensor.
+  SmallVector<int64_t> perDimAttr(StringRef attrName, size_t rank);
+  StringRef reduction();
+  bool geluTanh();
+  void setMissing(const Twine &attrName) {
+    missing = true;
+    missingName = attrName.str();
+  }
+
+  /// Appends the current micro-batch's first element in the full batch's
+  /// numbering, i * `elements` in the micro-batch loop, 0 outside it.
+  void microBatchOffset(int64_t elements);
+  /// Appends `v`'s pointer (nullptr for none) to the call.
+  void ptr(Value v) { call.value(step.getPointer(v)); }
+  void optionalPtr(std::optional<Value> v) {
+    if (v)
+      ptr(*v);
+    else
+      call.verbatim("nullptr");
+  }
+
+  TrainStepLowering &step;
+  KernelOp kernel;
+  StringRef name;
+  DictionaryAttr attrs;
+  SmallVector<Value> ins, outs;
+  Location loc;
+  const RuntimeDTypeBinding *binding;
+  bool usesBinding = false, unbound = false;
+  bool missing = false;
+  std::string missingName;
+  RuntimeCall call;
+  StringRef callee;
+};
+
+} // namespace memopt::lowering
+
+KernelLowering::KernelLowering(TrainStepLowering &step, KernelOp kernel)
+    : step(step), kernel(kernel), name(kernel.getKernel()),
+      attrs(kernel.getOpAttributes()), ins(kernel.getIns()),
+      outs(kernel.getOuts()), loc(kernel.getLoc()),
+      binding(lookupRuntimeDTypeBinding(name)), call(step.ctx) {}
+
+LogicalResult KernelLowering::fail(const Twine &why) {
+  return kernel.emitOpError() << "'" << name << "' cannot be lowered: " << why;
+}
+
+LogicalResult KernelLowering::expectCounts(size_t numIns, size_t numOuts,
+                                           size_t maxIns) {
+  maxIns = std::max(maxIns, numIns);
+  if (ins.size() < numIns || ins.size() > maxIns || outs.size() != numOuts)
+    return fail("expected " + Twine(numIns) +
+                (maxIns > numIns ? " or " + Twine(maxIns) : Twine()) +
+                " inputs and " + Twine(numOuts) + " outputs, got " +
+                Twine(ins.size()) + " and " + Twine(outs.size()));
+  return success();
+}
+
+LogicalResult KernelLowering::elementwise(StringRef kind, unsigned numIns,
+                                          bool withValue) {
+  if (failed(expectCounts(numIns, 1)))
+    return failure();
+  call.verbatim(kind).verbatim(dtypeArg(0));
+  for (unsigned i = 0; i < numIns; ++i)
+    ptr(ins[i]);
+  if (withValue)
+    call.f64(f64Attr("value"));
+  ptr(outs[0]);
+  call.i64(numel(outs[0]));
+  return success();
+}
+
+void KernelLowering::microBatchOffset(int64_t elements) {
+  if (!step.loopIndex) {
+    call.i64(0);
+    return;
+  }
+  Type indexType = step.builder.getIndexType();
+  Value size = emitc::ConstantOp::create(step.builder, loc, indexType,
+                                         step.builder.getIndexAttr(elements));
+  call.value(
+      emitc::MulOp::create(step.builder, loc, indexType, step.loopIndex, size));
+}
+
+StringRef KernelLowering::dtypeArg(unsigned slot) {
+  usesBinding = true;
+  SmallVector<Value> values;
+  if (binding)
+    values = binding->getValues(slot, ins, outs);
+  if (values.empty()) {
+    unbound = true;
+    return "";
+  }
+  return dtype(values.front());
+}
+
+double KernelLowering::f64Attr(StringRef attrName) {
+  if (auto attr = attrs.getAs<FloatAttr>(attrName))
+    return attr.getValueAsDouble();
+  setMissing(attrName);
+  return 0.0;
+}
+
+int64_t KernelLowering::i64Attr(StringRef attrName,
+                                std::optional<int64_t> def) {
+  if (auto attr = attrs.getAs<IntegerAttr>(attrName))
+    return attr.getInt();
+  if (def)
+    return *def;
+  setMissing(attrName);
+  return 0;
+}
+
+SmallVector<int64_t> KernelLowering::arrayAttr(StringRef attrName,
+                                               ArrayRef<int64_t> def) {
+  if (auto attr = attrs.getAs<DenseI64ArrayAttr>(attrName))
+    return SmallVector<int64_t>(attr.asArrayRef());
+  if (!def.empty())
+    return SmallVector<int64_t>(def);
+  setMissing(attrName);
+  return SmallVector<int64_t>(2, 0);
+}
+
+SmallVector<int64_t> KernelLowering::pairAttr(StringRef attrName,
+                                              ArrayRef<int64_t> def) {
+  SmallVector<int64_t> pair = arrayAttr(attrName, def);
+  if (pair.size() != 2) {
+    setMissing(attrName + "' pair");
+    pair.assign(2, 0);
+  }
+  return pair;
+}
+
+SmallVector<int64_t> KernelLowering::perDimAttr(StringRef attrName,
+                                                size_t rank) {
+  SmallVector<int64_t> values = arrayAttr(attrName);
+  if (values.size() != rank && !missing)
+    setMissing(attrName + "' of " + Twine(rank) + " entries");
+  return values;
+}
+
+StringRef KernelLowering::reduction() {
+  auto attr = attrs.getAs<LossReductionAttr>("reduction");
+  return attr && attr.getValue() == LossReduction::Sum
+             ? "MEMOPT_REDUCTION_SUM"
+             : "MEMOPT_REDUCTION_MEAN";
+}
+
+bool KernelLowering::geluTanh() {
+  auto attr = attrs.getAs<GeluApproximationAttr>("approximate");
+  return attr && attr.getValue() == GeluApproximation::Tanh;
+}
+
+LogicalResult TrainStepLowering::lowerKernel(KernelOp kernel) {
+  return KernelLowering(*this, kernel).lower();
+}
+
+LogicalResult KernelLowering::lower() {
+  for (auto [index, v] : llvm::enumerate(kernel->getOperands()))
+    if (!step.getPointer(v))
+      return fail("operand #" + Twine(index) +
+                  " is not a function argument, a planned allocation or a "
+                  "view of one");
+  call.value(step.context);
+  std::optional<LogicalResult> built;
+  for (auto family :
+       {&KernelLowering::lowerElementwise, &KernelLowering::lowerCopies,
+        &KernelLowering::lowerLayout, &KernelLowering::lowerNormalization,
+        &KernelLowering::lowerLinear,
+        &KernelLowering::lowerCollectivesAndDropout,
+        &KernelLowering::lowerLosses, &KernelLowering::lowerAttention,
+        &KernelLowering::lowerOptimizer}) {
+    built = (this->*family)();
+    if (built)
+      break;
+  }
+  if (!built)
+    return fail("no runtime entry computes it");
+  if (failed(*built))
+    return failure();
+
+  if (missing)
+    return fail("it has no valid '" + missingName + "' attribute");
+  // The entry is the binding's (RuntimeDTypes.cpp) unless the family chose
+  // one the table does not list (copies, the step counter, loss scaling).
+  if (callee.empty() && binding)
+    callee = binding->entry;
+  if (callee.empty())
+    return fail("no runtime entry computes it");
+  if (usesBinding && (unbound || !binding || binding->entry != callee))
+    return fail("its dtype arguments are not bound to " + callee +
+                "'s (lib/Dialect/Memopt/IR/RuntimeDTypes.cpp)");
+  for (Value v : llvm::concat<Value>(ins, outs))
+    if (!isAddressable(typeOf(v).getElementType()))
+      return fail("the runtime has no dtype for its operand types");
+  step.emitCall(loc, callee, call);
+  return success();
+}
+
+/// Elementwise kernels (unary, binary, scalar, activation gradients) and
+/// reductions.
+std::optional<LogicalResult> KernelLowering::lowerElementwise() {
+  // The family is the binding's entry, the op its op code; gelu's tanh
+  // approximation is the code's _TANH form.
+  StringRef entry = binding ? binding->entry : StringRef();
+  std::string kind = binding ? binding->opCode.str() : std::string();
+  if ((is<GeluOp, GeluGradOp>()) && geluTanh())
+    kind += "_TANH";
+  if (entry == "memopt_unary" || entry == "memopt_scalar") {
+    if (failed(elementwise(kind, 1, entry == "memopt_scalar")))
+      return failure();
+  } else if (entry == "memopt_binary" || entry == "memopt_activation_grad") {
+    if (failed(elementwise(kind, 2, false)))
+      return failure();
+  } else if (entry == "memopt_compare") {
+    auto predicate = attrs.getAs<ComparePredicateAttr>("predicate");
+    if (!predicate)
+      return fail("it has no comparison predicate");
+    std::string code =
+        ("MEMOPT_COMPARE_" + stringifyComparePredicate(predicate.getValue()))
+            .str();
+    if (failed(elementwise(StringRef(code).upper(), 2, false)))
+      return failure();
+  } else if (entry == "memopt_reduce") {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    // Collapse to [outer, reduced, inner]: the reduced dimensions of extent
+    // above 1 must form one run (extent-1 dimensions fit anywhere).
+    ArrayRef<int64_t> shape = shapeOf(ins[0]);
+    SmallVector<int64_t> dims = arrayAttr("dims");
+    int64_t lo = shape.size(), hi = -1;
+    for (int64_t d : dims)
+      if (d >= 0 && d < static_cast<int64_t>(shape.size()) && shape[d] != 1) {
+        lo = std::min(lo, d);
+        hi = std::max(hi, d);
+      }
+    std::array<int64_t, 3> extents = {numel(ins[0]), 1, 1};
+    if (hi >= 0) {
+      for (int64_t d = lo; d <= hi; ++d)
+        if (shape[d] != 1 && !llvm::is_contained(dims, d))
+          return fail("reduced dimensions are not contiguous");
+      extents = {product(shape.take_front(lo)),
+                 product(shape.slice(lo, hi - lo + 1)),
+                 product(shape.drop_front(hi + 1))};
+    }
+    call.verbatim(kind).verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    call.verbatim(dtypeArg(1));
+    ptr(outs[0]);
+    call.i64(extents[0]).i64(extents[1]).i64(extents[2]);
+  } else {
+    return std::nullopt;
+  }
+  return success();
+}
+
+/// Constants, copies, casts and selections.
+std::optional<LogicalResult> KernelLowering::lowerCopies() {
+  if (is<ConstantOp>()) {
+    if (failed(expectCounts(0, 1)))
+      return failure();
+    auto value = attrs.getAs<DenseElementsAttr>("value");
+    if (!value)
+      return fail("its 'value' is not a dense elements attribute");
+    Type elementType = typeOf(outs[0]).getElementType();
+    if (value.getNumElements() != numel(outs[0]) ||
+        value.getElementType() != elementType)
+      return fail("its 'value' does not match the output buffer");
+    if (value.isSplat()) {
+      double fill;
+      if (elementType.isInteger(1))
+        fill = value.getSplatValue<bool>() ? 1.0 : 0.0;
+      else if (isa<IntegerType>(elementType))
+        fill = static_cast<double>(value.getSplatValue<APInt>().getSExtValue());
+      else
+        fill = value.getSplatValue<APFloat>().convertToDouble();
+      call.verbatim(dtypeArg(0));
+      ptr(outs[0]);
+      call.i64(numel(outs[0])).f64(fill);
+    } else {
+      std::string data = step.getConstantData(value, elementType);
+      callee = "memopt_copy_from_host";
+      ptr(outs[0]);
+      call.verbatim(data).i64(numel(outs[0]) * getElementBytes(elementType));
+    }
+  } else if (is<ReshapeOp>()) {
+    // Also the copies --memopt-bufferize inserts (equal in and out types).
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    callee = "memopt_copy";
+    ptr(outs[0]);
+    ptr(ins[0]);
+    call.i64(numel(outs[0]) *
+             getElementBytes(typeOf(outs[0]).getElementType()));
+  } else if (is<CastOp>()) {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    call.verbatim(dtypeArg(1));
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else if (is<WhereOp>()) {
+    if (failed(expectCounts(3, 1)))
+      return failure();
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(ins[2]);
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else if (is<MaskedFillOp>()) {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    call.f64(f64Attr("value"));
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else if (is<ScaleByOp>()) {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else if (is<ClampOp, ClampGradOp>()) {
+    // A missing bound is an infinite one; `inclusive` defaults to true.
+    bool isGrad = is<ClampGradOp>();
+    if (failed(expectCounts(isGrad ? 2 : 1, 1)))
+      return failure();
+    auto bound = [&](StringRef attrName, double missingValue) {
+      auto attr = attrs.getAs<FloatAttr>(attrName);
+      return attr ? attr.getValueAsDouble() : missingValue;
+    };
+    call.verbatim(dtypeArg(0));
+    for (Value in : ins)
+      ptr(in);
+    call.f64(bound("min", -INFINITY)).f64(bound("max", INFINITY));
+    if (isGrad) {
+      auto inclusive = attrs.getAs<BoolAttr>("inclusive");
+      call.i32(!inclusive || inclusive.getValue() ? 1 : 0);
+    }
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else {
+    return std::nullopt;
+  }
+  return success();
+}
+
+/// Broadcasts, transposes, slices and concatenations.
+std::optional<LogicalResult> KernelLowering::lowerLayout() {
+  if (is<BroadcastOp>()) {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    call.i64(shapeOf(ins[0]).size())
+        .verbatim(step.getI64Array(shapeOf(ins[0])))
+        .verbatim(step.getI64Array(perDimAttr("dims", shapeOf(ins[0]).size())));
+    ptr(outs[0]);
+    call.i64(shapeOf(outs[0]).size())
+        .verbatim(step.getI64Array(shapeOf(outs[0])));
+  } else if (is<TransposeOp>()) {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    call.i64(shapeOf(ins[0]).size())
+        .verbatim(step.getI64Array(shapeOf(ins[0])))
+        .verbatim(step.getI64Array(
+            perDimAttr("permutation", shapeOf(ins[0]).size())));
+    ptr(outs[0]);
+  } else if (is<SliceOp, SliceGradOp>()) {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    bool isGrad = is<SliceGradOp>();
+    // The shape argument is the sliced tensor's: the input of a slice, the
+    // result of its gradient.
+    ArrayRef<int64_t> fullShape = shapeOf(isGrad ? outs[0] : ins[0]);
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    call.i64(fullShape.size())
+        .verbatim(step.getI64Array(fullShape))
+        .verbatim(step.getI64Array(perDimAttr("starts", fullShape.size())))
+        .verbatim(step.getI64Array(perDimAttr("limits", fullShape.size())))
+        .verbatim(step.getI64Array(perDimAttr("strides", fullShape.size())));
+    ptr(outs[0]);
+  } else if (is<ConcatOp>()) {
+    if (ins.empty() || failed(expectCounts(ins.size(), 1)))
+      return ins.empty() ? fail("it has no inputs") : failure();
+    int64_t dim = i64Attr("dim");
+    ArrayRef<int64_t> outShape = shapeOf(outs[0]);
+    if (dim < 0 || dim >= static_cast<int64_t>(outShape.size()))
+      return fail("'dim' is out of range");
+    SmallVector<int64_t> sizes =
+        llvm::map_to_vector(ins, [&](Value v) { return shapeOf(v)[dim]; });
+    // A local array of the input pointers.
+    std::string inputs = step.getGlobalName("inputs");
+    // `{{` prints one brace; `{}` is an operand.
+    std::string format = "const void *" + inputs + "[] = {{";
+    for (size_t j = 0; j < ins.size(); ++j)
+      format += j ? ", {}" : "{}";
+    format += "};";
+    emitc::VerbatimOp::create(
+        step.builder, loc, step.builder.getStringAttr(format),
+        llvm::map_to_vector(ins, [&](Value v) { return step.getPointer(v); }));
+    call.verbatim(dtypeArg(0)).i64(ins.size()).verbatim(inputs);
+    call.verbatim(step.getI64Array(sizes));
+    ptr(outs[0]);
+    call.i64(product(outShape.take_front(dim)))
+        .i64(product(outShape.drop_front(dim + 1)));
+  } else {
+    return std::nullopt;
+  }
+  return success();
+}
+
+/// Softmaxes and the norms, with their gradients.
+std::optional<LogicalResult> KernelLowering::lowerNormalization() {
+  if (is<SoftmaxOp, LogSoftmaxOp>()) {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    ArrayRef<int64_t> shape = shapeOf(ins[0]);
+    int64_t dim = i64Attr("dim");
+    if (dim < 0 || dim >= static_cast<int64_t>(shape.size()))
+      return fail("'dim' is out of range");
+    auto extents = collapseAround(shape, dim);
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(outs[0]);
+    call.i64(extents[0]).i64(extents[1]).i64(extents[2]);
+  } else if (is<SoftmaxGradOp, LogSoftmaxGradOp>()) {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    ArrayRef<int64_t> shape = shapeOf(ins[0]);
+    int64_t dim = i64Attr("dim");
+    if (dim < 0 || dim >= static_cast<int64_t>(shape.size()))
+      return fail("'dim' is out of range");
+    auto extents = collapseAround(shape, dim);
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(outs[0]);
+    call.i64(extents[0]).i64(extents[1]).i64(extents[2]);
+  } else if (is<LayerNormOp, RmsNormOp>()) {
+    bool isLayer = is<LayerNormOp>();
+    if (failed(expectCounts(isLayer ? 3 : 2, isLayer ? 3 : 2)))
+      return failure();
+    int64_t cols = numel(ins[1]);
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    call.verbatim(dtypeArg(1));
+    ptr(ins[1]);
+    if (isLayer)
+      ptr(ins[2]);
+    for (Value out : outs)
+      ptr(out);
+    call.i64(numel(ins[0]) / cols).i64(cols).f64(f64Attr("epsilon"));
+  } else if (is<LayerNormGradOp, RmsNormGradOp>()) {
+    bool isLayer = is<LayerNormGradOp>();
+    if (failed(expectCounts(isLayer ? 5 : 4, isLayer ? 3 : 2)))
+      return failure();
+    int64_t cols = numel(ins[2]);
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    call.verbatim(dtypeArg(1));
+    for (Value in : ArrayRef<Value>(ins).drop_front(2))
+      ptr(in);
+    for (Value out : outs)
+      ptr(out);
+    call.i64(numel(ins[1]) / cols).i64(cols);
+  } else if (is<BatchNormOp, BatchNormGradOp>()) {
+    bool isGrad = is<BatchNormGradOp>();
+    if (failed(isGrad ? expectCounts(5, 3) : expectCounts(5, 5)))
+      return failure();
+    Value input = isGrad ? ins[1] : ins[0];
+    ArrayRef<int64_t> shape = shapeOf(input);
+    if (shape.size() < 2)
+      return fail("the input has rank below 2");
+    call.verbatim(dtypeArg(0));
+    for (Value v : llvm::concat<Value>(ins, outs))
+      ptr(v);
+    call.i64(shape[0]).i64(shape[1]).i64(product(shape.drop_front(2)));
+    if (!isGrad)
+      call.f64(f64Attr("epsilon")).f64(f64Attr("momentum"));
+  } else {
+    return std::nullopt;
+  }
+  return success();
+}
+
+/// Matmuls, embeddings, convolutions and pooling.
+std::optional<LogicalResult> KernelLowering::lowerLinear() {
+  if (is<MatmulOp>()) {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    ArrayRef<int64_t> a = shapeOf(ins[0]), b = shapeOf(ins[1]),
+                      c = shapeOf(outs[0]);
+    if (a.size() < 2 || b.size() < 2 || c.size() < 2)
+      return fail("an operand has rank below 2");
+    bool transA = attrs.contains("transpose_lhs");
+    bool transB = attrs.contains("transpose_rhs");
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(outs[0]);
+    call.i64(product(a.drop_back(2)))
+        .i64(product(b.drop_back(2)))
+        .i64(c[c.size() - 2])
+        .i64(c.back())
+        .i64(transA ? a[a.size() - 2] : a.back())
+        .i32(transA)
+        .i32(transB)
+        .verbatim(dtypeArg(1));
+  } else if (is<Nf4MatmulOp>()) {
+    // lhs, packed weight -> result, scratch.
+    if (failed(expectCounts(2, 2)))
+      return failure();
+    ArrayRef<int64_t> c = shapeOf(outs[0]);
+    auto weight = attrs.getAs<DenseI64ArrayAttr>("rhs_shape");
+    if (c.size() < 2 || !weight || weight.size() != 2)
+      return fail("the result has rank below 2 or the weight no shape");
+    bool transB = attrs.contains("transpose_rhs");
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(outs[0]);
+    ptr(outs[1]);
+    call.i64(numel(outs[1]) * 4)
+        .i64(numel(outs[0]) / c.back())
+        .i64(c.back())
+        .i64(weight[transB ? 1 : 0])
+        .i32(transB);
+  } else if (is<EmbeddingOp, EmbeddingGradOp>()) {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    bool isGrad = is<EmbeddingGradOp>();
+    ArrayRef<int64_t> table = shapeOf(isGrad ? outs[0] : ins[0]);
+    if (table.size() != 2)
+      return fail("the table is not a matrix");
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    call.verbatim(dtypeArg(1));
+    ptr(ins[1]);
+    ptr(outs[0]);
+    call.i64(numel(ins[1])).i64(table[0]).i64(table[1]);
+    if (isGrad)
+      call.i64(i64Attr("padding_idx", -1));
+  } else if (is<Conv2DOp, Conv2DGradInputOp, Conv2DGradFilterOp>()) {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    // The forward's input [n, c, h, w] and filter [o, c / groups, kh, kw].
+    Value input = is<Conv2DOp>()            ? ins[0]
+                  : is<Conv2DGradInputOp>() ? outs[0]
+                                            : ins[1];
+    Value filter = is<Conv2DGradFilterOp>() ? outs[0] : ins[1];
+    ArrayRef<int64_t> x = shapeOf(input), f = shapeOf(filter);
+    if (x.size() != 4 || f.size() != 4)
+      return fail("the input or filter is not 4-D");
+    SmallVector<int64_t> strides = pairAttr("strides", {1, 1});
+    SmallVector<int64_t> padding = pairAttr("padding", {0, 0});
+    SmallVector<int64_t> dilations = pairAttr("dilations", {1, 1});
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(outs[0]);
+    call.i64(x[0]).i64(x[1]).i64(x[2]).i64(x[3]);
+    call.i64(f[0]).i64(f[2]).i64(f[3]);
+    call.i64(strides[0]).i64(strides[1]);
+    call.i64(padding[0]).i64(padding[1]);
+    call.i64(dilations[0]).i64(dilations[1]);
+    call.i64(i64Attr("groups", 1));
+  } else if (is<MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp>()) {
+    bool isMaxGrad = is<MaxPool2DGradOp>();
+    bool isGrad = isMaxGrad || is<AvgPool2DGradOp>();
+    if (failed(expectCounts(isMaxGrad ? 2 : 1, 1)))
+      return failure();
+    ArrayRef<int64_t> x = shapeOf(isGrad ? outs[0] : ins[0]);
+    if (x.size() != 4)
+      return fail("the input is not 4-D");
+    SmallVector<int64_t> window = pairAttr("kernel");
+    SmallVector<int64_t> strides = pairAttr("strides");
+    SmallVector<int64_t> padding = pairAttr("padding", {0, 0});
+    call.verbatim(dtypeArg(0));
+    for (Value v : llvm::concat<Value>(ins, outs))
+      ptr(v);
+    call.i64(x[0]).i64(x[1]).i64(x[2]).i64(x[3]);
+    call.i64(window[0]).i64(window[1]);
+    call.i64(strides[0]).i64(strides[1]);
+    call.i64(padding[0]).i64(padding[1]);
+  } else {
+    return std::nullopt;
+  }
+  return success();
+}
+
+/// Data parallelism's and ZeRO's collectives, and dropout.
+std::optional<LogicalResult> KernelLowering::lowerCollectivesAndDropout() {
+  if (is<shard::AllReduceOp>()) {
+    // Data parallelism's sum over the ranks (--memopt-accumulate), in place
+    // when bufferization gave it its operand's buffer.
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(outs[0]);
+    call.i64(numel(outs[0]));
+  } else if (is<shard::ReduceScatterOp, shard::AllSliceOp,
+                shard::AllGatherOp>()) {
+    // ZeRO's shards (--memopt-shard-optimizer): each call names the size of
+    // one rank's slice, the smaller of its two buffers.
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(outs[0]);
+    call.i64(std::min(numel(ins[0]), numel(outs[0])));
+  } else if (is<DropoutOp>()) {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    // `offset` is 0: one call covers the whole tensor (runtime.h).
+    ArrayRef<int64_t> shape = shapeOf(outs[0]);
+    int64_t shared = i64Attr("shared", 0);
+    if (shared < 0 || shared > static_cast<int64_t>(shape.size()))
+      return fail("'shared' is outside the rank");
+    int64_t group = 1;
+    for (int64_t size : shape.take_back(shared))
+      group *= size;
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(outs[0]);
+    call.i64(numel(outs[0]))
+        .i64(group)
+        .f64(f64Attr("p"))
+        .i64(i64Attr("seed"))
+        .i64(i64Attr("stream"));
+    // Inside the micro-batch loop: micro-batch i covers mask bits
+    // [i * numel / group, (i + 1) * numel / group) of the full batch's
+    // numbering. (With every dimension shared, one bit serves all
+    // micro-batches, as it serves the full batch: offset 0.)
+    if (static_cast<size_t>(shared) < shape.size())
+      microBatchOffset(numel(outs[0]) / group);
+    else
+      call.i64(0);
+  } else {
+    return std::nullopt;
+  }
+  return success();
+}
+
+/// The losses and the label count.
+std::optional<LogicalResult> KernelLowering::lowerLosses() {
+  if (is<CrossEntropyOp, CrossEntropyGradOp>()) {
+    bool isGrad = is<CrossEntropyGradOp>();
+    if (failed(expectCounts(isGrad ? 3 : 2, 1)))
+      return failure();
+    ArrayRef<int64_t> logits = shapeOf(ins[0]);
+    if (logits.empty())
+      return fail("the logits are a scalar");
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    call.verbatim(dtypeArg(1));
+    ptr(ins[1]);
+    if (isGrad)
+      ptr(ins[2]);
+    ptr(outs[0]);
+    auto labelSmoothing = attrs.getAs<FloatAttr>("label_smoothing");
+    call.i64(numel(ins[1]))
+        .i64(logits.back())
+        .i64(i64Attr("ignore_index", -100))
+        .verbatim(reduction())
+        .f64(labelSmoothing ? labelSmoothing.getValueAsDouble() : 0.0);
+  } else if (is<LinearCrossEntropyOp, LinearCrossEntropyGradOp,
+                Nf4LinearCrossEntropyOp, Nf4LinearCrossEntropyGradOp>()) {
+    bool isGrad = name.ends_with("_grad");
+    // Forward: x, w, labels[, bias] -> loss, lse, scratch. Gradient: x, w,
+    // labels, lse, grad[, bias] -> grad_x, grad_w[, grad_bias], scratch. An
+    // NF4 w (its shape an attribute) has no dtype argument and no gradient.
+    auto nf4Shape = attrs.getAs<DenseI64ArrayAttr>("w_shape");
+    bool nf4 = is<Nf4LinearCrossEntropyOp, Nf4LinearCrossEntropyGradOp>();
+    if (nf4 && (!nf4Shape || nf4Shape.size() != 2))
+      return fail("the NF4 weight has no shape");
+    size_t numIns = isGrad ? 5 : 3;
+    bool hasBias = ins.size() > numIns;
+    size_t numWeightGrads = isGrad && !nf4;
+    size_t numOuts = isGrad ? 2 + numWeightGrads + hasBias : 3;
+    if (failed(expectCounts(numIns, numOuts, numIns + 1)))
+      return failure();
+    ArrayRef<int64_t> x = shapeOf(ins[0]);
+    if (x.empty())
+      return fail("x is a scalar");
+    Value scratch = outs.back();
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    if (!nf4)
+      call.verbatim(dtypeArg(1));
+    optionalPtr(hasBias ? std::optional<Value>(ins.back()) : std::nullopt);
+    call.verbatim(dtypeArg(nf4 ? 1 : 2));
+    ptr(ins[2]);
+    if (isGrad) {
+      ptr(ins[3]); // lse
+      ptr(ins[4]); // grad
+      for (size_t i = 0; i <= numWeightGrads; ++i)
+        ptr(outs[i]); // grad_x[, grad_w]
+      optionalPtr(hasBias ? std::optional<Value>(outs[1 + numWeightGrads])
+                          : std::nullopt);
+    } else {
+      ptr(outs[0]); // loss
+      ptr(outs[1]); // lse
+    }
+    ptr(scratch);
+    call.i64(numel(scratch) * 4);
+    call.i64(numel(ins[2]))
+        .i64(x.back())
+        .i64(nf4 ? nf4Shape[0] : shapeOf(ins[1])[0])
+        .i64(i64Attr("chunk"))
+        .i64(i64Attr("ignore_index", -100))
+        .verbatim(reduction());
+  } else if (is<LabelCountOp>()) {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(outs[0]);
+    call.i64(numel(ins[0])).i64(i64Attr("ignore_index", -100));
+  } else if (is<MseLossOp, MseLossGradOp>()) {
+    bool isGrad = is<MseLossGradOp>();
+    if (failed(expectCounts(isGrad ? 3 : 2, 1)))
+      return failure();
+    call.verbatim(dtypeArg(0));
+    for (Value v : llvm::concat<Value>(ins, outs))
+      ptr(v);
+    call.i64(numel(ins[0])).verbatim(reduction());
+  } else {
+    return std::nullopt;
+  }
+  return success();
+}
+
+/// Memory-efficient attention and its gradient.
+std::optional<LogicalResult> KernelLowering::lowerAttention() {
+  if (is<AttentionOp, AttentionGradOp>()) {
+    bool isGrad = is<AttentionGradOp>();
+    size_t numTensors = isGrad ? 6 : 3;
+    if (failed(expectCounts(numTensors, isGrad ? 3 : 2, numTensors + 1)))
+      return failure();
+    std::optional<Value> mask;
+    if (ins.size() > numTensors)
+      mask = ins.back();
+    ArrayRef<int64_t> q = shapeOf(ins[0]), k = shapeOf(ins[1]),
+                      v = shapeOf(ins[2]);
+    int64_t rank = q.size();
+    if (rank < 2 || rank > 4)
+      return fail("q is not 2-D to 4-D");
+    // (batch, heads) from the leading dimensions; the mask's strides in
+    // (batch, heads, query, key) order, 0 where it broadcasts.
+    int64_t batch = rank >= 3 ? q[0] : 1, heads = rank == 4 ? q[1] : 1;
+    SmallVector<int64_t> maskStrides;
+    if (mask) {
+      ArrayRef<int64_t> m = shapeOf(*mask);
+      SmallVector<int64_t> strides(rank, 0);
+      int64_t stride = 1;
+      for (int64_t i = rank - 1; i >= 0; --i) {
+        strides[i] = m[i] == 1 ? 0 : stride;
+        stride *= m[i];
+      }
+      maskStrides = {rank >= 3 ? strides[0] : 0, rank == 4 ? strides[1] : 0,
+                     strides[rank - 2], strides[rank - 1]};
+    }
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(ins[2]);
+    optionalPtr(mask);
+    call.verbatim(step.getI64Array(maskStrides));
+    if (isGrad) {
+      ptr(ins[3]);
+      ptr(ins[4]);
+      ptr(ins[5]);
+    }
+    for (Value out : outs)
+      ptr(out);
+    call.i64(batch).i64(heads).i64(q[rank - 2]).i64(k[rank - 2]);
+    call.i64(q[rank - 1]).i64(v[rank - 1]);
+    call.f64(f64Attr("scale")).i64(attrs.get("causal") ? 1 : 0);
+    auto maskValue = attrs.getAs<FloatAttr>("mask_value");
+    call.f64(maskValue ? maskValue.getValueAsDouble() : -INFINITY);
+    auto dropoutP = attrs.getAs<FloatAttr>("dropout_p");
+    call.f64(dropoutP ? dropoutP.getValueAsDouble() : 0.0)
+        .i64(i64Attr("seed", 0))
+        .i64(i64Attr("stream", 0));
+    // Micro-batch i draws the dropout mask of its score elements in the
+    // full batch's numbering: offset i * (its score count).
+    microBatchOffset(batch * heads * q[rank - 2] * k[rank - 2]);
+  } else {
+    return std::nullopt;
+  }
+  return success();
+}
+
+/// The optimizer updates and loss scaling.
+std::optional<LogicalResult> KernelLowering::lowerOptimizer() {
+  if (is<SgdUpdateOp>()) {
+    if (failed(expectCounts(3, 2, 4)))
+      return failure();
+    call.verbatim(dtypeArg(0));
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(ins[2]);
+    optionalPtr(ins.size() == 4 ? std::optional<Value>(ins[3]) : std::nullopt);
+    ptr(outs[0]);
+    ptr(outs[1]);
+    call.i64(numel(ins[0]))
+        .f64(f64Attr("lr"))
+        .f64(f64Attr("momentum"))
+        .f64(f64Attr("weight_decay"));
+  } else if (is<AdamWUpdateOp>()) {
+    if (failed(expectCounts(5, 3, 6)))
+      return failure();
+    // 8-bit moments (packed bytes) update f32 parameters only.
+    if (typeOf(ins[2]).getElementType().isInteger(8)) {
+      callee = "memopt_adamw8bit_update";
+      call.verbatim("MEMOPT_F32");
+    } else {
+      call.verbatim(dtypeArg(0));
+    }
+    for (Value v : ArrayRef<Value>(ins).take_front(5))
+      ptr(v);
+    optionalPtr(ins.size() == 6 ? std::optional<Value>(ins[5]) : std::nullopt);
+    for (Value v : outs)
+      ptr(v);
+    call.i64(numel(ins[0]))
+        .f64(f64Attr("lr"))
+        .f64(f64Attr("beta1"))
+        .f64(f64Attr("beta2"))
+        .f64(f64Attr("eps"))
+        .f64(f64Attr("weight_decay"));
+  } else if (is<IncrementOp>()) {
+    if (failed(expectCounts(1, 1, 2)))
+      return failure();
+    callee = "memopt_increment";
+    ptr(ins[0]);
+    optionalPtr(ins.size() == 2 ? std::optional<Value>(ins[1]) : std::nullopt);
+    ptr(outs[0]);
+  } else if (is<ScaleLossOp>()) {
+    if (failed(expectCounts(2, 1)))
+      return failure();
+    callee = "memopt_scale_loss";
+    ptr(ins[0]);
+    ptr(ins[1]);
+    ptr(outs[0]);
+  } else if (is<UnscaleOp>()) {
+    if (ins.size() < 2 || outs.size() != ins.size())
+      return fail("expected the scale and N gradients in, N results and "
+                  "found_inf out");
+    size_t n = ins.size() - 1;
+    ArrayRef<Value> grads = ArrayRef<Value>(ins).drop_front();
+    ArrayRef<Value> results = ArrayRef<Value>(outs).drop_back();
+    // Local arrays of the dtypes and of the gradient and result pointers.
+    std::string dtypes = step.getGlobalName("dtypes");
+    std::string dtypeList;
+    SmallVector<Value> dtypeValues;
+    if (binding)
+      dtypeValues = binding->getValues(0, ins, outs);
+    usesBinding = true;
+    unbound |= dtypeValues.size() != grads.size();
+    for (Value g : dtypeValues)
+      dtypeList += (dtypeList.empty() ? "" : ", ") + dtype(g).str();
+    emitc::VerbatimOp::create(step.builder, loc,
+                              "const memopt_dtype " + dtypes + "[] = {" +
+                                  dtypeList + "};");
+    std::string gradArray =
+        step.emitPointerArray(loc, "const void *", "grads", grads);
+    std::string resultArray =
+        step.emitPointerArray(loc, "void *", "results", results);
+    SmallVector<int64_t> sizes =
+        llvm::map_to_vector(grads, [&](Value v) { return numel(v); });
+    ptr(ins[0]);
+    call.i64(n).verbatim(dtypes).verbatim(gradArray).verbatim(resultArray);
+    call.verbatim(step.getI64Array(sizes));
+    ptr(outs.back());
+  } else if (is<UpdateScaleOp>()) {
+    if (failed(expectCounts(3, 2)))
+      return failure();
+    callee = "memopt_update_scale";
+    for (Value v : llvm::concat<Value>(ins, outs))
+      ptr(v);
+    call.f64(f64Attr("growth_factor"))
+        .f64(f64Attr("backoff_factor"))
+        .i64(i64Attr("growth_interval"));
+  } else {
+    return std::nullopt;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//

@@ -1,0 +1,182 @@
+//===- Lowering.h - the step lowering's shared parts -------------*- C++
+//-*-===//
+//
+// What the lowering of the step (MemoptToEmitC.cpp) and the lowering of its
+// kernels into runtime calls (KernelCalls.cpp) share: the C types of
+// buffers, the call under construction, and the step lowering's state.
+// Private to lib/Conversion/MemoptToEmitC.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MEMOPT_LIB_CONVERSION_MEMOPTTOEMITC_LOWERING_H
+#define MEMOPT_LIB_CONVERSION_MEMOPTTOEMITC_LOWERING_H
+
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
+#include "memopt/Dialect/Memopt/IR/RuntimeDTypes.h"
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace memopt::lowering {
+
+//===----------------------------------------------------------------------===//
+// Types and sizes
+//===----------------------------------------------------------------------===//
+
+/// The `memopt_dtype` enumerator of an element type, or "" if none: the
+/// verifiers' mapping (RuntimeDTypes.h), spelled as runtime.h does.
+inline mlir::StringRef getDTypeName(mlir::Type type) {
+  std::optional<memopt_dtype> dtype = getRuntimeDType(type);
+  return dtype ? runtime::dtypeEnumName(*dtype) : "";
+}
+
+/// Whether the runtime addresses buffers of `type`: a runtime dtype, or i8
+/// (bytes: 8-bit optimizer state, kernel scratch).
+inline bool isAddressable(mlir::Type type) {
+  return !getDTypeName(type).empty() || type.isInteger(8);
+}
+
+/// The C element type a buffer of `type` is addressed through.
+inline mlir::Type getStorageType(mlir::Type type) {
+  mlir::MLIRContext *ctx = type.getContext();
+  if (type.isF16() || type.isBF16())
+    return mlir::IntegerType::get(ctx, 16, mlir::IntegerType::Unsigned);
+  if (type.isInteger(1))
+    return mlir::IntegerType::get(ctx, 8, mlir::IntegerType::Unsigned);
+  return type;
+}
+
+/// Bytes of one element as stored by the runtime (i1: one byte).
+inline int64_t getElementBytes(mlir::Type type) {
+  return type.isInteger(1) ? 1 : type.getIntOrFloatBitWidth() / 8;
+}
+
+inline int64_t product(mlir::ArrayRef<int64_t> dims) {
+  int64_t result = 1;
+  for (int64_t dim : dims)
+    result *= dim;
+  return result;
+}
+
+/// `shape` collapsed to (outer, shape[dim], inner).
+inline std::array<int64_t, 3> collapseAround(mlir::ArrayRef<int64_t> shape,
+                                             int64_t dim) {
+  return {product(shape.take_front(dim)), shape[dim],
+          product(shape.drop_front(dim + 1))};
+}
+
+//===----------------------------------------------------------------------===//
+// Lowering
+//===----------------------------------------------------------------------===//
+
+/// The argument list of one runtime call under construction: SSA operands
+/// are referenced by index, everything else is an attribute printed inline.
+struct RuntimeCall {
+  explicit RuntimeCall(mlir::MLIRContext *ctx) : ctx(ctx) {}
+
+  RuntimeCall &value(mlir::Value v) {
+    args.push_back(
+        mlir::IntegerAttr::get(mlir::IndexType::get(ctx), operands.size()));
+    operands.push_back(v);
+    return *this;
+  }
+  RuntimeCall &verbatim(mlir::StringRef text) {
+    args.push_back(mlir::emitc::OpaqueAttr::get(ctx, text));
+    return *this;
+  }
+  RuntimeCall &i64(int64_t v) {
+    args.push_back(mlir::IntegerAttr::get(mlir::IntegerType::get(ctx, 64), v));
+    return *this;
+  }
+  RuntimeCall &i32(int32_t v) {
+    args.push_back(mlir::IntegerAttr::get(mlir::IntegerType::get(ctx, 32), v));
+    return *this;
+  }
+  RuntimeCall &f64(double v) {
+    args.push_back(mlir::FloatAttr::get(mlir::Float64Type::get(ctx), v));
+    return *this;
+  }
+
+  mlir::MLIRContext *ctx;
+  mlir::SmallVector<mlir::Value> operands;
+  mlir::SmallVector<mlir::Attribute> args;
+};
+
+/// Lowers one `memopt.train_step` function into an `emitc.func`.
+class TrainStepLowering {
+public:
+  TrainStepLowering(mlir::ModuleOp module, mlir::func::FuncOp func,
+                    bool emitScopes = false)
+      : module(module), func(func), ctx(module.getContext()), builder(ctx),
+        emitScopes(emitScopes) {}
+
+  /// Builds the includes, globals and the entry point before `func`, then
+  /// erases `func`. On failure, reports the error; the module may then hold a
+  /// partial lowering.
+  mlir::LogicalResult run();
+
+  /// The number of runtime calls emitted.
+  unsigned getNumCalls() const { return numCalls; }
+
+private:
+  friend class KernelLowering;
+
+  mlir::LogicalResult lowerBody(mlir::Block &body);
+  mlir::LogicalResult lowerOps(mlir::Block &block, int64_t arenaBytes);
+  mlir::LogicalResult lowerAlloc(mlir::memref::AllocOp alloc,
+                                 int64_t arenaBytes);
+  mlir::LogicalResult lowerView(mlir::memref::ReinterpretCastOp view);
+  mlir::LogicalResult lowerSlot(mlir::memref::ViewOp view);
+  mlir::LogicalResult lowerKernel(KernelOp kernel);
+
+  /// Emits `callee` with the arguments of `call`.
+  void emitCall(mlir::Location loc, mlir::StringRef callee,
+                const RuntimeCall &call);
+
+  /// A `static const` global holding `values` (nullptr when empty).
+  std::string getI64Array(mlir::ArrayRef<int64_t> values);
+  /// A local array `<type>name[] = {...}` (type "void *", ...) of the
+  /// pointers of `buffers`, emitted at the builder's point; returns its name.
+  std::string emitPointerArray(mlir::Location loc, mlir::StringRef type,
+                               mlir::StringRef prefix,
+                               mlir::ArrayRef<mlir::Value> buffers);
+  /// A global holding the elements of a non-splat constant.
+  std::string getConstantData(mlir::DenseElementsAttr data,
+                              mlir::Type elementType);
+  /// A fresh global name with `prefix`.
+  std::string getGlobalName(mlir::StringRef prefix);
+
+  mlir::Value getPointer(mlir::Value memref) { return pointers.lookup(memref); }
+
+  mlir::ModuleOp module;
+  mlir::func::FuncOp func;
+  mlir::MLIRContext *ctx;
+  mlir::OpBuilder builder;
+  /// Where globals go: before the entry point.
+  mlir::Operation *globalInsertionPoint = nullptr;
+  mlir::Value context, args, scratch;
+  mlir::DenseMap<mlir::Value, mlir::Value> pointers;
+  /// --emit-scopes: the scope of the last memopt_set_scope call, if any.
+  bool emitScopes = false;
+  std::optional<std::string> currentScope;
+  /// EmitC values of the index arithmetic, and the number of the innermost
+  /// loop's micro-batch in the full batch (which dropout's masks follow):
+  /// its index, or rank * K + index with data parallelism.
+  mlir::DenseMap<mlir::Value, mlir::Value> indices;
+  mlir::Value loopIndex;
+  std::map<std::vector<int64_t>, std::string> i64Arrays;
+  unsigned nextGlobal = 0;
+  unsigned numCalls = 0;
+};
+
+} // namespace memopt::lowering
+
+#endif // MEMOPT_LIB_CONVERSION_MEMOPTTOEMITC_LOWERING_H
