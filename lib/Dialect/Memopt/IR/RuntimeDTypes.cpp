@@ -68,8 +68,9 @@ Binding bind(const char *entry, std::initializer_list<DTypeSource> sources,
 }
 
 /// One row per op whose runtime entry takes dtype arguments, in the order
-/// of runtime.h. The sources are those the lowering passes
-/// (lib/Conversion/MemoptToEmitC reads them through this table).
+/// of runtime.h, but the ops that name their call in ODS (the unary
+/// functions; bindOpsThatNameTheirCall). The sources are those the lowering
+/// passes (lib/Conversion/MemoptToEmitC reads them through this table).
 std::vector<Binding> buildBindings() {
   DTypeSource in0 = operand(0), in1 = operand(1), in2 = operand(2),
               out0 = result(0);
@@ -81,34 +82,6 @@ std::vector<Binding> buildBindings() {
       bind<MaskedFillOp>("memopt_masked_fill", {in0}),
       // Elementwise families.
       bind<CompareOp>("memopt_compare", {in0}),
-      bind<NegOp>("memopt_unary", {in0}, "MEMOPT_UNARY_NEG"),
-      bind<ExpOp>("memopt_unary", {in0}, "MEMOPT_UNARY_EXP"),
-      bind<LogOp>("memopt_unary", {in0}, "MEMOPT_UNARY_LOG"),
-      bind<SqrtOp>("memopt_unary", {in0}, "MEMOPT_UNARY_SQRT"),
-      bind<RsqrtOp>("memopt_unary", {in0}, "MEMOPT_UNARY_RSQRT"),
-      bind<TanhOp>("memopt_unary", {in0}, "MEMOPT_UNARY_TANH"),
-      bind<SigmoidOp>("memopt_unary", {in0}, "MEMOPT_UNARY_SIGMOID"),
-      bind<ReluOp>("memopt_unary", {in0}, "MEMOPT_UNARY_RELU"),
-      bind<SiluOp>("memopt_unary", {in0}, "MEMOPT_UNARY_SILU"),
-      bind<HardswishOp>("memopt_unary", {in0}, "MEMOPT_UNARY_HARDSWISH"),
-      bind<HardsigmoidOp>("memopt_unary", {in0}, "MEMOPT_UNARY_HARDSIGMOID"),
-      bind<MishOp>("memopt_unary", {in0}, "MEMOPT_UNARY_MISH"),
-      bind<AbsOp>("memopt_unary", {in0}, "MEMOPT_UNARY_ABS"),
-      bind<SignOp>("memopt_unary", {in0}, "MEMOPT_UNARY_SIGN"),
-      bind<SinOp>("memopt_unary", {in0}, "MEMOPT_UNARY_SIN"),
-      bind<CosOp>("memopt_unary", {in0}, "MEMOPT_UNARY_COS"),
-      bind<ErfOp>("memopt_unary", {in0}, "MEMOPT_UNARY_ERF"),
-      bind<Expm1Op>("memopt_unary", {in0}, "MEMOPT_UNARY_EXPM1"),
-      bind<Log1pOp>("memopt_unary", {in0}, "MEMOPT_UNARY_LOG1P"),
-      bind<SoftplusOp>("memopt_unary", {in0}, "MEMOPT_UNARY_SOFTPLUS"),
-      bind<TanOp>("memopt_unary", {in0}, "MEMOPT_UNARY_TAN"),
-      bind<AsinOp>("memopt_unary", {in0}, "MEMOPT_UNARY_ASIN"),
-      bind<AcosOp>("memopt_unary", {in0}, "MEMOPT_UNARY_ACOS"),
-      bind<AtanOp>("memopt_unary", {in0}, "MEMOPT_UNARY_ATAN"),
-      bind<FloorOp>("memopt_unary", {in0}, "MEMOPT_UNARY_FLOOR"),
-      bind<CeilOp>("memopt_unary", {in0}, "MEMOPT_UNARY_CEIL"),
-      bind<RoundOp>("memopt_unary", {in0}, "MEMOPT_UNARY_ROUND"),
-      bind<TruncOp>("memopt_unary", {in0}, "MEMOPT_UNARY_TRUNC"),
       bind<GeluOp>("memopt_unary", {in0}, "MEMOPT_UNARY_GELU"),
       bind<AddOp>("memopt_binary", {in0}, "MEMOPT_BINARY_ADD"),
       bind<SubOp>("memopt_binary", {in0}, "MEMOPT_BINARY_SUB"),
@@ -186,8 +159,8 @@ std::vector<Binding> buildBindings() {
                                      {in0, in1, in2}),
       bind<Nf4LinearCrossEntropyOp>("memopt_nf4_linear_cross_entropy",
                                     {in0, in2}),
-      bind<Nf4LinearCrossEntropyGradOp>(
-          "memopt_nf4_linear_cross_entropy_grad", {in0, in2}),
+      bind<Nf4LinearCrossEntropyGradOp>("memopt_nf4_linear_cross_entropy_grad",
+                                        {in0, in2}),
       bind<MseLossOp>("memopt_mse_loss", {in0}),
       bind<MseLossGradOp>("memopt_mse_loss_grad", {in0}),
       // Optimizers and loss scaling.
@@ -197,10 +170,40 @@ std::vector<Binding> buildBindings() {
   };
 }
 
+/// Whether `OpT` names its runtime call (ODS: kRuntimeEntry, kRuntimeOpCode).
+template <typename OpT, typename = void>
+struct NamesItsCall : std::false_type {};
+template <typename OpT>
+struct NamesItsCall<OpT, std::void_t<decltype(OpT::kRuntimeEntry),
+                                     decltype(OpT::kRuntimeOpCode)>>
+    : std::true_type {};
+
+/// The bindings of the ops of `OpTs` that name their call: the entry and op
+/// code they name, the dtype of operand 0.
+template <typename... OpTs>
+void bindOpsThatNameTheirCall(std::vector<Binding> &rows) {
+  auto add = [&](auto *op) {
+    using OpT = std::remove_pointer_t<decltype(op)>;
+    if constexpr (NamesItsCall<OpT>::value)
+      rows.push_back(
+          bind<OpT>(OpT::kRuntimeEntry, {operand(0)}, OpT::kRuntimeOpCode));
+  };
+  (add(static_cast<OpTs *>(nullptr)), ...);
+}
+
+std::vector<Binding> buildAllBindings() {
+  std::vector<Binding> rows = buildBindings();
+  bindOpsThatNameTheirCall<
+#define GET_OP_LIST
+#include "memopt/Dialect/Memopt/IR/MemoptOps.cpp.inc"
+      >(rows);
+  return rows;
+}
+
 /// The bindings with their rows resolved, built once.
 struct BindingTable {
   BindingTable() {
-    for (Binding &row : buildBindings()) {
+    for (Binding &row : buildAllBindings()) {
       const runtime::DTypeRule *rule = runtime::findDTypeRule(row.entry);
       // A row naming an entry without a rule, or with another number of
       // dtype arguments, is a bug in the table above: the op then fails to

@@ -85,6 +85,20 @@ class Memopt_UnaryOp<string mnemonic, string formula>
   let assemblyFormat = [{
     $input attr-dict `:` custom<SameTypes>(type($input), type($result))
   }];
+  // The op's runtime call, which RuntimeDTypes.cpp binds for every op that
+  // names one: memopt_unary with the op code of its mnemonic
+  // (runtime.h's memopt_unary_op), the dtype of its input.
+  let extraClassDeclaration = [{
+    static constexpr const char *kRuntimeEntry = "memopt_unary";
+    static constexpr const char *kRuntimeOpCode = "MEMOPT_UNARY_}]
+      # !toupper(mnemonic) # [{";
+  }];
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::verify() {
+      return ::memopt::verification::expectSameTypes(
+          *this, {{"operand 'input'", getInput()}, {"result", getResult()}});
+    }
+  }];
 }
 
 // Two float tensors of one type in, one of that type out.
