@@ -40,6 +40,13 @@ def away_from(*kinks):
     return init
 
 
+def with_zero():
+    """Normal values and one exact 0 (where sinc's slope is 0)."""
+    x = normal()
+    x[0, 0] = 0.0
+    return x
+
+
 def inside_unit():
     return rng.uniform(-0.8, 0.8, S).astype(np.float32)
 
@@ -64,6 +71,7 @@ CASES = [
     unary("ceil", away_from(-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0)),
     unary("round", away_from(-3.5, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5)),
     unary("trunc", away_from(-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0)),
+    unary("sinc", with_zero),
     unary("clamp", away_from(-0.5, 1.0), " min -0.5 max 1.0"),
     unary("clamp", away_from(0.0, 6.0), " min 0.0 max 6.0 inclusive = false"),
     unary("clamp", away_from(0.25), " max 0.25"),

@@ -2,7 +2,8 @@
 # trained as in PyTorch: a small diffusion-style block (a convolution, nn.GroupNorm,
 # a sinusoidal time embedding with torch.sin/cos), the activations written
 # with the elementwise ops (leaky_relu, elu, selu, celu, softplus with a
-# beta, logsigmoid, softsign, tanhshrink, erf, expm1, log1p, abs, square),
+# beta, logsigmoid, softsign, tanhshrink, erf, expm1, log1p, abs, square,
+# sinc),
 # std, var and logsumexp (through the maximum's gradient), and the losses: nll_loss of a log_softmax (the fused
 # cross entropy), binary cross entropy with logits and a pos_weight, binary
 # cross entropy of a sigmoid, L1, smooth L1 and Huber. Compiled for the host
@@ -18,7 +19,7 @@
 # RUN: %python %s %t | FileCheck %s
 # RUN: mkdir -p %t/bf16 && %python %s %t/bf16 bf16 | FileCheck %s --check-prefix=BF16
 #
-# CHECK: long-tail: ops abs=5 cos=1 cross_entropy=1 erf=1 expm1=4 log1p=1 log_softmax=0 sin=1 softplus=3
+# CHECK: long-tail: ops abs=5 cos=1 cross_entropy=1 erf=1 expm1=4 log1p=1 log_softmax=0 sin=1 sinc=1 softplus=3
 # CHECK: long-tail: trajectory: 5 losses and 12 tensors within the oracle
 # CHECK: long-tail: gradients: 12 tensors within the oracle
 # BF16: long-tail bf16: trajectory: 5 losses within the oracle
@@ -66,7 +67,8 @@ def build():
                  F.softplus(z, beta=2.0) + F.logsigmoid(z) + F.softsign(z) +
                  F.tanhshrink(z) + 0.3 * torch.erf(z) +
                  0.2 * torch.expm1(z.clamp(max=1.0)) +
-                 torch.log1p(z.abs()) + 0.1 * z.square())
+                 torch.log1p(z.abs()) + 0.1 * z.square() +
+                 0.5 * torch.sinc(z))
             z = z / (z.std(dim=1, keepdim=True) + 1.0)
             logits = self.classes(z)
             loss = F.nll_loss(F.log_softmax(logits, dim=1), y)
@@ -104,7 +106,7 @@ def main():
     with open(mlir) as f:
         text = f.read()
     ops = ("abs", "cos", "cross_entropy", "erf", "expm1", "log1p",
-           "log_softmax", "sin", "softplus")
+           "log_softmax", "sin", "sinc", "softplus")
     counts = {op: len(re.findall(r"= memopt\.%s " % op, text)) for op in ops}
     print("long-tail: ops " +
           " ".join(f"{op}={n}" for op, n in sorted(counts.items())))

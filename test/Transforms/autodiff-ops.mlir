@@ -1358,3 +1358,24 @@ func.func @rounding(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}
   %l = memopt.reduce_sum %e dims [0] : tensor<4xf32> to tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// sinc: g (cos(pi x) - sinc(x)) / x, with 0 where x is 0.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[Y:.*]] = memopt.sinc %[[X:arg0]]
+// CHECK: %[[G:.*]] = memopt.broadcast
+// CHECK: %[[P:.*]] = memopt.mul_scalar %[[X]], 3.14159265358979
+// CHECK: %[[C:.*]] = memopt.cos %[[P]]
+// CHECK: %[[D:.*]] = memopt.sub %[[C]], %[[Y]]
+// CHECK: %[[Q:.*]] = memopt.div %[[D]], %[[X]]
+// CHECK: %[[Z:.*]] = memopt.constant dense<0.000000e+00>
+// CHECK: %[[M:.*]] = memopt.compare eq, %[[X]], %[[Z]]
+// CHECK: %[[S:.*]] = memopt.masked_fill %[[Q]], %[[M]], 0.000000e+00
+// CHECK: %[[V:.*]] = memopt.mul %[[G]], %[[S]]
+// CHECK: memopt.sgd_update %[[X]], %[[V]],
+func.func @sinc(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %s = memopt.sinc %x : tensor<4xf32>
+  %l = memopt.reduce_sum %s dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}

@@ -85,6 +85,8 @@ double unaryReference(memopt_unary_op op, double x) {
     return std::nearbyint(x);
   case MEMOPT_UNARY_TRUNC:
     return std::trunc(x);
+  case MEMOPT_UNARY_SINC:
+    return x == 0 ? 1.0 : std::sin(M_PI * x) / (M_PI * x);
   }
   return 0;
 }
@@ -161,6 +163,27 @@ TEST_F(RuntimeTest, UnaryRoundingAndDomains) {
   for (memopt_unary_op op : {MEMOPT_UNARY_ASIN, MEMOPT_UNARY_ACOS})
     expectValues(apply(op, outside), {kNaN, kNaN, kNaN}, "arc outside");
   expectValues(apply(MEMOPT_UNARY_ACOS, {-1.0f, 1.0f}), {M_PI, 0}, "acos");
+}
+
+// sinc is 1 at 0 (not 0 / 0), even, 2 / pi at 1/2, and at the integers
+// only the rounding of pi x to f32 away from 0 (torch.sinc's float result);
+// NaN and infinities give NaN.
+TEST_F(RuntimeTest, SincAtItsSpecialPoints) {
+  std::vector<float> x = {0.0f, -0.0f, 0.5f, -0.5f, 1e-30f};
+  std::vector<float> out(x.size());
+  memopt_unary(ctx, MEMOPT_UNARY_SINC, MEMOPT_F32, x.data(), out.data(),
+               x.size());
+  expectValues(out, {1, 1, 2 / M_PI, 2 / M_PI, 1}, "sinc", 1e-7);
+  for (float n : {1.0f, -2.0f, 3.0f}) {
+    float v;
+    memopt_unary(ctx, MEMOPT_UNARY_SINC, MEMOPT_F32, &n, &v, 1);
+    EXPECT_LT(std::fabs(v), 1e-7f) << "sinc(" << n << ")";
+  }
+  std::vector<float> bad = {kNaN, kInf, -kInf};
+  std::vector<float> badOut(bad.size());
+  memopt_unary(ctx, MEMOPT_UNARY_SINC, MEMOPT_F32, bad.data(), badOut.data(),
+               bad.size());
+  expectValues(badOut, {kNaN, kNaN, kNaN}, "sinc outside");
 }
 
 /// The largest error of memopt_unary's `op` in ulps of the exact value

@@ -108,7 +108,9 @@ typedef enum memopt_unary_op {
   /// To the nearest integer, halves to even (torch.round).
   MEMOPT_UNARY_ROUND = 28,
   /// Toward zero (torch.trunc).
-  MEMOPT_UNARY_TRUNC = 29
+  MEMOPT_UNARY_TRUNC = 29,
+  /// sin(pi x) / (pi x) with pi x rounded to f32 first, 1 at 0 (torch.sinc).
+  MEMOPT_UNARY_SINC = 30
 } memopt_unary_op;
 
 /// Elementwise binary ops on two tensors of one shape and dtype.

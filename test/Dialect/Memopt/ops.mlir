@@ -72,6 +72,7 @@ func.func @constants_casts_selection(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %
 // CHECK:         %{{.*}} = memopt.ceil %[[H]] : tensor<2x4xbf16>
 // CHECK:         %{{.*}} = memopt.round %[[A]] : tensor<4x8xf32>
 // CHECK:         %{{.*}} = memopt.trunc %[[A]] : tensor<4x8xf32>
+// CHECK:         %{{.*}} = memopt.sinc %[[H]] : tensor<2x4xbf16>
 // CHECK:         %{{.*}} = memopt.gelu %[[A]] : tensor<4x8xf32>
 // CHECK:         %{{.*}} = memopt.gelu %[[A]] approximate<tanh> : tensor<4x8xf32>
 // CHECK:         %{{.*}} = memopt.gelu %[[A]] : tensor<4x8xf32>
@@ -113,6 +114,7 @@ func.func @elementwise(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %h: tensor<2x4x
   %ceil_ = memopt.ceil %h : tensor<2x4xbf16>
   %round_ = memopt.round %a : tensor<4x8xf32>
   %trunc_ = memopt.trunc %a : tensor<4x8xf32>
+  %sinc_ = memopt.sinc %h : tensor<2x4xbf16>
   %gelu = memopt.gelu %a : tensor<4x8xf32>
   %gelut = memopt.gelu %a approximate<tanh> : tensor<4x8xf32>
   %gelun = memopt.gelu %a approximate<none> : tensor<4x8xf32>

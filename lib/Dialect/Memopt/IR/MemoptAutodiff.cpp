@@ -306,6 +306,22 @@ LogicalResult SoftplusOp::buildVectorJacobianProduct(
   return success();
 }
 
+LogicalResult SincOp::buildVectorJacobianProduct(
+    OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
+  // d sinc(x) = (cos(pi x) - sinc(x)) / x dx, and 0 at x = 0, the point
+  // PyTorch's sinc_backward masks too.
+  GradBuilder gb{builder, getLoc()};
+  Value x = getInput();
+  Value slope = gb.div(
+      gb.sub(gb.unary<CosOp>(gb.scale(x, 3.141592653589793)), getResult()), x);
+  Value atZero = CompareOp::create(builder, getLoc(), ComparePredicate::Eq, x,
+                                   gb.zeros(gb.type(x)));
+  slope = MaskedFillOp::create(builder, getLoc(), getType(), slope, atZero,
+                               builder.getF64FloatAttr(0.0));
+  grads.assign({gb.mul(singleGrad(resultGrads), slope)});
+  return success();
+}
+
 LogicalResult TanOp::buildVectorJacobianProduct(
     OpBuilder &builder, ValueRange resultGrads, SmallVectorImpl<Value> &grads) {
   // d tan(x) = (1 + y^2) dx.

@@ -1,6 +1,6 @@
 """Activations and elementwise functions: relu, gelu, silu, tanh, sigmoid,
 exp, log, sqrt, rsqrt, neg, abs, sign, sin, cos, tan, asin, acos, atan,
-erf, expm1, log1p, floor, ceil, round, trunc, square, hardswish,
+erf, expm1, log1p, floor, ceil, round, trunc, sinc, square, hardswish,
 hardsigmoid, mish, softplus, and those written with them (logsigmoid,
 softsign, tanhshrink, leaky_relu, prelu, glu, elu, selu, celu, softshrink,
 sinh, cosh, log2, log10, reciprocal, logit, frac, round with decimals);
@@ -21,7 +21,7 @@ from .common import float_input, norm_dim, select, step, unit_sign
 
 _UNARY = ("relu", "silu", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt",
           "neg", "abs", "sign", "sin", "cos", "tan", "asin", "acos", "atan",
-          "erf", "expm1", "log1p", "floor", "ceil", "trunc")
+          "erf", "expm1", "log1p", "floor", "ceil", "trunc", "sinc")
 
 
 def _unary(kind):
@@ -44,7 +44,7 @@ for _kind, _alias in (("asin", "arcsin"), ("acos", "arccos"),
                       ("atan", "arctan"), ("trunc", "fix"), ("sign", "sgn")):
     register("input, **", _unary(_kind), functions=[getattr(torch, _alias)],
              methods=[_alias])
-for _kind in ("erf", "expm1", "log1p"):
+for _kind in ("erf", "expm1", "log1p", "sinc"):
     register("input, **", _unary(_kind),
              functions=[getattr(torch.special, _kind)])
 for _kind, _module in (("relu", nn.ReLU), ("silu", nn.SiLU),

@@ -158,8 +158,16 @@ MEMOPT_HOST_DEVICE inline float sigmoid(float x) {
   return 1.0f / (1.0f + expf32(-x));
 }
 
+/// sin(pi x) / (pi x), 1 at 0; the product rounded to f32 as torch.sinc's.
+MEMOPT_HOST_DEVICE inline float sinc(float x) {
+  if (x == 0.0f)
+    return 1.0f;
+  float product = 3.14159265358979323846f * x;
+  return std::sin(product) / product;
+}
+
 /// The last of memopt_unary's ops.
-constexpr memopt_unary_op kLastUnaryOp = MEMOPT_UNARY_TRUNC;
+constexpr memopt_unary_op kLastUnaryOp = MEMOPT_UNARY_SINC;
 
 /// -1, 0 or 1 by the sign of x; NaN stays NaN (torch.sign).
 MEMOPT_HOST_DEVICE inline float signValue(float x) {
@@ -233,6 +241,8 @@ MEMOPT_HOST_DEVICE inline float unaryValue(memopt_unary_op op, float x) {
     return std::nearbyint(x);
   case MEMOPT_UNARY_TRUNC:
     return std::trunc(x);
+  case MEMOPT_UNARY_SINC:
+    return sinc(x);
   }
   return x;
 }

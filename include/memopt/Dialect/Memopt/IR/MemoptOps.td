@@ -308,6 +308,8 @@ def Memopt_RoundOp : Memopt_UnaryOp<"round",
     "is zero">;
 def Memopt_TruncOp : Memopt_UnaryOp<"trunc",
     "x rounded toward zero; its gradient is zero">;
+def Memopt_SincOp : Memopt_UnaryOp<"sinc",
+    "sin(pi x) / (pi x), 1 at 0 (torch.sinc)">;
 
 def Memopt_GeluOp : Memopt_Op<"gelu",
     [Pure, Memopt_InPlaceOpInterface,
