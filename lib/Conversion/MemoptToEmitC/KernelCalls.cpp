@@ -1,4 +1,4 @@
-//===- KernelCalls.cpp - memopt.kernel to its runtime call --------------===//
+//===- KernelCalls.cpp - memopt.kernel to its runtime call ----------------===//
 //
 // One `memopt.kernel` of the planned step becomes one `emitc.call_opaque` of
 // its runtime entry (runtime.h). KernelLowering checks what every entry

@@ -1,5 +1,4 @@
-//===- Lowering.h - the step lowering's shared parts -------------*- C++
-//-*-===//
+//===- Lowering.h - the EmitC lowering's shared parts -----------*- C++ -*-===//
 //
 // What the lowering of the step (MemoptToEmitC.cpp) and the lowering of its
 // kernels into runtime calls (KernelCalls.cpp) share: the C types of

@@ -1,4 +1,4 @@
-/*===- runtime_collectives.h - memopt runtime C ABI: ranks ------*- C -*-===*\
+/*===- runtime_collectives.h - memopt runtime C ABI: ranks --------*- C -*-===*\
 |*                                                                            *|
 |* The collective entries of runtime.h (data parallelism and ZeRO,            *|
 |* docs/DataParallel.md): the ranks the driver found and the sums, scatters   *|

@@ -1,4 +1,4 @@
-//===- MemoptLayerOps.cpp - verifiers of the layer and training ops ------===//
+//===- MemoptLayerOps.cpp - verifiers of the layer and training ops -------===//
 //
 // Verifiers and type inference of the linear layers, embeddings,
 // convolution and pooling, dropout, fused attention, the losses, the

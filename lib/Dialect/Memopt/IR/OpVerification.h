@@ -1,5 +1,4 @@
-//===- OpVerification.h - checks the memopt verifiers share ------*- C++
-//-*-===//
+//===- OpVerification.h - checks the memopt verifiers share -----*- C++ -*-===//
 //
 // The checks of MemoptOps.cpp and MemoptLayerOps.cpp: each reports a
 // mismatch as "<what> has type 'A', expected 'B'" (or names the bound a

@@ -1,5 +1,4 @@
-//===- BatchRules.h - where an op's batch dimension goes ---------*- C++
-//-*-===//
+//===- BatchRules.h - where an op's batch dimension goes --------*- C++ -*-===//
 //
 // Step 2 of --memopt-accumulate (Accumulate.cpp): how each value of the
 // training step relates to the batch, and the rule of each op, from its

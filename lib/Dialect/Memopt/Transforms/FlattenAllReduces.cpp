@@ -1,4 +1,4 @@
-//===- FlattenAllReduces.cpp - one sum over the ranks per run ------------===//
+//===- FlattenAllReduces.cpp - one sum over the ranks per run -------------===//
 //
 // Data parallelism's gradient sums after the micro-batch loop, merged into
 // one collective over one flat buffer (FlattenAllReduces.h). Linear in the

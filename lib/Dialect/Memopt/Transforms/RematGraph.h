@@ -1,5 +1,4 @@
-//===- RematGraph.h - the step graph that --memopt-remat rewrites -*- C++
-//-*-===//
+//===- RematGraph.h - the step graph that remat rewrites --------*- C++ -*-===//
 //
 // The forward graph of the tensor-level @train_step cut into a chain of
 // stages (steps 1 and 2 of Rematerialize.cpp), the rewrite that clones
