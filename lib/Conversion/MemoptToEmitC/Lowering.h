@@ -1,8 +1,9 @@
 //===- Lowering.h - the EmitC lowering's shared parts -----------*- C++ -*-===//
 //
 // What the lowering of the step (MemoptToEmitC.cpp) and the lowering of its
-// kernels into runtime calls (KernelCalls.cpp) share: the C types of
-// buffers, the call under construction, and the step lowering's state.
+// kernels into runtime calls (KernelCalls.cpp, TrainingKernelCalls.cpp)
+// share: the C types of buffers, the call under construction, the step
+// lowering's state and the kernel lowering's.
 // Private to lib/Conversion/MemoptToEmitC.
 //
 //===----------------------------------------------------------------------===//
@@ -174,6 +175,105 @@ private:
   std::map<std::vector<int64_t>, std::string> i64Arrays;
   unsigned nextGlobal = 0;
   unsigned numCalls = 0;
+};
+
+/// The runtime call of one `memopt.kernel` under construction: its
+/// operands, attributes and the checks every entry shares. Each family of
+/// kernels adds its entry's arguments in a method of its own, which returns
+/// nullopt for a kernel that is not one of the family's.
+class KernelLowering {
+public:
+  KernelLowering(TrainStepLowering &step, KernelOp kernel);
+
+  /// Emits the kernel's runtime call, or reports why it cannot.
+  mlir::LogicalResult lower();
+
+private:
+  std::optional<mlir::LogicalResult> lowerElementwise();
+  std::optional<mlir::LogicalResult> lowerCopies();
+  std::optional<mlir::LogicalResult> lowerLayout();
+  std::optional<mlir::LogicalResult> lowerNormalization();
+  std::optional<mlir::LogicalResult> lowerLinear();
+  std::optional<mlir::LogicalResult> lowerCollectivesAndDropout();
+  std::optional<mlir::LogicalResult> lowerLosses();
+  std::optional<mlir::LogicalResult> lowerAttention();
+  std::optional<mlir::LogicalResult> lowerOptimizer();
+
+  /// Reports that the kernel cannot be lowered, and why.
+  mlir::LogicalResult fail(const mlir::Twine &why);
+  /// Checks the operand counts; the optional `skip_if` operand is the extra
+  /// input allowed by `maxIns`.
+  mlir::LogicalResult expectCounts(size_t numIns, size_t numOuts,
+                                   size_t maxIns = 0);
+  /// The elementwise families' one shape:
+  /// memopt_<family>(ctx, kind, dtype, ins..., [value,] out, n).
+  mlir::LogicalResult elementwise(mlir::StringRef kind, unsigned numIns,
+                                  bool withValue);
+
+  /// Whether the kernel computes one of the ops `OpTys`.
+  template <typename... OpTys> bool is() const {
+    return ((name == OpTys::getOperationName()) || ...);
+  }
+
+  static mlir::MemRefType typeOf(mlir::Value v) {
+    return mlir::cast<mlir::MemRefType>(v.getType());
+  }
+  static mlir::ArrayRef<int64_t> shapeOf(mlir::Value v) {
+    return typeOf(v).getShape();
+  }
+  static int64_t numel(mlir::Value v) { return typeOf(v).getNumElements(); }
+  static mlir::StringRef dtype(mlir::Value v) {
+    return getDTypeName(typeOf(v).getElementType());
+  }
+  /// Dtype argument `slot` of the runtime entry: the dtype of the operand or
+  /// result that the op's binding names (RuntimeDTypes.h), the value whose
+  /// element type memopt.kernel's verifier checked against the entry's rule.
+  mlir::StringRef dtypeArg(unsigned slot);
+
+  // Attributes. A missing required one is an error (reported once the call
+  // is built); defaults are the ODS defaults of the tensor op, which the
+  // kernel omits like the op does.
+  double f64Attr(mlir::StringRef attrName);
+  int64_t i64Attr(mlir::StringRef attrName,
+                  std::optional<int64_t> def = std::nullopt);
+  mlir::SmallVector<int64_t> arrayAttr(mlir::StringRef attrName,
+                                       mlir::ArrayRef<int64_t> def = {});
+  /// An attribute of the tensor op's Memopt_Pair kind.
+  mlir::SmallVector<int64_t> pairAttr(mlir::StringRef attrName,
+                                      mlir::ArrayRef<int64_t> def = {});
+  /// An attribute with one entry per dimension of a rank-`rank` tensor.
+  mlir::SmallVector<int64_t> perDimAttr(mlir::StringRef attrName, size_t rank);
+  mlir::StringRef reduction();
+  bool geluTanh();
+  void setMissing(const mlir::Twine &attrName) {
+    missing = true;
+    missingName = attrName.str();
+  }
+
+  /// Appends the current micro-batch's first element in the full batch's
+  /// numbering, i * `elements` in the micro-batch loop, 0 outside it.
+  void microBatchOffset(int64_t elements);
+  /// Appends `v`'s pointer (nullptr for none) to the call.
+  void ptr(mlir::Value v) { call.value(step.getPointer(v)); }
+  void optionalPtr(std::optional<mlir::Value> v) {
+    if (v)
+      ptr(*v);
+    else
+      call.verbatim("nullptr");
+  }
+
+  TrainStepLowering &step;
+  KernelOp kernel;
+  mlir::StringRef name;
+  mlir::DictionaryAttr attrs;
+  mlir::SmallVector<mlir::Value> ins, outs;
+  mlir::Location loc;
+  const RuntimeDTypeBinding *binding;
+  bool usesBinding = false, unbound = false;
+  bool missing = false;
+  std::string missingName;
+  RuntimeCall call;
+  mlir::StringRef callee;
 };
 
 } // namespace memopt::lowering
