@@ -68,8 +68,9 @@ Binding bind(const char *entry, std::initializer_list<DTypeSource> sources,
 }
 
 /// One row per op whose runtime entry takes dtype arguments, in the order
-/// of runtime.h, but the ops that name their call in ODS (the unary
-/// functions; bindOpsThatNameTheirCall). The sources are those the lowering
+/// of runtime.h, but the ops that name their call in ODS (the unary,
+/// binary, scalar and activation-gradient families;
+/// bindOpsThatNameTheirCall). The sources are those the lowering
 /// passes (lib/Conversion/MemoptToEmitC reads them through this table).
 std::vector<Binding> buildBindings() {
   DTypeSource in0 = operand(0), in1 = operand(1), in2 = operand(2),
@@ -83,25 +84,7 @@ std::vector<Binding> buildBindings() {
       // Elementwise families.
       bind<CompareOp>("memopt_compare", {in0}),
       bind<GeluOp>("memopt_unary", {in0}, "MEMOPT_UNARY_GELU"),
-      bind<AddOp>("memopt_binary", {in0}, "MEMOPT_BINARY_ADD"),
-      bind<SubOp>("memopt_binary", {in0}, "MEMOPT_BINARY_SUB"),
-      bind<MulOp>("memopt_binary", {in0}, "MEMOPT_BINARY_MUL"),
-      bind<DivOp>("memopt_binary", {in0}, "MEMOPT_BINARY_DIV"),
-      bind<MaximumOp>("memopt_binary", {in0}, "MEMOPT_BINARY_MAXIMUM"),
-      bind<AddScalarOp>("memopt_scalar", {in0}, "MEMOPT_SCALAR_ADD"),
-      bind<MulScalarOp>("memopt_scalar", {in0}, "MEMOPT_SCALAR_MUL"),
-      bind<PowScalarOp>("memopt_scalar", {in0}, "MEMOPT_SCALAR_POW"),
-      bind<ReluGradOp>("memopt_activation_grad", {in0}, "MEMOPT_GRAD_RELU"),
-      bind<SiluGradOp>("memopt_activation_grad", {in0}, "MEMOPT_GRAD_SILU"),
-      bind<TanhGradOp>("memopt_activation_grad", {in0}, "MEMOPT_GRAD_TANH"),
-      bind<SigmoidGradOp>("memopt_activation_grad", {in0},
-                          "MEMOPT_GRAD_SIGMOID"),
       bind<GeluGradOp>("memopt_activation_grad", {in0}, "MEMOPT_GRAD_GELU"),
-      bind<HardswishGradOp>("memopt_activation_grad", {in0},
-                            "MEMOPT_GRAD_HARDSWISH"),
-      bind<HardsigmoidGradOp>("memopt_activation_grad", {in0},
-                              "MEMOPT_GRAD_HARDSIGMOID"),
-      bind<MishGradOp>("memopt_activation_grad", {in0}, "MEMOPT_GRAD_MISH"),
       bind<ClampOp>("memopt_clamp", {in0}),
       bind<ScaleByOp>("memopt_scale_by", {in0}),
       bind<ClampGradOp>("memopt_clamp_grad", {in0}),

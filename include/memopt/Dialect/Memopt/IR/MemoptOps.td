@@ -116,6 +116,20 @@ class Memopt_BinaryOp<string mnemonic, string formula,
     $lhs `,` $rhs attr-dict `:`
     custom<SameTypes>(type($lhs), type($rhs), type($result))
   }];
+  // Its runtime call (as Memopt_UnaryOp's): memopt_binary, MEMOPT_BINARY_
+  // and the mnemonic.
+  let extraClassDeclaration = [{
+    static constexpr const char *kRuntimeEntry = "memopt_binary";
+    static constexpr const char *kRuntimeOpCode = "MEMOPT_BINARY_}]
+      # !toupper(mnemonic) # [{";
+  }];
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::verify() {
+      return ::memopt::verification::expectSameTypes(
+          *this, {{"operand 'lhs'", getLhs()}, {"operand 'rhs'", getRhs()},
+                  {"result", getResult()}});
+    }
+  }];
 }
 
 // A float tensor and a scalar attribute.
@@ -131,6 +145,19 @@ class Memopt_ScalarOp<string mnemonic, string formula>
   let assemblyFormat = [{
     $input `,` $value attr-dict `:`
     custom<SameTypes>(type($input), type($result))
+  }];
+  // Its runtime call (as Memopt_UnaryOp's): memopt_scalar, MEMOPT_SCALAR_
+  // and the mnemonic without its `_scalar`.
+  let extraClassDeclaration = [{
+    static constexpr const char *kRuntimeEntry = "memopt_scalar";
+    static constexpr const char *kRuntimeOpCode = "MEMOPT_SCALAR_}]
+      # !toupper(!subst("_scalar", "", mnemonic)) # [{";
+  }];
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::verify() {
+      return ::memopt::verification::expectSameTypes(
+          *this, {{"operand 'input'", getInput()}, {"result", getResult()}});
+    }
   }];
 }
 
@@ -149,6 +176,20 @@ class Memopt_ActivationGradOp<string mnemonic, string operandName,
   let assemblyFormat = "$" # operandName # " `,` $grad attr-dict `:` "
       "custom<SameTypes>(type($" # operandName # "), type($grad), "
       "type($result))";
+  // Its runtime call (as Memopt_UnaryOp's): memopt_activation_grad,
+  // MEMOPT_GRAD_ and the activation's name.
+  let extraClassDeclaration = [{
+    static constexpr const char *kRuntimeEntry = "memopt_activation_grad";
+    static constexpr const char *kRuntimeOpCode = "MEMOPT_GRAD_}]
+      # !toupper(!subst("_grad", "", mnemonic)) # [{";
+  }];
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::verify() {
+      return ::memopt::verification::expectSameTypes(
+          *this, {{"operand '}] # operandName # [{'", getOperand(0)},
+                  {"operand 'grad'", getGrad()}, {"result", getResult()}});
+    }
+  }];
 }
 
 //===----------------------------------------------------------------------===//
