@@ -55,9 +55,10 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
       // Elementwise.
       {"memopt_unary: expected a float dtype (f32, f16, bf16), got i32 (3)",
        [=](Ctx c) { memopt_unary(c, MEMOPT_UNARY_NEG, MEMOPT_I32, p, p, 4); }},
-      {"memopt_unary: unknown op 30",
+      // The first code past the last op (MEMOPT_UNARY_SINC).
+      {"memopt_unary: unknown op 31",
        [=](Ctx c) {
-         memopt_unary(c, static_cast<memopt_unary_op>(30), MEMOPT_F32, p, p, 4);
+         memopt_unary(c, static_cast<memopt_unary_op>(31), MEMOPT_F32, p, p, 4);
        }},
       {"memopt_compare: unknown op 6",
        [=](Ctx c) {
