@@ -67,6 +67,16 @@ def Memopt_Elementwise : NativeOpTrait<"ElementwiseTrait"> {
   let cppNamespace = "::memopt";
 }
 
+// The runtime call of an elementwise family's op, which RuntimeDTypes.cpp
+// binds for every op that names one: the entry, the op code (runtime.h's
+// enumerator), the dtype of operand 0.
+class Memopt_RuntimeCall<string entry, string opCode> {
+  code declaration = [{
+    static constexpr const char *kRuntimeEntry = "}] # entry # [{";
+    static constexpr const char *kRuntimeOpCode = "}] # opCode # [{";
+  }];
+}
+
 class Memopt_Op<string mnemonic, list<Trait> traits = []>
     : Op<Memopt_Dialect, mnemonic,
          !listconcat(traits, [Memopt_RuntimeDTypes])> {
@@ -85,14 +95,8 @@ class Memopt_UnaryOp<string mnemonic, string formula>
   let assemblyFormat = [{
     $input attr-dict `:` custom<SameTypes>(type($input), type($result))
   }];
-  // The op's runtime call, which RuntimeDTypes.cpp binds for every op that
-  // names one: memopt_unary with the op code of its mnemonic
-  // (runtime.h's memopt_unary_op), the dtype of its input.
-  let extraClassDeclaration = [{
-    static constexpr const char *kRuntimeEntry = "memopt_unary";
-    static constexpr const char *kRuntimeOpCode = "MEMOPT_UNARY_}]
-      # !toupper(mnemonic) # [{";
-  }];
+  let extraClassDeclaration = Memopt_RuntimeCall<"memopt_unary",
+      "MEMOPT_UNARY_" # !toupper(mnemonic)>.declaration;
   let extraClassDefinition = [{
     ::mlir::LogicalResult $cppClass::verify() {
       return ::memopt::verification::expectSameTypes(
@@ -116,13 +120,8 @@ class Memopt_BinaryOp<string mnemonic, string formula,
     $lhs `,` $rhs attr-dict `:`
     custom<SameTypes>(type($lhs), type($rhs), type($result))
   }];
-  // Its runtime call (as Memopt_UnaryOp's): memopt_binary, MEMOPT_BINARY_
-  // and the mnemonic.
-  let extraClassDeclaration = [{
-    static constexpr const char *kRuntimeEntry = "memopt_binary";
-    static constexpr const char *kRuntimeOpCode = "MEMOPT_BINARY_}]
-      # !toupper(mnemonic) # [{";
-  }];
+  let extraClassDeclaration = Memopt_RuntimeCall<"memopt_binary",
+      "MEMOPT_BINARY_" # !toupper(mnemonic)>.declaration;
   let extraClassDefinition = [{
     ::mlir::LogicalResult $cppClass::verify() {
       return ::memopt::verification::expectSameTypes(
@@ -146,13 +145,8 @@ class Memopt_ScalarOp<string mnemonic, string formula>
     $input `,` $value attr-dict `:`
     custom<SameTypes>(type($input), type($result))
   }];
-  // Its runtime call (as Memopt_UnaryOp's): memopt_scalar, MEMOPT_SCALAR_
-  // and the mnemonic without its `_scalar`.
-  let extraClassDeclaration = [{
-    static constexpr const char *kRuntimeEntry = "memopt_scalar";
-    static constexpr const char *kRuntimeOpCode = "MEMOPT_SCALAR_}]
-      # !toupper(!subst("_scalar", "", mnemonic)) # [{";
-  }];
+  let extraClassDeclaration = Memopt_RuntimeCall<"memopt_scalar",
+      "MEMOPT_SCALAR_" # !toupper(!subst("_scalar", "", mnemonic))>.declaration;
   let extraClassDefinition = [{
     ::mlir::LogicalResult $cppClass::verify() {
       return ::memopt::verification::expectSameTypes(
@@ -176,13 +170,8 @@ class Memopt_ActivationGradOp<string mnemonic, string operandName,
   let assemblyFormat = "$" # operandName # " `,` $grad attr-dict `:` "
       "custom<SameTypes>(type($" # operandName # "), type($grad), "
       "type($result))";
-  // Its runtime call (as Memopt_UnaryOp's): memopt_activation_grad,
-  // MEMOPT_GRAD_ and the activation's name.
-  let extraClassDeclaration = [{
-    static constexpr const char *kRuntimeEntry = "memopt_activation_grad";
-    static constexpr const char *kRuntimeOpCode = "MEMOPT_GRAD_}]
-      # !toupper(!subst("_grad", "", mnemonic)) # [{";
-  }];
+  let extraClassDeclaration = Memopt_RuntimeCall<"memopt_activation_grad",
+      "MEMOPT_GRAD_" # !toupper(!subst("_grad", "", mnemonic))>.declaration;
   let extraClassDefinition = [{
     ::mlir::LogicalResult $cppClass::verify() {
       return ::memopt::verification::expectSameTypes(
