@@ -78,14 +78,24 @@ def autocast(precision):
       norm's f32 weight and the call fails;
     - hardtanh (ReLU6) runs on the f32 values of its bf16 input and returns
       them in bf16, which is exact both ways: the CPU kernels have no bf16
-      backward for it.
+      backward for it;
+    - F.pad runs in its input's dtype (the CPU policy lists the reflection
+      and replication pads as f32): on the f32 values of a bf16 input,
+      returned in bf16, exact both ways, as the CPU kernels have no bf16
+      reflection pad;
+    - the transposed convolutions run in the compute type, as every
+      convolution on CUDA (the CPU policy lists them as f32, and its bf16
+      kernels fail): the input, weight and bias rounded to bf16, the
+      products summed in f32 and the result rounded to bf16, which is what
+      a CUDA kernel with f32 accumulation computes.
     """
     if precision is None:
         yield
         return
     functional = torch.nn.functional
     saved = {name: getattr(functional, name)
-             for name in ("layer_norm", "group_norm", "hardtanh")}
+             for name in ("layer_norm", "group_norm", "hardtanh", "pad",
+                          "conv_transpose1d", "conv_transpose2d")}
 
     def in_f32(function):
         def run(input, *args, **kwargs):
@@ -104,9 +114,29 @@ def autocast(precision):
         return saved["hardtanh"](input.float(), *args[:2],
                                  **kwargs).to(input.dtype)
 
+    low = _AUTOCAST[precision]
+
+    def pad(input, *args, **kwargs):
+        if input.dtype != low:
+            return saved["pad"](input, *args, **kwargs)
+        with torch.autocast("cpu", enabled=False):
+            return saved["pad"](input.float(), *args, **kwargs).to(low)
+
+    def in_low(function):
+        def run(input, weight, bias=None, *args, **kwargs):
+            def rounded(t):
+                return None if t is None else t.to(low).float()
+            with torch.autocast("cpu", enabled=False):
+                return function(rounded(input), rounded(weight),
+                                rounded(bias), *args, **kwargs).to(low)
+        return run
+
     functional.layer_norm = in_f32(saved["layer_norm"])
     functional.group_norm = in_f32(saved["group_norm"])
     functional.hardtanh = hardtanh
+    functional.pad = pad
+    functional.conv_transpose1d = in_low(saved["conv_transpose1d"])
+    functional.conv_transpose2d = in_low(saved["conv_transpose2d"])
     try:
         with torch.autocast("cpu", dtype=_AUTOCAST[precision]):
             yield

@@ -10,6 +10,7 @@
 #include "Device.cuh"
 #include "DeviceSelection.h"
 #include "GemmPlan.h"
+#include "memopt/runtime/ActivationMath.h"
 
 #include <cstdarg>
 #include <cstdio>
@@ -626,6 +627,63 @@ __global__ void castKernel(const In *in, Out *out, int64_t n) {
   out[i] = fromF32<Out>(toF32(in[i]));
 }
 
+/// Index to float: rounded to nearest even, as the host's conversion.
+template <typename Out>
+__global__ void castFromIndexKernel(memopt_dtype inDtype, const void *in,
+                                    Out *out, int64_t n) {
+  GRID_STRIDE(i, n) {
+    int64_t index = inDtype == MEMOPT_I32
+                        ? static_cast<const int32_t *>(in)[i]
+                        : static_cast<const int64_t *>(in)[i];
+    out[i] = fromF32<Out>(static_cast<float>(index));
+  }
+}
+
+/// Float to index (indexFromFloat), or index to index.
+template <typename In, typename Out>
+__global__ void castToIndexKernel(const In *in, Out *out, int64_t n) {
+  GRID_STRIDE(i, n)
+  out[i] = memopt::runtime::indexFromFloat<Out>(toF32(in[i]));
+}
+
+template <typename Out>
+__global__ void castIndexKernel(memopt_dtype inDtype, const void *in, Out *out,
+                                int64_t n) {
+  GRID_STRIDE(i, n)
+  out[i] = static_cast<Out>(inDtype == MEMOPT_I32
+                                ? static_cast<const int32_t *>(in)[i]
+                                : static_cast<const int64_t *>(in)[i]);
+}
+
+/// memopt_cast with an index dtype on either side.
+static void launchIndexCast(memopt_context *ctx, memopt_dtype inDtype,
+                            const void *input, memopt_dtype outDtype,
+                            void *output, int64_t n) {
+  auto toIndex = [&](auto outTag) {
+    using Out = decltype(outTag);
+    if (!isFloatType(inDtype)) {
+      castIndexKernel<Out><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+          inDtype, input, static_cast<Out *>(output), n);
+      return;
+    }
+    dispatchFloat(inDtype, [&](auto inTag) {
+      using In = MEMOPT_STORAGE(inTag);
+      castToIndexKernel<In, Out><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+          static_cast<const In *>(input), static_cast<Out *>(output), n);
+    });
+  };
+  if (outDtype == MEMOPT_I32)
+    toIndex(int32_t());
+  else if (outDtype == MEMOPT_I64)
+    toIndex(int64_t());
+  else
+    dispatchFloat(outDtype, [&](auto outTag) {
+      using Out = MEMOPT_STORAGE(outTag);
+      castFromIndexKernel<Out><<<gridFor(n), kBlock, 0, ctx->stream>>>(
+          inDtype, input, static_cast<Out *>(output), n);
+    });
+}
+
 void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
                  memopt_dtype out_dtype, void *output, int64_t n) {
   const char *entry = "memopt_cast";
@@ -644,7 +702,12 @@ void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
     return;
   }
   // Each thread reads its element before writing it, so in-place casts
-  // between equal sizes (f16 <-> bf16) are safe.
+  // between equal sizes (f16 <-> bf16, i32 <-> f32) are safe.
+  if (!isFloatType(in_dtype) || !isFloatType(out_dtype)) {
+    launchIndexCast(ctx, in_dtype, input, out_dtype, output, n);
+    checkLaunch(ctx, entry, "castIndexKernel");
+    return;
+  }
   dispatchFloat(in_dtype, [&](auto inTag) {
     using In = MEMOPT_STORAGE(inTag);
     dispatchFloat(out_dtype, [&](auto outTag) {

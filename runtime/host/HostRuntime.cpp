@@ -9,6 +9,7 @@
 #include "HostRuntime.h"
 #include "OneDnnConv.h"
 #include "Parallel.h"
+#include "memopt/runtime/ActivationMath.h"
 #include "memopt/runtime/Float16.h"
 
 #include <cmath>
@@ -279,6 +280,40 @@ void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
 // Casts and selection
 //===----------------------------------------------------------------------===//
 
+/// memopt_cast with an index dtype on either side, one element at a time
+/// (each read before it is written, so i32 <-> f32 may be in place).
+static void castIndices(memopt_dtype inDtype, const void *input,
+                        memopt_dtype outDtype, void *output, int64_t n) {
+  auto store = [&](int64_t i, auto value) {
+    if (outDtype == MEMOPT_I32)
+      static_cast<int32_t *>(output)[i] = static_cast<int32_t>(value);
+    else
+      static_cast<int64_t *>(output)[i] = static_cast<int64_t>(value);
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    if (!isFloatType(inDtype)) {
+      int64_t index = loadIndex(inDtype, input, i);
+      if (isFloatType(outDtype)) {
+        float value = static_cast<float>(index);
+        storeF32(outDtype, &value,
+                 static_cast<char *>(output) + i * memopt_dtype_size(outDtype),
+                 1);
+      } else {
+        store(i, index);
+      }
+      continue;
+    }
+    float value;
+    loadF32(inDtype,
+            static_cast<const char *>(input) + i * memopt_dtype_size(inDtype),
+            &value, 1);
+    if (outDtype == MEMOPT_I32)
+      store(i, indexFromFloat<int32_t>(value));
+    else
+      store(i, indexFromFloat<int64_t>(value));
+  }
+}
+
 void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
                  memopt_dtype out_dtype, void *output, int64_t n) {
   const char *entry = "memopt_cast";
@@ -289,6 +324,10 @@ void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
   if (in_dtype == out_dtype) {
     std::memmove(output, input,
                  static_cast<size_t>(n) * memopt_dtype_size(in_dtype));
+    return;
+  }
+  if (!isFloatType(in_dtype) || !isFloatType(out_dtype)) {
+    castIndices(in_dtype, input, out_dtype, output, n);
     return;
   }
   // Convert in chunks so that the workspace stays small and input/output may

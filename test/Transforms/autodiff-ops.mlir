@@ -1379,3 +1379,25 @@ func.func @sinc(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) ->
   %l = memopt.reduce_sum %s dims [0] : tensor<4xf32> to tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// x * float(long(x)): the truncation to an index and its conversion back
+// carry no gradient, so d/dx is the converted index alone (g * t), and the
+// backward builds nothing for the casts.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<4xf32> {memopt.name = "x", memopt.role = "param"}
+// CHECK: %[[I:.*]] = memopt.cast %[[X]] : tensor<4xf32> to tensor<4xi64>
+// CHECK: %[[T:.*]] = memopt.cast %[[I]] : tensor<4xi64> to tensor<4xf32>
+// CHECK: %[[ONE:.*]] = memopt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[G:.*]] = memopt.broadcast %[[ONE]] dims [] : tensor<f32> to tensor<4xf32>
+// CHECK-NEXT: %[[DX:.*]] = memopt.mul %[[G]], %[[T]] : tensor<4xf32>
+// CHECK-NEXT: memopt.increment
+// CHECK-NEXT: memopt.sgd_update %[[X]], %[[DX]],
+func.func @index_cast(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"}) -> tensor<f32> attributes {memopt.loss} {
+  %i = memopt.cast %x : tensor<4xf32> to tensor<4xi64>
+  %t = memopt.cast %i : tensor<4xi64> to tensor<4xf32>
+  %y = memopt.mul %x, %t : tensor<4xf32>
+  %l = memopt.reduce_sum %y dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}

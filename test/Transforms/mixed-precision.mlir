@@ -145,3 +145,26 @@ func.func @user_casts(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x
   %l = memopt.reduce_sum %6 dims [0] : tensor<4xf32> to tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A float made an index and back is a truncation, never folded; an index
+// cast to bf16 keeps its cast.
+
+// CHECK-LABEL: func.func @index_casts
+// CHECK-SAME: %[[X:[^:]*]]: tensor<4xf32>
+// CHECK-NEXT: %[[I:.*]] = memopt.cast %[[X]] : tensor<4xf32> to tensor<4xi64>
+// CHECK-NEXT: %[[F:.*]] = memopt.cast %[[I]] : tensor<4xi64> to tensor<4xf32>
+// CHECK-NEXT: %[[M:.*]] = memopt.mul %[[X]], %[[F]] : tensor<4xf32>
+// CHECK-NEXT: %[[H:.*]] = memopt.cast %[[I]] : tensor<4xi64> to tensor<4xbf16>
+func.func @index_casts(%x: tensor<4xf32> {memopt.role = "param", memopt.name = "x"})
+    -> tensor<f32> attributes {memopt.loss} {
+  %0 = memopt.cast %x : tensor<4xf32> to tensor<4xi64>
+  %1 = memopt.cast %0 : tensor<4xi64> to tensor<4xf32>
+  %2 = memopt.mul %x, %1 : tensor<4xf32>
+  %3 = memopt.cast %0 : tensor<4xi64> to tensor<4xbf16>
+  %4 = memopt.cast %3 : tensor<4xbf16> to tensor<4xf32>
+  %5 = memopt.add %2, %4 : tensor<4xf32>
+  %l = memopt.reduce_sum %5 dims [0] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}

@@ -45,8 +45,9 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
        [=](Ctx c) { memopt_copy(c, nullptr, p, 4); }},
       {"memopt_fill: unknown dtype 6",
        [=](Ctx c) { memopt_fill(c, bad, p, 4, 0.0); }},
-      {"memopt_cast: expected a float dtype (f32, f16, bf16), got i64 (4)",
-       [=](Ctx c) { memopt_cast(c, MEMOPT_F32, p, MEMOPT_I64, p, 4); }},
+      {"memopt_cast: expected a dtype in (f32, f16, bf16, i32, i64), got i1 "
+       "(5)",
+       [=](Ctx c) { memopt_cast(c, MEMOPT_F32, p, MEMOPT_I1, p, 4); }},
       {"memopt_where: unknown dtype 6",
        [=](Ctx c) { memopt_where(c, bad, u8, p, p, p, 4); }},
       {"memopt_masked_fill: expected a float dtype (f32, f16, bf16), got i1 "

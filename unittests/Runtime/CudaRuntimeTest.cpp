@@ -177,6 +177,32 @@ TEST_F(CudaTest, CastRoundsToNearestEven) {
     ASSERT_EQ(y[i], floatToBFloat16Bits(x[i])) << x[i];
 }
 
+TEST_F(CudaTest, CastToAndFromIndicesMatchesTheHost) {
+  std::vector<float> x = random(4096, -1e4f, 1e4f);
+  x[0] = std::numeric_limits<float>::quiet_NaN();
+  x[1] = std::numeric_limits<float>::infinity();
+  x[2] = 0x1p63f;
+  x[3] = -2.5f;
+  float *dx = upload(x);
+  int64_t *di = static_cast<int64_t *>(alloc(x.size() * 8));
+  memopt_cast(ctx, MEMOPT_F32, dx, MEMOPT_I64, di, x.size());
+  std::vector<int64_t> indices = download<int64_t>(di, x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(indices[i], memopt::runtime::indexFromFloat<int64_t>(x[i]))
+        << x[i];
+  std::vector<int64_t> big = {(int64_t(1) << 24) + 1, -3, 257};
+  int64_t *db = upload(big);
+  uint16_t *dy = static_cast<uint16_t *>(alloc(big.size() * 2));
+  memopt_cast(ctx, MEMOPT_I64, db, MEMOPT_BF16, dy, big.size());
+  std::vector<uint16_t> y = download<uint16_t>(dy, big.size());
+  for (size_t i = 0; i < big.size(); ++i)
+    ASSERT_EQ(y[i], floatToBFloat16Bits(static_cast<float>(big[i])));
+  int32_t *dn = static_cast<int32_t *>(alloc(big.size() * 4));
+  memopt_cast(ctx, MEMOPT_I64, db, MEMOPT_I32, dn, big.size());
+  EXPECT_EQ(download<int32_t>(dn, big.size()),
+            (std::vector<int32_t>{(1 << 24) + 1, -3, 257}));
+}
+
 TEST_F(CudaTest, CompareMatchesTheHostFormula) {
   std::vector<float> a = random(4096, -4.0f, 4.0f);
   std::vector<float> b = random(4096, -4.0f, 4.0f);

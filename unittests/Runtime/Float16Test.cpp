@@ -12,6 +12,8 @@
 
 #include <cfenv>
 #include <cfloat>
+#include <cmath>
+#include <cstring>
 #include <limits>
 
 using namespace memopt::runtime;
@@ -205,6 +207,52 @@ TEST_F(RuntimeTest, CastBetweenDtypes) {
   memopt_cast(ctx, MEMOPT_F16, inPlace.data(), MEMOPT_BF16, inPlace.data(),
               x.size());
   EXPECT_EQ(inPlace, bf);
+}
+
+TEST_F(RuntimeTest, CastBetweenFloatsAndIndices) {
+  // Float to index: truncation toward zero; NaN, the infinities and values
+  // out of range give the lowest index, as PyTorch's .long() on x86.
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {2.75f, -2.75f, -0.5f, 0.0f, 16777216.0f,
+                          std::nanf(""), inf, -inf, 0x1p63f, -0x1p63f,
+                          0x1p31f, -0x1p31f};
+  std::vector<int64_t> wide(x.size());
+  memopt_cast(ctx, MEMOPT_F32, x.data(), MEMOPT_I64, wide.data(), x.size());
+  const int64_t lowest64 = std::numeric_limits<int64_t>::min();
+  std::vector<int64_t> wantWide = {2, -2, 0, 0, 16777216, lowest64,
+                                   lowest64, lowest64, lowest64, lowest64,
+                                   int64_t(1) << 31, -(int64_t(1) << 31)};
+  EXPECT_EQ(wide, wantWide);
+  std::vector<int32_t> narrow(x.size());
+  memopt_cast(ctx, MEMOPT_F32, x.data(), MEMOPT_I32, narrow.data(), x.size());
+  const int32_t lowest32 = std::numeric_limits<int32_t>::min();
+  std::vector<int32_t> wantNarrow = {2, -2, 0, 0, 16777216, lowest32,
+                                     lowest32, lowest32, lowest32, lowest32,
+                                     lowest32, lowest32};
+  EXPECT_EQ(narrow, wantNarrow);
+  ASSERT_EQ(memopt_get_status(ctx), MEMOPT_OK);
+
+  // Index to float: rounded to nearest even (2^24 + 1 is a tie).
+  std::vector<int64_t> i = {3, -7, (1 << 24) + 1, (1 << 24) + 3, 257};
+  std::vector<float> f(i.size());
+  memopt_cast(ctx, MEMOPT_I64, i.data(), MEMOPT_F32, f.data(), i.size());
+  EXPECT_EQ(f, (std::vector<float>{3.0f, -7.0f, 16777216.0f, 16777220.0f,
+                                   257.0f}));
+  std::vector<uint16_t> bf(i.size());
+  memopt_cast(ctx, MEMOPT_I64, i.data(), MEMOPT_BF16, bf.data(), i.size());
+  EXPECT_EQ(bfloat16BitsToFloat(bf[4]), 256.0f); // 257 ties down to even
+
+  // i64 to i32 keeps the low 32 bits; i32 to f32 in place.
+  std::vector<int64_t> big = {(int64_t(1) << 32) + 5, -1};
+  std::vector<int32_t> low(2);
+  memopt_cast(ctx, MEMOPT_I64, big.data(), MEMOPT_I32, low.data(), 2);
+  EXPECT_EQ(low, (std::vector<int32_t>{5, -1}));
+  std::vector<int32_t> inPlace = {-4, 9};
+  memopt_cast(ctx, MEMOPT_I32, inPlace.data(), MEMOPT_F32, inPlace.data(), 2);
+  float converted[2];
+  std::memcpy(converted, inPlace.data(), sizeof converted);
+  EXPECT_EQ(converted[0], -4.0f);
+  EXPECT_EQ(converted[1], 9.0f);
 }
 
 } // namespace

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from . import ops  # noqa: F401 (importing it registers the handlers)
 from .dtypes import DTYPES, NUMPY, dtype_name
-from .emit import FLOAT_TYPES, Emitter, format_float
+from .emit import FLOAT_TYPES, INDEX_TYPES, Emitter, format_float
 from .errors import ExportError, location, target_name
 from .ops.normalization import BATCH_NORMS
 from .ops.common import mask_as_float, tuple_element
@@ -103,8 +103,8 @@ class Exporter:
         ``dtype``) is materialized with ``memopt.constant``."""
         if isinstance(arg, torch.fx.Node) and arg in self.values:
             value = self.values[arg]
-            if value.dtype == "i1" and dtype in FLOAT_TYPES:
-                return self._mask_as_float(arg, value, dtype)
+            if value.dtype in ("i1",) + INDEX_TYPES and dtype in FLOAT_TYPES:
+                return self._as_float(arg, value, dtype)
             if dtype is not None and value.dtype != dtype:
                 self.fail("an operand has element type %s where %s is needed"
                           % (value.dtype, dtype))
@@ -136,13 +136,16 @@ class Exporter:
             self.constants[key] = value
         return value
 
-    def _mask_as_float(self, node, mask, dtype):
-        """A computed mask as 1 and 0 of float ``dtype``, as PyTorch promotes
-        a bool tensor in arithmetic (``mask * x``, ``mask.float()``), once
-        per mask and dtype."""
-        key = (node, "mask", dtype)
+    def _as_float(self, node, value, dtype):
+        """A computed mask or index tensor as float ``dtype``, as PyTorch
+        promotes it in arithmetic (``mask * x``, ``loss / mask.sum()``,
+        ``mask.float()``), once per value and dtype: a mask is 1 and 0, an
+        index is rounded to nearest."""
+        key = (node, "as", dtype)
         if key not in self.constants:
-            self.constants[key] = mask_as_float(self, mask, dtype)
+            self.constants[key] = (
+                mask_as_float(self, value, dtype) if value.dtype == "i1"
+                else self.emit.cast(value, dtype))
         return self.constants[key]
 
     def vals(self, arg, dtype=None):

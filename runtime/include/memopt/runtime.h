@@ -303,8 +303,12 @@ void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
  * Casts, selection, elementwise
  *===----------------------------------------------------------------------===*/
 
-/// `memopt.cast`: converts `n` elements between float dtypes, rounding to
-/// nearest even (f32 -> f16 overflows to inf; NaN stays NaN).
+/// `memopt.cast`: converts `n` elements between dtypes other than i1.
+/// Between floats, and from an index to a float, it rounds to nearest even
+/// (f32 -> f16 overflows to inf; NaN stays NaN); from a float to an index
+/// it truncates toward zero, and NaN, the infinities and values out of
+/// range give the index type's lowest value; i64 -> i32 keeps the low 32
+/// bits.
 void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
                  memopt_dtype out_dtype, void *output, int64_t n);
 

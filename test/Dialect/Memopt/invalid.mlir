@@ -139,6 +139,22 @@ func.func @cast_shape(%a: tensor<4xf32>) {
 
 // -----
 
+func.func @cast_mask(%a: tensor<4xi1>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float or 16-bit float or bfloat16 type or 32-bit signless integer or 64-bit signless integer values, but got 'tensor<4xi1>'}}
+  %0 = memopt.cast %a : tensor<4xi1> to tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @where_mixed(%c: tensor<4xi1>, %a: tensor<4xi64>, %b: tensor<4xf32>) {
+  // expected-error @+1 {{operand 'false_value' has type 'tensor<4xf32>', expected 'tensor<4xi64>'}}
+  %0 = "memopt.where"(%c, %a, %b) : (tensor<4xi1>, tensor<4xi64>, tensor<4xf32>) -> tensor<4xi64>
+  return
+}
+
+// -----
+
 func.func @where_condition(%c: tensor<3xi1>, %a: tensor<4xf32>) {
   // expected-error @+1 {{operand 'condition' has type 'tensor<3xi1>', expected 'tensor<4xi1>' (the shape of the values)}}
   %0 = memopt.where %c, %a, %a : tensor<3xi1>, tensor<4xf32>

@@ -18,6 +18,9 @@
 // CHECK:         %{{.*}} = memopt.compare ge, %[[X]], %[[Y]] : tensor<4x8xf32>
 // CHECK:         %{{.*}} = memopt.compare ne, %[[H]], %[[H]] : tensor<4x8xbf16>
 // CHECK:         %{{.*}} = memopt.compare eq, %[[CI]], %[[CI]] : tensor<4xi64>
+// CHECK:         %[[P:.*]] = memopt.cast %[[CI]] : tensor<4xi64> to tensor<4xf32>
+// CHECK:         %{{.*}} = memopt.cast %[[P]] : tensor<4xf32> to tensor<4xi32>
+// CHECK:         %{{.*}} = memopt.where %{{.*}}, %[[CI]], %[[CI]] : tensor<4xi1>, tensor<4xi64>
 // CHECK:         return{{$}}
 func.func @constants_casts_selection(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %c: tensor<4x8xi1>) {
   %cf = memopt.constant dense<1.500000e+00> : tensor<4x8xf32>
@@ -31,6 +34,9 @@ func.func @constants_casts_selection(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %
   %ge = memopt.compare ge, %x, %y : tensor<4x8xf32>
   %nan = memopt.compare ne, %h, %h : tensor<4x8xbf16>
   %same = memopt.compare eq, %ci, %ci : tensor<4xi64>
+  %pos = memopt.cast %ci : tensor<4xi64> to tensor<4xf32>
+  %idx = memopt.cast %pos : tensor<4xf32> to tensor<4xi32>
+  %pick = memopt.where %same, %ci, %ci : tensor<4xi1>, tensor<4xi64>
   return
 }
 

@@ -413,6 +413,12 @@ LogicalResult CastOp::buildVectorJacobianProduct(
   GradBuilder gb{builder, getLoc()};
   Value grad = singleGrad(resultGrads);
   Type inputElement = getInput().getType().getElementType();
+  if (!isa<FloatType>(inputElement) ||
+      !isa<FloatType>(getType().getElementType())) {
+    // An index carries no gradient, and a float made an index passes none.
+    grads.assign({Value()});
+    return success();
+  }
   if (inputElement.isF32() && !getType().getElementType().isF32() &&
       widenProductToF32(grad)) {
     grads.assign({grad});

@@ -30,7 +30,10 @@ static bool isSameShapeOp(Operation *op) {
 /// Same-shape ops that are linear in their operands: a sum over the batch
 /// stays one through them.
 static bool isLinearOp(Operation *op) {
-  return isa<AddOp, SubOp, MulScalarOp, NegOp, CastOp, ScaleLossOp>(op);
+  if (auto cast = dyn_cast<CastOp>(op))
+    return isa<FloatType>(cast.getInput().getType().getElementType()) &&
+           isa<FloatType>(cast.getType().getElementType());
+  return isa<AddOp, SubOp, MulScalarOp, NegOp, ScaleLossOp>(op);
 }
 
 static int64_t getRank(Value v) {

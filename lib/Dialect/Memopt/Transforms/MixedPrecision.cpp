@@ -147,7 +147,7 @@ static Type getElementType(Type type) {
 
 /// Whether converting `from` to `to` is exact for every value.
 static bool isLossless(Type from, Type to) {
-  return from == to || to.isF32();
+  return from == to || (isa<FloatType>(from) && to.isF32());
 }
 
 /// The widest of two float element types: equal ones stay, f16 and bf16
@@ -255,9 +255,9 @@ static void foldCasts(Block &body) {
     }
     if (auto constant = input.getDefiningOp<ConstantOp>()) {
       auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
-      if (!dense)
+      auto to = dyn_cast<FloatType>(getElementType(resultType));
+      if (!dense || !to)
         continue;
-      auto to = cast<FloatType>(getElementType(resultType));
       const llvm::fltSemantics &semantics = to.getFloatSemantics();
       Attribute converted = dense.mapValues(to, [&](const APFloat &value) {
         APFloat rounded = value;

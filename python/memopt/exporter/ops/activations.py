@@ -15,9 +15,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..dtypes import dtype_name
-from ..emit import FLOAT_TYPES
+from ..emit import FLOAT_TYPES, INDEX_TYPES
 from ..registry import handles, register
-from .common import float_input, norm_dim, select, step, unit_sign
+from .common import float_input, full, norm_dim, select, step, unit_sign
 
 _UNARY = ("relu", "silu", "tanh", "sigmoid", "exp", "log", "sqrt", "rsqrt",
           "neg", "abs", "sign", "sin", "cos", "tan", "asin", "acos", "atan",
@@ -85,8 +85,26 @@ def _clamp_bound(ex, arg, name):
 def _emit_clamp(ex, call, low, high, inclusive):
     if low is not None and high is not None and low > high:
         ex.fail("min %r is above max %r" % (low, high))
-    return ex.emit.clamp(float_input(ex, call.args["input"]), low, high,
-                         inclusive)
+    dtype = dtype_name(call.out.dtype, "the result")
+    x = ex.val(call.args["input"], dtype) if dtype in FLOAT_TYPES else \
+        float_input(ex, call.args["input"])
+    return ex.emit.clamp(x, low, high, inclusive)
+
+
+def _clamp_indices(ex, call, low, high):
+    """An integer tensor clamped to integer bounds (labels made valid:
+    ``y.clamp(min=0)``): exact selections, max winning over min as in
+    PyTorch."""
+    y = ex.val(call.args["input"])
+    for bound, predicate in ((low, "lt"), (high, "gt")):
+        if bound is None:
+            continue
+        if bound != int(bound):
+            ex.fail("the bounds of a clamp of an integer tensor must be "
+                    "integers, got %r" % bound)
+        c = full(ex, y.shape, int(bound), y.dtype)
+        y = ex.emit.where(ex.emit.compare(predicate, y, c), c, y)
+    return y
 
 
 def _is_tensor(ex, arg):
@@ -132,6 +150,8 @@ def _clamp(ex, call):
     high = _clamp_bound(ex, call.args.get("max"), "max")
     if low is None and high is None:
         ex.fail("at least one of 'min' and 'max' must be given")
+    if dtype_name(call.out.dtype, "the result") in INDEX_TYPES:
+        return _clamp_indices(ex, call, low, high)
     return _emit_clamp(ex, call, low, high, inclusive=True)
 
 

@@ -6,6 +6,7 @@ import operator
 import numpy as np
 import torch
 
+from ..dtypes import NUMPY
 from ..emit import FLOAT_TYPES
 
 
@@ -17,9 +18,10 @@ def norm_dim(ex, dim, rank):
 
 
 def full(ex, shape, value, dtype):
-    """A constant of ``shape`` filled with the number ``value`` in float
+    """A constant of ``shape`` filled with the number ``value`` in
     ``dtype`` (a splat: one fill at run time)."""
-    return ex.emit.constant(np.full(shape, value, np.float32), dtype)
+    return ex.emit.constant(
+        np.full(shape, value, NUMPY.get(dtype, np.float32)), dtype)
 
 
 def mask_as_float(ex, mask, dtype):

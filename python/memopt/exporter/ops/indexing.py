@@ -1,4 +1,5 @@
-"""Indexing by indices known at export time: flip, rot90, index_select,
+"""Indexing by indices known at export time, or computed in the step
+(gather, take_along_dim, index_select): flip, rot90, index_select,
 gather, take_along_dim, take, masked_select, index_fill, index_add,
 index_copy, scatter, scatter_add, put, diagonal, diag, diag_embed,
 as_strided, Tensor.unfold, repeat_interleave, and the view scatters
@@ -10,16 +11,17 @@ input's slices along one dimension (flip, index_select), or its elements
 its gradient is the lookup's, a scatter-add, so repeated indices
 accumulate as in PyTorch. A scatter is that scatter-add
 (memopt.embedding_grad) in the forward, whose gradient is the lookup. The
-indices are a constant of the step, one per slice or per element read. A
-diagonal is a strided slice of the flattened matrices and needs no
+indices are a constant of the step, one per slice or per element read,
+or computed in the step, where the lookup's range check stops the step at
+an index PyTorch would refuse. A diagonal is a strided slice of the flattened matrices and needs no
 indices."""
 
 import numpy as np
 import torch
 
-from ..emit import FLOAT_TYPES
+from ..emit import FLOAT_TYPES, INDEX_TYPES, Value
 from ..registry import handles, register
-from .common import float_input, norm_dim
+from .common import float_input, full, norm_dim
 
 
 def _moved_to_front(ex, x, dim):
@@ -30,14 +32,16 @@ def _moved_to_front(ex, x, dim):
 
 def rows_along(ex, x, dim, rows):
     """The slices of ``x`` along ``dim`` numbered ``rows`` (integers in
-    [0, extent)), in that order: the result's extent along ``dim`` is
-    len(rows)."""
+    [0, extent), or a vector of them computed in the step, which the
+    runtime checks against the extent), in that order: the result's extent
+    along ``dim`` is len(rows)."""
     y, perm = _moved_to_front(ex, x, dim)
     rest = y.shape[1:]
     table = ex.emit.reshape(y, (y.shape[0], int(np.prod(rest))))
-    picked = ex.emit.embedding(
-        table, ex.emit.constant(np.asarray(rows, dtype=np.int64), "i64"))
-    y = ex.emit.reshape(picked, (len(rows),) + rest)
+    if not isinstance(rows, Value):
+        rows = ex.emit.constant(np.asarray(rows, dtype=np.int64), "i64")
+    picked = ex.emit.embedding(table, rows)
+    y = ex.emit.reshape(picked, (rows.shape[0],) + rest)
     return ex.emit.transpose(y, list(np.argsort(perm)))
 
 
@@ -53,6 +57,51 @@ def rows_scattered(ex, source, dim, rows, extent):
         extent)
     y = ex.emit.reshape(added, (extent,) + rest)
     return ex.emit.transpose(y, list(np.argsort(perm)))
+
+
+def _computed_index(ex, arg, what):
+    """The index tensor ``arg`` when the step computes it (from an input, a
+    label or the forward: ``y.unsqueeze(1)``, ``x.argmax(1)``), None when it
+    is known at export time. Its entries must lie in range: the runtime
+    stops the step at one that does not, where PyTorch raises."""
+    if not ex.is_symbolic(arg):
+        return None
+    index = ex.val(arg)
+    if index.dtype not in INDEX_TYPES:
+        ex.fail("%s must be an integer tensor, got %s" % (what, index.dtype))
+    return index
+
+
+def _computed_positions(ex, x, dim, index):
+    """For each element of the computed ``index`` (of x's rank, its extents
+    at most x's but along ``dim``), the row-major position in ``x`` it reads:
+    its own coordinates with ``dim`` replaced by its value, added up in f32,
+    exact because x has at most 2^24 elements, then made an int64 vector.
+    An index outside [0, extent) gives position -1, which the lookup's
+    range check stops at: it must not read a neighbouring row."""
+    if index.rank != max(x.rank, 1) or any(
+            i > e for d, (i, e) in enumerate(zip(index.shape, x.shape))
+            if d != dim):
+        ex.fail("index of shape %s does not fit the input %s"
+                % (list(index.shape), x.type))
+    if int(np.prod(x.shape)) > 1 << 24:
+        ex.fail("indices computed in the step may index at most 2^24 "
+                "elements")
+    strides = [int(np.prod(x.shape[d + 1:])) for d in range(x.rank)]
+    position = np.indices(index.shape, dtype=np.int64)
+    position[dim] = 0
+    base = np.tensordot(np.array(strides, dtype=np.int64), position, axes=1)
+    emit = ex.emit
+    scaled = emit.cast(index, "f32")
+    if strides[dim] != 1:
+        scaled = emit.scalar("mul_scalar", scaled, float(strides[dim]))
+    flat = emit.binary("add", scaled, emit.constant(base.astype(np.float32),
+                                                    "f32"))
+    outside = full(ex, index.shape, -1.0, "f32")
+    for predicate, bound in (("lt", 0), ("ge", x.shape[dim])):
+        flat = emit.where(emit.compare(predicate, index, full(
+            ex, index.shape, bound, index.dtype)), outside, flat)
+    return emit.cast(emit.reshape(flat, (int(np.prod(index.shape)),)), "i64")
 
 
 def _index_tensor(ex, arg, what, extent):
@@ -105,6 +154,15 @@ def _index_select(ex, call):
     x = float_input(ex, call.args["input"])
     dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), x.rank)
     extent = x.shape[dim] if x.rank else 1
+    computed = _computed_index(ex, call.args["index"], "index")
+    if computed is not None:
+        if computed.rank > 1:
+            ex.fail("index must be a vector, got %s" % computed.type)
+        rows = ex.emit.reshape(computed, (int(np.prod(computed.shape)),))
+        if x.rank == 0:
+            x = ex.emit.reshape(x, (1,))
+        return ex.emit.reshape(rows_along(ex, x, dim, rows),
+                               ex.out_shape(call))
     index = _index_tensor(ex, call.args["index"], "index", extent)
     if index.ndim > 1 or index.size == 0:
         ex.fail("index must be a non-empty vector, got shape %s"
@@ -133,6 +191,9 @@ def _gather(ex, call):
         x = ex.emit.reshape(x, (1,))
     dim = norm_dim(ex, dim, x.rank)
     what = "index" if "index" in call.args else "indices"
+    computed = _computed_index(ex, call.args[what], what)
+    if computed is not None:
+        return _gather_computed(ex, call, x, dim, computed, out)
     index = _index_tensor(ex, call.args[what], what, x.shape[dim])
     if x.rank == 1:
         index = index.reshape(-1)
@@ -149,6 +210,30 @@ def _gather(ex, call):
             x, shape[:dim] + (x.shape[dim],) + shape[dim + 1:])
         index = np.broadcast_to(index, shape)
     return _elements(ex, x, _positions(ex, x, dim, index), out)
+
+
+def elements_at(ex, x, dim, index, shape):
+    """The elements of ``x`` that the index computed in the step (of x's
+    rank) names along ``dim``, as ``shape``: torch.gather."""
+    return _elements(ex, x, _computed_positions(ex, x, dim, index), shape)
+
+
+def _gather_computed(ex, call, x, dim, index, out):
+    """gather / take_along_dim by an index the step computes: the lookup
+    of the flattened input's elements at positions computed in the step
+    (``logp.gather(1, y.unsqueeze(1))``, ``x.take_along_dim(i, 1)``)."""
+    if x.rank == 1 and index.rank == 0:
+        index = ex.emit.reshape(index, (1,))
+    if index.rank != x.rank:
+        ex.fail("the index has rank %d, the input %d" % (index.rank, x.rank))
+    if "indices" in call.args:
+        # take_along_dim: every dimension but dim broadcasts, then gathers.
+        shape = tuple(max(a, b) if d != dim else b for d, (a, b) in
+                      enumerate(zip(x.shape, index.shape)))
+        x = ex.emit.broadcast_to(
+            x, shape[:dim] + (x.shape[dim],) + shape[dim + 1:])
+        index = ex.emit.broadcast_to(index, shape)
+    return elements_at(ex, x, dim, index, out)
 
 
 @handles("input, offset=0, dim1=0, dim2=1", functions=[torch.diagonal],
@@ -212,7 +297,8 @@ def _masked_select(ex, call):
 
 
 def _elements(ex, x, positions, shape):
-    """The elements of ``x`` at the row-major ``positions``, as ``shape``."""
+    """The elements of ``x`` at the row-major ``positions`` (constants, or
+    a vector computed in the step), as ``shape``."""
     flat = ex.emit.reshape(x, (int(np.prod(x.shape)),))
     return ex.emit.reshape(rows_along(ex, flat, 0, positions), shape)
 

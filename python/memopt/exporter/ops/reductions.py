@@ -11,21 +11,30 @@ from ..dtypes import DTYPES
 from ..emit import FLOAT_TYPES
 from ..registry import handles, register, returns_tuple
 from . import arithmetic
-from .common import as_rows, float_input, in_f32, norm_dim, values_shape
+from .indexing import elements_at
+from .common import (as_rows, float_input, full, in_f32, mask_as_float,
+                     norm_dim, read_results)
+
+
+def in_dtype_name(ex, call):
+    """The float dtype the ``dtype`` argument of a reduction or a softmax
+    names, None without one."""
+    dtype = ex.const(call.args.get("dtype"), "dtype")
+    if dtype is None:
+        return None
+    name = DTYPES.get(dtype)
+    if name not in FLOAT_TYPES:
+        ex.fail("dtype=%s is not supported (only floating-point dtypes)"
+                % dtype)
+    return name
 
 
 def in_dtype(ex, call, x):
     """``x`` converted to the ``dtype`` argument of a reduction or a softmax
     (``F.softmax(s, -1, dtype=torch.float32)``): PyTorch converts the input
     before the op, so the result has that dtype."""
-    dtype = ex.const(call.args.get("dtype"), "dtype")
-    if dtype is None:
-        return x
-    name = DTYPES.get(dtype)
-    if name not in FLOAT_TYPES:
-        ex.fail("dtype=%s is not supported (only floating-point dtypes)"
-                % dtype)
-    return x if name == x.dtype else ex.emit.cast(x, name)
+    name = in_dtype_name(ex, call)
+    return x if name in (None, x.dtype) else ex.emit.cast(x, name)
 
 
 def reduced_dims(ex, dim, rank):
@@ -41,12 +50,53 @@ def reduced_dims(ex, dim, rank):
 
 def _reduce(kind):
     def handler(ex, call):
-        x = in_dtype(ex, call, float_input(ex, call.args["input"]))
+        x = ex.val(call.args["input"])
+        dtype = in_dtype_name(ex, call)
+        if x.dtype not in FLOAT_TYPES and dtype is None and \
+                kind == "reduce_sum":
+            return mask_count(ex, x, ex.const(call.args.get("dim")),
+                              ex.out_shape(call))
+        if x.dtype in FLOAT_TYPES or dtype is None:
+            x = in_dtype(ex, call, float_input(ex, call.args["input"]))
+        else:
+            x = ex.val(call.args["input"], dtype)
         dims = reduced_dims(ex, ex.const(call.args.get("dim")), x.rank)
         if dims:
             x = ex.emit.reduce(kind, x, dims)
         return ex.emit.reshape(x, ex.out_shape(call))
     return handler
+
+
+# Integers up to 2^24 are exact in f32: the bound of a count or a position
+# computed in f32.
+_EXACT_IN_F32 = 1 << 24
+
+
+def mask_count(ex, mask, dim, shape):
+    """The number of true elements of ``mask`` over ``dim`` (all for None)
+    as int64, PyTorch's sum of a bool tensor: a sum of its 1 and 0 in f32,
+    exact because no count exceeds 2^24, made an index."""
+    if mask.dtype != "i1":
+        ex.fail("the sum of an integer tensor is not supported (only of a "
+                "bool mask)")
+    if int(np.prod(mask.shape)) > _EXACT_IN_F32:
+        ex.fail("the sum of a mask of more than 2^24 elements is not "
+                "supported")
+    x = mask_as_float(ex, mask, "f32")
+    dims = reduced_dims(ex, dim, x.rank)
+    if dims:
+        x = ex.emit.reduce("reduce_sum", x, dims)
+    return ex.emit.cast(ex.emit.reshape(x, shape), "i64")
+
+
+@handles("input, dim=None", functions=[torch.count_nonzero],
+         methods=["count_nonzero"])
+def _count_nonzero(ex, call):
+    x = ex.val(call.args["input"])
+    if x.dtype != "i1":
+        x = ex.emit.compare("ne", x, full(ex, x.shape, 0, x.dtype))
+    return mask_count(ex, x, ex.const(call.args.get("dim")),
+                      ex.out_shape(call))
 
 
 for _name, _kind in (("sum", "reduce_sum"), ("mean", "reduce_mean")):
@@ -80,10 +130,11 @@ def _extreme_values(ex, x, dims, largest):
 def _extreme(largest):
     """torch.max / torch.min: of every element, of two tensors (the
     elementwise maximum / minimum), or along a dimension, where they return
-    the values and the indices. The values are exported when nothing reads
-    the indices; their gradient goes to the maximal elements, split evenly
-    among ties (as torch.amax's), where PyTorch's goes to the one index it
-    returns (the same where there is no tie)."""
+    the values and the indices. When nothing reads the indices, the values'
+    gradient goes to the maximal elements, split evenly among ties (as
+    torch.amax's), where PyTorch's goes to the one index it returns (the
+    same where there is no tie); when the indices are read, the values are
+    looked up at them, and their gradient goes to that index, as PyTorch's."""
     def handler(ex, call):
         other = call.args.get("dim")
         if isinstance(other, (torch.fx.Node, torch.Tensor)):
@@ -93,12 +144,70 @@ def _extreme(largest):
         x = float_input(ex, call.args["input"])
         if other is None:
             return _extreme_values(ex, x, list(range(x.rank)), largest)
-        shape = values_shape(ex, call, "%s along a dimension"
-                             % ("max" if largest else "min"))
         dims = reduced_dims(ex, ex.const(other, "dim"), x.rank)
-        return (ex.emit.reshape(_extreme_values(ex, x, dims, largest),
-                                shape), None)
+        values_shape, indices_shape = (tuple(t.shape) for t in call.out)
+        if 1 not in read_results(call.node, 2):
+            return ex.emit.reshape(_extreme_values(ex, x, dims, largest),
+                                   values_shape), None
+        indices = _first_extreme_index(ex, x, dims, largest)
+        if not dims:
+            return x, indices
+        kept = tuple(1 if d in dims else e for d, e in enumerate(x.shape))
+        indices = ex.emit.reshape(indices, kept)
+        # The values looked up at the indices: the gradient goes to the
+        # index returned, as PyTorch's.
+        values = elements_at(ex, x, dims[0], indices, values_shape)
+        return values, ex.emit.reshape(indices, indices_shape)
     return returns_tuple(handler)
+
+
+def _first_extreme_index(ex, x, dims, largest):
+    """The position along ``dims`` (one dimension, or none of a 0-d
+    tensor) of the first maximum (minimum) of ``x``, or of its first NaN,
+    as PyTorch's argmax / argmin, as int64 with ``dims`` reduced: the
+    smallest position whose element equals the extreme, found in f32, where
+    every position below 2^24 is exact. No gradient."""
+    if not dims:
+        return full(ex, x.shape, 0, "i64")
+    dim, = dims
+    n = x.shape[dim]
+    if n > _EXACT_IN_F32:
+        ex.fail("the index of an extreme along a dimension of more than "
+                "2^24 elements is not supported")
+    emit = ex.emit
+    kept = tuple(1 if d == dim else e for d, e in enumerate(x.shape))
+    extreme = emit.broadcast_to(
+        emit.reshape(_extreme_values(ex, x, dims, largest), kept), x.shape)
+    position = emit.broadcast_to(emit.constant(
+        np.arange(n, dtype=np.float32).reshape(
+            [n if d == dim else 1 for d in range(x.rank)]), "f32"), x.shape)
+    candidate = emit.where(emit.compare("eq", x, extreme), position,
+                           full(ex, x.shape, float(n), "f32"))
+    candidate = emit.where(emit.compare("ne", x, x), position, candidate)
+    first = emit.unary("neg", emit.reduce(
+        "reduce_max", emit.unary("neg", candidate), dims))
+    return emit.cast(first, "i64")
+
+
+def _arg_extreme(largest):
+    """torch.argmax / argmin: the first extreme's position along ``dim``,
+    or in the flattened input without one."""
+    def handler(ex, call):
+        x = float_input(ex, call.args["input"])
+        dim = ex.const(call.args.get("dim"), "dim")
+        if dim is None:
+            x = ex.emit.reshape(x, (int(np.prod(x.shape)),))
+            dim = 0
+        dims = [norm_dim(ex, dim, x.rank)] if x.rank else []
+        return ex.emit.reshape(_first_extreme_index(ex, x, dims, largest),
+                               ex.out_shape(call))
+    return handler
+
+
+register("input, dim=None, keepdim=False", _arg_extreme(True),
+         functions=[torch.argmax], methods=["argmax"])
+register("input, dim=None, keepdim=False", _arg_extreme(False),
+         functions=[torch.argmin], methods=["argmin"])
 
 
 register("input, dim=None, keepdim=False", _extreme(True),

@@ -13,9 +13,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..dtypes import dtype_name
-from ..emit import FLOAT_TYPES
+from ..emit import FLOAT_TYPES, INDEX_TYPES
 from ..registry import handles, register, returns_tuple
-from .common import as_number, float_input, norm_dim, read_results
+from .common import as_number, float_input, full, norm_dim, read_results
 from .indexing import rows_along
 
 
@@ -48,19 +48,25 @@ def _identity(ex, call):
 
 
 @handles("input, *rest, **",
-         methods=["to", "type", "type_as", "float", "cpu", "cuda"])
+         methods=["to", "type", "type_as", "float", "long", "int", "bool",
+                  "cpu", "cuda"])
 def _convert(ex, call):
-    """Tensor.to / float / type_as ...: a no-op, a float-to-float cast, or
-    a mask as 1 and 0."""
+    """Tensor.to / float / long / bool / type_as ...: a no-op, a cast (a
+    float made an index truncates toward zero), a mask as 1 and 0, or the
+    mask of the nonzero elements."""
     x = ex.val(call.args["input"])
     dtype = dtype_name(call.out.dtype, "the result")
     if dtype == x.dtype:
         return x
-    if x.dtype == "i1" and dtype in FLOAT_TYPES:
-        return ex.val(call.args["input"], dtype)
-    if x.dtype in FLOAT_TYPES and dtype in FLOAT_TYPES:
-        return ex.emit.cast(x, dtype)
-    ex.fail("conversion from %s to %s is not supported" % (x.dtype, dtype))
+    if dtype in FLOAT_TYPES:
+        return ex.emit.cast(x, dtype) if x.dtype in FLOAT_TYPES \
+            else ex.val(call.args["input"], dtype)
+    if dtype == "i1":
+        return ex.emit.compare("ne", x, full(ex, x.shape, 0, x.dtype))
+    if x.dtype == "i1":
+        return ex.emit.where(x, full(ex, x.shape, 1, dtype),
+                             full(ex, x.shape, 0, dtype))
+    return ex.emit.cast(x, dtype)
 
 
 @handles("input, *rest, **", methods=["expand", "expand_as"])
@@ -129,6 +135,9 @@ def _getitem(ex, call):
     """Static indexing: ints, slices with a positive step, None and
     Ellipsis, as one memopt.slice and a reshape."""
     x = ex.val(call.args["input"])
+    if ex.is_symbolic(call.args["index"]) and \
+            isinstance(call.args["index"], torch.fx.Node):
+        return _lookup_rows(ex, call, x, ex.val(call.args["index"]))
     index = ex.const(call.args["index"], "index")
     if isinstance(index, torch.Tensor):
         return _gather_rows(ex, call, x, index)
@@ -174,6 +183,24 @@ def _getitem(ex, call):
             tuple(strides) != (1,) * x.rank:
         y = ex.emit.slice(x, starts, limits, strides)
     return ex.emit.reshape(y, ex.out_shape(call))
+
+
+def _lookup_rows(ex, call, x, index):
+    """x[index] with an integer tensor the step computes (``table[ids]``):
+    the rows of ``x`` it names, by memopt.embedding, whose range check
+    stops the step at an index outside [0, rows) (PyTorch raises, or wraps
+    a negative one)."""
+    if index.dtype == "i1":
+        ex.fail("indexing with a bool mask computed in the step is not "
+                "supported: the result's shape would depend on the data")
+    if index.dtype not in INDEX_TYPES:
+        ex.fail("indexing with a %s tensor is not supported (only an "
+                "integer tensor, which gathers rows)" % index.dtype)
+    if x.dtype not in FLOAT_TYPES or x.rank == 0:
+        ex.fail("only rows of a floating-point tensor can be gathered")
+    table = ex.emit.reshape(x, (x.shape[0], int(np.prod(x.shape[1:]))))
+    rows = ex.emit.reshape(index, (int(np.prod(index.shape)),))
+    return ex.emit.reshape(ex.emit.embedding(table, rows), ex.out_shape(call))
 
 
 def _gather_rows(ex, call, x, index):

@@ -267,6 +267,17 @@ MEMOPT_HOST_DEVICE inline float binaryValue(memopt_binary_op op, float a,
   return a;
 }
 
+/// memopt_cast of a float to the index type T (int32_t or int64_t), as
+/// PyTorch's `.long()` / `.int()` on x86: truncated toward zero; NaN, the
+/// infinities and values outside T's range give T's lowest value, which is
+/// what the processor's truncating conversion returns for them.
+template <typename T>
+MEMOPT_HOST_DEVICE inline T indexFromFloat(float x) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "int32_t or int64_t");
+  const float bound = sizeof(T) == 8 ? 0x1p63f : 0x1p31f;
+  return x >= -bound && x < bound ? static_cast<T>(x) : static_cast<T>(-bound);
+}
+
 /// memopt_compare's op applied to a and b (floats or indices): C's
 /// operators, so that every ordered comparison with a NaN is false.
 template <typename T>

@@ -154,8 +154,8 @@ constexpr DTypeRule row(const char *entry, DTypeSlot first, DTypeSlot second,
 inline constexpr DTypeRule kDTypeRules[] = {
     // Memory, casts and selection.
     rules::row("memopt_fill", rules::anyDType("dtype")),
-    rules::row("memopt_cast", rules::floats("in_dtype"),
-               rules::floats("out_dtype")),
+    rules::row("memopt_cast", rules::numbers("in_dtype"),
+               rules::numbers("out_dtype")),
     rules::row("memopt_where", rules::anyDType("dtype")),
     rules::row("memopt_masked_fill", rules::floats("dtype")),
     // Elementwise families.

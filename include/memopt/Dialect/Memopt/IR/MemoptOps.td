@@ -34,6 +34,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Memopt_FloatTensor : StaticShapeTensorOf<[F32, F16, BF16]>;
 def Memopt_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
+def Memopt_NumberTensor : StaticShapeTensorOf<[F32, F16, BF16, I32, I64]>;
 def Memopt_MaskTensor : StaticShapeTensorOf<[I1]>;
 // Optimizer state: the parameter's type, or packed 8-bit moments.
 def Memopt_StateTensor : StaticShapeTensorOf<[F32, F16, BF16, I8]>;
@@ -207,15 +208,20 @@ def Memopt_CastOp : Memopt_Op<"cast",
      DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
   let summary = "element type conversion";
   let description = [{
-    Converts each element to the result's float type, rounding to nearest
-    even. Shapes are equal.
+    Converts each element to the result's element type. Shapes are equal.
+    Between floats, and from an index (i32, i64) to a float, it rounds to
+    nearest even. From a float to an index it truncates toward zero, as
+    PyTorch's `.long()`; NaN, the infinities and values outside the index
+    type's range give its lowest value. i64 to i32 keeps the low 32 bits.
+    Only the float-to-float cast has a gradient: an index carries none.
 
     ```mlir
     %h = memopt.cast %x : tensor<4x8xf32> to tensor<4x8xbf16>
+    %i = memopt.cast %p : tensor<4xf32> to tensor<4xi64>
     ```
   }];
-  let arguments = (ins Memopt_FloatTensor:$input);
-  let results = (outs Memopt_FloatTensor:$result);
+  let arguments = (ins Memopt_NumberTensor:$input);
+  let results = (outs Memopt_NumberTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
 }
 
@@ -225,16 +231,17 @@ def Memopt_WhereOp : Memopt_Op<"where",
   let summary = "elementwise selection";
   let description = [{
     `result[i] = condition[i] ? true_value[i] : false_value[i]`. All operands
-    have one shape; the values and the result have one type.
+    have one shape; the values and the result have one type, a float or an
+    index (an index carries no gradient).
 
     ```mlir
     %r = memopt.where %c, %a, %b : tensor<4xi1>, tensor<4xf32>
     ```
   }];
   let arguments = (ins Memopt_MaskTensor:$condition,
-                       Memopt_FloatTensor:$true_value,
-                       Memopt_FloatTensor:$false_value);
-  let results = (outs Memopt_FloatTensor:$result);
+                       Memopt_NumberTensor:$true_value,
+                       Memopt_NumberTensor:$false_value);
+  let results = (outs Memopt_NumberTensor:$result);
   let assemblyFormat = [{
     $condition `,` $true_value `,` $false_value attr-dict `:` type($condition)
     `,` custom<SameTypes>(type($true_value), type($false_value), type($result))
