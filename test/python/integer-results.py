@@ -1,11 +1,13 @@
 # Integer results computed in the step: the positions of maxima and minima
-# (argmax, argmin, the indices of max and min along a dimension), counts of
-# masks (mask.sum(), count_nonzero), float-to-integer conversions
-# (.long(): truncation toward zero), integer labels clamped and promoted to
-# float, and lookups by indices the step computes (gather, take_along_dim,
-# index_select and x[index] by the labels or by an argmax). The cases hold ties (the
-# first position wins, as PyTorch's), a NaN (its position wins), negative
-# values that truncate toward zero, and labels that a clamp makes valid.
+# (argmax, argmin, the indices of max and min along a dimension), the
+# indices of sort, argsort, topk, kthvalue and median (a stable sort's:
+# ties keep their order, a NaN goes last), counts of masks (mask.sum(),
+# count_nonzero), float-to-integer conversions (.long(): truncation toward
+# zero), integer labels clamped and promoted to float, and lookups by
+# indices the step computes (gather, take_along_dim, index_select and
+# x[index] by the labels or by an argmax). The cases hold ties (the first
+# position wins, as PyTorch's), a NaN (its position wins), negative values
+# that truncate toward zero, and labels that a clamp makes valid.
 #
 # One model holds every case, as comparisons.py: each case is
 # sum((q + 1) f(a, b, y)) with q = 0, so one SGD step reads back f's values
@@ -36,6 +38,12 @@
 # CHECK: labels-as-floats: ok
 # CHECK: bool-of-labels: ok
 # CHECK: rows-by-argmax: ok
+# CHECK: sort-indices: ok
+# CHECK: sort-descending-indices: ok
+# CHECK: argsort: ok
+# CHECK: topk-indices: ok
+# CHECK: kthvalue-indices: ok
+# CHECK: median-indices: ok
 
 import math
 import sys
@@ -52,6 +60,9 @@ LABELS = [2, -100, 0, 1, 7]
 
 ROWS = [[1.0, 3.0, 3.0, -2.0], [0.5, -1.0, 4.0, 2.0], [-3.0, -3.0, -5.0, 1.5],
         [2.0, 1.0, 0.0, 2.5], [0.25, 0.75, -0.5, -0.5]]
+DISTINCT = [[1.0, 3.0, 2.5, -2.0], [0.5, -1.0, 4.0, 2.0],
+            [-3.0, -4.0, -5.0, 1.5], [2.0, 1.0, 0.0, 2.5],
+            [0.25, 0.75, -0.5, -0.25]]
 NO_NAN = [[0.0] * 4] * 5
 ONE_NAN = [[0.0] * 4, [0.0, 0.0, 0.0, NAN], [0.0] * 4, [0.0] * 4,
            [0.0] * 4]
@@ -95,6 +106,27 @@ CASES = {
                        ROWS, [1.0, 2.0, 3.0, 4.0, 5.0], NO_NAN),
     "rows-by-argmax": (lambda a, b, y: a[a.argmax(0)] * b,
                        ROWS, [[1.0, 2.0, 3.0, 4.0]], NO_NAN),
+    # A stable sort's indices: ties keep their order, a NaN goes last
+    # (first when descending).
+    "sort-indices": (lambda a, b, y: (lambda s: s.values * b + s.indices)(
+        torch.sort(a, dim=1, stable=True)),
+        ROWS, [[1.0, 2.0, -1.0, 0.5]], ONE_NAN),
+    "sort-descending-indices": (lambda a, b, y: (
+        lambda s: s.values * b + s.indices)(
+        torch.sort(a, dim=0, descending=True, stable=True)),
+        ROWS, [[1.0, 2.0, -1.0, 0.5]], ONE_NAN),
+    # PyTorch's unstable forms leave the order of ties open: no ties here.
+    "argsort": (lambda a, b, y: a.argsort(1, descending=True) * b,
+                DISTINCT, [[1.0, 2.0, -1.0, 0.5]], NO_NAN),
+    "topk-indices": (lambda a, b, y: (lambda t: t.values * b + t.indices)(
+        torch.topk(a, 2, dim=1, largest=False)),
+        DISTINCT, [[1.0, 2.0]], NO_NAN),
+    "kthvalue-indices": (lambda a, b, y: (lambda t: t.values * b + t.indices)(
+        torch.kthvalue(a, 2, dim=1)),
+        DISTINCT, [1.0, 2.0, -1.0, 0.5, 3.0], NO_NAN),
+    "median-indices": (lambda a, b, y: (lambda t: t.values * b + t.indices)(
+        torch.median(a, dim=0, keepdim=True)),
+        DISTINCT, [[1.0, 2.0, -1.0, 0.5]], NO_NAN),
 }
 
 

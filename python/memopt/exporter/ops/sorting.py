@@ -1,5 +1,6 @@
-"""Order statistics: sort, msort, topk, kthvalue, median, quantile, cummax
-and cummin, as their values (the indices they also return must be unread).
+"""Order statistics: sort, argsort, msort, topk, kthvalue, median,
+quantile, cummax and cummin: their values, and the indices of sort, topk,
+kthvalue and median (those of cummax and cummin must be unread).
 
 A sort is a bitonic sorting network along the dimension, padded with +-inf
 to a power of two: each of its log2(n) (log2(n) + 1) / 2 stages splits the
@@ -19,8 +20,9 @@ import torch
 
 from ..registry import handles, returns_tuple
 from .arithmetic import lerp
-from .common import (as_number, as_rows, float_input, norm_dim,
+from .common import (as_number, as_rows, float_input, full, norm_dim,
                      read_results)
+from .indexing import elements_at
 from .reductions import scan
 
 
@@ -85,6 +87,103 @@ def _indices_unread(ex, call, what):
                 "computes only the values" % what)
 
 
+def _indices_read(call):
+    return isinstance(call.out, tuple) and \
+        1 in read_results(call.node, 2)
+
+
+def sorted_positions(ex, x, dim, descending):
+    """The positions along ``dim`` of ``x``'s elements in the order of a
+    stable sort (ascending, or ``descending``) that puts NaN above every
+    number, as PyTorch's sort with stable=True, in f32 with x's shape: the
+    bitonic network on the keys (class, value, position), class 1 for a NaN
+    (-1 when descending, which negates the values), 2 for the padding, so
+    that no two keys tie. Positions up to 2^24 are exact in f32."""
+    emit = ex.emit
+    y, restore = as_rows(ex, x, dim)
+    rows, n = y.shape
+    if n > 1 << 24:
+        ex.fail("the indices of a sort along more than 2^24 elements are not "
+                "supported")
+    m = 1 << max(n - 1, 0).bit_length()
+    nan = emit.compare("ne", y, y)
+    value = emit.unary("neg", y) if descending else y
+    value = emit.where(nan, full(ex, y.shape, 0.0, "f32"), value)
+    klass = emit.where(nan, full(ex, y.shape, -1.0 if descending else 1.0,
+                                 "f32"), full(ex, y.shape, 0.0, "f32"))
+    position = emit.broadcast_to(emit.constant(
+        np.arange(m, dtype=np.float32).reshape(1, m), "f32"), (rows, m))
+    if m > n:
+        pad = (rows, m - n)
+        value = emit.concat([value, full(ex, pad, 0.0, "f32")], 1)
+        klass = emit.concat([klass, full(ex, pad, 2.0, "f32")], 1)
+    keys = [klass, value, position]
+    k = 2
+    while k <= m:
+        j = k // 2
+        while j >= 1:
+            keys = _exchange_keys(ex, keys, k, j)
+            j //= 2
+        k *= 2
+    position = keys[2]
+    if m > n:
+        position = emit.slice(position, [0, 0], [rows, n], [1, 1])
+    return restore(position)
+
+
+def _exchange_keys(ex, keys, k, j):
+    """One stage of the bitonic network of sorted_positions: the pair
+    (i, i + j) is swapped where its keys are out of the order its block
+    asks for (ascending where bit k of i is clear)."""
+    emit = ex.emit
+    rows, m = keys[0].shape
+    groups = m // (2 * j)
+    half = (rows, groups, 1, j)
+    firsts, seconds = [], []
+    for key in keys:
+        pairs = emit.reshape(key, (rows, groups, 2, j))
+        firsts.append(emit.slice(pairs, [0, 0, 0, 0], half, [1] * 4))
+        seconds.append(emit.slice(pairs, [0, 0, 1, 0], (rows, groups, 2, j),
+                                  [1] * 4))
+    one, zero = full(ex, half, 1.0, "f32"), full(ex, half, 0.0, "f32")
+
+    def above(predicate, index, otherwise):
+        """1 where the first key is above the second in key ``index``,
+        ``otherwise`` where they are equal there, 0 below."""
+        a, b = firsts[index], seconds[index]
+        return emit.where(emit.compare(predicate, a, b), one, emit.where(
+            emit.compare("eq", a, b), otherwise, zero))
+
+    greater = above("gt", 0, above("gt", 1, above("gt", 2, zero)))
+    ascending = ((np.arange(groups) * 2 * j) & k) == 0
+    if not ascending.all():
+        mask = emit.broadcast_to(emit.constant(
+            ascending.reshape(1, groups, 1, 1), "i1"), half)
+        greater = emit.where(mask, greater, emit.scalar(
+            "add_scalar", emit.unary("neg", greater), 1.0))
+    swap = emit.compare("ne", greater, zero)
+    return [emit.reshape(emit.concat(
+        [emit.where(swap, b, a), emit.where(swap, a, b)], 2), (rows, m))
+        for a, b in zip(firsts, seconds)]
+
+
+def _sorted_with_indices(ex, x, dim, descending, count=None):
+    """The values and int64 indices of a stable sort along ``dim`` (the
+    first ``count`` along it): the indices from sorted_positions, the values
+    looked up at them, so that each element receives the gradient of the
+    position it lands in, as PyTorch's."""
+    if x.rank == 0:
+        return x, full(ex, (), 0, "i64")
+    position = sorted_positions(ex, x, dim, descending)
+    if count is not None and count < x.shape[dim]:
+        limits = list(position.shape)
+        limits[dim] = count
+        position = ex.emit.slice(position, [0] * x.rank, limits,
+                                 [1] * x.rank)
+    indices = ex.emit.cast(position, "i64")
+    return elements_at(ex, x, dim, indices, indices.shape), indices
+
+
 def _positions(ex, x, dim, positions, keep_rank):
     """The elements at ``positions`` along ``dim`` of the sorted ``x``:
     slices of it (one position is dropped unless ``keep_rank``)."""
@@ -102,11 +201,25 @@ def _positions(ex, x, dim, positions, keep_rank):
 @handles("input, dim=-1, descending=False, stable=False",
          functions=[torch.sort], methods=["sort"])
 def _sort(ex, call):
+    """The sorted values, and the indices of a stable sort when they are
+    read (PyTorch's unstable sort leaves the order of ties open)."""
     x = float_input(ex, call.args["input"])
-    _indices_unread(ex, call, "sort")
     dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), x.rank)
-    return (sorted_along(ex, x, dim, bool(ex.const(
-        call.args["descending"], "descending"))), None)
+    descending = bool(ex.const(call.args["descending"], "descending"))
+    if _indices_read(call):
+        return _sorted_with_indices(ex, x, dim, descending)
+    return (sorted_along(ex, x, dim, descending), None)
+
+
+@handles("input, dim=-1, descending=False", functions=[torch.argsort],
+         methods=["argsort"])
+def _argsort(ex, call):
+    x = float_input(ex, call.args["input"])
+    dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), x.rank)
+    if x.rank == 0:
+        return full(ex, (), 0, "i64")
+    return ex.emit.cast(sorted_positions(ex, x, dim, bool(ex.const(
+        call.args["descending"], "descending"))), "i64")
 
 
 @handles("input", functions=[torch.msort], methods=["msort"])
@@ -120,14 +233,16 @@ def _topk(ex, call):
     """The k largest (or smallest) along ``dim``, in order (also when
     ``sorted=False`` leaves PyTorch's order open)."""
     x = float_input(ex, call.args["input"])
-    _indices_unread(ex, call, "topk")
     dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), x.rank)
     k = ex.const(call.args["k"], "k")
     out = tuple(call.out[0].shape)
     if k == 0:
         ex.fail("k = 0 selects nothing")
-    y = sorted_along(ex, x, dim, bool(ex.const(call.args["largest"],
-                                                "largest")))
+    largest = bool(ex.const(call.args["largest"], "largest"))
+    if _indices_read(call):
+        values, indices = _sorted_with_indices(ex, x, dim, largest, k)
+        return ex.emit.reshape(values, out), ex.emit.reshape(indices, out)
+    y = sorted_along(ex, x, dim, largest)
     if x.rank:
         y = _positions(ex, y, dim, range(k), keep_rank=True)
     return (ex.emit.reshape(y, out), None)
@@ -142,9 +257,18 @@ def _order_statistic(ex, call, what, position):
         out = tuple(call.out.shape)
         x, dim = ex.emit.reshape(x, (int(np.prod(x.shape)),)), 0
     else:
-        _indices_unread(ex, call, what)
         out = tuple(call.out[0].shape)
         dim = norm_dim(ex, ex.const(call.args["dim"], "dim"), x.rank)
+        if _indices_read(call) and not x.rank:
+            return x, full(ex, (), 0, "i64")
+        if _indices_read(call):
+            values, indices = _sorted_with_indices(ex, x, dim, False)
+            at = position(x.shape[dim])
+            starts, limits = [0] * x.rank, list(x.shape)
+            starts[dim], limits[dim] = at, at + 1
+            return tuple(ex.emit.reshape(ex.emit.slice(
+                v, starts, limits, [1] * x.rank), out)
+                for v in (values, indices))
     if x.rank:
         x = _positions(ex, sorted_along(ex, x, dim, False), dim,
                        [position(x.shape[dim])], keep_rank=False)
