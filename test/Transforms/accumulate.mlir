@@ -76,3 +76,49 @@ func.func @forward(
 // CHECK:   memopt.mse_loss_grad
 // CHECK-SAME: reduction<sum>
 // CHECK: } {memopt.micro_batches = 4 : i64}
+
+// -----
+
+// A mean written out: the sum of the masked squares over the count of the
+// labels that are not -100 (a sum over the batch of the labels alone). The
+// count is hoisted: the mask, its 1 and 0 and their sum run on the full
+// batch's labels before the loop, and in the loop each micro-batch's sum is
+// divided by it (its backward's seed, one over it, is made before the
+// loop), which adds up to the full batch's mean.
+
+func.func @forward(
+    %x: tensor<8x3xf32> {memopt.role = "input", memopt.name = "x", memopt.batch_dim = 0 : i64},
+    %y: tensor<8xi64> {memopt.role = "label", memopt.name = "y", memopt.batch_dim = 0 : i64},
+    %s: tensor<3xf32> {memopt.role = "param", memopt.name = "s"})
+    -> tensor<f32> attributes {memopt.loss} {
+  %ignore = memopt.constant dense<-100> : tensor<8xi64>
+  %mask = memopt.compare ne, %y, %ignore : tensor<8xi64>
+  %one = memopt.constant dense<1.0> : tensor<8xf32>
+  %zero = memopt.constant dense<0.0> : tensor<8xf32>
+  %weight = memopt.where %mask, %one, %zero : tensor<8xi1>, tensor<8xf32>
+  %count = memopt.reduce_sum %weight dims [0] : tensor<8xf32> to tensor<f32>
+  %0 = memopt.broadcast %s dims [1] : tensor<3xf32> to tensor<8x3xf32>
+  %1 = memopt.mul %x, %0 : tensor<8x3xf32>
+  %2 = memopt.mul %1, %1 : tensor<8x3xf32>
+  %3 = memopt.reduce_sum %2 dims [1] : tensor<8x3xf32> to tensor<8xf32>
+  %4 = memopt.mul %3, %weight : tensor<8xf32>
+  %5 = memopt.reduce_sum %4 dims [0] : tensor<8xf32> to tensor<f32>
+  %loss = memopt.div %5, %count : tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: (%[[X:arg0]]: tensor<8x3xf32> {{[^}]*}}}, %[[Y:arg1]]: tensor<8xi64>
+// CHECK: %[[MASK:.*]] = memopt.compare ne, %[[Y]], %{{.*}} : tensor<8xi64>
+// CHECK: %[[W:.*]] = memopt.where %[[MASK]], %{{.*}}, %{{.*}} : tensor<8xi1>, tensor<8xf32>
+// CHECK: %[[COUNT:.*]] = memopt.reduce_sum %[[W]] dims [0] : tensor<8xf32> to tensor<f32>
+// CHECK: %[[INV:.*]] = memopt.div %{{.*}}, %[[COUNT]] : tensor<f32>
+// CHECK: scf.for
+// CHECK:   %[[YS:.*]] = tensor.extract_slice %[[Y]][%{{.*}}] [2] [1] : tensor<8xi64> to tensor<2xi64>
+// CHECK:   %[[MS:.*]] = memopt.compare ne, %[[YS]], %{{.*}} : tensor<2xi64>
+// CHECK:   %[[WS:.*]] = memopt.where %[[MS]], %{{.*}}, %{{.*}} : tensor<2xi1>, tensor<2xf32>
+// CHECK:   %[[SUM:.*]] = memopt.reduce_sum %{{.*}} dims [0] : tensor<2xf32> to tensor<f32>
+// CHECK:   memopt.div %[[SUM]], %[[COUNT]] : tensor<f32>
+// CHECK:   %[[SEED:.*]] = memopt.broadcast %[[INV]] dims [] : tensor<f32> to tensor<2xf32>
+// CHECK:   memopt.mul %[[SEED]], %[[WS]] : tensor<2xf32>
+// CHECK: } {memopt.micro_batches = 4 : i64}

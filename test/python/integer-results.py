@@ -4,8 +4,8 @@
 # ties keep their order, a NaN goes last), counts of masks (mask.sum(),
 # count_nonzero), float-to-integer conversions (.long(): truncation toward
 # zero), integer labels clamped and promoted to float, and lookups by
-# indices the step computes (gather, take_along_dim, index_select and
-# x[index] by the labels or by an argmax). The cases hold ties (the first
+# indices the step computes (gather, take_along_dim, index_select, x[index]
+# and x[i, j] by the labels or by an argmax). The cases hold ties (the first
 # position wins, as PyTorch's), a NaN (its position wins), negative values
 # that truncate toward zero, and labels that a clamp makes valid.
 #
@@ -44,6 +44,9 @@
 # CHECK: topk-indices: ok
 # CHECK: kthvalue-indices: ok
 # CHECK: median-indices: ok
+# CHECK: pick-labels: ok
+# CHECK: pick-by-argmax: ok
+# CHECK: pick-rows-of-3d: ok
 
 import math
 import sys
@@ -127,6 +130,14 @@ CASES = {
     "median-indices": (lambda a, b, y: (lambda t: t.values * b + t.indices)(
         torch.median(a, dim=0, keepdim=True)),
         DISTINCT, [[1.0, 2.0, -1.0, 0.5]], NO_NAN),
+    # x[i, j] by integer tensors, one computed in the step.
+    "pick-labels": (lambda a, b, y: a[torch.arange(5), y.clamp(0, 3)] * b,
+                    ROWS, [1.0, 2.0, 3.0, 4.0, 5.0], NO_NAN),
+    "pick-by-argmax": (lambda a, b, y: a[a.argmax(1),
+                                        torch.tensor([0, 1, 2, 3, -1])] * b,
+                       ROWS, [1.0, 2.0, 3.0, 4.0, 5.0], NO_NAN),
+    "pick-rows-of-3d": (lambda a, b, y: a.reshape(5, 2, 2)[
+        y.clamp(0, 4), -1, :] * b, ROWS, [[1.0, -2.0]], NO_NAN),
 }
 
 

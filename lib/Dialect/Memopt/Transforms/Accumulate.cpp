@@ -171,7 +171,15 @@ private:
   /// The batch arguments, checked, and their batch dimension.
   LogicalResult findBatchArguments();
   /// 1-2. After the loop, in the loop or before it; each value's kind.
+  /// Sums over the batch of the data alone that an op cannot take as sums
+  /// (a divisor) are hoisted: made once on the full batch before the loop.
   LogicalResult classify();
+  /// One classification with the current hoisted ops; the op whose rule
+  /// failed, if one did.
+  LogicalResult classifyOnce(Operation *&failedAt);
+  /// Whether each value depends on the model state (a parameter, an
+  /// optimizer state or a running statistic), not on the data alone.
+  void findModelDependence();
   /// The values that leave the loop: accumulated or carried.
   LogicalResult findEscapingValues();
   /// 3-4. Rebuild: the rank's share of the batch arguments, then the loop.
@@ -221,7 +229,8 @@ private:
 
   DenseMap<Value, BatchKind> kinds;
   SmallVector<BlockArgument> batchArgs;
-  DenseSet<Operation *> after, inLoop;
+  DenseSet<Operation *> after, inLoop, hoisted;
+  DenseSet<Value> fromModel;
   SmallVector<Operation *> loopOps;
   DenseMap<Operation *, OpRule> rules;
   DenseMap<Value, BlockArgument> stateOfResult;
@@ -293,7 +302,55 @@ LogicalResult StepAccumulator::findBatchArguments() {
   return success();
 }
 
+void StepAccumulator::findModelDependence() {
+  for (BlockArgument arg : body.getArguments()) {
+    auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  MemoptDialect::kRoleAttrName);
+    if (role && role.getValue() != "input" && role.getValue() != "label")
+      fromModel.insert(arg);
+  }
+  for (Operation &op : body.without_terminator())
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return fromModel.contains(v); }))
+      fromModel.insert_range(op.getResults());
+}
+
 LogicalResult StepAccumulator::classify() {
+  // A sum over the batch that depends on the data alone (how many labels
+  // count, their weights' sum) is a sum of the micro-batches' sums, but an
+  // op that divides by it is not linear in it. Such a sum is hoisted: made
+  // once on the full batch before the loop, batch-independent from then on,
+  // as the fused cross-entropy's label count is. The ops that feed it stay
+  // at the full batch for it (they are cloned into the loop for their other
+  // users). With one micro-batch per rank's share only: a rank does not
+  // hold the full batch.
+  findModelDependence();
+  for (;;) {
+    Operation *failedAt = nullptr;
+    LogicalResult result = success();
+    {
+      ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+      result = classifyOnce(failedAt);
+    }
+    if (succeeded(result))
+      return success();
+    bool more = false;
+    if (failedAt && ranks == 1)
+      for (Value operand : failedAt->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          if (kinds.lookup(operand).isPartial() &&
+              !fromModel.contains(operand) && !hoisted.contains(def))
+            more |= hoisted.insert(def).second;
+    if (!more)
+      return classifyOnce(failedAt); // reports the failure
+  }
+}
+
+LogicalResult StepAccumulator::classifyOnce(Operation *&failedAt) {
+  after.clear();
+  loopOps.clear();
+  rules.clear();
+  inLoop.clear();
   // 1. Classify: after the loop, in the loop, or before it.
   for (Operation &op : body.without_terminator()) {
     if (!isa<MemoptDialect>(op.getDialect()) || op.getNumRegions() != 0)
@@ -314,8 +371,15 @@ LogicalResult StepAccumulator::classify() {
     // 2. Propagation.
     FailureOr<OpRule> rule =
         inferBatchRule(&op, in, k, split, batchSize, allowBatchNorm);
-    if (failed(rule))
+    if (failed(rule)) {
+      failedAt = &op;
       return failure();
+    }
+    if (hoisted.contains(&op)) {
+      for (Value v : op.getResults())
+        kinds[v] = BatchKind::uniform();
+      continue;
+    }
     for (auto [v, kind] : llvm::zip(op.getResults(), rule->results)) {
       kinds[v] = kind;
       if (kind.isBatched() && getShape(v)[kind.dim] % split != 0)
@@ -375,8 +439,9 @@ LogicalResult StepAccumulator::findEscapingValues() {
   }
   for (Operation *op : loopOps)
     for (Value v : op->getResults()) {
+      // A hoisted sum reads the full batch's values before the loop.
       bool escapes = llvm::any_of(v.getUsers(), [&](Operation *user) {
-        return !inLoop.contains(user);
+        return !inLoop.contains(user) && !hoisted.contains(user);
       });
       if (!escapes)
         continue;

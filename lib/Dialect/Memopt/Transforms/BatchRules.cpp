@@ -141,10 +141,19 @@ RuleInference::Result RuleInference::inferElementwise() {
       // Filling a sum's elements with zeros under a batch-independent mask
       // (the backward of a masked_fill) keeps it a sum.
       auto fill = dyn_cast<MaskedFillOp>(op);
-      bool zeroFill = fill && fill.getValue().isZero() && in[0].isPartial() &&
+      bool keepsSum = fill && fill.getValue().isZero() && in[0].isPartial() &&
                       in[1].isUniform();
+      // Adding 0 (Python's sum() of losses starts with it) keeps it too.
+      auto addScalar = dyn_cast<AddScalarOp>(op);
+      keepsSum |= addScalar && addScalar.getValue().isZero();
+      // So does scaling it by a batch-independent value (a mean's divisor
+      // that --memopt-accumulate hoisted).
+      bool scaled =
+          in.size() == 2 &&
+          ((isa<MulOp, DivOp>(op) && in[0].isPartial() && in[1].isUniform()) ||
+           (isa<MulOp>(op) && in[0].isUniform() && in[1].isPartial()));
       bool linear =
-          zeroFill ||
+          keepsSum || scaled ||
           (isLinearOp(op) && !anyLocal &&
            (isa<MulScalarOp, NegOp, CastOp>(op) ||
             llvm::all_of(in, [](BatchKind k) { return k.isPartial(); })));

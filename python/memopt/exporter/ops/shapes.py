@@ -135,9 +135,10 @@ def _getitem(ex, call):
     """Static indexing: ints, slices with a positive step, None and
     Ellipsis, as one memopt.slice and a reshape."""
     x = ex.val(call.args["input"])
-    if ex.is_symbolic(call.args["index"]) and \
-            isinstance(call.args["index"], torch.fx.Node):
-        return _lookup_rows(ex, call, x, ex.val(call.args["index"]))
+    if ex.is_symbolic(call.args["index"]):
+        if isinstance(call.args["index"], torch.fx.Node):
+            return _lookup_rows(ex, call, x, ex.val(call.args["index"]))
+        return _lookup_elements(ex, call, x, call.args["index"])
     index = ex.const(call.args["index"], "index")
     if isinstance(index, torch.Tensor):
         return _gather_rows(ex, call, x, index)
@@ -201,6 +202,75 @@ def _lookup_rows(ex, call, x, index):
     table = ex.emit.reshape(x, (x.shape[0], int(np.prod(x.shape[1:]))))
     rows = ex.emit.reshape(index, (int(np.prod(index.shape)),))
     return ex.emit.reshape(ex.emit.embedding(table, rows), ex.out_shape(call))
+
+
+def _lookup_elements(ex, call, x, items):
+    """x[i, j, ...] with integer tensors (or ints) for its leading
+    dimensions, one of them computed in the step (``logits[arange(n),
+    labels]``), and full slices after them: the rows of x viewed as a table
+    over those dimensions, at the positions the indices name, broadcast
+    together as PyTorch does. The positions are summed in f32 (exact: the
+    table has at most 2^24 rows); an index outside its dimension (a
+    negative one too, which PyTorch would wrap) becomes position -1, where
+    the lookup's range check stops the step."""
+    if not isinstance(items, (tuple, list)):
+        ex.fail("unsupported index %s" % type(items).__name__)
+    indices = []
+    for position, item in enumerate(items):
+        if isinstance(item, torch.fx.Node) and ex.is_symbolic(item):
+            indices.append(ex.val(item))
+            continue
+        value = ex.const(item, "index")
+        if isinstance(value, int) and not isinstance(value, bool) or \
+                isinstance(value, torch.Tensor) and value.dtype in (
+                    torch.int64, torch.int32):
+            value = torch.as_tensor(value, dtype=torch.int64)
+            extent = x.shape[position] if position < x.rank else 0
+            if value.numel() and not bool(((value >= -extent) &
+                                           (value < extent)).all()):
+                ex.fail("index %d is out of range for a dimension of size %d"
+                        % (position, extent))
+            indices.append(ex.emit.constant(
+                (value % max(extent, 1)).numpy(), "i64"))
+            continue
+        if not (value is Ellipsis or value == slice(None)) or any(
+                not (ex.const(rest, "index") is Ellipsis or
+                     ex.const(rest, "index") == slice(None))
+                for rest in items[position + 1:]):
+            ex.fail("indexing with tensors is supported on the leading "
+                    "dimensions, followed by full slices only")
+        break
+    lead = len(indices)
+    if x.dtype not in FLOAT_TYPES or lead > x.rank:
+        ex.fail("only a floating-point tensor of rank %d or more can be "
+                "indexed so" % lead)
+    for index in indices:
+        if index.dtype not in INDEX_TYPES:
+            ex.fail("indexing with a %s tensor is not supported" % index.dtype)
+    shape = tuple(np.broadcast_shapes(*(i.shape for i in indices)))
+    rows = int(np.prod(x.shape[:lead]))
+    if rows > 1 << 24:
+        ex.fail("indexing %d rows by indices computed in the step is not "
+                "supported (at most 2^24)" % rows)
+    emit = ex.emit
+    flat = full(ex, shape, 0.0, "f32")
+    outside = full(ex, shape, -1.0, "f32")
+    stride = rows
+    indices = [emit.broadcast_to(index, shape) for index in indices]
+    for d, index in enumerate(indices):
+        stride //= x.shape[d]
+        term = emit.cast(index, "f32")
+        if stride != 1:
+            term = emit.scalar("mul_scalar", term, float(stride))
+        flat = emit.binary("add", flat, term)
+    for d, index in enumerate(indices):
+        for predicate, bound in (("lt", 0), ("ge", x.shape[d])):
+            flat = emit.where(emit.compare(predicate, index, full(
+                ex, shape, bound, index.dtype)), outside, flat)
+    table = emit.reshape(x, (rows, int(np.prod(x.shape[lead:]))))
+    picked = emit.embedding(table, emit.cast(
+        emit.reshape(flat, (int(np.prod(shape)),)), "i64"))
+    return emit.reshape(picked, ex.out_shape(call))
 
 
 def _gather_rows(ex, call, x, index):
