@@ -322,8 +322,8 @@ LogicalResult StepAccumulator::classify() {
   // once on the full batch before the loop, batch-independent from then on,
   // as the fused cross-entropy's label count is. The ops that feed it stay
   // at the full batch for it (they are cloned into the loop for their other
-  // users). With one micro-batch per rank's share only: a rank does not
-  // hold the full batch.
+  // users). Only on one rank: under data parallelism a rank holds its share
+  // of the batch only.
   findModelDependence();
   for (;;) {
     Operation *failedAt = nullptr;

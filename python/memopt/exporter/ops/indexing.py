@@ -13,8 +13,8 @@ accumulate as in PyTorch. A scatter is that scatter-add
 (memopt.embedding_grad) in the forward, whose gradient is the lookup. The
 indices are a constant of the step, one per slice or per element read,
 or computed in the step, where the lookup's range check stops the step at
-an index PyTorch would refuse. A diagonal is a strided slice of the flattened matrices and needs no
-indices."""
+an index PyTorch would refuse. A diagonal is a strided slice of the
+flattened matrices and needs no indices."""
 
 import numpy as np
 import torch
@@ -91,17 +91,31 @@ def _computed_positions(ex, x, dim, index):
     position = np.indices(index.shape, dtype=np.int64)
     position[dim] = 0
     base = np.tensordot(np.array(strides, dtype=np.int64), position, axes=1)
+    return flat_positions(ex, [(index, strides[dim], x.shape[dim])], base)
+
+
+def flat_positions(ex, terms, base):
+    """The int64 vector of base + sum(index * stride) over ``terms``
+    (index, stride, extent), indices computed in the step and of one shape,
+    ``base`` a constant of that shape or None: summed in f32, which the
+    callers keep exact (below 2^24). Where an index lies outside [0,
+    extent) the position is -1, which the lookup's range check stops at,
+    so that it never reads a neighbouring row."""
     emit = ex.emit
-    scaled = emit.cast(index, "f32")
-    if strides[dim] != 1:
-        scaled = emit.scalar("mul_scalar", scaled, float(strides[dim]))
-    flat = emit.binary("add", scaled, emit.constant(base.astype(np.float32),
-                                                    "f32"))
-    outside = full(ex, index.shape, -1.0, "f32")
-    for predicate, bound in (("lt", 0), ("ge", x.shape[dim])):
-        flat = emit.where(emit.compare(predicate, index, full(
-            ex, index.shape, bound, index.dtype)), outside, flat)
-    return emit.cast(emit.reshape(flat, (int(np.prod(index.shape)),)), "i64")
+    shape = terms[0][0].shape
+    flat = emit.constant(base.astype(np.float32), "f32") \
+        if base is not None else full(ex, shape, 0.0, "f32")
+    for index, stride, _ in terms:
+        term = emit.cast(index, "f32")
+        if stride != 1:
+            term = emit.scalar("mul_scalar", term, float(stride))
+        flat = emit.binary("add", term, flat)
+    outside = full(ex, shape, -1.0, "f32")
+    for index, _, extent in terms:
+        for predicate, bound in (("lt", 0), ("ge", extent)):
+            flat = emit.where(emit.compare(predicate, index, full(
+                ex, shape, bound, index.dtype)), outside, flat)
+    return emit.cast(emit.reshape(flat, (int(np.prod(shape)),)), "i64")
 
 
 def _index_tensor(ex, arg, what, extent):

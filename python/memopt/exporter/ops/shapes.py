@@ -16,7 +16,7 @@ from ..dtypes import dtype_name
 from ..emit import FLOAT_TYPES, INDEX_TYPES
 from ..registry import handles, register, returns_tuple
 from .common import as_number, float_input, full, norm_dim, read_results
-from .indexing import rows_along
+from .indexing import flat_positions, rows_along
 
 
 @handles("input, *rest, **", functions=[torch.reshape, torch.flatten,
@@ -215,6 +215,11 @@ def _lookup_elements(ex, call, x, items):
     the lookup's range check stops the step."""
     if not isinstance(items, (tuple, list)):
         ex.fail("unsupported index %s" % type(items).__name__)
+
+    def whole(item):
+        value = ex.const(item, "index")
+        return value is Ellipsis or value == slice(None)
+
     indices = []
     for position, item in enumerate(items):
         if isinstance(item, torch.fx.Node) and ex.is_symbolic(item):
@@ -233,10 +238,8 @@ def _lookup_elements(ex, call, x, items):
             indices.append(ex.emit.constant(
                 (value % max(extent, 1)).numpy(), "i64"))
             continue
-        if not (value is Ellipsis or value == slice(None)) or any(
-                not (ex.const(rest, "index") is Ellipsis or
-                     ex.const(rest, "index") == slice(None))
-                for rest in items[position + 1:]):
+        if isinstance(value, torch.Tensor) or not all(
+                whole(rest) for rest in items[position:]):
             ex.fail("indexing with tensors is supported on the leading "
                     "dimensions, followed by full slices only")
         break
@@ -253,23 +256,11 @@ def _lookup_elements(ex, call, x, items):
         ex.fail("indexing %d rows by indices computed in the step is not "
                 "supported (at most 2^24)" % rows)
     emit = ex.emit
-    flat = full(ex, shape, 0.0, "f32")
-    outside = full(ex, shape, -1.0, "f32")
-    stride = rows
-    indices = [emit.broadcast_to(index, shape) for index in indices]
-    for d, index in enumerate(indices):
-        stride //= x.shape[d]
-        term = emit.cast(index, "f32")
-        if stride != 1:
-            term = emit.scalar("mul_scalar", term, float(stride))
-        flat = emit.binary("add", flat, term)
-    for d, index in enumerate(indices):
-        for predicate, bound in (("lt", 0), ("ge", x.shape[d])):
-            flat = emit.where(emit.compare(predicate, index, full(
-                ex, shape, bound, index.dtype)), outside, flat)
+    terms = [(emit.broadcast_to(index, shape),
+              int(np.prod(x.shape[d + 1:lead])), x.shape[d])
+             for d, index in enumerate(indices)]
     table = emit.reshape(x, (rows, int(np.prod(x.shape[lead:]))))
-    picked = emit.embedding(table, emit.cast(
-        emit.reshape(flat, (int(np.prod(shape)),)), "i64"))
+    picked = emit.embedding(table, flat_positions(ex, terms, None))
     return emit.reshape(picked, ex.out_shape(call))
 
 

@@ -147,14 +147,14 @@ def _exchange_keys(ex, keys, k, j):
                                   [1] * 4))
     one, zero = full(ex, half, 1.0, "f32"), full(ex, half, 0.0, "f32")
 
-    def above(predicate, index, otherwise):
+    def above(index, otherwise):
         """1 where the first key is above the second in key ``index``,
         ``otherwise`` where they are equal there, 0 below."""
         a, b = firsts[index], seconds[index]
-        return emit.where(emit.compare(predicate, a, b), one, emit.where(
+        return emit.where(emit.compare("gt", a, b), one, emit.where(
             emit.compare("eq", a, b), otherwise, zero))
 
-    greater = above("gt", 0, above("gt", 1, above("gt", 2, zero)))
+    greater = above(0, above(1, above(2, zero)))
     ascending = ((np.arange(groups) * 2 * j) & k) == 0
     if not ascending.all():
         mask = emit.broadcast_to(emit.constant(
