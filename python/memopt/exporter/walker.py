@@ -19,7 +19,7 @@ from . import ops  # noqa: F401 (importing it registers the handlers)
 from .dtypes import DTYPES, NUMPY, dtype_name
 from .emit import FLOAT_TYPES, INDEX_TYPES, Emitter, format_float
 from .errors import ExportError, location, target_name
-from .ops.normalization import BATCH_NORMS
+from .ops.normalization import BATCH_NORMS, INSTANCE_NORMS, STATEFUL_NORMS
 from .ops.common import mask_as_float, tuple_element
 from .ops.shapes import inplace_fill
 from .registry import FUNCTIONS, METHODS, MODULES, TUPLE_HANDLERS, Call, bind
@@ -296,7 +296,7 @@ class Exporter:
         for name, buf in self.model.named_buffers():
             owner, _, attr = name.rpartition(".")
             module = self.modules.get(owner)
-            if not (owner in called and isinstance(module, BATCH_NORMS)
+            if not (owner in called and isinstance(module, STATEFUL_NORMS)
                     and attr in ("running_mean", "running_var")):
                 continue
             if buf.dtype != torch.float32:
@@ -349,6 +349,9 @@ class Exporter:
             # Do not update the model's running statistics.
             return F.batch_norm(args[0], None, None, module.weight,
                                 module.bias, True, 0.0, module.eps)
+        if isinstance(module, INSTANCE_NORMS) and module.training:
+            return F.instance_norm(args[0], None, None, module.weight,
+                                   module.bias, True, 0.0, module.eps)
         return module(*args, **kwargs)
 
     def _call(self, node):
@@ -372,8 +375,8 @@ class Exporter:
                 self.fail("random numbers outside nn.Dropout/F.dropout are "
                           "not supported")
             if module is not None and (
-                    isinstance(module, (nn.Dropout, nn.Dropout2d,
-                                        BATCH_NORMS)) or
+                    isinstance(module, (nn.Dropout, nn.Dropout2d) +
+                               STATEFUL_NORMS) or
                     any(True for _ in module.parameters())):
                 symbolic = True
 

@@ -13,6 +13,9 @@ from .reductions import variance
 from .spatial import along
 
 BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d)
+INSTANCE_NORMS = (nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d)
+# The modules whose running statistics (when they track them) are state.
+STATEFUL_NORMS = BATCH_NORMS + INSTANCE_NORMS
 
 
 @handles("input, normalized_shape, weight=None, bias=None, eps=1e-05",
@@ -139,18 +142,23 @@ def group_norm_values(ex, x, groups, weight, bias, eps):
 @handles("input, running_mean=None, running_var=None, weight=None, "
          "bias=None, use_input_stats=True, momentum=0.1, eps=1e-05",
          functions=[F.instance_norm])
-@handles("input", modules=[nn.InstanceNorm1d, nn.InstanceNorm2d,
-                           nn.InstanceNorm3d])
+@handles("input", modules=list(INSTANCE_NORMS))
 def _instance_norm(ex, call):
     """Instance norm normalizes each channel of each sample over its
-    spatial extent: group norm with one group per channel. Running
-    statistics (track_running_stats=True, or running_mean given) are
-    refused: memopt would not update them."""
+    spatial extent: group norm with one group per channel. A module that
+    tracks running statistics updates them as state, as PyTorch does in
+    training: by momentum towards the batch's average of each sample's
+    mean and unbiased variance. The functional form's running statistics
+    are refused: PyTorch updates the caller's tensors in place, which
+    memopt cannot."""
     x = float_input(ex, call.args["input"])
     if call.module is not None:
         m = call.module
-        if m.track_running_stats:
-            ex.fail("track_running_stats=True is not supported")
+        if m.track_running_stats and not m.training:
+            ex.fail("the module is in eval mode: export a model in training "
+                    "mode (model.train())")
+        if m.track_running_stats and m.momentum is None:
+            ex.fail("momentum=None (a cumulative average) is not supported")
         eps = m.eps
         weight = ex.param(m.weight, "weight") if m.affine else None
         bias = ex.param(m.bias, "bias") if m.affine else None
@@ -166,7 +174,26 @@ def _instance_norm(ex, call):
                         for k in ("weight", "bias"))
     if x.rank < 3:
         ex.fail("expected a batch of [N, C, ...] inputs, got %s" % x.type)
+    if call.module is not None and call.module.track_running_stats:
+        _update_instance_statistics(ex, call.node.target, call.module, x)
     return group_norm_values(ex, x, x.shape[1], weight, bias, eps)
+
+
+def _update_instance_statistics(ex, path, m, x):
+    """running = (1 - momentum) running + momentum * (the batch's average
+    of each sample's per-channel mean, or unbiased variance)."""
+    batch, channels = x.shape[0], x.shape[1]
+    rows = ex.emit.reshape(x, (batch, channels,
+                               int(np.prod(x.shape[2:]))))
+    var, mean = variance(ex, rows, [2], 1.0)
+    for name, value in (("running_mean", ex.emit.reshape(
+            mean, (batch, channels))), ("running_var", var)):
+        average = ex.emit.reduce("reduce_mean", value, [0])
+        key = path + "." + name
+        ex.state[key] = ex.emit.binary(
+            "add", ex.emit.scalar("mul_scalar", ex.state[key],
+                                  1.0 - m.momentum),
+            ex.emit.scalar("mul_scalar", average, m.momentum))
 
 
 @handles("input, size, alpha=0.0001, beta=0.75, k=1.0",
