@@ -6,6 +6,8 @@ exactly but for the rounding of p - LR g to p's f32 spacing."""
 
 import math
 
+import torch
+
 LR = 1024.0
 ROUNDOFF = 2.0 ** -24
 
@@ -36,3 +38,15 @@ def report(names, start, after, exact):
                     failed = True
         if not failed:
             print("%s: ok" % name)
+
+
+def exact(f, a, b):
+    """f(a, b)'s values and the gradients of their sum with respect to a
+    and b (zero where f does not read one), in float64, flattened."""
+    args = [torch.tensor(v, dtype=torch.float64, requires_grad=True)
+            for v in (a, b)]
+    values = f(*args)
+    grads = torch.autograd.grad(values.sum(), args, allow_unused=True)
+    grads = [g if g is not None else torch.zeros_like(v)
+             for g, v in zip(grads, args)]
+    return [t.reshape(-1) for t in [values.detach()] + grads]
