@@ -629,41 +629,37 @@ __global__ void castKernel(const In *in, Out *out, int64_t n) {
 
 /// Index to float: rounded to nearest even, as the host's conversion.
 template <typename Out>
-__global__ void castFromIndexKernel(memopt_dtype inDtype, const void *in,
-                                    Out *out, int64_t n) {
-  GRID_STRIDE(i, n) {
-    int64_t index = inDtype == MEMOPT_I32
-                        ? static_cast<const int32_t *>(in)[i]
-                        : static_cast<const int64_t *>(in)[i];
-    out[i] = fromF32<Out>(static_cast<float>(index));
-  }
+__global__ void castFromIndexKernel(bool is64, const void *in, Out *out,
+                                    int64_t n) {
+  GRID_STRIDE(i, n)
+  out[i] = fromF32<Out>(static_cast<float>(loadIndex(is64, in, i)));
 }
 
-/// Float to index (indexFromFloat), or index to index.
+/// Float to index (indexFromFloat).
 template <typename In, typename Out>
 __global__ void castToIndexKernel(const In *in, Out *out, int64_t n) {
   GRID_STRIDE(i, n)
   out[i] = memopt::runtime::indexFromFloat<Out>(toF32(in[i]));
 }
 
+/// Index to index: i64 -> i32 keeps the low 32 bits.
 template <typename Out>
-__global__ void castIndexKernel(memopt_dtype inDtype, const void *in, Out *out,
+__global__ void castIndexKernel(bool is64, const void *in, Out *out,
                                 int64_t n) {
   GRID_STRIDE(i, n)
-  out[i] = static_cast<Out>(inDtype == MEMOPT_I32
-                                ? static_cast<const int32_t *>(in)[i]
-                                : static_cast<const int64_t *>(in)[i]);
+  out[i] = static_cast<Out>(loadIndex(is64, in, i));
 }
 
 /// memopt_cast with an index dtype on either side.
 static void launchIndexCast(memopt_context *ctx, memopt_dtype inDtype,
                             const void *input, memopt_dtype outDtype,
                             void *output, int64_t n) {
+  bool is64 = inDtype == MEMOPT_I64;
   auto toIndex = [&](auto outTag) {
     using Out = decltype(outTag);
     if (!isFloatType(inDtype)) {
       castIndexKernel<Out><<<gridFor(n), kBlock, 0, ctx->stream>>>(
-          inDtype, input, static_cast<Out *>(output), n);
+          is64, input, static_cast<Out *>(output), n);
       return;
     }
     dispatchFloat(inDtype, [&](auto inTag) {
@@ -680,7 +676,7 @@ static void launchIndexCast(memopt_context *ctx, memopt_dtype inDtype,
     dispatchFloat(outDtype, [&](auto outTag) {
       using Out = MEMOPT_STORAGE(outTag);
       castFromIndexKernel<Out><<<gridFor(n), kBlock, 0, ctx->stream>>>(
-          inDtype, input, static_cast<Out *>(output), n);
+          is64, input, static_cast<Out *>(output), n);
     });
 }
 

@@ -10,6 +10,12 @@ from ..dtypes import NUMPY
 from ..emit import FLOAT_TYPES
 
 
+# Integers up to 2^24 are exact in f32: the bound of the counts and
+# positions that the exporter computes in f32 (mask sums, argmax, sort
+# indices, the positions of lookups by computed indices).
+EXACT_IN_F32 = 1 << 24
+
+
 def norm_dim(ex, dim, rank):
     dim = operator.index(dim)
     if not -max(rank, 1) <= dim < max(rank, 1):

@@ -21,7 +21,7 @@ import torch
 
 from ..emit import FLOAT_TYPES, INDEX_TYPES, Value
 from ..registry import handles, register
-from .common import float_input, full, norm_dim
+from .common import EXACT_IN_F32, float_input, full, norm_dim
 
 
 def _moved_to_front(ex, x, dim):
@@ -84,7 +84,7 @@ def _computed_positions(ex, x, dim, index):
             if d != dim):
         ex.fail("index of shape %s does not fit the input %s"
                 % (list(index.shape), x.type))
-    if int(np.prod(x.shape)) > 1 << 24:
+    if int(np.prod(x.shape)) > EXACT_IN_F32:
         ex.fail("indices computed in the step may index at most 2^24 "
                 "elements")
     strides = [int(np.prod(x.shape[d + 1:])) for d in range(x.rank)]

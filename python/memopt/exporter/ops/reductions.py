@@ -12,8 +12,8 @@ from ..emit import FLOAT_TYPES
 from ..registry import handles, register, returns_tuple
 from . import arithmetic
 from .indexing import elements_at
-from .common import (as_rows, float_input, full, in_f32, mask_as_float,
-                     norm_dim, read_results)
+from .common import (EXACT_IN_F32, as_rows, float_input, full, in_f32,
+                     mask_as_float, norm_dim, read_results)
 
 
 def in_dtype_name(ex, call):
@@ -52,24 +52,21 @@ def _reduce(kind):
     def handler(ex, call):
         x = ex.val(call.args["input"])
         dtype = in_dtype_name(ex, call)
-        if x.dtype not in FLOAT_TYPES and dtype is None and \
-                kind == "reduce_sum":
+        if x.dtype in FLOAT_TYPES:
+            if dtype not in (None, x.dtype):
+                x = ex.emit.cast(x, dtype)
+        elif dtype is not None:
+            x = ex.val(call.args["input"], dtype)
+        elif kind == "reduce_sum":
             return mask_count(ex, x, ex.const(call.args.get("dim")),
                               ex.out_shape(call))
-        if x.dtype in FLOAT_TYPES or dtype is None:
-            x = in_dtype(ex, call, float_input(ex, call.args["input"]))
         else:
-            x = ex.val(call.args["input"], dtype)
+            x = float_input(ex, call.args["input"])  # reports the dtype
         dims = reduced_dims(ex, ex.const(call.args.get("dim")), x.rank)
         if dims:
             x = ex.emit.reduce(kind, x, dims)
         return ex.emit.reshape(x, ex.out_shape(call))
     return handler
-
-
-# Integers up to 2^24 are exact in f32: the bound of a count or a position
-# computed in f32.
-_EXACT_IN_F32 = 1 << 24
 
 
 def mask_count(ex, mask, dim, shape):
@@ -79,7 +76,7 @@ def mask_count(ex, mask, dim, shape):
     if mask.dtype != "i1":
         ex.fail("the sum of an integer tensor is not supported (only of a "
                 "bool mask)")
-    if int(np.prod(mask.shape)) > _EXACT_IN_F32:
+    if int(np.prod(mask.shape)) > EXACT_IN_F32:
         ex.fail("the sum of a mask of more than 2^24 elements is not "
                 "supported")
     x = mask_as_float(ex, mask, "f32")
@@ -171,7 +168,7 @@ def _first_extreme_index(ex, x, dims, largest):
         return full(ex, x.shape, 0, "i64")
     dim, = dims
     n = x.shape[dim]
-    if n > _EXACT_IN_F32:
+    if n > EXACT_IN_F32:
         ex.fail("the index of an extreme along a dimension of more than "
                 "2^24 elements is not supported")
     emit = ex.emit

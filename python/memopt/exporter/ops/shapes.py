@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from ..dtypes import dtype_name
 from ..emit import FLOAT_TYPES, INDEX_TYPES
 from ..registry import handles, register, returns_tuple
-from .common import as_number, float_input, full, norm_dim, read_results
+from .common import (EXACT_IN_F32, as_number, float_input, full,
+                     norm_dim, read_results)
 from .indexing import flat_positions, rows_along
 
 
@@ -252,7 +253,7 @@ def _lookup_elements(ex, call, x, items):
             ex.fail("indexing with a %s tensor is not supported" % index.dtype)
     shape = tuple(np.broadcast_shapes(*(i.shape for i in indices)))
     rows = int(np.prod(x.shape[:lead]))
-    if rows > 1 << 24:
+    if rows > EXACT_IN_F32:
         ex.fail("indexing %d rows by indices computed in the step is not "
                 "supported (at most 2^24)" % rows)
     emit = ex.emit

@@ -20,8 +20,8 @@ import torch
 
 from ..registry import handles, returns_tuple
 from .arithmetic import lerp
-from .common import (as_number, as_rows, float_input, full, norm_dim,
-                     read_results)
+from .common import (EXACT_IN_F32, as_number, as_rows, float_input, full,
+                     norm_dim, read_results)
 from .indexing import elements_at
 from .reductions import scan
 
@@ -102,7 +102,7 @@ def sorted_positions(ex, x, dim, descending):
     emit = ex.emit
     y, restore = as_rows(ex, x, dim)
     rows, n = y.shape
-    if n > 1 << 24:
+    if n > EXACT_IN_F32:
         ex.fail("the indices of a sort along more than 2^24 elements are not "
                 "supported")
     m = 1 << max(n - 1, 0).bit_length()
