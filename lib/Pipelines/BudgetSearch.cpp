@@ -55,24 +55,18 @@ std::string Combination::str() const {
 std::string Combination::getFrozenStorage() const {
   if (!frozenWeights.empty())
     return frozenWeights;
-  return precision == "none" ? "f32" : precision;
-}
-
-std::vector<std::string> memopt::getAvailablePrecisions() {
-  return {"bf16", "fp16", "none"};
+  return precision == Precision::F32 ? "f32"
+                                     : getPrecisionName(precision).str();
 }
 
 std::vector<std::string> memopt::getAvailableRematStrategies() {
   return {"none", "budget", "selective", "blocks", "sqrt"};
 }
 
-bool memopt::isAccumulationAvailable() { return true; }
-
 std::string memopt::applyCombination(const Combination &combination,
                                      int64_t arenaBudgetBytes,
                                      MemoptPipelineOptions &options) {
-  if (llvm::Error error = setMixedPrecision(options, combination.precision))
-    return llvm::toString(std::move(error));
+  options.mixedPrecision = combination.precision;
   options.remat = combination.remat;
   options.memoryBudget = 0;
   if (combination.remat == "budget" || combination.remat == "auto") {
@@ -255,10 +249,10 @@ static std::string explainPlain(const CombinationResult &plain) {
 static std::string explainPrecision(const ExploreResult &result,
                                     const ExploreOptions &options,
                                     const Combination &c) {
-  if (c.precision != "none" && !options.precisionNote.empty())
+  if (c.precision != Precision::F32 && !options.precisionNote.empty())
     return llvm::formatv("mixed precision ({0}) applied: {1}", c.precision,
                          options.precisionNote);
-  if (c.precision != "none")
+  if (c.precision != Precision::F32)
     return llvm::formatv(
         "mixed precision ({0}) applied: the fastest combination that fits "
         "uses it (GEMMs on the {1:f0} TFLOP/s tensor cores instead of "
@@ -269,7 +263,7 @@ static std::string explainPrecision(const ExploreResult &result,
     return "mixed precision not applied: " + options.precisionNote;
   return "mixed precision not applied: " +
          explainRejected(result, [](const Combination &o) {
-           return o.precision != "none";
+           return o.precision != Precision::F32;
          });
 }
 
@@ -355,7 +349,7 @@ static std::string explainZero(const ExploreResult &result,
       single ? " (the smallest, " + single->combination.str() + ", needs " +
                    formatBytes(single->plannedPeakBytes) + ")"
              : std::string(),
-      c.precision != "none" ? ", of the f32 master weights" : "",
+      c.precision != Precision::F32 ? ", of the f32 master weights" : "",
       c.zeroStage == 2   ? " and of the gradients"
       : c.zeroStage == 3 ? ", of the gradients and of the parameters "
                            "(gathered where they are read)"
@@ -598,10 +592,9 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
   std::vector<int64_t> microBatches = options.microBatches;
   if (microBatches.empty()) {
     microBatches.push_back(1);
-    if (isAccumulationAvailable())
-      for (int64_t k = 2; k <= result.samplesPerStep; k *= 2)
-        if (result.samplesPerStep % k == 0)
-          microBatches.push_back(k);
+    for (int64_t k = 2; k <= result.samplesPerStep; k *= 2)
+      if (result.samplesPerStep % k == 0)
+        microBatches.push_back(k);
   }
   // The arguments of a combination do not depend on its remat strategy:
   // the budget strategy's arena budget is the budget less those of the
@@ -619,7 +612,7 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
         options);
     return reference.compiled() ? reference.argumentBytes : -1;
   };
-  for (const std::string &precision : options.precisions)
+  for (Precision precision : options.precisions)
     for (const std::string &remat : options.remats)
       for (int64_t k : microBatches) {
         Combination c = withBaseState({precision, remat, k});
@@ -645,13 +638,13 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
       }
 
   // The reference of each precision: no remat, K=1.
-  std::map<std::string, int64_t> referenceFlops;
+  std::map<Precision, int64_t> referenceFlops;
   const CombinationResult *plain = nullptr;
   for (const CombinationResult &row : result.rows)
     if (row.compiled() && row.combination.remat == "none" &&
         row.combination.microBatches == 1) {
       referenceFlops.emplace(row.combination.precision, row.flops);
-      if (row.combination.precision == "none")
+      if (row.combination.precision == Precision::F32)
         plain = &row;
     }
   std::optional<CombinationResult> plainExtra;
@@ -660,7 +653,7 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
         compileCombination(module, base, withBaseState(Combination()), options);
     if (plainExtra->compiled()) {
       plain = &*plainExtra;
-      referenceFlops.emplace("none", plain->flops);
+      referenceFlops.emplace(Precision::F32, plain->flops);
     }
   }
   for (CombinationResult &row : result.rows) {

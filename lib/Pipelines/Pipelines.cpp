@@ -43,18 +43,6 @@
 using namespace mlir;
 using namespace memopt;
 
-llvm::Error memopt::setMixedPrecision(MemoptPipelineOptions &options,
-                                      llvm::StringRef name,
-                                      llvm::StringRef extraName) {
-  if (name == "none" || name == "bf16" || name == "fp16") {
-    options.mixedPrecision = name == "fp16" ? "f16" : name.str();
-    return llvm::Error::success();
-  }
-  return llvm::createStringError(
-      "unknown --mixed-precision='" + name + "' (expected none, bf16" +
-      (extraName.empty() ? " or fp16" : ", fp16 or " + extraName.str()) + ")");
-}
-
 /// `value` as "%g" prints it (1.5, not 1.500000e+00).
 static std::string formatNumber(double value) {
   char text[32];
@@ -62,15 +50,22 @@ static std::string formatNumber(double value) {
   return text;
 }
 
+void MemoptPipelineOptions::registerAsFlags(
+    llvm::ArrayRef<llvm::StringRef> names, llvm::cl::OptionCategory &category) {
+  for (llvm::StringRef name : names) {
+    auto it = OptionsMap.find(name);
+    assert(it != OptionsMap.end() && "not a pipeline option");
+    llvm::cl::Option *option = it->second;
+    // Registered again, now also in the tool's top-level command line.
+    option->removeArgument();
+    option->addSubCommand(llvm::cl::SubCommand::getTopLevel());
+    option->addCategory(category);
+    option->addArgument();
+  }
+}
+
 llvm::Error
-memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
-                                      FlagText flagText) {
-  auto spell = [&](llvm::StringRef flag, std::string value) {
-    std::optional<std::string> typed;
-    if (flagText)
-      typed = flagText(flag);
-    return typed.value_or(value);
-  };
+memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options) {
   auto fail = [](const llvm::Twine &message) -> llvm::Error {
     return llvm::createStringError(message);
   };
@@ -89,6 +84,13 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
   if (options.rankBatch && options.dataParallel < 2)
     return fail("--rank-batch says the batch is each rank's: it needs "
                 "--data-parallel=N with N >= 2");
+  if (options.rematSnapshots < 0)
+    return fail(
+        "invalid --remat-snapshots=" + llvm::Twine(options.rematSnapshots) +
+        ": expected a positive integer (0: logarithmic)");
+  if (options.lmLossChunk < 0)
+    return fail("invalid --lm-loss-chunk=" + llvm::Twine(options.lmLossChunk) +
+                ": expected a positive integer (0: from the account)");
   if (options.zeroStage < 0 || options.zeroStage > 3)
     return fail("invalid --zero-stage=" + llvm::Twine(options.zeroStage) +
                 ": expected 0, 1, 2 or 3");
@@ -101,7 +103,7 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
     return fail("--zero-stage=" + llvm::Twine(options.zeroStage) +
                 " shards over the data-parallel ranks: it needs "
                 "--data-parallel=N with N >= 2");
-  if (options.zeroStage > 0 && options.mixedPrecision == "f16" &&
+  if (options.zeroStage > 0 && options.mixedPrecision == Precision::F16 &&
       options.lossScale != "none")
     return fail("--zero-stage=" + llvm::Twine(options.zeroStage) +
                 " with --mixed-precision=fp16 needs --loss-scale=none: loss "
@@ -111,8 +113,8 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
   if (!llvm::is_contained({"", "nf4", "f32", "bf16", "fp16"}, frozen))
     return fail("unknown --frozen-weights='" + frozen +
                 "' (expected nf4, f32, bf16 or fp16)");
-  if ((frozen == "bf16" && options.mixedPrecision != "bf16") ||
-      (frozen == "fp16" && options.mixedPrecision != "f16"))
+  if ((frozen == "bf16" || frozen == "fp16") &&
+      parsePrecision(frozen) != options.mixedPrecision)
     return fail("--frozen-weights=" + frozen + " needs --mixed-precision=" +
                 frozen +
                 ": frozen weights are stored in the compute type, in f32 or "
@@ -135,12 +137,12 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
                  {"loss-scale-init", options.lossScaleInit, true}};
   for (const auto &[flag, value, positive] : numbers)
     if (!std::isfinite(value) || value < 0 || (positive && value == 0))
-      return fail("invalid --" + flag + "='" +
-                  spell(flag, formatNumber(value)) + "': expected a " +
-                  (positive ? "positive" : "non-negative") + " number");
+      return fail("invalid --" + flag + "='" + formatNumber(value) +
+                  "': expected a " + (positive ? "positive" : "non-negative") +
+                  " number");
   if (!std::isfinite(options.clipGradNorm) || options.clipGradNorm < 0)
     return fail("invalid --clip-grad-norm='" +
-                spell("clip-grad-norm", formatNumber(options.clipGradNorm)) +
+                formatNumber(options.clipGradNorm) +
                 "': expected a positive number");
   if (options.clipStrategy != "keep" && options.clipStrategy != "recompute" &&
       options.clipStrategy != "auto")
@@ -152,8 +154,7 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
                 "scaling and no --no-release-gradients (use keep)");
   if (options.lossScaleGrowthInterval < 1)
     return fail("invalid --loss-scale-growth-interval='" +
-                spell("loss-scale-growth-interval",
-                      std::to_string(options.lossScaleGrowthInterval)) +
+                std::to_string(options.lossScaleGrowthInterval) +
                 "': expected an integer >= 1");
   if (!(options.lossScaleGrowthFactor > 1) ||
       !std::isfinite(options.lossScaleGrowthFactor))
@@ -167,16 +168,15 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options,
                 "': expected a number in (0, 1)");
   if (!(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 &&
         options.beta2 < 1))
-    return fail("invalid --betas='" +
-                spell("betas", formatNumber(options.beta1) + "," +
-                                   formatNumber(options.beta2)) +
+    return fail("invalid --betas='" + formatNumber(options.beta1) + "," +
+                formatNumber(options.beta2) +
                 "': expected two numbers b1,b2 in [0, 1)");
   return llvm::Error::success();
 }
 
 bool memopt::releasesGradients(const MemoptPipelineOptions &options) {
-  bool lossScaled = options.mixedPrecision == "f16" &&
-                    options.lossScale != "none";
+  bool lossScaled =
+      options.mixedPrecision == Precision::F16 && options.lossScale != "none";
   return options.releaseGradients && options.microBatches == 1 &&
          options.dataParallel == 1 && !lossScaled;
 }
@@ -198,7 +198,7 @@ static void addForwardPasses(OpPassManager &pm,
     fuse.lmLossChunk = options.lmLossChunk;
     pm.addPass(createFuseKernelsPass(fuse));
   }
-  if (options.mixedPrecision != "none") {
+  if (options.mixedPrecision != Precision::F32) {
     MixedPrecisionPassOptions mixed;
     mixed.computeType = options.mixedPrecision;
     mixed.lossScale = options.lossScale;
@@ -221,15 +221,14 @@ void memopt::buildEvalPipeline(OpPassManager &pm,
   // planning pipeline is bufferization and planning alone.
   PlanningPipelineOptions planning;
   planning.releaseGradients = false;
-  planning.bufferReuse = options.bufferReuse;
-  planning.planTimeLimit = options.planTimeLimit;
+  planning.bufferReuse = options.bufferReuse.getValue();
+  planning.planTimeLimit = options.planTimeLimit.getValue();
   buildPlanningPipeline(pm, planning);
   pm.addPass(createVerifyPlanPass());
 }
 
 void memopt::buildMemoptPipeline(OpPassManager &pm,
                                  const MemoptPipelineOptions &options) {
-  std::string clipStrategy = getClipStrategy(options);
   addForwardPasses(pm, options);
   AutodiffPassOptions autodiff;
   autodiff.optimizer = options.optimizer;
@@ -241,35 +240,20 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
   autodiff.momentum = options.momentum;
   autodiff.stateBits = options.optimizerStateBits;
   pm.addPass(createAutodiffPass(autodiff));
+  // Remat plans its candidates as the passes after it will plan the step:
+  // with these options, clip-strategy=auto resolved, shared by the two.
+  auto planning = std::make_shared<MemoptPipelineOptions>();
+  planning->copyOptionValuesFrom(options);
+  planning->clipStrategy = getClipStrategy(options);
   if (options.remat != "none" || options.cheapRecompute) {
     RematerializePassOptions remat;
     remat.strategy = options.remat;
     remat.cheapRecompute = options.cheapRecompute;
-    remat.microBatches = options.microBatches;
-    remat.dataParallel = options.dataParallel;
-    remat.rankBatch = options.rankBatch;
-    remat.zeroStage = options.zeroStage;
-    remat.accumulateAllowBatchNorm = options.accumulateAllowBatchNorm;
     remat.budget = options.memoryBudget;
     remat.snapshots = options.rematSnapshots;
-    remat.bufferReuse = options.bufferReuse;
-    remat.releaseGradients = options.releaseGradients;
-    remat.clipGradNorm = options.clipGradNorm;
-    remat.clipStrategy = clipStrategy;
-    pm.addPass(createRematerializePass(remat));
+    pm.addPass(createRematerializePass(remat, planning));
   }
-  PlanningPipelineOptions planning;
-  planning.microBatches = options.microBatches;
-  planning.dataParallel = options.dataParallel;
-  planning.rankBatch = options.rankBatch;
-  planning.zeroStage = options.zeroStage;
-  planning.allowBatchNorm = options.accumulateAllowBatchNorm;
-  planning.releaseGradients = options.releaseGradients;
-  planning.clipGradNorm = options.clipGradNorm;
-  planning.clipStrategy = clipStrategy;
-  planning.bufferReuse = options.bufferReuse;
-  planning.planTimeLimit = options.planTimeLimit;
-  buildPlanningPipeline(pm, planning);
+  buildPlanningPipeline(pm, *planning);
   pm.addPass(createVerifyPlanPass());
 }
 
@@ -290,11 +274,7 @@ void memopt::registerMemoptPipelines() {
         MemoptPipelineOptions options;
         if (failed(options.parseFromString(text)))
           return failure();
-        llvm::Error error = setMixedPrecision(
-            options, static_cast<const std::string &>(options.mixedPrecision));
-        if (!error)
-          error = validateMemoptPipelineOptions(options);
-        if (error)
+        if (llvm::Error error = validateMemoptPipelineOptions(options))
           return errorHandler(llvm::toString(std::move(error)));
         buildMemoptPipeline(pm, options);
         return success();

@@ -39,7 +39,7 @@
 # CHECK-NEXT: ZeRO-3 x 2 ranks: trajectory: 8 losses and 26 tensors within the oracle
 # CHECK: zero: memopt-compile: invalid --clip-grad-norm='0': expected a positive number
 # CHECK: negative: memopt-compile: invalid --clip-grad-norm='-1': expected a positive number
-# CHECK: not a number: memopt-compile: invalid --clip-grad-norm='one': expected a positive number
+# CHECK: not a number: memopt-compile: for the --clip-grad-norm option: 'one' value invalid for floating point argument!
 # CHECK: strategy alone: memopt-compile: --clip-strategy applies to --clip-grad-norm=C
 # CHECK: unknown strategy: memopt-compile: unknown --clip-strategy='later' (expected auto, keep or recompute)
 # CHECK: recompute with K=2: memopt-compile: --clip-strategy=recompute keeps the memory of gradient release, which needs one micro-batch on one rank, no loss scaling and no --no-release-gradients (use keep)

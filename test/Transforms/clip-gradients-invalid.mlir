@@ -1,6 +1,6 @@
 // RUN: not memopt-opt %s --memopt-autodiff --memopt-clip-gradients="max-norm=0" 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not memopt-opt %s --memopt-autodiff --memopt-clip-gradients="strategy=later" 2>&1 | FileCheck %s --check-prefix=STRATEGY
-// RUN: not memopt-opt %s --memopt-mixed-precision="compute-type=f16" --memopt-autodiff --memopt-clip-gradients="strategy=recompute" 2>&1 | FileCheck %s --check-prefix=SCALED
+// RUN: not memopt-opt %s --memopt-mixed-precision="compute-type=fp16" --memopt-autodiff --memopt-clip-gradients="strategy=recompute" 2>&1 | FileCheck %s --check-prefix=SCALED
 // RUN: not memopt-opt %s --memopt-autodiff --memopt-accumulate="micro-batches=2" --memopt-clip-gradients="strategy=recompute" 2>&1 | FileCheck %s --check-prefix=LOOP
 // RUN: not memopt-opt %s --memopt-autodiff --memopt-release-gradients --memopt-clip-gradients 2>&1 | FileCheck %s --check-prefix=RELEASED
 

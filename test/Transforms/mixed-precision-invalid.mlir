@@ -2,11 +2,11 @@
 // RUN: not memopt-opt %s -split-input-file --memopt-mixed-precision="compute-type=f8" 2>&1 | FileCheck %s --check-prefix=TYPE
 // RUN: not memopt-opt %s -split-input-file --memopt-mixed-precision="loss-scale=big" 2>&1 | FileCheck %s --check-prefix=SCALE
 // RUN: not memopt-opt %s -split-input-file --memopt-mixed-precision="loss-scale=-2" 2>&1 | FileCheck %s --check-prefix=SCALE-NEG
-// RUN: not memopt-opt %s -split-input-file --memopt-mixed-precision="compute-type=f16 backoff-factor=1.5" 2>&1 | FileCheck %s --check-prefix=BACKOFF
-// RUN: not memopt-opt %s -split-input-file --memopt-mixed-precision="compute-type=f16 growth-interval=0" 2>&1 | FileCheck %s --check-prefix=INTERVAL
-// RUN: not memopt-opt %s -split-input-file --memopt-mixed-precision="compute-type=f16 growth-factor=1" 2>&1 | FileCheck %s --check-prefix=GROWTH
+// RUN: not memopt-opt %s -split-input-file --memopt-mixed-precision="compute-type=fp16 backoff-factor=1.5" 2>&1 | FileCheck %s --check-prefix=BACKOFF
+// RUN: not memopt-opt %s -split-input-file --memopt-mixed-precision="compute-type=fp16 growth-interval=0" 2>&1 | FileCheck %s --check-prefix=INTERVAL
+// RUN: not memopt-opt %s -split-input-file --memopt-mixed-precision="compute-type=fp16 growth-factor=1" 2>&1 | FileCheck %s --check-prefix=GROWTH
 
-// TYPE: error: --memopt-mixed-precision option 'compute-type' is 'f8', expected bf16 or f16
+// TYPE: for the --compute-type option: unknown value 'f8' (expected none, bf16 or fp16)
 // SCALE: error: --memopt-mixed-precision option 'loss-scale' is 'big', expected dynamic, none or a positive number
 // SCALE-NEG: error: --memopt-mixed-precision option 'loss-scale' is '-2', expected dynamic, none or a positive number
 // BACKOFF: error: --memopt-mixed-precision option 'backoff-factor' is 1.5, expected a number in (0, 1)

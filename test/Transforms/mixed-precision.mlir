@@ -1,5 +1,5 @@
 // RUN: memopt-opt %s -split-input-file --memopt-mixed-precision | FileCheck %s
-// RUN: memopt-opt %s -split-input-file --memopt-mixed-precision="compute-type=f16" | FileCheck %s --check-prefix=F16
+// RUN: memopt-opt %s -split-input-file --memopt-mixed-precision="compute-type=fp16" | FileCheck %s --check-prefix=F16
 
 // nn.Linear -> relu -> nn.Linear -> cross-entropy. The matmuls run in bf16
 // with one cast of each master weight, the bias adds follow the products

@@ -1,5 +1,5 @@
 // RUN: memopt-opt -split-input-file --memopt-autodiff="optimizer=adamw" --memopt-release-gradients %s | FileCheck %s
-// RUN: memopt-opt -split-input-file --memopt-mixed-precision="compute-type=f16" --memopt-autodiff="optimizer=adamw" --memopt-release-gradients %s | FileCheck %s --check-prefix=FP16
+// RUN: memopt-opt -split-input-file --memopt-mixed-precision="compute-type=fp16" --memopt-autodiff="optimizer=adamw" --memopt-release-gradients %s | FileCheck %s --check-prefix=FP16
 
 // --memopt-release-gradients: each optimizer update runs as soon as its
 // gradient is complete and nothing else reads the parameter's old value.

@@ -1,6 +1,6 @@
 // RUN: not memopt-opt %s --memopt-autodiff --memopt-shard-optimizer 2>&1 | FileCheck %s --check-prefix=NO-GRID
 // RUN: not memopt-opt %s --memopt-autodiff --memopt-accumulate=data-parallel=2 --memopt-shard-optimizer=stage=4 2>&1 | FileCheck %s --check-prefix=STAGE
-// RUN: not memopt-opt %s --memopt-mixed-precision=compute-type=f16 --memopt-autodiff --memopt-accumulate=data-parallel=2 --memopt-shard-optimizer 2>&1 | FileCheck %s --check-prefix=SKIP
+// RUN: not memopt-opt %s --memopt-mixed-precision=compute-type=fp16 --memopt-autodiff --memopt-accumulate=data-parallel=2 --memopt-shard-optimizer 2>&1 | FileCheck %s --check-prefix=SKIP
 
 // NO-GRID: error: --memopt-shard-optimizer needs a data-parallel step over at least 2 ranks (--memopt-accumulate with data-parallel=N, which declares shard.grid @memopt_ranks)
 // STAGE: error: --memopt-shard-optimizer option 'stage' is 4, expected 1, 2 or 3

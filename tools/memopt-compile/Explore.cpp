@@ -63,7 +63,8 @@ void memopt::printExploreTable(llvm::raw_ostream &os,
   for (auto [index, row] : llvm::enumerate(result.rows)) {
     const Combination &c = row.combination;
     os << (result.chosen == index ? "* " : "  ")
-       << llvm::left_justify(c.precision, 10) << llvm::left_justify(c.remat, 10)
+       << llvm::left_justify(getPrecisionName(c.precision), 10)
+       << llvm::left_justify(c.remat, 10)
        << llvm::right_justify(std::to_string(c.microBatches), 4)
        << llvm::right_justify(std::to_string(c.stateBits) + "bit", 7)
        << llvm::right_justify(c.getFrozenStorage(), 7);
@@ -170,7 +171,7 @@ std::string memopt::renderExploreJson(const ExploreResult &result,
   Json rows = Json::array();
   for (auto [index, row] : llvm::enumerate(result.rows)) {
     const Combination &c = row.combination;
-    Json entry = Json{{"precision", c.precision},
+    Json entry = Json{{"precision", getPrecisionName(c.precision).str()},
                       {"remat", c.remat},
                       {"micro_batches", c.microBatches},
                       {"ranks", c.ranks},

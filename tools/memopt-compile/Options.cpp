@@ -1,8 +1,8 @@
 //===- Options.cpp - memopt-compile's command line ------------------------===//
 //
-// The flags are text where they hold numbers, so that a malformed number is
-// reported as typed ("invalid --lr='abc'") by the same check, in
-// lib/Pipelines, that rejects one out of range.
+// Most flags are the training pipeline's options themselves
+// (kPipelineFlags, declared in MemoptPipelineOptions); the rest are
+// memopt-compile's own, mapped into those options here.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,26 +56,41 @@ cl::opt<std::string> cudaArch(
              "those the CUDA runtime was built for; default: all of them)"),
     cl::value_desc("list"), cl::cat(compileCategory));
 
-cl::opt<std::string> optimizer("optimizer",
-                               cl::desc("Optimizer: adamw or sgd"),
-                               cl::value_desc("adamw|sgd"),
-                               cl::cat(compileCategory));
+/// The pipeline options that are memopt-compile flags as they are, under
+/// the same names: MemoptPipelineOptions declares them once, for this
+/// command line and for --memopt-pipeline. The flags below are
+/// memopt-compile's own, where its spelling differs: --betas (a pair),
+/// --optimizer-state, --mixed-precision (which adds auto), --memory-budget
+/// (the whole step's, for the budget search) and the --no-* switches.
+const llvm::StringRef kPipelineFlags[] = {"optimizer",
+                                          "lr",
+                                          "weight-decay",
+                                          "eps",
+                                          "momentum",
+                                          "frozen-weights",
+                                          "loss-scale",
+                                          "loss-scale-init",
+                                          "loss-scale-growth-interval",
+                                          "remat",
+                                          "remat-snapshots",
+                                          "micro-batches",
+                                          "data-parallel",
+                                          "rank-batch",
+                                          "zero-stage",
+                                          "accumulate-allow-batch-norm",
+                                          "clip-grad-norm",
+                                          "clip-strategy",
+                                          "lm-loss-chunk"};
 
-cl::opt<std::string> lr("lr", cl::desc("Learning rate"),
-                        cl::value_desc("number"), cl::cat(compileCategory));
-
-cl::opt<std::string>
-    weightDecay("weight-decay",
-                cl::desc("Weight decay"),
-                cl::value_desc("number"), cl::cat(compileCategory));
+/// The options the flags above set; they live as long as the flags.
+MemoptPipelineOptions &getFlags() {
+  static MemoptPipelineOptions flags;
+  return flags;
+}
 
 cl::opt<std::string> betas("betas",
                            cl::desc("AdamW moment decays, as b1,b2"),
                            cl::value_desc("b1,b2"), cl::cat(compileCategory));
-
-cl::opt<std::string> eps("eps",
-                         cl::desc("AdamW denominator term"),
-                         cl::value_desc("number"), cl::cat(compileCategory));
 
 cl::opt<std::string> optimizerState(
     "optimizer-state", cl::init("32bit"),
@@ -83,17 +98,6 @@ cl::opt<std::string> optimizerState(
              "bitsandbytes' 8-bit AdamW; parameters under 4096 elements keep "
              "32; docs/Optimizer.md)"),
     cl::value_desc("32bit|8bit"), cl::cat(compileCategory));
-
-cl::opt<std::string> frozenWeights(
-    "frozen-weights",
-    cl::desc("How frozen weights are stored (docs/Quantization.md): nf4 "
-             "(QLoRA's 4-bit NormalFloat, for the frozen weights of linear "
-             "layers), f32, or the compute type (the default)"),
-    cl::value_desc("nf4|f32|bf16|fp16"), cl::cat(compileCategory));
-
-cl::opt<std::string> momentum("momentum", cl::desc("SGD momentum"),
-                              cl::value_desc("number"),
-                              cl::cat(compileCategory));
 
 cl::opt<std::string> lrSchedule(
     "lr-schedule", cl::init("constant"),
@@ -125,22 +129,6 @@ cl::opt<std::string> mixedPrecision(
     cl::desc("Mixed precision (docs/MixedPrecision.md): none, bf16, fp16, "
              "or auto (the budget search may use bf16)"),
     cl::value_desc("none|bf16|fp16|auto"), cl::cat(compileCategory));
-
-cl::opt<std::string> lossScale(
-    "loss-scale",
-    cl::desc("Loss scaling: dynamic, none or a static scale (default: none "
-             "for bf16, dynamic for fp16)"),
-    cl::value_desc("dynamic|none|number"), cl::cat(compileCategory));
-
-cl::opt<std::string> lossScaleInit("loss-scale-init",
-                                   cl::desc("Initial dynamic loss scale"),
-                                   cl::value_desc("number"),
-                                   cl::cat(compileCategory));
-
-cl::opt<std::string> lossScaleGrowthInterval(
-    "loss-scale-growth-interval",
-    cl::desc("Good steps before the dynamic loss scale doubles"),
-    cl::value_desc("n"), cl::cat(compileCategory));
 
 cl::opt<std::string> report("report", cl::init("text"),
                             cl::desc("Memory report printed: text (a table) or "
@@ -174,18 +162,6 @@ cl::opt<std::string>
                         "h200-141gb, rtx4090-24gb"),
                cl::value_desc("name"), cl::cat(compileCategory));
 
-cl::opt<std::string>
-    remat("remat", cl::init("none"),
-          cl::desc("Rematerialization: none, blocks, sqrt, revolve, budget, "
-                   "selective or auto (budget when --memory-budget is given)"),
-          cl::value_desc("strategy"), cl::cat(compileCategory));
-
-cl::opt<std::string>
-    rematSnapshots("remat-snapshots",
-                   cl::desc("--remat=revolve: snapshot slots (0: "
-                            "logarithmic in the depth)"),
-                   cl::value_desc("n"), cl::cat(compileCategory));
-
 cl::opt<std::string> cxx("cxx", cl::init("c++"),
                          cl::desc("C++ compiler that builds OUT/train"),
                          cl::value_desc("path"), cl::cat(compileCategory));
@@ -195,39 +171,6 @@ cl::opt<bool> library(
     cl::desc("Also build OUT/libmemopt_program.so: the steps behind the C "
              "API of runtime/driver/Program.h, which memopt.compile loads "
              "into Python (docs/Python.md)"),
-    cl::cat(compileCategory));
-
-cl::opt<int64_t> microBatches(
-    "micro-batches", cl::init(1),
-    cl::desc("Gradient accumulation: split the batch into K micro-batches "
-             "(docs/Accumulation.md)"),
-    cl::value_desc("K"), cl::cat(compileCategory));
-
-cl::opt<int64_t> dataParallel(
-    "data-parallel", cl::init(1),
-    cl::desc("Data parallelism: split the batch across N ranks, launched "
-             "with `mpirun -np N OUT/train` (docs/DataParallel.md)"),
-    cl::value_desc("N"), cl::cat(compileCategory));
-
-cl::opt<bool> rankBatch(
-    "rank-batch", cl::init(false),
-    cl::desc("With --data-parallel=N: the model's batch is each rank's, and "
-             "the global batch N times it (the default splits the model's "
-             "batch across the ranks)"),
-    cl::cat(compileCategory));
-
-cl::opt<int64_t> zeroStage(
-    "zero-stage", cl::init(0),
-    cl::desc("With --data-parallel: ZeRO stage 1 keeps 1/N of the optimizer "
-             "state on each rank, stage 2 also 1/N of the gradients, "
-             "stage 3 also 1/N of the parameters, gathered where they are "
-             "read (docs/DataParallel.md)"),
-    cl::value_desc("0|1|2|3"), cl::cat(compileCategory));
-
-cl::opt<bool> accumulateAllowBatchNorm(
-    "accumulate-allow-batch-norm", cl::init(false),
-    cl::desc("With --micro-batches > 1: accept batch norm with statistics "
-             "of each micro-batch"),
     cl::cat(compileCategory));
 
 cl::opt<bool> noCheapRecompute(
@@ -259,43 +202,12 @@ cl::opt<bool> noReleaseGradients(
              "(for comparison; docs/Remat.md)"),
     cl::cat(compileCategory));
 
-cl::opt<std::string> clipGradNorm(
-    "clip-grad-norm",
-    cl::desc("Clip the gradients to this global 2-norm before each update, "
-             "as torch.nn.utils.clip_grad_norm_ (docs/Training.md)"),
-    cl::value_desc("C"), cl::cat(compileCategory));
-
-cl::opt<std::string> clipStrategy(
-    "clip-strategy", cl::init("auto"),
-    cl::desc("How clipping meets gradient release: keep (every gradient "
-             "waits for the norm), recompute (a norm pass, then the backward "
-             "again, each update right after its gradient) or auto (keep "
-             "where it fits the memory budget, otherwise recompute)"),
-    cl::value_desc("auto|keep|recompute"), cl::cat(compileCategory));
-
-cl::opt<std::string> lmLossChunk(
-    "lm-loss-chunk",
-    cl::desc("Classes per chunk of the fused linear cross-entropy (0: the "
-             "most whose f32 logits fit in one f32 copy of the hidden "
-             "states; docs/Fusion.md)"),
-    cl::value_desc("n"), cl::cat(compileCategory));
-
 cl::opt<bool> noBufferReuse(
     "no-buffer-reuse", cl::init(false),
     cl::desc("Give every buffer its own memory: no in-place results, no "
              "reshape views, no shared arena bytes (for debugging a suspected "
              "planning problem; the arena is the sum of all buffers)"),
     cl::cat(compileCategory));
-
-/// The flags that hold numbers, as typed.
-cl::opt<std::string> *numberFlags[] = {&lr,
-                                       &weightDecay,
-                                       &betas,
-                                       &eps,
-                                       &momentum,
-                                       &lossScaleInit,
-                                       &lossScaleGrowthInterval,
-                                       &clipGradNorm};
 
 /// `text` as a number; NaN when it is not one, which the range checks then
 /// report with the text.
@@ -304,6 +216,13 @@ double toNumber(llvm::StringRef text) {
   if (text.trim().getAsDouble(value))
     return std::numeric_limits<double>::quiet_NaN();
   return value;
+}
+
+/// `value` as "%g" prints it (1.5, not 1.500000e+00).
+std::string formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
 }
 
 /// `text` as an integer; 0 when it is not one.
@@ -343,12 +262,10 @@ llvm::Error setLrSchedule(const MemoptPipelineOptions &pipeline,
       return fail("--min-lr applies to --lr-schedule=cosine or nanogpt only");
     double value = toNumber(minLr);
     double base = pipeline.lr;
-    if (!(value >= 0.0 && value <= base)) {
-      char text[32];
-      std::snprintf(text, sizeof(text), "%g", base);
+    if (!(value >= 0.0 && value <= base))
       return fail("invalid --min-lr='" + minLr +
-                  "' (expected a number between 0 and --lr, " + text + ")");
-    }
+                  "' (expected a number between 0 and --lr, " +
+                  formatNumber(base) + ")");
     schedule.minRatio = base > 0 ? value / base : 0.0;
   }
   if (*kind == memopt::runtime::LrScheduleKind::Constant &&
@@ -393,20 +310,20 @@ llvm::Error checkTarget() {
   return llvm::Error::success();
 }
 
-/// Maps the technique and optimizer flags into the pipeline's options,
-/// with the checks only memopt-compile makes (flags that apply to one
-/// optimizer or strategy, what needs the budget search).
+/// The pipeline's options from the flags: those of kPipelineFlags as they
+/// are, memopt-compile's own mapped into them, with the checks only
+/// memopt-compile makes (flags that apply to one optimizer or strategy,
+/// what needs the budget search).
 llvm::Error setPipelineOptions(bool budgetSearch,
                                MemoptPipelineOptions &options) {
-  // A flag the user did not give keeps the pipeline's default.
+  const MemoptPipelineOptions &flags = getFlags();
+  options.copyOptionValuesFrom(flags);
   auto given = [](const cl::Option &flag) { return flag.getNumOccurrences(); };
-  if (given(optimizer))
-    options.optimizer = optimizer;
   bool isSgd = options.optimizer == "sgd";
-  if (isSgd && (given(betas) || given(eps)))
+  if (isSgd && (given(betas) || given(flags.eps)))
     return fail(llvm::Twine("--") + (given(betas) ? "betas" : "eps") +
                 " applies to --optimizer=adamw only");
-  if (!isSgd && given(momentum))
+  if (!isSgd && given(flags.momentum))
     return fail("--momentum applies to --optimizer=sgd only");
   if (optimizerState != "32bit" && optimizerState != "8bit")
     return fail("invalid --optimizer-state='" + optimizerState +
@@ -414,44 +331,33 @@ llvm::Error setPipelineOptions(bool budgetSearch,
   if (isSgd && optimizerState == "8bit")
     return fail("--optimizer-state=8bit applies to --optimizer=adamw only");
   options.optimizerStateBits = optimizerState == "8bit" ? 8 : 32;
-  if (given(lr))
-    options.lr = toNumber(lr);
-  if (given(eps))
-    options.eps = toNumber(eps);
-  if (given(momentum))
-    options.momentum = toNumber(momentum);
   // torch.optim's defaults: AdamW decays by 0.01, SGD not at all.
-  if (given(weightDecay))
-    options.weightDecay = toNumber(weightDecay);
-  else if (isSgd)
+  if (isSgd && !given(flags.weightDecay))
     options.weightDecay = 0.0;
   if (given(betas)) {
-    auto [beta1, beta2] = llvm::StringRef(betas).split(',');
-    options.beta1 = toNumber(beta1);
-    options.beta2 = toNumber(beta2);
+    llvm::SmallVector<llvm::StringRef> parts;
+    llvm::StringRef(betas).split(parts, ',');
+    double beta1, beta2;
+    if (parts.size() != 2 || parts[0].trim().getAsDouble(beta1) ||
+        parts[1].trim().getAsDouble(beta2))
+      return fail("invalid --betas='" + betas +
+                  "': expected two numbers b1,b2 in [0, 1)");
+    options.beta1 = beta1;
+    options.beta2 = beta2;
   }
 
-  options.remat = remat;
   // The budget strategy's arena budget comes from the budget search
   // (--memory-budget or --device): the step's budget less its arguments.
-  if (remat == "budget" && !budgetSearch)
+  if (options.remat == "budget" && !budgetSearch)
     return fail("--remat=budget needs --memory-budget=SIZE or --device=NAME");
-  if (rematSnapshots.getNumOccurrences()) {
-    if (remat != "revolve")
+  if (given(flags.rematSnapshots)) {
+    if (options.remat != "revolve")
       return fail("--remat-snapshots applies to --remat=revolve only");
-    options.rematSnapshots = toInteger(rematSnapshots);
     if (options.rematSnapshots < 1)
-      return fail("invalid --remat-snapshots='" + rematSnapshots +
+      return fail("invalid --remat-snapshots='" +
+                  llvm::Twine(options.rematSnapshots) +
                   "': expected a positive integer");
   }
-  if (given(microBatches))
-    options.microBatches = microBatches;
-  if (given(dataParallel))
-    options.dataParallel = dataParallel;
-  if (given(zeroStage))
-    options.zeroStage = zeroStage;
-  options.rankBatch = rankBatch;
-  options.accumulateAllowBatchNorm = accumulateAllowBatchNorm;
   // The budget search compiles its candidates with the same options, so
   // the peak it reports is the one built.
   options.bufferReuse = !noBufferReuse;
@@ -459,20 +365,21 @@ llvm::Error setPipelineOptions(bool budgetSearch,
   options.fuseAttention = !noFusedAttention;
   options.fuseLmLoss = !noFusedLmLoss;
   options.releaseGradients = !noReleaseGradients;
-  if (clipGradNorm.getNumOccurrences()) {
-    options.clipGradNorm = toNumber(clipGradNorm);
+  if (given(flags.clipGradNorm)) {
     if (!(options.clipGradNorm > 0) || !std::isfinite(options.clipGradNorm))
-      return fail("invalid --clip-grad-norm='" + clipGradNorm +
+      return fail("invalid --clip-grad-norm='" +
+                  formatNumber(options.clipGradNorm) +
                   "': expected a positive number");
-  } else if (clipStrategy.getNumOccurrences()) {
+  } else if (given(flags.clipStrategy)) {
     return fail("--clip-strategy applies to --clip-grad-norm=C");
   }
-  options.clipStrategy = clipStrategy;
-  if (lmLossChunk.getNumOccurrences()) {
-    options.lmLossChunk = toInteger(lmLossChunk);
-    if (options.lmLossChunk < 1 || lmLossChunk != std::to_string(
-                                       options.lmLossChunk))
-      return fail("invalid --lm-loss-chunk='" + lmLossChunk +
+  // memopt-compile prices both strategies: auto is its default.
+  if (!given(flags.clipStrategy))
+    options.clipStrategy = "auto";
+  if (given(flags.lmLossChunk)) {
+    if (options.lmLossChunk < 1)
+      return fail("invalid --lm-loss-chunk='" +
+                  llvm::Twine(options.lmLossChunk) +
                   "': expected a positive integer");
     if (noFusedLmLoss)
       return fail("--lm-loss-chunk applies to the fused linear "
@@ -483,30 +390,20 @@ llvm::Error setPipelineOptions(bool budgetSearch,
     if (!budgetSearch)
       return fail("--mixed-precision=auto lets the budget search choose: give "
                   "--memory-budget, --device or --explore with it");
-  } else if (llvm::Error error =
-                 setMixedPrecision(options, mixedPrecision, "auto")) {
-    return error;
+  } else if (std::optional<Precision> precision =
+                 parsePrecision(mixedPrecision)) {
+    options.mixedPrecision = *precision;
+  } else {
+    return fail("unknown --mixed-precision='" + mixedPrecision +
+                "' (expected " + listPrecisions("auto") + ")");
   }
   if (mixedPrecision == "none" &&
-      (lossScale.getNumOccurrences() || lossScaleInit.getNumOccurrences() ||
-       lossScaleGrowthInterval.getNumOccurrences()))
+      (given(flags.lossScale) || given(flags.lossScaleInit) ||
+       given(flags.lossScaleGrowthInterval)))
     return fail("--loss-scale, --loss-scale-init and "
                 "--loss-scale-growth-interval need --mixed-precision=bf16 or "
                 "fp16");
-  options.lossScale = lossScale;
-  options.frozenWeights = frozenWeights;
-  if (given(lossScaleInit))
-    options.lossScaleInit = toNumber(lossScaleInit);
-  if (given(lossScaleGrowthInterval))
-    options.lossScaleGrowthInterval = toInteger(lossScaleGrowthInterval);
-
-  return validateMemoptPipelineOptions(
-      options, [](llvm::StringRef flag) -> std::optional<std::string> {
-        for (cl::opt<std::string> *number : numberFlags)
-          if (number->ArgStr == flag && number->getNumOccurrences())
-            return number->getValue();
-        return std::nullopt;
-      });
+  return validateMemoptPipelineOptions(options);
 }
 
 /// Fills the budget search's options from --device, --memory-budget and the
@@ -533,18 +430,19 @@ llvm::Error setSearchOptions(ExploreOptions &options) {
   }
   // The user's choices pin a dimension; --mixed-precision=auto opens it.
   if (mixedPrecision == "auto") {
-    options.precisions = {"bf16", "none"};
+    options.precisions = {Precision::BF16, Precision::F32};
   } else {
-    options.precisions = {mixedPrecision};
+    options.precisions = {*parsePrecision(mixedPrecision)};
     options.precisionNote =
         mixedPrecision == "none"
             ? "not allowed (--mixed-precision=none; --mixed-precision=auto "
               "lets the search use bf16)"
             : "--mixed-precision=" + mixedPrecision.getValue();
   }
-  if (remat.getNumOccurrences()) {
-    options.remats = {remat};
-    if (remat == "none")
+  const MemoptPipelineOptions &flags = getFlags();
+  if (flags.remat.getNumOccurrences()) {
+    options.remats = {flags.remat};
+    if (flags.remat == "none")
       options.rematNote = "not allowed (--remat=none)";
   } else {
     options.remats = getAvailableRematStrategies();
@@ -553,14 +451,15 @@ llvm::Error setSearchOptions(ExploreOptions &options) {
   // user chose the state's precision.
   options.mayQuantizeState = !optimizerState.getNumOccurrences();
   // NF4 frozen weights likewise, unless the user chose their storage.
-  options.mayQuantizeFrozen = !frozenWeights.getNumOccurrences();
+  options.mayQuantizeFrozen = !flags.frozenWeights.getNumOccurrences();
   // Sharding over ranks when nothing fits one device, unless the user chose
   // the ranks.
-  if (!dataParallel.getNumOccurrences() && !zeroStage.getNumOccurrences())
+  if (!flags.dataParallel.getNumOccurrences() &&
+      !flags.zeroStage.getNumOccurrences())
     options.maxRanks = 1024;
-  if (microBatches.getNumOccurrences()) {
-    options.microBatches = {microBatches};
-    if (microBatches == 1)
+  if (flags.microBatches.getNumOccurrences()) {
+    options.microBatches = {flags.microBatches};
+    if (flags.microBatches == 1)
       options.accumulationNote = "not allowed (--micro-batches=1)";
   }
   return llvm::Error::success();
@@ -602,45 +501,46 @@ llvm::Error memopt::adoptRecordedOptimizer(llvm::StringRef recorded,
                                            MemoptPipelineOptions &options) {
   if (recorded.empty() || recorded == options.optimizer)
     return llvm::Error::success();
-  if (optimizer.getNumOccurrences())
-    return fail("--optimizer=" + optimizer +
+  const MemoptPipelineOptions &flags = getFlags();
+  if (flags.optimizer.getNumOccurrences())
+    return fail("--optimizer=" + flags.optimizer +
                 " contradicts the optimizer the model was exported with ('" +
-                recorded + "', memopt.optimizer): its parameter groups are "
+                recorded +
+                "', memopt.optimizer): its parameter groups are "
                 "that optimizer's");
   if (recorded != "adamw" && recorded != "sgd")
     return fail("the model was exported for an unknown optimizer '" +
                 recorded + "' (memopt.optimizer; expected adamw or sgd)");
   options.optimizer = recorded.str();
   // torch.optim's defaults for the parameters the groups do not set.
-  if (!weightDecay.getNumOccurrences())
+  if (!flags.weightDecay.getNumOccurrences())
     options.weightDecay = recorded == "sgd" ? 0.0 : 0.01;
   return llvm::Error::success();
 }
 
-void memopt::describeDefaults() {
-  // The flags' text, with the defaults of the pipeline options they set.
-  static const MemoptPipelineOptions defaults;
-  // The texts outlive the flags' references to them.
+void memopt::registerFlags() {
+  MemoptPipelineOptions &flags = getFlags();
+  flags.registerAsFlags(kPipelineFlags, compileCategory);
+  // The help text, with the defaults of the pipeline options; the texts
+  // outlive the flags' references to them.
   static std::deque<std::string> texts;
-  auto number = [](double value) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%g", value);
-    return std::string(text);
-  };
+  auto number = formatNumber;
   auto describe = [](cl::Option &flag, const std::string &value) {
     texts.push_back((flag.HelpStr + " (default " + value + ")").str());
     flag.setDescription(texts.back());
   };
-  describe(optimizer, defaults.optimizer);
-  describe(lr, number(defaults.lr));
-  describe(betas, number(defaults.beta1) + "," + number(defaults.beta2));
-  describe(eps, number(defaults.eps));
+  describe(flags.optimizer, flags.optimizer);
+  describe(flags.lr, number(flags.lr));
+  describe(betas, number(flags.beta1) + "," + number(flags.beta2));
+  describe(flags.eps, number(flags.eps));
   // setPipelineOptions: SGD's default is torch.optim's, no decay.
-  describe(weightDecay, number(defaults.weightDecay) + " for adamw, 0 for sgd");
-  describe(momentum, number(defaults.momentum));
-  describe(lossScaleInit, number(defaults.lossScaleInit) + ", GradScaler's");
-  describe(lossScaleGrowthInterval,
-           std::to_string(defaults.lossScaleGrowthInterval) + ", GradScaler's");
+  describe(flags.weightDecay,
+           number(flags.weightDecay) + " for adamw, 0 for sgd");
+  describe(flags.momentum, number(flags.momentum));
+  describe(flags.lossScaleInit, number(flags.lossScaleInit) + ", GradScaler's");
+  describe(flags.lossScaleGrowthInterval,
+           std::to_string(flags.lossScaleGrowthInterval) + ", GradScaler's");
+  describe(flags.clipStrategy, "auto");
 }
 
 void memopt::hideUnrelatedOptions() {

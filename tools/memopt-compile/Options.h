@@ -61,9 +61,11 @@ llvm::Error getCompileOptions(CompileOptions &options);
 llvm::Error adoptRecordedOptimizer(llvm::StringRef recorded,
                                    MemoptPipelineOptions &options);
 
-/// Completes the help text of the flags that set a pipeline option with
-/// that option's default (MemoptPipelineOptions holds the numbers).
-void describeDefaults();
+/// Makes the pipeline options that memopt-compile takes as they are its
+/// flags (MemoptPipelineOptions declares them), and completes the help text
+/// of the flags that set a pipeline option with that option's default. Call
+/// before parsing the command line.
+void registerFlags();
 
 /// Keeps --help to memopt-compile's options, the generic ones and MLIR's
 /// `-mlir-*` instrumentation (timing, IR printing, statistics) rather than

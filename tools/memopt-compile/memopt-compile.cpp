@@ -356,9 +356,9 @@ bool buildModelJson(FunctionOpInterface func, FunctionOpInterface eval,
   }
   if (options.dataParallel > 1)
     os << ",\n  \"data_parallel\": " << options.dataParallel;
-  if (options.mixedPrecision != "none") {
+  if (options.mixedPrecision != memopt::Precision::F32) {
     os << ",\n  \"mixed_precision\": ";
-    llvm::json::OStream(os).value(options.mixedPrecision);
+    llvm::json::OStream(os).value(getPrecisionName(options.mixedPrecision));
   }
   if (auto attr = func->getAttr(memopt::MemoptDialect::kLossScaleAttrName)) {
     FailureOr<memopt::LossScaleConfig> config = memopt::parseLossScaleAttr(
@@ -912,7 +912,7 @@ int main(int argc, char **argv) {
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
   registerAsmPrinterCLOptions();
-  memopt::describeDefaults();
+  memopt::registerFlags();
   memopt::hideUnrelatedOptions();
   cl::ParseCommandLineOptions(
       argc, argv,

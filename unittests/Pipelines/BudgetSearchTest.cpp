@@ -64,10 +64,10 @@ protected:
 
 // The fastest row that fits wins, though a smaller one exists.
 TEST_F(BudgetSearchTest, ChoosesTheFastestThatFits) {
-  result.rows = {row({"none", "none", 1}, 12, 1.0, 4, 4, 3),
-                 row({"none", "blocks", 1}, 7, 1.3),
-                 row({"bf16", "none", 1}, 9, 0.6),
-                 row({"bf16", "blocks", 1}, 5, 0.8)};
+  result.rows = {row({Precision::F32, "none", 1}, 12, 1.0, 4, 4, 3),
+                 row({Precision::F32, "blocks", 1}, 7, 1.3),
+                 row({Precision::BF16, "none", 1}, 9, 0.6),
+                 row({Precision::BF16, "blocks", 1}, 5, 0.8)};
   choose();
   ASSERT_TRUE(result.chosen);
   EXPECT_EQ(*result.chosen, 2u);
@@ -81,9 +81,9 @@ TEST_F(BudgetSearchTest, ChoosesTheFastestThatFits) {
 
 // On a tie in step time the earlier, preferred row stays chosen.
 TEST_F(BudgetSearchTest, TiesKeepThePreferredRow) {
-  result.rows = {row({"none", "none", 1}, 12, 1.0),
-                 row({"none", "blocks", 1}, 8, 1.2),
-                 row({"none", "sqrt", 1}, 6, 1.2)};
+  result.rows = {row({Precision::F32, "none", 1}, 12, 1.0),
+                 row({Precision::F32, "blocks", 1}, 8, 1.2),
+                 row({Precision::F32, "sqrt", 1}, 6, 1.2)};
   choose();
   ASSERT_TRUE(result.chosen);
   EXPECT_EQ(*result.chosen, 1u);
@@ -91,9 +91,9 @@ TEST_F(BudgetSearchTest, TiesKeepThePreferredRow) {
 
 // Rows that did not compile are neither chosen nor the smallest.
 TEST_F(BudgetSearchTest, SkipsRowsThatFailed) {
-  result.rows = {row({"none", "none", 1}, 12, 1.0),
-                 row({"bf16", "none", 1}, 1, 0.1),
-                 row({"none", "blocks", 1}, 9, 1.5)};
+  result.rows = {row({Precision::F32, "none", 1}, 12, 1.0),
+                 row({Precision::BF16, "none", 1}, 1, 0.1),
+                 row({Precision::F32, "blocks", 1}, 9, 1.5)};
   result.rows[1].error = "the pipeline failed";
   choose();
   ASSERT_TRUE(result.chosen);
@@ -107,8 +107,8 @@ TEST_F(BudgetSearchTest, SkipsRowsThatFailed) {
 // Offloading it leaves 6 GiB. Sharding all model state (8 + 2 GiB of
 // parameters, 10 GiB) leaves 4 + 10/n: n = 2 gives 9 GiB.
 TEST_F(BudgetSearchTest, InfeasibleBudgetGetsRemedies) {
-  result.rows = {row({"none", "none", 1}, 16, 1.0, 8, 2, 5),
-                 row({"none", "blocks", 1}, 14, 1.3, 8, 2, 3)};
+  result.rows = {row({Precision::F32, "none", 1}, 16, 1.0, 8, 2, 5),
+                 row({Precision::F32, "blocks", 1}, 14, 1.3, 8, 2, 3)};
   choose();
   EXPECT_FALSE(result.chosen);
   ASSERT_TRUE(result.smallest);
@@ -128,7 +128,7 @@ TEST_F(BudgetSearchTest, InfeasibleBudgetGetsRemedies) {
 // The fewest devices, not only a power of two: 6 GiB stay and 28 GiB are
 // split, and 6 + 28/n <= 10 needs n >= 7 (a power of two would say 8).
 TEST_F(BudgetSearchTest, ShardsOverTheFewestDevices) {
-  result.rows = {row({"none", "none", 1}, 34, 1.0, 28, 0, 6)};
+  result.rows = {row({Precision::F32, "none", 1}, 34, 1.0, 28, 0, 6)};
   choose();
   ASSERT_FALSE(result.remedies.empty());
   EXPECT_EQ(result.remedies[0].kind, "shard-optimizer");
@@ -138,8 +138,8 @@ TEST_F(BudgetSearchTest, ShardsOverTheFewestDevices) {
 
 // A second run of the chooser starts afresh.
 TEST_F(BudgetSearchTest, ChoosingAgainReplacesTheChoice) {
-  result.rows = {row({"none", "none", 1}, 12, 1.0),
-                 row({"none", "blocks", 1}, 8, 1.2)};
+  result.rows = {row({Precision::F32, "none", 1}, 12, 1.0),
+                 row({Precision::F32, "blocks", 1}, 8, 1.2)};
   choose();
   ASSERT_TRUE(result.chosen);
   size_t lines = result.explanation.size();

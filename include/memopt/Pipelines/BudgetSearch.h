@@ -32,8 +32,7 @@ namespace memopt {
 /// One combination of the techniques that trade time or precision for
 /// memory.
 struct Combination {
-  /// "none" (FP32), "bf16" or "fp16".
-  std::string precision = "none";
+  Precision precision = Precision::F32;
   /// "none" or a rematerialization strategy ("budget", "blocks", ...).
   std::string remat = "none";
   /// Micro-batches per optimizer step (K); 1 is no accumulation.
@@ -55,14 +54,8 @@ struct Combination {
   std::string getFrozenStorage() const;
 };
 
-/// The precisions this build can apply, in order of preference.
-std::vector<std::string> getAvailablePrecisions();
-
 /// The rematerialization strategies this build can apply, "none" first.
 std::vector<std::string> getAvailableRematStrategies();
-
-/// Whether this build can split a step into micro-batches.
-bool isAccumulationAvailable();
 
 /// Sets the fields of `options` that realise `combination`: the one place
 /// a combination becomes pipeline options. `arenaBudgetBytes` is the arena
@@ -82,10 +75,9 @@ struct ExploreOptions {
   /// Whether the budget came from --memory-budget (else from the device).
   bool explicitBudget = false;
   /// The candidates of each dimension, in order of preference.
-  std::vector<std::string> precisions = {"none"};
+  std::vector<Precision> precisions = {Precision::F32};
   std::vector<std::string> remats = {"none"};
-  /// Empty: 1 and every power of two that divides the batch (when this
-  /// build can accumulate).
+  /// Empty: 1 and every power of two that divides the batch.
   std::vector<int64_t> microBatches;
   /// Why a dimension has no other candidate, for the explanation ("not
   /// allowed: --mixed-precision=none"); "" when it has others.

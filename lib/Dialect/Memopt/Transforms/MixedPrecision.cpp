@@ -176,18 +176,15 @@ MixedPrecisionPass::parseOptions(Location loc, Type &lowType,
     diag << "--memopt-mixed-precision option ";
     return diag;
   };
-  if (computeType == "bf16")
+  if (computeType == Precision::BF16)
     lowType = BFloat16Type::get(ctx);
-  else if (computeType == "f16")
-    lowType = Float16Type::get(ctx);
   else
-    return bad() << "'compute-type' is '" << computeType
-                 << "', expected bf16 or f16";
+    lowType = Float16Type::get(ctx);
 
   // BF16 has f32's exponent range and needs no scaling; f16 does.
   std::string mode = lossScale;
   if (mode.empty())
-    mode = computeType == "f16" ? "dynamic" : "none";
+    mode = computeType == Precision::F16 ? "dynamic" : "none";
   if (mode == "none") {
     scaling.reset();
     return success();
@@ -456,6 +453,9 @@ static void storeFrozenInLowPrecision(func::FuncOp loss) {
 }
 
 void MixedPrecisionPass::runOnOperation() {
+  // FP32 throughout: the step keeps the dtypes it has.
+  if (computeType == Precision::F32)
+    return markAllAnalysesPreserved();
   ModuleOp module = getOperation();
   Type lowType;
   std::optional<LossScaleConfig> scaling;

@@ -14,7 +14,8 @@ using namespace mlir;
 using namespace memopt;
 
 void memopt::buildPlanningPipeline(OpPassManager &pm,
-                                   const PlanningPipelineOptions &options) {
+                                   const PlanningPipelineOptions &options,
+                                   std::optional<double> placementSeconds) {
   bool split = options.microBatches != 1 || options.dataParallel != 1;
   // Clipping needs the gradients the updates read: before release moves
   // the updates, after the loop and ZeRO have made the sums and shards.
@@ -33,7 +34,7 @@ void memopt::buildPlanningPipeline(OpPassManager &pm,
     accumulate.microBatches = options.microBatches;
     accumulate.dataParallel = options.dataParallel;
     accumulate.rankBatch = options.rankBatch;
-    accumulate.allowBatchNorm = options.allowBatchNorm;
+    accumulate.allowBatchNorm = options.accumulateAllowBatchNorm;
     pm.addPass(createAccumulatePass(accumulate));
   }
   if (options.zeroStage > 0) {
@@ -47,7 +48,7 @@ void memopt::buildPlanningPipeline(OpPassManager &pm,
   bufferize.reuse = options.bufferReuse;
   pm.addPass(createBufferizePass(bufferize));
   PlanBuffersPassOptions plan;
-  plan.timeLimit = options.planTimeLimit;
+  plan.timeLimit = placementSeconds.value_or(options.planTimeLimit);
   plan.reuse = options.bufferReuse;
   pm.addPass(createPlanBuffersPass(plan));
 }

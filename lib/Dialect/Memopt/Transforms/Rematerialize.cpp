@@ -93,8 +93,17 @@ namespace {
 struct RematerializePass
     : public memopt::impl::RematerializePassBase<RematerializePass> {
   using Base::Base;
+  RematerializePass(const RematerializePass &other)
+      : Base(other), planningOptions(other.planningOptions) {}
 
   void runOnOperation() override;
+
+  /// What the copies are planned with: the pipeline's options, or the
+  /// `planning` text's (bufferization and planning alone by default).
+  std::shared_ptr<const PlanningPipelineOptions> planningOptions;
+  /// planningOptions, or the `planning` text over release-gradients=false.
+  FailureOr<std::shared_ptr<const PlanningPipelineOptions>>
+  getPlanningOptions() const;
 
   /// The decision of a strategy: what the backward reads as is, and the
   /// advances of revolve.
@@ -349,18 +358,8 @@ FailureOr<int64_t> RematerializePass::getPlannedArena(const BudgetPlan &plan,
 FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
                                                 double timeLimit) {
   PassManager pm(module.getContext());
-  PlanningPipelineOptions planning;
-  planning.microBatches = microBatches;
-  planning.dataParallel = dataParallel;
-  planning.rankBatch = rankBatch;
-  planning.zeroStage = zeroStage;
-  planning.allowBatchNorm = accumulateAllowBatchNorm;
-  planning.releaseGradients = releaseGradients;
-  planning.clipGradNorm = clipGradNorm;
-  planning.clipStrategy = clipStrategy;
-  planning.bufferReuse = bufferReuse;
-  planning.planTimeLimit = timeLimit; // 0: the heuristics, a bound
-  buildPlanningPipeline(pm, planning);
+  // 0 s: the placer's heuristics, a bound.
+  buildPlanningPipeline(pm, *planningOptions, timeLimit);
   ++plannerChecks;
   // A copy that cannot be planned (a batch the micro-batches do not
   // divide) fails quietly: the pipeline's own passes report it, once.
@@ -646,10 +645,12 @@ LogicalResult RecomputeSearch::run() {
 
 LogicalResult RematerializePass::runBudget(FunctionOpInterface func,
                                            StepGraph &graph) {
-  RecomputeSearch search(
-      *this, func, graph, budget,
-      /*released=*/microBatches == 1 && dataParallel == 1 && releaseGradients &&
-          (clipGradNorm <= 0 || clipStrategy == "recompute"));
+  RecomputeSearch search(*this, func, graph, budget,
+                         /*released=*/planningOptions->microBatches == 1 &&
+                             planningOptions->dataParallel == 1 &&
+                             planningOptions->releaseGradients &&
+                             (planningOptions->clipGradNorm <= 0 ||
+                              planningOptions->clipStrategy == "recompute"));
   if (failed(search.run()))
     return failure();
   if (!search.fitting())
@@ -795,6 +796,26 @@ bool RematerializePass::chooseMinimalForm(FunctionOpInterface func,
   return !planned || failed(without) || *best <= *without;
 }
 
+FailureOr<std::shared_ptr<const PlanningPipelineOptions>>
+RematerializePass::getPlanningOptions() const {
+  if (planningOptions && planningText.empty())
+    return planningOptions;
+  auto options = std::make_shared<PlanningPipelineOptions>();
+  // After remat alone, memopt-opt runs the passes its user names.
+  options->releaseGradients = false;
+  if (failed(options->parseFromString(planningText)))
+    return failure();
+  return std::shared_ptr<const PlanningPipelineOptions>(std::move(options));
+}
+
+std::unique_ptr<Pass> memopt::createRematerializePass(
+    const RematerializePassOptions &options,
+    std::shared_ptr<const PlanningPipelineOptions> planning) {
+  auto pass = std::make_unique<RematerializePass>(options);
+  pass->planningOptions = std::move(planning);
+  return pass;
+}
+
 void RematerializePass::runOnOperation() {
   StringRef kind = strategy;
   ModuleOp module = getOperation();
@@ -824,6 +845,14 @@ void RematerializePass::runOnOperation() {
     kind = budget > 0 ? "budget" : "none";
   if (kind == "none" && !cheapRecompute)
     return markAllAnalysesPreserved();
+  FailureOr<std::shared_ptr<const PlanningPipelineOptions>> planning =
+      getPlanningOptions();
+  if (failed(planning)) {
+    module.emitError() << "--memopt-remat: invalid planning='"
+                       << planningText.getValue() << "'";
+    return signalPassFailure();
+  }
+  planningOptions = *planning;
 
   FailureOr<FunctionOpInterface> func = findTrainStep(module, "rematerialize");
   if (failed(func))

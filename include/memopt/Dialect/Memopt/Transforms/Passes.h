@@ -8,11 +8,15 @@
 #define MEMOPT_DIALECT_MEMOPT_TRANSFORMS_PASSES_H
 
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Support/Precision.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassOptions.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <memory>
+#include <optional>
 #include <string>
 
 namespace memopt {
@@ -33,32 +37,95 @@ std::string listRematStrategies();
 #define GEN_PASS_REGISTRATION
 #include "memopt/Dialect/Memopt/Transforms/Passes.h.inc"
 
-/// The passes that take a rematerialized step to its planned arena.
-struct PlanningPipelineOptions {
+/// The options of the passes that take a rematerialized step to its
+/// planned arena, declared once: the training pipeline's options extend
+/// them (MemoptPipelineOptions), and --memopt-remat plans its candidates
+/// with them.
+struct PlanningPipelineOptions
+    : public mlir::PassPipelineOptions<PlanningPipelineOptions> {
   /// The micro-batch loop (--memopt-accumulate) when either is above 1.
-  int64_t microBatches = 1;
-  int64_t dataParallel = 1;
-  /// The batch arguments are one rank's (--memopt-accumulate's rank-batch).
-  bool rankBatch = false;
-  bool allowBatchNorm = false;
-  /// --memopt-shard-optimizer's stage after the loop (0: none).
-  int64_t zeroStage = 0;
-  /// --memopt-release-gradients, with one micro-batch on one rank.
-  bool releaseGradients = true;
-  /// --memopt-clip-gradients' max-norm (0: no clipping) and strategy.
-  double clipGradNorm = 0;
-  std::string clipStrategy = "keep";
-  bool bufferReuse = true;
+  Option<int64_t> microBatches{
+      *this, "micro-batches",
+      llvm::cl::desc("Gradient accumulation: split the batch into K "
+                     "micro-batches (docs/Accumulation.md)"),
+      llvm::cl::value_desc("K"), llvm::cl::init(1)};
+  /// docs/DataParallel.md.
+  Option<int64_t> dataParallel{
+      *this, "data-parallel",
+      llvm::cl::desc("Data parallelism: split the batch across N ranks, "
+                     "launched with `mpirun -np N OUT/train` "
+                     "(docs/DataParallel.md)"),
+      llvm::cl::value_desc("N"), llvm::cl::init(1)};
+  Option<bool> rankBatch{
+      *this, "rank-batch",
+      llvm::cl::desc("With data-parallel=N: the model's batch is each "
+                     "rank's, and the global batch N times it (the default "
+                     "splits the model's batch across the ranks)"),
+      llvm::cl::init(false)};
+  Option<bool> accumulateAllowBatchNorm{
+      *this, "accumulate-allow-batch-norm",
+      llvm::cl::desc("With micro-batches > 1: accept batch norm with "
+                     "statistics of each micro-batch"),
+      llvm::cl::init(false)};
+  /// --memopt-shard-optimizer's stage after the loop.
+  Option<int64_t> zeroStage{
+      *this, "zero-stage",
+      llvm::cl::desc("With data-parallel: ZeRO stage 1 keeps 1/N of the "
+                     "optimizer state on each rank, stage 2 also 1/N of the "
+                     "gradients, stage 3 also 1/N of the parameters, "
+                     "gathered where they are read (docs/DataParallel.md)"),
+      llvm::cl::value_desc("0|1|2|3"), llvm::cl::init(0)};
+  /// --memopt-release-gradients, with one micro-batch on one rank (the
+  /// pass itself leaves a loss-scaled step alone).
+  Option<bool> releaseGradients{
+      *this, "release-gradients",
+      llvm::cl::desc("Run each optimizer update as soon as its gradient is "
+                     "complete (one micro-batch, no loss scaling)"),
+      llvm::cl::init(true)};
+  /// --memopt-clip-gradients' max-norm and strategy.
+  Option<double> clipGradNorm{
+      *this, "clip-grad-norm",
+      llvm::cl::desc("Clip the gradients to this global 2-norm before each "
+                     "update, as torch.nn.utils.clip_grad_norm_ "
+                     "(docs/Training.md)"),
+      llvm::cl::value_desc("C"), llvm::cl::init(0.0)};
+  Option<std::string> clipStrategy{
+      *this, "clip-strategy",
+      llvm::cl::desc("How clipping meets gradient release: keep (every "
+                     "gradient waits for the norm), recompute (a norm pass, "
+                     "then the backward again, each update right after its "
+                     "gradient) or auto (recompute where the gradients are "
+                     "released; memopt-compile keeps where that fits the "
+                     "memory budget)"),
+      llvm::cl::value_desc("keep|recompute|auto"), llvm::cl::init("keep")};
+  /// False gives every buffer its own bytes (docs/BufferReuse.md).
+  Option<bool> bufferReuse{
+      *this, "buffer-reuse",
+      llvm::cl::desc("Share buffer memory (false: every buffer its own "
+                     "bytes, no in-place results, no reshape views)"),
+      llvm::cl::init(true)};
   /// --memopt-plan-buffers' time-limit (0: its heuristics only).
-  double planTimeLimit = 1.0;
+  Option<double> planTimeLimit{
+      *this, "plan-time-limit",
+      llvm::cl::desc("Seconds the buffer placer may search for a smaller "
+                     "arena"),
+      llvm::cl::init(1.0)};
 };
 
 /// Adds the gradient release or the micro-batch loop (and ZeRO's sharding),
-/// --memopt-bufferize and
-/// --memopt-plan-buffers: what follows --memopt-remat in the training
-/// pipeline, and what remat runs on copies to plan its candidates.
-void buildPlanningPipeline(mlir::OpPassManager &pm,
-                           const PlanningPipelineOptions &options);
+/// --memopt-bufferize and --memopt-plan-buffers: what follows --memopt-remat
+/// in the training pipeline, and what remat runs on copies to plan its
+/// candidates. `placementSeconds`, when given, replaces the placer's
+/// plan-time-limit.
+void buildPlanningPipeline(
+    mlir::OpPassManager &pm, const PlanningPipelineOptions &options,
+    std::optional<double> placementSeconds = std::nullopt);
+
+/// --memopt-remat with the options the pipeline plans with; the pass keeps
+/// them (the remat options' `planning` text, for memopt-opt, replaces them).
+std::unique_ptr<mlir::Pass> createRematerializePass(
+    const RematerializePassOptions &options,
+    std::shared_ptr<const PlanningPipelineOptions> planning);
 
 } // namespace memopt
 

@@ -116,15 +116,17 @@ def MixedPrecisionPass : Pass<"memopt-mixed-precision", "mlir::ModuleOp"> {
     implements with GradScaler's semantics.
 
     ```
-    memopt-opt --memopt-mixed-precision="compute-type=f16 loss-scale=dynamic" model.mlir
+    memopt-opt --memopt-mixed-precision="compute-type=fp16 loss-scale=dynamic" model.mlir
     ```
   }];
   let options = [
-    Option<"computeType", "compute-type", "std::string", /*default=*/"\"bf16\"",
-           "The low-precision compute type: bf16 or f16">,
+    Option<"computeType", "compute-type", "::memopt::Precision",
+           /*default=*/"::memopt::Precision::BF16",
+           "The compute precision: bf16, fp16, or none (the pass changes "
+           "nothing)">,
     Option<"lossScale", "loss-scale", "std::string", /*default=*/"\"\"",
            "dynamic, none or a static scale (a positive number); the "
-           "default is none for bf16 and dynamic for f16">,
+           "default is none for bf16 and dynamic for fp16">,
     Option<"lossScaleInit", "loss-scale-init", "double",
            /*default=*/"::memopt::LossScaleConfig().scale",
            "Dynamic loss scaling: the initial scale">,
@@ -560,8 +562,8 @@ def RematerializePass : Pass<"memopt-remat", "mlir::ModuleOp"> {
     - `budget`: least recompute FLOPs such that the planned arena
       (`--memopt-bufferize` + `--memopt-plan-buffers` on a copy) fits
       `budget` bytes; a budget below the smallest reachable arena is an error
-      that states it. `buffer-reuse=false` plans the copy without buffer
-      reuse, as the pipeline does with it off.
+      that states it. `planning="buffer-reuse=false"` plans the copy
+      without buffer reuse, as the pipeline does with it off.
     - `selective`: recompute attention scores, softmax, dropout and
       elementwise activations; keep GEMM and convolution outputs.
     - `auto`: `budget` when a budget is given, otherwise `none`.
@@ -594,36 +596,17 @@ def RematerializePass : Pass<"memopt-remat", "mlir::ModuleOp"> {
     Option<"printSummary", "print-summary", "bool", /*default=*/"false",
            "Print one line to stderr: the stages, the schedule's stage "
            "recomputations and the recompute FLOPs">,
-    Option<"bufferReuse", "buffer-reuse", "bool", /*default=*/"true",
-           "budget: plan the copies as the pipeline will (false: "
-           "--memopt-bufferize and --memopt-plan-buffers with reuse=false)">,
-    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
-           "The micro-batches --memopt-accumulate will loop over: budget "
-           "and the arena comparisons plan their copies with that loop, as "
-           "the pipeline builds the step">,
-    Option<"dataParallel", "data-parallel", "int64_t", /*default=*/"1",
-           "The ranks --memopt-accumulate will split the batch across">,
-    Option<"rankBatch", "rank-batch", "bool", /*default=*/"false",
-           "--memopt-accumulate's rank-batch: the batch is each rank's">,
-    Option<"zeroStage", "zero-stage", "int64_t", /*default=*/"0",
-           "The ZeRO stage --memopt-shard-optimizer will apply (0: none)">,
-    Option<"accumulateAllowBatchNorm", "accumulate-allow-batch-norm", "bool",
-           /*default=*/"false",
-           "With micro-batches > 1: --memopt-accumulate's allow-batch-norm">,
+    Option<"planningText", "planning", "std::string", /*default=*/"\"\"",
+           "The options the copies are planned with, as --memopt-pipeline "
+           "spells them (micro-batches, data-parallel, zero-stage, "
+           "clip-grad-norm, buffer-reuse ...; release-gradients is false "
+           "unless given): budget and the arena comparisons plan the step "
+           "as the passes after remat will. --memopt-pipeline hands remat "
+           "its own">,
     Option<"cheapRecompute", "cheap-recompute", "bool", /*default=*/"false",
            "Keep the minimal saved set first: recompute cheap ops (not "
            "matmuls or convolutions) in the backward where that keeps fewer "
-           "bytes">,
-    Option<"releaseGradients", "release-gradients", "bool",
-           /*default=*/"false",
-           "--memopt-release-gradients will run: the arena comparisons plan "
-           "their copies with it (micro-batches 1 only)">,
-    Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
-           "--memopt-clip-gradients' max-norm for the planned copies (0: "
-           "no clipping)">,
-    Option<"clipStrategy", "clip-strategy", "std::string",
-           /*default=*/"\"keep\"",
-           "--memopt-clip-gradients' strategy for the planned copies">
+           "bytes">
   ];
   let statistics = [
     Statistic<"numStages", "stages", "Number of stages of the forward chain">,
