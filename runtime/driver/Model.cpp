@@ -1,13 +1,16 @@
 //===- Model.cpp - the model description embedded in a program -----------===//
 //
-// The JSON that memopt-compile embeds in a program (model_info.cpp): each
-// argument's role, dtype, shape, shard and bounds, checked in full before a
-// run uses any of it.
+// The JSON that memopt-compile writes (OUT/model.json) and embeds in a
+// program (model_info.cpp): each argument's role, dtype, shape, shard and
+// bounds, and how the step was compiled. Written and read here, from one set
+// of structs (ModelDescription.h); read in full and checked before a run
+// uses any of it.
 //
 //===----------------------------------------------------------------------===//
 
-#include "Driver.h"
+#include "ModelDescription.h"
 
+#include "memopt/runtime.h"
 #include "memopt/runtime/QuantizeMath.h"
 
 #include <nlohmann/json.hpp>
@@ -146,36 +149,57 @@ bool parseArgument(const nlohmann::json &json, size_t index,
 // Model description
 //===----------------------------------------------------------------------===//
 
-bool memopt::driver::parseRole(const std::string &name, Role &role) {
-  static const std::pair<const char *, Role> kRoles[] = {
-      {"param", Role::Param},         {"frozen", Role::Frozen},
-      {"input", Role::Input},
-      {"label", Role::Label},         {"state", Role::State},
-      {"optim", Role::Optim},         {"loss", Role::Loss},
-      {"param_copy", Role::ParamCopy}};
-  for (const auto &[spelling, value] : kRoles) {
+namespace {
+constexpr std::pair<const char *, Role> kRoles[] = {
+    {"param", Role::Param}, {"frozen", Role::Frozen},
+    {"input", Role::Input}, {"label", Role::Label},
+    {"state", Role::State}, {"optim", Role::Optim},
+    {"loss", Role::Loss},   {"param_copy", Role::ParamCopy}};
+
+constexpr std::pair<const char *, TensorDtype> kDtypes[] = {
+    {"f32", TensorDtype::F32},   {"f16", TensorDtype::F16},
+    {"bf16", TensorDtype::BF16}, {"i64", TensorDtype::I64},
+    {"i32", TensorDtype::I32},   {"i1", TensorDtype::Bool},
+    {"u8", TensorDtype::U8}};
+
+/// The value of `key` in `table`'s second column, by its spelling.
+template <typename T, size_t N>
+bool lookup(const std::pair<const char *, T> (&table)[N],
+            const std::string &name, T &value) {
+  for (const auto &[spelling, entry] : table) {
     if (name == spelling) {
-      role = value;
+      value = entry;
       return true;
     }
   }
   return false;
 }
 
+/// The spelling of `value` in `table`.
+template <typename T, size_t N>
+const char *spell(const std::pair<const char *, T> (&table)[N], T value) {
+  for (const auto &[spelling, entry] : table)
+    if (entry == value)
+      return spelling;
+  return "";
+}
+} // namespace
+
+bool memopt::driver::parseRole(const std::string &name, Role &role) {
+  return lookup(kRoles, name, role);
+}
+
+const char *memopt::driver::getRoleName(Role role) {
+  return spell(kRoles, role);
+}
+
 bool memopt::driver::parseModelDtype(const std::string &name,
                                      TensorDtype &dtype) {
-  static const std::pair<const char *, TensorDtype> kDtypes[] = {
-      {"f32", TensorDtype::F32},   {"f16", TensorDtype::F16},
-      {"bf16", TensorDtype::BF16}, {"i64", TensorDtype::I64},
-      {"i32", TensorDtype::I32},   {"i1", TensorDtype::Bool},
-      {"u8", TensorDtype::U8}};
-  for (const auto &[spelling, value] : kDtypes) {
-    if (name == spelling) {
-      dtype = value;
-      return true;
-    }
-  }
-  return false;
+  return lookup(kDtypes, name, dtype);
+}
+
+const char *memopt::driver::getModelDtypeName(TensorDtype dtype) {
+  return spell(kDtypes, dtype);
 }
 
 bool memopt::driver::parseModelDescription(const std::string &json,
@@ -261,6 +285,16 @@ bool memopt::driver::parseModelDescription(const std::string &json,
       LossScaleDescription description;
       description.dynamic = *mode == "dynamic";
       description.scale = scale->get<double>();
+      auto number = [&](const char *key, double &value) {
+        auto found = lossScale->find(key);
+        if (found != lossScale->end() && found->is_number())
+          value = found->get<double>();
+      };
+      number("growth_factor", description.growthFactor);
+      number("backoff_factor", description.backoffFactor);
+      auto interval = lossScale->find("growth_interval");
+      if (interval != lossScale->end() && interval->is_number_integer())
+        description.growthInterval = interval->get<int64_t>();
       if (description.dynamic && !model.lossScaleIndex) {
         error = "a dynamic 'loss_scale' needs the f32 scalar optim argument "
                 "'optimizer.loss_scale'";
@@ -272,9 +306,40 @@ bool memopt::driver::parseModelDescription(const std::string &json,
       model.lossScaleIndex.reset();
     auto optimizer = root.find("optimizer");
     if (optimizer != root.end() && optimizer->is_object()) {
-      auto lr = optimizer->find("lr");
-      if (lr != optimizer->end() && lr->is_number())
-        model.lr = lr->get<double>();
+      OptimizerDescription &description = model.optimizer;
+      auto kind = optimizer->find("kind");
+      if (kind != optimizer->end()) {
+        if (!kind->is_string() || (*kind != "adamw" && *kind != "sgd")) {
+          error = "'optimizer' has a kind other than \"adamw\" or \"sgd\"";
+          return false;
+        }
+        description.kind = kind->get<std::string>();
+      }
+      auto number = [&](const char *key, double &value) {
+        auto found = optimizer->find(key);
+        if (found != optimizer->end() && found->is_number())
+          value = found->get<double>();
+      };
+      number("lr", description.lr);
+      number("eps", description.eps);
+      number("momentum", description.momentum);
+      number("weight_decay", description.weightDecay);
+      auto betas = optimizer->find("betas");
+      if (betas != optimizer->end() && betas->is_array() &&
+          betas->size() == 2 && (*betas)[0].is_number() &&
+          (*betas)[1].is_number()) {
+        description.beta1 = (*betas)[0].get<double>();
+        description.beta2 = (*betas)[1].get<double>();
+      }
+    }
+    auto precision = root.find("mixed_precision");
+    if (precision != root.end()) {
+      if (!precision->is_string() ||
+          (*precision != "bf16" && *precision != "fp16")) {
+        error = "'mixed_precision' is not \"bf16\" or \"fp16\"";
+        return false;
+      }
+      model.mixedPrecision = precision->get<std::string>();
     }
     auto schedule = root.find("lr_schedule");
     if (schedule != root.end()) {
@@ -408,4 +473,94 @@ bool memopt::driver::parseModelDescription(const std::string &json,
     return false;
   }
   return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+namespace {
+using OrderedJson = nlohmann::ordered_json;
+
+/// `json` on one line (invalid UTF-8 in a name replaced, never thrown).
+std::string dumpLine(const OrderedJson &json) {
+  return json.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+}
+
+OrderedJson toJson(const ModelArgument &argument) {
+  OrderedJson json;
+  json["name"] = argument.name;
+  json["role"] = getRoleName(argument.role);
+  json["dtype"] = getModelDtypeName(argument.dtype);
+  json["shape"] = argument.shape;
+  if (argument.bound)
+    json["bound"] = *argument.bound;
+  if (argument.ignoreIndex)
+    json["ignore_index"] = *argument.ignoreIndex;
+  if (argument.batchDim)
+    json["batch_dim"] = *argument.batchDim;
+  if (argument.nf4Of)
+    json["nf4_of"] = *argument.nf4Of;
+  if (argument.shardOf)
+    json["shard_of"] = *argument.shardOf;
+  return json;
+}
+
+/// The "arguments" array, one argument per line after `indent`.
+std::string writeArguments(const std::vector<ModelArgument> &arguments,
+                           const std::string &indent) {
+  std::string text = "[";
+  for (size_t i = 0; i < arguments.size(); ++i)
+    text += (i ? ",\n" : "\n") + indent + dumpLine(toJson(arguments[i]));
+  return text + "\n" + indent.substr(2) + "]";
+}
+} // namespace
+
+std::string
+memopt::driver::writeModelDescription(const ModelDescription &model) {
+  std::string text =
+      "{\n  \"arena_bytes\": " + std::to_string(model.arenaBytes);
+  auto field = [&](const char *key, const OrderedJson &value) {
+    text += std::string(",\n  \"") + key + "\": " + dumpLine(value);
+  };
+  const OptimizerDescription &optimizer = model.optimizer;
+  OrderedJson json;
+  json["kind"] = optimizer.kind;
+  json["lr"] = optimizer.lr;
+  if (optimizer.kind == "adamw") {
+    json["betas"] = {optimizer.beta1, optimizer.beta2};
+    json["eps"] = optimizer.eps;
+  } else {
+    json["momentum"] = optimizer.momentum;
+  }
+  json["weight_decay"] = optimizer.weightDecay;
+  field("optimizer", json);
+  if (!model.lrSchedule.isConstant())
+    field("lr_schedule",
+          {{"kind", runtime::getLrScheduleKindName(model.lrSchedule.kind)},
+           {"warmup_steps", model.lrSchedule.warmupSteps},
+           {"decay_steps", model.lrSchedule.decaySteps},
+           {"min_lr_ratio", model.lrSchedule.minRatio}});
+  if (model.dataParallel > 1)
+    field("data_parallel", model.dataParallel);
+  if (!model.mixedPrecision.empty())
+    field("mixed_precision", model.mixedPrecision);
+  if (const std::optional<LossScaleDescription> &scale = model.lossScale) {
+    json = OrderedJson();
+    json["mode"] = scale->dynamic ? "dynamic" : "static";
+    json["scale"] = scale->scale;
+    if (scale->dynamic) {
+      json["growth_factor"] = scale->growthFactor;
+      json["backoff_factor"] = scale->backoffFactor;
+      json["growth_interval"] = scale->growthInterval;
+    }
+    field("loss_scale", json);
+  }
+  text += ",\n  \"arguments\": " + writeArguments(model.arguments, "    ");
+  if (model.eval)
+    text += ",\n  \"eval_step\": {\n    \"arena_bytes\": " +
+            std::to_string(model.eval->arenaBytes) +
+            ",\n    \"arguments\": " +
+            writeArguments(model.eval->arguments, "      ") + "\n  }";
+  return text + "\n}\n";
 }

@@ -54,28 +54,6 @@ constexpr uint64_t kEvalStream = 0x6576616c;
 volatile std::sig_atomic_t stopSignal = 0;
 extern "C" void requestStop(int signal) { stopSignal = signal; }
 
-const char *getRoleName(Role role) {
-  switch (role) {
-  case Role::Param:
-    return "param";
-  case Role::Frozen:
-    return "frozen";
-  case Role::Input:
-    return "input";
-  case Role::Label:
-    return "label";
-  case Role::State:
-    return "state";
-  case Role::Optim:
-    return "optim";
-  case Role::Loss:
-    return "loss";
-  case Role::ParamCopy:
-    return "param_copy";
-  }
-  return "?";
-}
-
 /// Rounds the f32 values in `bytes` to `dtype` (f16 or bf16) in place, as
 /// `memopt.cast` does: the low-precision copy of a sharded master.
 void castToCopy(std::vector<unsigned char> &bytes, TensorDtype dtype) {
@@ -630,13 +608,13 @@ int TrainRun::runStep(std::optional<double> lr, StepResult &result) {
   // scaling skipped did not advance it), or the caller's rate's.
   double factor = memopt::runtime::lrFactor(model.lrSchedule, before);
   if (lr) {
-    if (model.lr == 0.0)
+    if (model.optimizer.lr == 0.0)
       return fail(DriverInputError,
                   "the step was compiled with learning rate 0, which no "
                   "learning rate can scale");
-    factor = *lr / model.lr;
+    factor = *lr / model.optimizer.lr;
   }
-  result.lr = model.lr * factor;
+  result.lr = model.optimizer.lr * factor;
   memopt_set_lr_scale(ctx.get(), factor);
   memopt_step_begin(ctx.get());
   step(ctx.get(), stepArgs.data(), base + scratchOffset);

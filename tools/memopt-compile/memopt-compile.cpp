@@ -66,7 +66,6 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
@@ -74,6 +73,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "ModelDescription.h"
 #include "memopt/runtime.h"
 
 #include <cstdlib>
@@ -96,6 +96,7 @@
 
 using namespace mlir;
 namespace cl = llvm::cl;
+namespace driver = memopt::driver;
 
 namespace {
 
@@ -151,18 +152,6 @@ std::string getDtypeName(Type type) {
   if (type.isSignlessInteger(8))
     return "u8";
   return "";
-}
-
-/// The shortest decimal spelling of `value` that reads back exactly (0.9,
-/// not 0.90000000000000002).
-std::string formatDouble(double value) {
-  for (int precision = 1; precision < 17; ++precision) {
-    std::string text =
-        llvm::formatv("{0}", llvm::format("%.*g", precision, value)).str();
-    if (std::strtod(text.c_str(), nullptr) == value)
-      return text;
-  }
-  return llvm::formatv("{0}", llvm::format("%.17g", value)).str();
 }
 
 /// The values an integer input or label may hold (docs/Pipeline.md, section
@@ -234,174 +223,127 @@ llvm::StringMap<IndexBound> getIndexBounds(FunctionOpInterface func) {
   return bounds;
 }
 
-/// The "arguments" array of the model description: one object per argument
-/// of the bufferized, planned `func`, each on a line of its own after
-/// `indent`; an integer input or label with an entry in `bounds` has its
-/// "bound" (and "ignore_index").
-bool writeArguments(llvm::raw_ostream &os, FunctionOpInterface func,
-                    const llvm::StringMap<IndexBound> &bounds,
-                    int64_t dataParallel, llvm::StringRef indent) {
-  os << "[";
+/// The arguments of the bufferized, planned `func` in the model
+/// description; an integer input or label with an entry in `bounds` has its
+/// bound (and ignore_index).
+bool describeArguments(FunctionOpInterface func,
+                       const llvm::StringMap<IndexBound> &bounds,
+                       int64_t dataParallel,
+                       std::vector<driver::ModelArgument> &arguments) {
   for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
     auto name = func.getArgAttrOfType<StringAttr>(
         index, memopt::MemoptDialect::kNameAttrName);
     auto role = func.getArgAttrOfType<StringAttr>(
         index, memopt::MemoptDialect::kRoleAttrName);
     auto memref = dyn_cast<MemRefType>(type);
-    std::string dtype = memref ? getDtypeName(memref.getElementType()) : "";
+    driver::ModelArgument argument;
     if (!name || !role || !memref || !memref.hasStaticShape() ||
-        !memref.getLayout().isIdentity() || dtype.empty()) {
+        !memref.getLayout().isIdentity() ||
+        !driver::parseModelDtype(getDtypeName(memref.getElementType()),
+                                 argument.dtype)) {
       func.emitError() << "argument " << index << " (" << type
                        << ") is not a named, static, identity-layout memref "
                           "of f32, f16, bf16, i64, i32 or i1";
       return false;
     }
-    os << (index ? ",\n" : "\n") << indent;
-    llvm::json::OStream out(os);
-    out.object([&] {
-      out.attribute("name", llvm::json::fixUTF8(name.getValue()));
-      out.attribute("role", llvm::json::fixUTF8(role.getValue()));
-      out.attribute("dtype", dtype);
-      out.attributeArray("shape", [&] {
-        for (int64_t dim : memref.getShape())
-          out.value(dim);
-      });
-      // What the driver checks each batch's values against.
-      if (auto it = bounds.find(name.getValue());
-          it != bounds.end() && memref.getElementType().isSignlessInteger() &&
-          (role.getValue() == "input" || role.getValue() == "label")) {
-        out.attribute("bound", it->second.bound);
-        if (it->second.ignored)
-          out.attribute("ignore_index", *it->second.ignored);
-      }
-      // Data parallelism: where the batch file holds the ranks' shares.
-      if (auto batchDim = func.getArgAttrOfType<IntegerAttr>(
-              index, memopt::MemoptDialect::kBatchDimAttrName);
-          batchDim && dataParallel > 1)
-        out.attribute("batch_dim", batchDim.getInt());
-      // NF4: the shape of the weight whose packed bytes it holds.
-      if (auto shape = func.getArgAttrOfType<DenseI64ArrayAttr>(
-              index, memopt::MemoptDialect::kNf4OfAttrName))
-        out.attributeArray("nf4_of", [&] {
-          for (int64_t dim : shape.asArrayRef())
-            out.value(dim);
-        });
-      // ZeRO: the full shape the argument holds the rank's shard of.
-      if (auto full = func.getArgAttrOfType<DenseI64ArrayAttr>(
-              index, memopt::MemoptDialect::kShardOfAttrName))
-        out.attributeArray("shard_of", [&] {
-          for (int64_t dim : full.asArrayRef())
-            out.value(dim);
-        });
-    });
+    if (!driver::parseRole(role.getValue().str(), argument.role)) {
+      func.emitError() << "argument " << index << " has the unknown role '"
+                       << role.getValue() << "'";
+      return false;
+    }
+    argument.name = name.getValue().str();
+    argument.shape.assign(memref.getShape().begin(), memref.getShape().end());
+    // What the driver checks each batch's values against.
+    if (auto it = bounds.find(name.getValue());
+        it != bounds.end() && memref.getElementType().isSignlessInteger() &&
+        (argument.role == driver::Role::Input ||
+         argument.role == driver::Role::Label)) {
+      argument.bound = it->second.bound;
+      argument.ignoreIndex = it->second.ignored;
+    }
+    // Data parallelism: where the batch file holds the ranks' shares.
+    if (auto batchDim = func.getArgAttrOfType<IntegerAttr>(
+            index, memopt::MemoptDialect::kBatchDimAttrName);
+        batchDim && dataParallel > 1)
+      argument.batchDim = batchDim.getInt();
+    // NF4: the shape of the weight whose packed bytes it holds.
+    if (auto shape = func.getArgAttrOfType<DenseI64ArrayAttr>(
+            index, memopt::MemoptDialect::kNf4OfAttrName))
+      argument.nf4Of = shape.asArrayRef().vec();
+    // ZeRO: the full shape the argument holds the rank's shard of.
+    if (auto full = func.getArgAttrOfType<DenseI64ArrayAttr>(
+            index, memopt::MemoptDialect::kShardOfAttrName))
+      argument.shardOf = full.asArrayRef().vec();
+    arguments.push_back(std::move(argument));
   }
-  os << "\n" << indent.drop_back(2) << "]";
   return true;
 }
 
-/// Builds the model description (docs/Pipeline.md, section 5) of the
-/// bufferized, planned `func` and evaluation step `eval`, with the `bounds`
-/// of the loss function's integer arguments: one line per argument, so that
-/// the file reads like the table it is.
-bool buildModelJson(FunctionOpInterface func, FunctionOpInterface eval,
-                    const llvm::StringMap<IndexBound> &bounds,
-                    const memopt::MemoptPipelineOptions &options,
-                    const memopt::runtime::LrSchedule &schedule,
-                    std::string &json) {
+/// The planned arena bytes of `func`, or an error.
+std::optional<uint64_t> getArenaBytes(FunctionOpInterface func) {
   auto arena = func->getAttrOfType<IntegerAttr>(
       memopt::MemoptDialect::kArenaBytesAttrName);
   if (!arena || arena.getValue().isNegative()) {
     func.emitError() << "has no '" << memopt::MemoptDialect::kArenaBytesAttrName
                      << "' after planning";
-    return false;
+    return std::nullopt;
   }
+  return arena.getValue().getZExtValue();
+}
 
-  llvm::raw_string_ostream os(json);
-  os << "{\n  \"arena_bytes\": " << arena.getValue().getSExtValue()
-     << ",\n  \"optimizer\": ";
-  {
-    llvm::json::OStream out(os);
-    auto number = [&](llvm::StringRef key, double value) {
-      out.attributeBegin(key);
-      out.rawValue(formatDouble(value));
-      out.attributeEnd();
-    };
-    out.object([&] {
-      out.attribute("kind", options.optimizer);
-      number("lr", options.lr);
-      if (options.optimizer == "adamw") {
-        out.attributeArray("betas", [&] {
-          out.rawValue(formatDouble(options.beta1));
-          out.rawValue(formatDouble(options.beta2));
-        });
-        number("eps", options.eps);
-      } else {
-        number("momentum", options.momentum);
-      }
-      number("weight_decay", options.weightDecay);
-    });
-  }
-  if (!schedule.isConstant()) {
-    os << ",\n  \"lr_schedule\": ";
-    llvm::json::OStream out(os);
-    out.object([&] {
-      out.attribute("kind", memopt::runtime::getLrScheduleKindName(
-                                schedule.kind));
-      out.attribute("warmup_steps", schedule.warmupSteps);
-      out.attribute("decay_steps", schedule.decaySteps);
-      out.attributeBegin("min_lr_ratio");
-      out.rawValue(formatDouble(schedule.minRatio));
-      out.attributeEnd();
-    });
-  }
-  if (options.dataParallel > 1)
-    os << ",\n  \"data_parallel\": " << options.dataParallel;
-  if (options.mixedPrecision != memopt::Precision::F32) {
-    os << ",\n  \"mixed_precision\": ";
-    llvm::json::OStream(os).value(getPrecisionName(options.mixedPrecision));
-  }
+/// Builds the model description (docs/Pipeline.md, section 5) of the
+/// bufferized, planned `func` and evaluation step `eval`, with the `bounds`
+/// of the loss function's integer arguments, in the driver's schema
+/// (ModelDescription.h), and reads it back as the driver will.
+bool buildModelJson(FunctionOpInterface func, FunctionOpInterface eval,
+                    const llvm::StringMap<IndexBound> &bounds,
+                    const memopt::MemoptPipelineOptions &options,
+                    const memopt::runtime::LrSchedule &schedule,
+                    std::string &json) {
+  driver::ModelDescription model;
+  std::optional<uint64_t> arena = getArenaBytes(func);
+  if (!arena)
+    return false;
+  model.arenaBytes = *arena;
+  driver::OptimizerDescription &optimizer = model.optimizer;
+  optimizer.kind = options.optimizer;
+  optimizer.lr = options.lr;
+  optimizer.beta1 = options.beta1;
+  optimizer.beta2 = options.beta2;
+  optimizer.eps = options.eps;
+  optimizer.momentum = options.momentum;
+  optimizer.weightDecay = options.weightDecay;
+  model.lrSchedule = schedule;
+  model.dataParallel = options.dataParallel;
+  if (options.mixedPrecision != memopt::Precision::F32)
+    model.mixedPrecision = getPrecisionName(options.mixedPrecision).str();
   if (auto attr = func->getAttr(memopt::MemoptDialect::kLossScaleAttrName)) {
     FailureOr<memopt::LossScaleConfig> config = memopt::parseLossScaleAttr(
         attr, [&] { return func.emitOpError(); });
     if (failed(config))
       return false;
-    os << ",\n  \"loss_scale\": ";
-    llvm::json::OStream out(os);
-    out.object([&] {
-      out.attribute("mode", config->dynamic ? "dynamic" : "static");
-      out.attributeBegin("scale");
-      out.rawValue(formatDouble(config->scale));
-      out.attributeEnd();
-      if (config->dynamic) {
-        out.attributeBegin("growth_factor");
-        out.rawValue(formatDouble(config->growthFactor));
-        out.attributeEnd();
-        out.attributeBegin("backoff_factor");
-        out.rawValue(formatDouble(config->backoffFactor));
-        out.attributeEnd();
-        out.attribute("growth_interval", config->growthInterval);
-      }
-    });
+    model.lossScale = {config->dynamic, config->scale, config->growthFactor,
+                       config->backoffFactor, config->growthInterval};
   }
-  os << ",\n  \"arguments\": ";
-  if (!writeArguments(os, func, bounds, options.dataParallel, "    "))
+  if (!describeArguments(func, bounds, options.dataParallel, model.arguments))
     return false;
   if (eval) {
-    auto evalArena = eval->getAttrOfType<IntegerAttr>(
-        memopt::MemoptDialect::kArenaBytesAttrName);
-    if (!evalArena || evalArena.getValue().isNegative()) {
-      eval.emitError() << "has no '"
-                       << memopt::MemoptDialect::kArenaBytesAttrName
-                       << "' after planning";
+    driver::EvalDescription &description = model.eval.emplace();
+    std::optional<uint64_t> evalArena = getArenaBytes(eval);
+    if (!evalArena ||
+        !describeArguments(eval, bounds, 1, description.arguments))
       return false;
-    }
-    os << ",\n  \"eval_step\": {\n    \"arena_bytes\": "
-       << evalArena.getValue().getSExtValue() << ",\n    \"arguments\": ";
-    if (!writeArguments(os, eval, bounds, 1, "      "))
-      return false;
-    os << "\n  }";
+    description.arenaBytes = *evalArena;
   }
-  os << "\n}\n";
+  json = driver::writeModelDescription(model);
+  // One schema: what OUT/train will read back.
+  driver::ModelDescription readBack;
+  std::string error;
+  if (!driver::parseModelDescription(json, readBack, error)) {
+    func.emitError() << "the model description does not read back: "
+                     << error;
+    return false;
+  }
   return true;
 }
 
