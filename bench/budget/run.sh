@@ -8,10 +8,14 @@
 # time, combinations, the chosen one, its planned peak and estimated step
 # time, next to the target (< 60 s per --explore on 2 cores). Then checks
 # the cost model's FLOP count of each model against the closed form
-# (6 N T for the weight GEMMs plus attention, Kaplan et al. 2020).
+# (6 N T for the weight GEMMs plus attention, Kaplan et al. 2020). Last,
+# LLaMA-7B full fine-tuning (AdamW, --clip-grad-norm=1, 1 x 2048) on one
+# device of each kind with the search held to one device and 32-bit moments:
+# what offloading the optimizer state and master weights would leave on the
+# device and move over its host link each step (ZeRO-Offload's layout).
 #
 #   ninja -C build memopt-compile
-#   bench/budget/run.sh                 # about 10 s
+#   bench/budget/run.sh                 # about 2 minutes
 #   MEMOPT_COMPILE=<binary> bench/budget/run.sh
 #
 #===------------------------------------------------------------------------===#
@@ -29,7 +33,7 @@ trap 'rm -rf "$tmp"' EXIT
 echo "| model | device | --explore wall time (target < 60 s) | combinations | chosen | planned peak | budget | est. step | tokens/s |"
 echo "|---|---|---:|---:|---|---:|---:|---:|---:|"
 for model in gpt2-small llama-7b; do
-  for device in a100-40gb a100-80gb h100-80gb h200-141gb rtx4090-24gb; do
+  for device in a100-40gb a100-80gb h100-80gb h200-141gb gh200-96gb rtx4090-24gb; do
     json="$tmp/$model-$device.json"
     start=$(date +%s.%N)
     "$tool" "$repo/examples/$model.mlir" --explore --report=json --mixed-precision=auto \
@@ -75,3 +79,34 @@ for name, (n, layers, b, s, h) in models.items():
     print("| %s | %.4g | %.4g | %.3f |" % (name, row["flops"], closed,
                                           row["flops"] / closed))
 PY
+
+echo
+echo "| device | smallest planned peak | offload: on the device (budget) | to host memory | moved per step | over | transfer time |"
+echo "|---|---:|---:|---:|---:|---|---:|"
+for device in rtx4090-24gb a100-40gb h100-80gb; do
+  json="$tmp/offload-$device.json"
+  "$tool" "$repo/examples/llama-7b.mlir" --explore --report=json \
+    --mixed-precision=bf16 --frozen-weights=bf16 --clip-grad-norm=1 \
+    --data-parallel=1 --optimizer-state=32bit --device="$device" \
+    > "$json" 2>/dev/null || true
+  /usr/bin/python3 - "$json" "$device" <<'PY'
+import json, sys
+path, device = sys.argv[1:]
+r = json.load(open(path))
+gib = lambda b: "%.2f GiB" % (b / 2**30)
+infeasible = r["infeasible"]
+if infeasible is None:
+    print("| %s | fits without offload | | | | | |" % device)
+    sys.exit(0)
+offload = [m for m in infeasible["remedies"] if m["kind"] == "offload-optimizer"]
+if not offload:
+    print("| %s | %s | does not fit | | | | |" % (
+        device, gib(infeasible["smallest_peak_bytes"])))
+    sys.exit(0)
+m = offload[0]
+print("| %s | %s | %s (%s) | %s | %s | %s | %.0f ms |" % (
+    device, gib(infeasible["smallest_peak_bytes"]), gib(m["bytes_per_device"]),
+    gib(r["budget_bytes"]), gib(m["bytes"]), gib(m["transfer_bytes"]),
+    r["device"]["host_link"], m["transfer_seconds"] * 1e3))
+PY
+done

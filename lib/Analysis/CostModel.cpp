@@ -48,19 +48,22 @@ static int64_t saturatingMul(int64_t a, int64_t b) {
 // Devices
 //===----------------------------------------------------------------------===//
 
-// Dense (no structured sparsity) peaks from the vendor datasheets cited in
-// docs/Budget.md; memory is the datasheet's capacity read as GiB.
+// Dense (no structured sparsity) peaks, memory and host-link bandwidth from
+// the vendor datasheets cited in docs/Budget.md; memory is the datasheet's
+// capacity read as GiB, a host link's bandwidth is one direction's.
 static const DeviceProfile kDevices[] = {
     {"a100-40gb", "NVIDIA A100 40GB SXM4", 40 * kGiB, 19.5e12, 156e12, 312e12,
-     1555e9},
+     1555e9, "PCIe 4.0 x16", 32e9},
     {"a100-80gb", "NVIDIA A100 80GB SXM4", 80 * kGiB, 19.5e12, 156e12, 312e12,
-     2039e9},
+     2039e9, "PCIe 4.0 x16", 32e9},
     {"h100-80gb", "NVIDIA H100 80GB SXM5", 80 * kGiB, 67e12, 494.5e12,
-     989.5e12, 3350e9},
+     989.5e12, 3350e9, "PCIe 5.0 x16", 64e9},
     {"h200-141gb", "NVIDIA H200 141GB SXM", 141 * kGiB, 67e12, 494.5e12,
-     989.5e12, 4800e9},
+     989.5e12, 4800e9, "PCIe 5.0 x16", 64e9},
+    {"gh200-96gb", "NVIDIA GH200 Grace Hopper Superchip 96GB", 96 * kGiB,
+     67e12, 494.5e12, 989.5e12, 4000e9, "NVLink-C2C", 450e9},
     {"rtx4090-24gb", "NVIDIA GeForce RTX 4090 24GB", 24 * kGiB, 82.6e12,
-     82.6e12, 165.2e12, 1008e9},
+     82.6e12, 165.2e12, 1008e9, "PCIe 4.0 x16", 32e9},
 };
 
 ArrayRef<DeviceProfile> memopt::getDeviceProfiles() { return kDevices; }
@@ -70,6 +73,13 @@ const DeviceProfile *memopt::lookupDeviceProfile(llvm::StringRef name) {
     if (device.name.equals_insensitive(name))
       return &device;
   return nullptr;
+}
+
+double memopt::estimateHostTransferSeconds(int64_t bytes,
+                                           const DeviceProfile &device) {
+  return device.hostLinkBandwidth > 0
+             ? static_cast<double>(bytes) / device.hostLinkBandwidth
+             : 0.0;
 }
 
 int64_t memopt::getDeviceReserveBytes(const DeviceProfile &device) {

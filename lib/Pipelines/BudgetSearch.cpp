@@ -466,9 +466,21 @@ static void findRemedies(ExploreResult &result, const ExploreOptions &options) {
   if (auto remedy =
           shard("shard-optimizer", peak, optimizer, options.budgetBytes))
     result.remedies.push_back(*remedy);
-  if (peak - optimizer <= options.budgetBytes)
-    result.remedies.push_back(
-        Remedy{"offload-optimizer", 0, peak - optimizer, optimizer});
+  // ZeRO-Offload: the optimizer state and the f32 master weights live on
+  // the host, the weights the device computes with stay on it, all of them
+  // (not only the low-precision copies live at the peak); each step the
+  // gradients go to the host in those weights' dtype and the updated
+  // weights come back: twice their bytes over the link.
+  int64_t offloaded = optimizer + row.getPool(MemoryPoolKind::MasterParams);
+  int64_t onDevice = peak - offloaded - row.getPool(MemoryPoolKind::Params) +
+                     row.modelState.weights;
+  if (onDevice <= options.budgetBytes) {
+    Remedy offload{"offload-optimizer", 0, onDevice, offloaded};
+    offload.transferBytes = 2 * row.modelState.weights;
+    offload.transferSeconds =
+        estimateHostTransferSeconds(offload.transferBytes, *options.device);
+    result.remedies.push_back(offload);
+  }
   // What ZeRO stage 3 would split: the model state in the planned peak
   // (the gradients live there, not all of them).
   int64_t modelState = row.getPool(MemoryPoolKind::Params) +

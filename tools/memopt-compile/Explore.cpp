@@ -112,7 +112,7 @@ static const char *getRemedyText(llvm::StringRef kind) {
   if (kind == "shard-optimizer")
     return "shard the optimizer state";
   if (kind == "offload-optimizer")
-    return "offload the optimizer state to host memory";
+    return "offload the optimizer state and master weights to host memory";
   return "shard parameters, live gradients and optimizer state";
 }
 
@@ -154,7 +154,13 @@ void memopt::printInfeasible(llvm::raw_ostream &os,
     if (remedy.devices)
       os << " over " << remedy.devices << " devices";
     os << ": " << formatBytes(remedy.bytesPerDevice) << " ("
-       << remedy.bytesPerDevice << " B) per device\n";
+       << remedy.bytesPerDevice << " B) per device";
+    if (remedy.transferBytes)
+      os << "; each step moves " << formatBytes(remedy.transferBytes)
+         << " over " << options.device->hostLink << " ("
+         << llvm::formatv("{0:f0}", options.device->hostLinkBandwidth / 1e9)
+         << " GB/s each way), " << formatSeconds(remedy.transferSeconds);
+    os << "\n";
   }
 }
 
@@ -164,7 +170,10 @@ std::string memopt::renderExploreJson(const ExploreResult &result,
   Json json = Json::object();
   json["device"] = Json{{"name", device.name.str()},
                         {"memory_bytes", device.memoryBytes},
-                        {"reserve_bytes", getDeviceReserveBytes(device)}};
+                        {"reserve_bytes", getDeviceReserveBytes(device)},
+                        {"host_link", device.hostLink.str()},
+                        {"host_link_bytes_per_second",
+                         device.hostLinkBandwidth}};
   json["budget_bytes"] = options.budgetBytes;
   json["samples_per_step"] = result.samplesPerStep;
   json["tokens_per_step"] = result.tokensPerStep;
@@ -220,7 +229,9 @@ std::string memopt::renderExploreJson(const ExploreResult &result,
       remedies.push_back(Json{{"kind", remedy.kind},
                               {"devices", remedy.devices},
                               {"bytes", remedy.bytes},
-                              {"bytes_per_device", remedy.bytesPerDevice}});
+                              {"bytes_per_device", remedy.bytesPerDevice},
+                              {"transfer_bytes", remedy.transferBytes},
+                              {"transfer_seconds", remedy.transferSeconds}});
     json["infeasible"] =
         Json{{"smallest_peak_bytes", row.plannedPeakBytes},
              {"combination", *result.smallest},

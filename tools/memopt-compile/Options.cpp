@@ -159,7 +159,7 @@ cl::opt<std::string>
     deviceName("device",
                cl::desc("Device whose memory and speed the budget search "
                         "uses: a100-40gb, a100-80gb, h100-80gb (default), "
-                        "h200-141gb, rtx4090-24gb"),
+                        "h200-141gb, gh200-96gb, rtx4090-24gb"),
                cl::value_desc("name"), cl::cat(compileCategory));
 
 cl::opt<std::string> cxx("cxx", cl::init("c++"),

@@ -46,7 +46,7 @@ const DeviceProfile &device(llvm::StringRef name) {
 
 TEST(DeviceProfileTest, NamedProfilesAndBudgets) {
   for (llvm::StringRef name : {"a100-40gb", "a100-80gb", "h100-80gb",
-                               "h200-141gb", "rtx4090-24gb"})
+                               "h200-141gb", "gh200-96gb", "rtx4090-24gb"})
     EXPECT_NE(lookupDeviceProfile(name), nullptr) << name.str();
   EXPECT_EQ(lookupDeviceProfile("H100-80GB"), lookupDeviceProfile("h100-80gb"));
   EXPECT_EQ(lookupDeviceProfile("v100"), nullptr);
@@ -61,6 +61,24 @@ TEST(DeviceProfileTest, NamedProfilesAndBudgets) {
   // 24 GiB - 1 GiB - 1.2 GiB.
   EXPECT_EQ(getDefaultBudgetBytes(device("rtx4090-24gb")),
             24 * kGiB - kGiB - 24 * kGiB / 20);
+}
+
+TEST(DeviceProfileTest, HostLinks) {
+  // Each direction of the datasheets' interconnect figure.
+  EXPECT_EQ(device("a100-80gb").hostLink, "PCIe 4.0 x16");
+  EXPECT_DOUBLE_EQ(device("a100-80gb").hostLinkBandwidth, 32e9);
+  EXPECT_EQ(device("h100-80gb").hostLink, "PCIe 5.0 x16");
+  EXPECT_DOUBLE_EQ(device("h200-141gb").hostLinkBandwidth, 64e9);
+  EXPECT_EQ(device("gh200-96gb").hostLink, "NVLink-C2C");
+  EXPECT_DOUBLE_EQ(device("gh200-96gb").hostLinkBandwidth, 450e9);
+  EXPECT_DOUBLE_EQ(device("rtx4090-24gb").hostLinkBandwidth, 32e9);
+  // 64 GB over PCIe 5.0 x16: one second; over NVLink-C2C, 64/450 s.
+  EXPECT_DOUBLE_EQ(
+      estimateHostTransferSeconds(int64_t(64e9), device("h100-80gb")), 1.0);
+  EXPECT_DOUBLE_EQ(
+      estimateHostTransferSeconds(int64_t(64e9), device("gh200-96gb")),
+      64.0 / 450.0);
+  EXPECT_EQ(estimateHostTransferSeconds(0, device("rtx4090-24gb")), 0.0);
 }
 
 TEST(CostModelOptionsTest, GemmEfficiencyCurve) {

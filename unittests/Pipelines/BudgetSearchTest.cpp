@@ -29,6 +29,8 @@ CombinationResult row(Combination combination, double peak, double seconds,
       static_cast<int64_t>(optimizer * kGiB);
   r.pools[static_cast<unsigned>(MemoryPoolKind::Params)] =
       static_cast<int64_t>(params * kGiB);
+  // FP32: every parameter is an argument, live throughout.
+  r.modelState.weights = static_cast<int64_t>(params * kGiB);
   r.pools[static_cast<unsigned>(MemoryPoolKind::Activations)] =
       static_cast<int64_t>(activations * kGiB);
   r.cost.seconds = seconds;
@@ -104,7 +106,9 @@ TEST_F(BudgetSearchTest, SkipsRowsThatFailed) {
 // Nothing fits: the remedies close the gap of the smallest peak, 14 GiB of
 // which 8 are optimizer state, against a 10 GiB budget. Sharding the
 // optimizer state over n devices leaves 6 + 8/n: n = 2 gives 10 GiB.
-// Offloading it leaves 6 GiB. Sharding all model state (8 + 2 GiB of
+// Offloading it leaves 6 GiB, and each step moves the 2 GiB of gradients
+// and the 2 GiB of weights over the H100's PCIe 5.0 (64 GB/s each way).
+// Sharding all model state (8 + 2 GiB of
 // parameters, 10 GiB) leaves 4 + 10/n: n = 2 gives 9 GiB.
 TEST_F(BudgetSearchTest, InfeasibleBudgetGetsRemedies) {
   result.rows = {row({Precision::F32, "none", 1}, 16, 1.0, 8, 2, 5),
@@ -120,6 +124,9 @@ TEST_F(BudgetSearchTest, InfeasibleBudgetGetsRemedies) {
   EXPECT_EQ(result.remedies[0].bytesPerDevice, 10 * kGiB);
   EXPECT_EQ(result.remedies[1].kind, "offload-optimizer");
   EXPECT_EQ(result.remedies[1].bytesPerDevice, 6 * kGiB);
+  EXPECT_EQ(result.remedies[1].bytes, 8 * kGiB);
+  EXPECT_EQ(result.remedies[1].transferBytes, 4 * kGiB);
+  EXPECT_DOUBLE_EQ(result.remedies[1].transferSeconds, 4.0 * kGiB / 64e9);
   EXPECT_EQ(result.remedies[2].kind, "shard-model-state");
   EXPECT_EQ(result.remedies[2].devices, 2);
   EXPECT_EQ(result.remedies[2].bytesPerDevice, 9 * kGiB);

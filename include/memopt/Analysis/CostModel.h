@@ -43,7 +43,15 @@ struct DeviceProfile {
   double halfFlops = 0;
   /// Memory bandwidth in bytes/s.
   double bandwidth = 0;
+  /// The link to host memory ("PCIe 4.0 x16", "NVLink-C2C") and its
+  /// bandwidth in bytes/s in each direction: what moving a tensor between
+  /// device and host memory (offload) takes.
+  llvm::StringRef hostLink;
+  double hostLinkBandwidth = 0;
 };
+
+/// Seconds to move `bytes` between `device` and host memory, one way.
+double estimateHostTransferSeconds(int64_t bytes, const DeviceProfile &device);
 
 /// Every known device profile, in the order --help lists them.
 llvm::ArrayRef<DeviceProfile> getDeviceProfiles();

@@ -140,7 +140,8 @@ struct CombinationResult {
 
 /// How to close the gap of an infeasible budget.
 struct Remedy {
-  /// "shard-optimizer", "offload-optimizer", "shard-model-state".
+  /// "shard-optimizer", "offload-optimizer" (the optimizer state and the
+  /// f32 master weights), "shard-model-state".
   std::string kind;
   /// Devices needed (sharding), 0 otherwise.
   int64_t devices = 0;
@@ -148,6 +149,11 @@ struct Remedy {
   int64_t bytesPerDevice = 0;
   /// Bytes moved off the device (offload) or split (sharding).
   int64_t bytes = 0;
+  /// Offload: what each step moves over the device's host link (the
+  /// gradients to the host, the updated weights back), and the seconds that
+  /// takes one way after the other.
+  int64_t transferBytes = 0;
+  double transferSeconds = 0;
 };
 
 /// The outcome of the search.
