@@ -1,6 +1,7 @@
 //===- RuntimeDTypes.cpp - element types vs runtime dtype rules -----------===//
 //
-// The binding of each memopt op to the dtype arguments of its runtime entry,
+// The binding of each memopt op to the dtype arguments of its runtime entry
+// (each op names its entry and dtype sources in ODS: Memopt_RuntimeCall),
 // and the check of its element types against that entry's row of the
 // runtime's dtype table. The table (memopt/runtime/DTypeRules.h) says which
 // dtypes an entry accepts; this file says only which operand or result each
@@ -51,7 +52,7 @@ constexpr DTypeSource operandsFrom(unsigned index) {
   return {DTypeSource::Kind::OperandsFrom, index};
 }
 
-/// One row of the binding table: op `OpT` calls `entry`, whose dtype
+/// One row of the binding table: op `opName` calls `entry`, whose dtype
 /// arguments read `sources` in the entry's order, with op code `opCode`
 /// when the entry serves a family of ops.
 struct Binding {
@@ -61,96 +62,42 @@ struct Binding {
   const char *opCode;
 };
 
-template <typename OpT>
-Binding bind(const char *entry, std::initializer_list<DTypeSource> sources,
-             const char *opCode = "") {
-  return {OpT::getOperationName(), entry, sources, opCode};
-}
-
-/// One row per op whose runtime entry takes dtype arguments, in the order
-/// of runtime.h, but the ops that name their call in ODS (the unary,
-/// binary, scalar and activation-gradient families;
-/// bindOpsThatNameTheirCall). The sources are those the lowering
-/// passes (lib/Conversion/MemoptToEmitC reads them through this table).
-std::vector<Binding> buildBindings() {
-  DTypeSource in0 = operand(0), in1 = operand(1), in2 = operand(2),
-              out0 = result(0);
+/// The rows of the ops of other dialects that memopt lowers to runtime
+/// calls: the collectives of data parallelism's sum and ZeRO's shards
+/// (upstream shard ops, by name: this library does not depend on that
+/// dialect). memopt's own ops name their call in ODS
+/// (Memopt_RuntimeCall, bindOpsThatNameTheirCall).
+std::vector<Binding> buildForeignBindings() {
+  DTypeSource in0 = operand(0);
   return {
-      // Memory, casts and selection. A splat constant is a memopt_fill.
-      bind<ConstantOp>("memopt_fill", {out0}),
-      bind<CastOp>("memopt_cast", {in0, out0}),
-      bind<WhereOp>("memopt_where", {out0}),
-      bind<MaskedFillOp>("memopt_masked_fill", {in0}),
-      // Elementwise families.
-      bind<CompareOp>("memopt_compare", {in0}),
-      bind<GeluOp>("memopt_unary", {in0}, "MEMOPT_UNARY_GELU"),
-      bind<GeluGradOp>("memopt_activation_grad", {in0}, "MEMOPT_GRAD_GELU"),
-      bind<ClampOp>("memopt_clamp", {in0}),
-      bind<ScaleByOp>("memopt_scale_by", {in0}),
-      bind<ClampGradOp>("memopt_clamp_grad", {in0}),
-      // Shapes.
-      bind<BroadcastOp>("memopt_broadcast", {in0}),
-      bind<TransposeOp>("memopt_transpose", {in0}),
-      bind<SliceOp>("memopt_slice", {in0}),
-      bind<SliceGradOp>("memopt_slice_grad", {in0}),
-      bind<ConcatOp>("memopt_concat", {out0}),
-      // Reductions, softmax, normalisation.
-      bind<ReduceSumOp>("memopt_reduce", {in0, out0}, "MEMOPT_REDUCE_SUM"),
-      bind<ReduceMeanOp>("memopt_reduce", {in0, out0}, "MEMOPT_REDUCE_MEAN"),
-      bind<ReduceMaxOp>("memopt_reduce", {in0, out0}, "MEMOPT_REDUCE_MAX"),
-      bind<ReduceSumSquaresOp>("memopt_reduce", {in0, out0},
-                               "MEMOPT_REDUCE_SUM_SQUARES"),
-      bind<SoftmaxOp>("memopt_softmax", {in0}),
-      bind<LogSoftmaxOp>("memopt_log_softmax", {in0}),
-      bind<SoftmaxGradOp>("memopt_softmax_grad", {in0}),
-      bind<LogSoftmaxGradOp>("memopt_log_softmax_grad", {in0}),
-      bind<LayerNormOp>("memopt_layer_norm", {in0, in1}),
-      bind<LayerNormGradOp>("memopt_layer_norm_grad", {in0, in2}),
-      bind<RmsNormOp>("memopt_rms_norm", {in0, in1}),
-      bind<RmsNormGradOp>("memopt_rms_norm_grad", {in0, in2}),
-      bind<BatchNormOp>("memopt_batch_norm", {in0}),
-      bind<BatchNormGradOp>("memopt_batch_norm_grad", {in1}),
-      // Products, embeddings, convolution, pooling.
-      bind<MatmulOp>("memopt_matmul", {in0, out0}),
-      bind<Nf4MatmulOp>("memopt_nf4_matmul", {in0}),
-      bind<EmbeddingOp>("memopt_embedding", {in0, in1}),
-      bind<EmbeddingGradOp>("memopt_embedding_grad", {in0, in1}),
-      bind<Conv2DOp>("memopt_conv2d", {in0}),
-      bind<Conv2DGradInputOp>("memopt_conv2d_grad_input", {in0}),
-      bind<Conv2DGradFilterOp>("memopt_conv2d_grad_filter", {in0}),
-      bind<MaxPool2DOp>("memopt_max_pool2d", {in0}),
-      bind<MaxPool2DGradOp>("memopt_max_pool2d_grad", {in0}),
-      bind<AvgPool2DOp>("memopt_avg_pool2d", {in0}),
-      bind<AvgPool2DGradOp>("memopt_avg_pool2d_grad", {in0}),
-      // Fused attention, randomness.
-      bind<AttentionOp>("memopt_attention", {in0}),
-      bind<AttentionGradOp>("memopt_attention_grad", {in0}),
-      bind<DropoutOp>("memopt_dropout", {in0}),
-      // Collectives: data parallelism's sum and ZeRO's shards (upstream
-      // shard ops, by name: this library does not depend on that dialect).
       Binding{"shard.all_reduce", "memopt_all_reduce_sum", {in0}, ""},
       Binding{"shard.reduce_scatter", "memopt_reduce_scatter_sum", {in0}, ""},
       Binding{"shard.all_gather", "memopt_all_gather", {in0}, ""},
       Binding{"shard.all_slice", "memopt_all_slice", {in0}, ""},
-      // Losses.
-      bind<CrossEntropyOp>("memopt_cross_entropy", {in0, in1}),
-      bind<LabelCountOp>("memopt_label_count", {in0}),
-      bind<CrossEntropyGradOp>("memopt_cross_entropy_grad", {in0, in1}),
-      bind<LinearCrossEntropyOp>("memopt_linear_cross_entropy",
-                                 {in0, in1, in2}),
-      bind<LinearCrossEntropyGradOp>("memopt_linear_cross_entropy_grad",
-                                     {in0, in1, in2}),
-      bind<Nf4LinearCrossEntropyOp>("memopt_nf4_linear_cross_entropy",
-                                    {in0, in2}),
-      bind<Nf4LinearCrossEntropyGradOp>("memopt_nf4_linear_cross_entropy_grad",
-                                        {in0, in2}),
-      bind<MseLossOp>("memopt_mse_loss", {in0}),
-      bind<MseLossGradOp>("memopt_mse_loss_grad", {in0}),
-      // Optimizers and loss scaling.
-      bind<SgdUpdateOp>("memopt_sgd_update", {in0}),
-      bind<AdamWUpdateOp>("memopt_adamw_update", {in0}),
-      bind<UnscaleOp>("memopt_unscale", {operandsFrom(1)}),
   };
+}
+
+/// The dtype sources that ODS spells "in0, out0" or "ins1"; an empty list
+/// for a malformed one, whose op then fails to verify (no rule has zero
+/// dtype arguments) and unittests/DTypeRules names it.
+SmallVector<DTypeSource, runtime::kMaxDTypeSlots>
+parseDTypeSources(StringRef text) {
+  SmallVector<DTypeSource, runtime::kMaxDTypeSlots> sources;
+  SmallVector<StringRef> items;
+  text.split(items, ',');
+  for (StringRef item : items) {
+    item = item.trim();
+    unsigned index;
+    if (item.consume_front("ins") && !item.getAsInteger(10, index))
+      sources.push_back(operandsFrom(index));
+    else if (item.consume_front("in") && !item.getAsInteger(10, index))
+      sources.push_back(operand(index));
+    else if (item.consume_front("out") && !item.getAsInteger(10, index))
+      sources.push_back(result(index));
+    else
+      return {};
+  }
+  return sources;
 }
 
 /// Whether `OpT` names its runtime call (ODS: kRuntimeEntry, kRuntimeOpCode).
@@ -158,24 +105,26 @@ template <typename OpT, typename = void>
 struct NamesItsCall : std::false_type {};
 template <typename OpT>
 struct NamesItsCall<OpT, std::void_t<decltype(OpT::kRuntimeEntry),
-                                     decltype(OpT::kRuntimeOpCode)>>
+                                     decltype(OpT::kRuntimeOpCode),
+                                     decltype(OpT::kRuntimeDTypeSources)>>
     : std::true_type {};
 
-/// The bindings of the ops of `OpTs` that name their call: the entry and op
-/// code they name, the dtype of operand 0.
+/// The bindings of the ops of `OpTs` that name their call: the entry, op
+/// code and dtype sources they name.
 template <typename... OpTs>
 void bindOpsThatNameTheirCall(std::vector<Binding> &rows) {
   auto add = [&](auto *op) {
     using OpT = std::remove_pointer_t<decltype(op)>;
     if constexpr (NamesItsCall<OpT>::value)
-      rows.push_back(
-          bind<OpT>(OpT::kRuntimeEntry, {operand(0)}, OpT::kRuntimeOpCode));
+      rows.push_back({OpT::getOperationName(), OpT::kRuntimeEntry,
+                      parseDTypeSources(OpT::kRuntimeDTypeSources),
+                      OpT::kRuntimeOpCode});
   };
   (add(static_cast<OpTs *>(nullptr)), ...);
 }
 
 std::vector<Binding> buildAllBindings() {
-  std::vector<Binding> rows = buildBindings();
+  std::vector<Binding> rows = buildForeignBindings();
   bindOpsThatNameTheirCall<
 #define GET_OP_LIST
 #include "memopt/Dialect/Memopt/IR/MemoptOps.cpp.inc"

@@ -68,13 +68,17 @@ def Memopt_Elementwise : NativeOpTrait<"ElementwiseTrait"> {
   let cppNamespace = "::memopt";
 }
 
-// The runtime call of an elementwise family's op, which RuntimeDTypes.cpp
-// binds for every op that names one: the entry, the op code (runtime.h's
-// enumerator), the dtype of operand 0.
-class Memopt_RuntimeCall<string entry, string opCode> {
+// The runtime call an op lowers to, which RuntimeDTypes.cpp binds for every
+// op that names one: the entry, the op code (runtime.h's enumerator, "" for
+// an entry of one op), and the values its dtype arguments read, in the
+// entry's order: "in<i>" operand i, "out<i>" result i, "ins<i>" operands i
+// and after (one dtype check each).
+class Memopt_RuntimeCall<string entry, string opCode = "",
+                         string dtypeSources = "in0"> {
   code declaration = [{
     static constexpr const char *kRuntimeEntry = "}] # entry # [{";
     static constexpr const char *kRuntimeOpCode = "}] # opCode # [{";
+    static constexpr const char *kRuntimeDTypeSources = "}] # dtypeSources # [{";
   }];
 }
 
@@ -189,6 +193,8 @@ class Memopt_ActivationGradOp<string mnemonic, string operandName,
 def Memopt_ConstantOp : Op<Memopt_Dialect, "constant",
     [ConstantLike, Pure, Memopt_RuntimeDTypes,
      DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_fill", "", "out0">.declaration;
   let summary = "a tensor known at compile time";
   let description = [{
     A dense tensor constant: module buffers, masks, position indices.
@@ -206,6 +212,8 @@ def Memopt_ConstantOp : Op<Memopt_Dialect, "constant",
 def Memopt_CastOp : Memopt_Op<"cast",
     [Pure, Memopt_InPlaceOpInterface,
      DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_cast", "", "in0, out0">.declaration;
   let summary = "element type conversion";
   let description = [{
     Converts each element to the result's element type. Shapes are equal.
@@ -228,6 +236,8 @@ def Memopt_CastOp : Memopt_Op<"cast",
 def Memopt_WhereOp : Memopt_Op<"where",
     [Pure, Memopt_InPlaceOpInterface,
      DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_where", "", "out0">.declaration;
   let summary = "elementwise selection";
   let description = [{
     `result[i] = condition[i] ? true_value[i] : false_value[i]`. All operands
@@ -251,6 +261,8 @@ def Memopt_WhereOp : Memopt_Op<"where",
 def Memopt_MaskedFillOp : Memopt_Op<"masked_fill",
     [Pure, Memopt_InPlaceOpInterface,
      DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_masked_fill">.declaration;
   let summary = "replace masked elements by a scalar";
   let description = [{
     `result[i] = mask[i] ? value : input[i]`, as `Tensor.masked_fill`. The
@@ -272,6 +284,7 @@ def Memopt_MaskedFillOp : Memopt_Op<"masked_fill",
 def Memopt_CompareOp : Memopt_Op<"compare",
     [Pure, Memopt_Elementwise, AllTypesMatch<["lhs", "rhs"]>,
      DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let extraClassDeclaration = Memopt_RuntimeCall<"memopt_compare">.declaration;
   let summary = "elementwise comparison";
   let description = [{
     `result[i] = lhs[i] <predicate> rhs[i]`, a mask, as `torch.eq`, `ne`,
@@ -351,6 +364,8 @@ def Memopt_SincOp : Memopt_UnaryOp<"sinc",
 def Memopt_GeluOp : Memopt_Op<"gelu",
     [Pure, Memopt_InPlaceOpInterface,
      DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_unary", "MEMOPT_UNARY_GELU">.declaration;
   let summary = "elementwise GELU";
   let description = [{
     `x * Phi(x)`, with the Gaussian CDF `Phi` exact (erf) by default or the
@@ -390,6 +405,8 @@ def Memopt_MishGradOp : Memopt_ActivationGradOp<"mish_grad", "input",
 
 def Memopt_GeluGradOp : Memopt_Op<"gelu_grad",
     [Pure, Memopt_InPlaceOpInterface]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_activation_grad", "MEMOPT_GRAD_GELU">.declaration;
   let summary = "gradient of GELU";
   let description = [{
     The vector-Jacobian product of `memopt.gelu` with the same
@@ -408,6 +425,7 @@ def Memopt_GeluGradOp : Memopt_Op<"gelu_grad",
 def Memopt_ClampOp : Memopt_Op<"clamp",
     [Pure, Memopt_InPlaceOpInterface,
      DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration = Memopt_RuntimeCall<"memopt_clamp">.declaration;
   let summary = "elementwise clamp to a range";
   let description = [{
     `min(max(x, min), max)` for each element, a NaN staying NaN, as
@@ -437,6 +455,8 @@ def Memopt_ClampOp : Memopt_Op<"clamp",
 
 def Memopt_ClampGradOp : Memopt_Op<"clamp_grad",
     [Pure, Memopt_InPlaceOpInterface]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_clamp_grad">.declaration;
   let summary = "gradient of clamp";
   let description = [{
     The vector-Jacobian product of `memopt.clamp` with the same bounds, from
@@ -467,6 +487,8 @@ def Memopt_ClampGradOp : Memopt_Op<"clamp_grad",
 
 def Memopt_BroadcastOp : Memopt_Op<"broadcast",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_broadcast">.declaration;
   let summary = "explicit broadcast";
   let description = [{
     Maps operand dimension `i` to result dimension `dims[i]` (`dims`
@@ -499,6 +521,8 @@ def Memopt_ReshapeOp : Memopt_Op<"reshape",
 
 def Memopt_TransposeOp : Memopt_Op<"transpose",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_transpose">.declaration;
   let summary = "permute dimensions";
   let description = [{
     Result dimension `i` is operand dimension `permutation[i]`.
@@ -517,6 +541,7 @@ def Memopt_TransposeOp : Memopt_Op<"transpose",
 
 def Memopt_SliceOp : Memopt_Op<"slice",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration = Memopt_RuntimeCall<"memopt_slice">.declaration;
   let summary = "strided static slice";
   let description = [{
     Takes indices `starts[d], starts[d] + strides[d], ...` below `limits[d]`
@@ -538,6 +563,8 @@ def Memopt_SliceOp : Memopt_Op<"slice",
 
 def Memopt_SliceGradOp : Memopt_Op<"slice_grad",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_slice_grad">.declaration;
   let summary = "gradient of a slice: scatter into zeros";
   let description = [{
     The vector-Jacobian product of `memopt.slice`: a tensor of the sliced
@@ -560,6 +587,8 @@ def Memopt_SliceGradOp : Memopt_Op<"slice_grad",
 
 def Memopt_ConcatOp : Memopt_Op<"concat",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_concat", "", "out0">.declaration;
   let summary = "concatenate along one dimension";
   let description = [{
     ```mlir
@@ -580,6 +609,9 @@ def Memopt_ConcatOp : Memopt_Op<"concat",
 class Memopt_ReduceOp<string mnemonic, string what,
                       list<Trait> traits = [DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]>
     : Memopt_Op<mnemonic, !listconcat([Pure], traits)> {
+  let extraClassDeclaration = Memopt_RuntimeCall<"memopt_reduce",
+      "MEMOPT_REDUCE_" # !toupper(!subst("reduce_", "", mnemonic)),
+      "in0, out0">.declaration;
   let summary = what # " over dimensions";
   let description = "Computes the " # what # " over `dims` (sorted, "
       "unique), which the result drops. Accumulates in f32 and rounds once: "
@@ -601,6 +633,8 @@ def Memopt_ReduceSumSquaresOp
 class Memopt_SoftmaxOpBase<string mnemonic, string formula,
                            list<Trait> traits = []>
     : Memopt_Op<mnemonic, !listconcat([Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>], traits)> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_" # mnemonic>.declaration;
   let summary = "numerically stable " # mnemonic # " along one dimension";
   let description = "Computes `" # formula # "` along `dim`, subtracting the "
       "maximum first.";
@@ -620,6 +654,8 @@ def Memopt_LogSoftmaxOp
 
 class Memopt_SoftmaxGradOpBase<string mnemonic, string formula>
     : Memopt_Op<mnemonic, [Pure]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_" # mnemonic>.declaration;
   let summary = "gradient of " # mnemonic;
   let description = "The vector-Jacobian product from the forward op's "
       "output `y` and the gradient `g` of it: `" # formula # "` along `dim`.";
@@ -639,6 +675,8 @@ def Memopt_LogSoftmaxGradOp
 
 def Memopt_LayerNormOp : Memopt_Op<"layer_norm",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_layer_norm", "", "in0, in1">.declaration;
   let summary = "layer normalisation over the trailing dimensions";
   let description = [{
     Normalises over the trailing dimensions that `weight` (and `bias`, of the
@@ -663,6 +701,8 @@ def Memopt_LayerNormOp : Memopt_Op<"layer_norm",
 }
 
 def Memopt_LayerNormGradOp : Memopt_Op<"layer_norm_grad", [Pure]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_layer_norm_grad", "", "in0, in2">.declaration;
   let summary = "gradient of layer normalisation";
   let description = [{
     Gradients of `memopt.layer_norm`'s input, weight and bias from the
@@ -684,6 +724,8 @@ def Memopt_LayerNormGradOp : Memopt_Op<"layer_norm_grad", [Pure]> {
 
 def Memopt_RmsNormOp : Memopt_Op<"rms_norm",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_rms_norm", "", "in0, in1">.declaration;
   let summary = "RMS normalisation over the trailing dimensions";
   let description = [{
     `x * rsqrt(mean(x^2) + eps) * weight` over the trailing dimensions that
@@ -705,6 +747,8 @@ def Memopt_RmsNormOp : Memopt_Op<"rms_norm",
 }
 
 def Memopt_RmsNormGradOp : Memopt_Op<"rms_norm_grad", [Pure]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_rms_norm_grad", "", "in0, in2">.declaration;
   let summary = "gradient of RMS normalisation";
   let arguments = (ins Memopt_FloatTensor:$grad, Memopt_FloatTensor:$input,
                        Memopt_FloatTensor:$weight, Memopt_F32Tensor:$rstd);
@@ -721,6 +765,8 @@ def Memopt_BatchNormOp : Memopt_Op<"batch_norm",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>,
      DeclareOpInterfaceMethods<Memopt_InPlaceOpInterface,
                                ["mayWriteResultOver"]>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_batch_norm">.declaration;
   let summary = "batch normalisation in training mode";
   let description = [{
     Normalises each channel (dimension 1) over the batch and spatial
@@ -753,6 +799,8 @@ def Memopt_BatchNormOp : Memopt_Op<"batch_norm",
 }
 
 def Memopt_BatchNormGradOp : Memopt_Op<"batch_norm_grad", [Pure]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_batch_norm_grad", "", "in1">.declaration;
   let summary = "gradient of batch normalisation in training mode";
   let arguments = (ins Memopt_FloatTensor:$grad, Memopt_FloatTensor:$input,
                        Memopt_F32Tensor:$weight, Memopt_F32Tensor:$mean,
@@ -774,6 +822,8 @@ def Memopt_BatchNormGradOp : Memopt_Op<"batch_norm_grad", [Pure]> {
 
 def Memopt_MatmulOp : Memopt_Op<"matmul",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_matmul", "", "in0, out0">.declaration;
   let summary = "(batched) matrix product with f32 accumulation";
   let description = [{
     `lhs` is `[batch..., M, K]` (`[batch..., K, M]` with `transpose_lhs`) and
@@ -800,6 +850,8 @@ def Memopt_MatmulOp : Memopt_Op<"matmul",
 
 def Memopt_Nf4MatmulOp : Memopt_Op<"nf4_matmul",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_nf4_matmul">.declaration;
   let summary = "matrix product with an NF4-quantized frozen weight";
   let description = [{
     `memopt.matmul` of `lhs` (`[batch..., M, K]`) and a frozen weight stored
@@ -826,6 +878,8 @@ def Memopt_Nf4MatmulOp : Memopt_Op<"nf4_matmul",
 
 def Memopt_EmbeddingOp : Memopt_Op<"embedding",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_embedding", "", "in0, in1">.declaration;
   let summary = "row lookup in an embedding table";
   let description = [{
     `result[i..., :] = weight[indices[i...], :]`, as `nn.Embedding`.
@@ -850,6 +904,8 @@ def Memopt_EmbeddingOp : Memopt_Op<"embedding",
 
 def Memopt_EmbeddingGradOp : Memopt_Op<"embedding_grad",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_embedding_grad", "", "in0, in1">.declaration;
   let summary = "gradient of an embedding lookup";
   let description = [{
     A zero table of the result's type into which each row of `grad` is added
@@ -871,6 +927,8 @@ def Memopt_EmbeddingGradOp : Memopt_Op<"embedding_grad",
 class Memopt_ConvOpBase<string mnemonic, string firstName, string secondName,
                         list<Trait> traits = []>
     : Memopt_Op<mnemonic, !listconcat([Pure], traits)> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_" # mnemonic>.declaration;
   let arguments = !con(
       !dag(ins, [Memopt_FloatTensor, Memopt_FloatTensor],
            [firstName, secondName]),
@@ -930,6 +988,8 @@ def Memopt_Conv2DGradFilterOp
 
 class Memopt_PoolOpBase<string mnemonic, string summaryText>
     : Memopt_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_" # mnemonic>.declaration;
   let summary = summaryText;
   let arguments = (ins Memopt_FloatTensor:$input, Memopt_Pair:$kernel,
                        Memopt_Pair:$strides,
@@ -961,6 +1021,8 @@ def Memopt_AvgPool2DOp
 }
 
 def Memopt_MaxPool2DGradOp : Memopt_Op<"max_pool2d_grad", [Pure]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_max_pool2d_grad">.declaration;
   let summary = "gradient of 2-D max pooling";
   let description = [{
     Routes each element of `grad` to the position of its window's maximum in
@@ -978,6 +1040,8 @@ def Memopt_MaxPool2DGradOp : Memopt_Op<"max_pool2d_grad", [Pure]> {
 }
 
 def Memopt_AvgPool2DGradOp : Memopt_Op<"avg_pool2d_grad", [Pure]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_avg_pool2d_grad">.declaration;
   let summary = "gradient of 2-D average pooling";
   let description = [{
     Spreads each element of `grad` evenly over its window; the result type
@@ -999,6 +1063,8 @@ def Memopt_AvgPool2DGradOp : Memopt_Op<"avg_pool2d_grad", [Pure]> {
 
 def Memopt_AttentionOp : Memopt_Op<"attention",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_attention">.declaration;
   let summary = "scaled dot-product attention without the score matrix";
   let description = [{
     `softmax(mask(scale * q k^T)) v` with optional dropout on the
@@ -1040,6 +1106,8 @@ def Memopt_AttentionOp : Memopt_Op<"attention",
 def Memopt_AttentionGradOp : Memopt_Op<"attention_grad", [Pure,
     AllTypesMatch<["q", "grad_q"]>, AllTypesMatch<["k", "grad_k"]>,
     AllTypesMatch<["v", "grad_v"]>, AllTypesMatch<["out", "grad_out"]>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_attention_grad">.declaration;
   let summary = "gradient of memopt.attention";
   let description = [{
     The gradients of `q`, `k` and `v` from the forward's operands and
@@ -1103,7 +1171,7 @@ def Memopt_DropoutOp : Memopt_Op<"dropout",
     $input `p` $p `seed` $seed `stream` $stream (`shared` $shared^)?
     attr-dict `:` custom<SameTypes>(type($input), type($result))
   }];
-  let extraClassDeclaration = [{
+  let extraClassDeclaration = Memopt_RuntimeCall<"memopt_dropout">.declaration # [{
     /// How many consecutive elements share one mask bit.
     int64_t getGroupSize();
   }];
@@ -1115,6 +1183,8 @@ def Memopt_DropoutOp : Memopt_Op<"dropout",
 
 def Memopt_CrossEntropyOp : Memopt_Op<"cross_entropy",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_cross_entropy", "", "in0, in1">.declaration;
   let summary = "softmax cross-entropy with ignore_index and label smoothing";
   let description = [{
     `logits` is `[..., C]` and `labels` its leading dimensions. Items whose
@@ -1147,6 +1217,8 @@ def Memopt_CrossEntropyOp : Memopt_Op<"cross_entropy",
 }
 
 def Memopt_CrossEntropyGradOp : Memopt_Op<"cross_entropy_grad", [Pure]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_cross_entropy_grad", "", "in0, in1">.declaration;
   let summary = "gradient of cross-entropy with respect to the logits";
   let description = [{
     `grad * (softmax(logits) - (1 - ε) onehot(labels) - ε/C)` per item,
@@ -1170,6 +1242,8 @@ def Memopt_CrossEntropyGradOp : Memopt_Op<"cross_entropy_grad", [Pure]> {
 
 def Memopt_LinearCrossEntropyOp : Memopt_Op<"linear_cross_entropy",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_linear_cross_entropy", "", "in0, in1, in2">.declaration;
   let summary = "cross-entropy of a linear layer without its logits";
   let description = [{
     `cross_entropy(x w^T + bias, labels)` for `x` `[..., D]`, `w` `[C, D]`
@@ -1205,6 +1279,8 @@ def Memopt_LinearCrossEntropyOp : Memopt_Op<"linear_cross_entropy",
 
 def Memopt_LinearCrossEntropyGradOp
     : Memopt_Op<"linear_cross_entropy_grad", [Pure]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_linear_cross_entropy_grad", "", "in0, in1, in2">.declaration;
   let summary = "gradient of memopt.linear_cross_entropy";
   let description = [{
     The gradients of `x`, `w` and (when there is one) `bias` from the
@@ -1235,6 +1311,8 @@ def Memopt_LinearCrossEntropyGradOp
 def Memopt_Nf4LinearCrossEntropyOp
     : Memopt_Op<"nf4_linear_cross_entropy",
                 [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_nf4_linear_cross_entropy", "", "in0, in2">.declaration;
   let summary = "fused LM-head loss with an NF4-quantized frozen weight";
   let description = [{
     `memopt.linear_cross_entropy` whose weight is a frozen `[C, D]` matrix
@@ -1265,6 +1343,8 @@ def Memopt_Nf4LinearCrossEntropyOp
 
 def Memopt_Nf4LinearCrossEntropyGradOp
     : Memopt_Op<"nf4_linear_cross_entropy_grad", [Pure]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_nf4_linear_cross_entropy_grad", "", "in0, in2">.declaration;
   let summary = "gradient of memopt.nf4_linear_cross_entropy";
   let description = [{
     `memopt.linear_cross_entropy_grad` with the NF4 weight of the forward,
@@ -1289,6 +1369,8 @@ def Memopt_Nf4LinearCrossEntropyGradOp
 }
 
 def Memopt_LabelCountOp : Memopt_Op<"label_count", [Pure]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_label_count">.declaration;
   let summary = "number of labels that are not ignored";
   let description = [{
     The number of elements of `labels` that differ from `ignore_index`, as
@@ -1310,6 +1392,7 @@ def Memopt_LabelCountOp : Memopt_Op<"label_count", [Pure]> {
 
 def Memopt_MseLossOp : Memopt_Op<"mse_loss",
     [Pure, DeclareOpInterfaceMethods<Memopt_DifferentiableOpInterface>]> {
+  let extraClassDeclaration = Memopt_RuntimeCall<"memopt_mse_loss">.declaration;
   let summary = "mean squared error";
   let description = [{
     `sum((input - target)^2)`, divided by the element count under
@@ -1330,6 +1413,8 @@ def Memopt_MseLossOp : Memopt_Op<"mse_loss",
 }
 
 def Memopt_MseLossGradOp : Memopt_Op<"mse_loss_grad", [Pure]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_mse_loss_grad">.declaration;
   let summary = "gradient of the mean squared error";
   let description = [{
     `grad * 2 * (input - target)`, divided by the element count under
@@ -1353,6 +1438,8 @@ def Memopt_MseLossGradOp : Memopt_Op<"mse_loss_grad", [Pure]> {
 def Memopt_SgdUpdateOp : Memopt_Op<"sgd_update",
     [Pure, DeclareOpInterfaceMethods<Memopt_InPlaceOpInterface,
                                     ["mayWriteResultOver"]>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_sgd_update">.declaration;
   let summary = "SGD with momentum and weight decay";
   let description = [{
     As `torch.optim.SGD` (no dampening, not Nesterov):
@@ -1418,7 +1505,7 @@ def Memopt_AdamWUpdateOp : Memopt_Op<"adamw_update",
                                type($exp_avg), type($exp_avg_sq),
                                type($new_exp_avg), type($new_exp_avg_sq))
   }];
-  let extraClassDeclaration = [{
+  let extraClassDeclaration = Memopt_RuntimeCall<"memopt_adamw_update">.declaration # [{
     /// Whether the moments are stored in 8 bits.
     bool hasQuantizedState() {
       return getExpAvg().getType().getElementType().isInteger(8);
@@ -1429,6 +1516,7 @@ def Memopt_AdamWUpdateOp : Memopt_Op<"adamw_update",
 def Memopt_ScaleByOp : Memopt_Op<"scale_by",
     [Pure, DeclareOpInterfaceMethods<Memopt_InPlaceOpInterface,
                                     ["mayWriteResultOver"]>]> {
+  let extraClassDeclaration = Memopt_RuntimeCall<"memopt_scale_by">.declaration;
   let summary = "multiply a tensor by a scalar computed in the step";
   let description = [{
     `input * factor` for each element, in f32, with `factor` a 0-d f32
@@ -1491,6 +1579,8 @@ def Memopt_UnscaleOp : Memopt_Op<"unscale",
     [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>,
      DeclareOpInterfaceMethods<Memopt_InPlaceOpInterface,
                                ["mayWriteResultOver"]>]> {
+  let extraClassDeclaration =
+      Memopt_RuntimeCall<"memopt_unscale", "", "ins1">.declaration;
   let summary = "unscale gradients and check that all are finite";
   let description = [{
     Multiplies every gradient by `1 / scale` and returns them with
