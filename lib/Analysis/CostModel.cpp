@@ -24,7 +24,6 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Matchers.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
 #include <algorithm>
@@ -165,8 +164,8 @@ static OpCost getMatmulCost(OpCost cost, TypeRange ins, TypeRange outs,
 /// costs: for them `ins[0]` is the gradient of the forward output.
 static OpCost getConvCost(OpCost cost, llvm::StringRef name, TypeRange ins,
                           TypeRange outs) {
-  bool forward = name == "memopt.conv2d";
-  Type filter = name == "memopt.conv2d_grad_filter" ? outs[0] : ins[1];
+  bool forward = isOpNamed<Conv2DOp>(name);
+  Type filter = isOpNamed<Conv2DGradFilterOp>(name) ? outs[0] : ins[1];
   int64_t outputs = getNumElements(forward ? outs[0] : ins[0]);
   cost.flops = getConvFlops(outputs, filter);
   cost.isGemm = true;
@@ -203,7 +202,7 @@ static OpCost getAttentionCost(OpCost cost, llvm::StringRef name, TypeRange ins,
   if (attrs && attrs.get("causal"))
     for (int64_t i = 0, masked = 0; i < sq; ++i, pairs -= masked)
       masked = std::max<int64_t>(sk - i - 1, 0);
-  bool forward = name == "memopt.attention";
+  bool forward = isOpNamed<AttentionOp>(name);
   int64_t perPair = forward ? 2 * (d + dv) : 2 * (4 * d + 3 * dv);
   int64_t computed = saturatingMul(problems, pairs);
   cost.flops = saturatingMul(computed, perPair);
@@ -231,7 +230,7 @@ static OpCost getLinearLossCost(OpCost cost, llvm::StringRef name,
   int64_t products = saturatingMul(2, getNumElements(x)); // 2 rows D
   int64_t classes = nf4Shape ? nf4Shape[0] : w.getDimSize(0);
   int64_t logits = saturatingMul(products, classes);
-  bool forward = !name.ends_with("_grad");
+  bool forward = isOpNamed<LinearCrossEntropyOp, Nf4LinearCrossEntropyOp>(name);
   cost.flops = saturatingMul(forward ? 1 : nf4Shape ? 2 : 3, logits);
   if (!forward)
     cost.recomputeFlops = logits;
@@ -274,33 +273,22 @@ static OpCost computeCost(llvm::StringRef name, TypeRange ins, TypeRange outs,
   for (Type type : outs)
     cost.bytes = saturatingAdd(cost.bytes, getNumBytes(type));
 
-  if (name == "memopt.matmul" && ins.size() == 2 && outs.size() == 1)
+  if (isOpNamed<MatmulOp>(name) && ins.size() == 2 && outs.size() == 1)
     return getMatmulCost(cost, ins, outs, attrs);
-  if (name == "memopt.nf4_matmul" && ins.size() == 2 && !outs.empty())
+  if (isOpNamed<Nf4MatmulOp>(name) && ins.size() == 2 && !outs.empty())
     return getNf4MatmulCost(cost, ins, outs);
   if (ins.size() == 2 && outs.size() == 1 &&
-      (name == "memopt.conv2d" || name == "memopt.conv2d_grad_input" ||
-       name == "memopt.conv2d_grad_filter"))
+      isOpNamed<Conv2DOp, Conv2DGradInputOp, Conv2DGradFilterOp>(name))
     return getConvCost(cost, name, ins, outs);
-  if ((name == "memopt.attention" || name == "memopt.attention_grad") &&
-      ins.size() >= 3)
+  if (isOpNamed<AttentionOp, AttentionGradOp>(name) && ins.size() >= 3)
     return getAttentionCost(cost, name, ins, attrs);
-  if ((name == "memopt.linear_cross_entropy" ||
-       name == "memopt.linear_cross_entropy_grad" ||
-       name == "memopt.nf4_linear_cross_entropy" ||
-       name == "memopt.nf4_linear_cross_entropy_grad") &&
+  if (isOpNamed<LinearCrossEntropyOp, LinearCrossEntropyGradOp,
+                Nf4LinearCrossEntropyOp, Nf4LinearCrossEntropyGradOp>(name) &&
       ins.size() >= 2)
     return getLinearLossCost(cost, name, ins, attrs);
 
-  bool movesData =
-      llvm::StringSwitch<bool>(name)
-          .Cases({"memopt.constant", "memopt.reshape", "memopt.transpose",
-                  "memopt.broadcast", "memopt.slice", "memopt.slice_grad",
-                  "memopt.concat", "memopt.embedding", "memopt.cast",
-                  "memopt.increment"},
-                 true)
-          .Default(false);
-  if (movesData)
+  if (isOpNamed<ConstantOp, ReshapeOp, TransposeOp, BroadcastOp, SliceOp,
+                SliceGradOp, ConcatOp, EmbeddingOp, CastOp, IncrementOp>(name))
     return cost;
   int64_t largest = 0;
   for (Type type : ins)

@@ -264,7 +264,7 @@ void MemoryAccount::collectBuffers(Walk &walk, Operation *op) {
   if (lossIndex >= 0)
     for (auto [kernel, index] : walk.kernels)
       if (index == lossIndex &&
-          (kernel.getKernel() == "memopt.reshape" ||
+          (isOpNamed<ReshapeOp>(kernel.getKernel()) ||
            kernel.getKernel() == "shard.all_reduce") &&
           kernel.getIns().size() == 1)
         if (std::optional<unsigned> id = walk.lookupBuffer(kernel.getIns()[0]))
@@ -301,7 +301,7 @@ void MemoryAccount::markGradients(Walk &walk) {
   };
   for (auto [kernel, index] : walk.kernels) {
     llvm::StringRef name = kernel.getKernel();
-    if ((name == "memopt.adamw_update" || name == "memopt.sgd_update") &&
+    if (isOpNamed<AdamWUpdateOp, SgdUpdateOp>(name) &&
         kernel.getIns().size() >= 2)
       markGrad(kernel.getIns()[1]);
   }
@@ -313,12 +313,11 @@ void MemoryAccount::markGradients(Walk &walk) {
       llvm::StringRef name = writer.getKernel();
       auto ins = writer.getIns();
       // ZeRO scatters a flattened, zero-padded (slice_grad) accumulator.
-      if (name == "memopt.add" || name == "memopt.reshape" ||
-          name == "memopt.cast" || name == "memopt.slice_grad" ||
+      if (isOpNamed<AddOp, ReshapeOp, CastOp, SliceGradOp>(name) ||
           name == "shard.reduce_scatter") {
         for (Value in : ins)
           markGrad(in);
-      } else if (name == "memopt.unscale") {
+      } else if (isOpNamed<UnscaleOp>(name)) {
         // unscale(scale, d_1..d_n) -> (g_1..g_n, found_inf).
         for (auto [position, out] : llvm::enumerate(writer.getOuts()))
           if (walk.lookupBuffer(out) == id && position + 1 < ins.size())
@@ -346,7 +345,7 @@ void MemoryAccount::markParamCopies(Walk &walk, Operation *op) {
   if (auto func = dyn_cast<FunctionOpInterface>(op); func && !func.isExternal()) {
     llvm::SmallDenseSet<unsigned> masters;
     for (auto [kernel, index] : walk.kernels) {
-      if (kernel.getKernel() != "memopt.cast" || kernel.getIns().size() != 1 ||
+      if (!isOpNamed<CastOp>(kernel.getKernel()) || kernel.getIns().size() != 1 ||
           kernel.getOuts().size() != 1)
         continue;
       auto arg = dyn_cast<BlockArgument>(getRootBuffer(kernel.getIns()[0]));
@@ -408,14 +407,14 @@ MemoryAccount::markGatheredParams(Walk &walk, FunctionOpInterface func) {
     std::optional<unsigned> out = walk.lookupBuffer(kernel.getOuts()[0]);
     if (!out)
       continue;
-    if (name == "memopt.slice" || name == "memopt.reshape") {
+    if (isOpNamed<SliceOp, ReshapeOp>(name)) {
       if (in && buffers[*in].gathered)
         buffers[*out].gathered = true;
     } else if (name == "shard.all_gather") {
       std::optional<unsigned> param = getShardedParam(kernel.getIns()[0]);
       bool own = bool(param);
       if (!param && in && walk.writers[*in].size() == 1 &&
-          walk.writers[*in].front().getKernel() == "memopt.cast")
+          isOpNamed<CastOp>(walk.writers[*in].front().getKernel()))
         param = getShardedParam(walk.writers[*in].front().getIns()[0]);
       buffers[*out].gathered = param && !updated.contains(*param);
       if (own && buffers[*out].gathered)
@@ -443,9 +442,8 @@ void MemoryAccount::countModelState(Walk &walk) {
   auto getHeldGradient = [&](Value grad) {
     std::optional<unsigned> id = walk.lookupBuffer(grad);
     while (id && walk.writers[*id].size() == 1 &&
-           llvm::is_contained({llvm::StringRef("shard.reduce_scatter"),
-                               llvm::StringRef("memopt.slice_grad")},
-                              walk.writers[*id].front().getKernel())) {
+           (walk.writers[*id].front().getKernel() == "shard.reduce_scatter" ||
+            isOpNamed<SliceGradOp>(walk.writers[*id].front().getKernel()))) {
       std::optional<unsigned> source =
           walk.lookupBuffer(walk.writers[*id].front().getIns()[0]);
       if (!source)
@@ -459,7 +457,7 @@ void MemoryAccount::countModelState(Walk &walk) {
   llvm::SmallDenseSet<unsigned> heldGradients;
   for (auto [kernel, index] : walk.kernels) {
     llvm::StringRef name = kernel.getKernel();
-    if ((name == "memopt.adamw_update" || name == "memopt.sgd_update") &&
+    if (isOpNamed<AdamWUpdateOp, SgdUpdateOp>(name) &&
         kernel.getIns().size() >= 2)
       if (std::optional<unsigned> id = getHeldGradient(kernel.getIns()[1]);
           id && heldGradients.insert(*id).second)
@@ -553,10 +551,10 @@ void MemoryAccount::countFlops(Walk &walk) {
     fused.recomputeFlops = saturatingAdd(fused.recomputeFlops,
                                          cost.recomputeFlops);
     if (!kernel->hasAttr(MemoptDialect::kRecomputeAttrName)) {
-      fused.attention += kernel.getKernel() == "memopt.attention";
+      fused.attention += isOpNamed<AttentionOp>(kernel.getKernel());
       fused.linearCrossEntropy +=
-          kernel.getKernel() == "memopt.linear_cross_entropy" ||
-          kernel.getKernel() == "memopt.nf4_linear_cross_entropy";
+          isOpNamed<LinearCrossEntropyOp, Nf4LinearCrossEntropyOp>(
+              kernel.getKernel());
     }
     if (kernel->hasAttr(MemoptDialect::kRecomputeAttrName))
       recomputeFlops = saturatingAdd(recomputeFlops, flops);

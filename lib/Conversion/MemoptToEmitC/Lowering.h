@@ -212,7 +212,7 @@ private:
 
   /// Whether the kernel computes one of the ops `OpTys`.
   template <typename... OpTys> bool is() const {
-    return ((name == OpTys::getOperationName()) || ...);
+    return isOpNamed<OpTys...>(name);
   }
 
   static mlir::MemRefType typeOf(mlir::Value v) {

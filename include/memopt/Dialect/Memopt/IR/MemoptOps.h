@@ -21,4 +21,15 @@
 #define GET_OP_CLASSES
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h.inc"
 
+namespace memopt {
+
+/// Whether `name` is the name of one of the ops `OpTys`: how a pass that
+/// reads a memopt.kernel (whose op is a name after bufferization) recognizes
+/// that op by its class.
+template <typename... OpTys> bool isOpNamed(llvm::StringRef name) {
+  return ((name == OpTys::getOperationName()) || ...);
+}
+
+} // namespace memopt
+
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_H
