@@ -37,6 +37,14 @@ bool parseExtents(const nlohmann::json &json, std::vector<int64_t> &shape) {
   return true;
 }
 
+/// Sets `value` to the number `object` holds under `key`, if it holds one
+/// (the recorded hyper-parameters: their defaults stand otherwise).
+void readNumber(const nlohmann::json &object, const char *key, double &value) {
+  auto found = object.find(key);
+  if (found != object.end() && found->is_number())
+    value = found->get<double>();
+}
+
 /// Parses one argument object of the model description.
 bool parseArgument(const nlohmann::json &json, size_t index,
                    ModelArgument &argument, std::string &error) {
@@ -285,13 +293,8 @@ bool memopt::driver::parseModelDescription(const std::string &json,
       LossScaleDescription description;
       description.dynamic = *mode == "dynamic";
       description.scale = scale->get<double>();
-      auto number = [&](const char *key, double &value) {
-        auto found = lossScale->find(key);
-        if (found != lossScale->end() && found->is_number())
-          value = found->get<double>();
-      };
-      number("growth_factor", description.growthFactor);
-      number("backoff_factor", description.backoffFactor);
+      readNumber(*lossScale, "growth_factor", description.growthFactor);
+      readNumber(*lossScale, "backoff_factor", description.backoffFactor);
       auto interval = lossScale->find("growth_interval");
       if (interval != lossScale->end() && interval->is_number_integer())
         description.growthInterval = interval->get<int64_t>();
@@ -315,15 +318,10 @@ bool memopt::driver::parseModelDescription(const std::string &json,
         }
         description.kind = kind->get<std::string>();
       }
-      auto number = [&](const char *key, double &value) {
-        auto found = optimizer->find(key);
-        if (found != optimizer->end() && found->is_number())
-          value = found->get<double>();
-      };
-      number("lr", description.lr);
-      number("eps", description.eps);
-      number("momentum", description.momentum);
-      number("weight_decay", description.weightDecay);
+      readNumber(*optimizer, "lr", description.lr);
+      readNumber(*optimizer, "eps", description.eps);
+      readNumber(*optimizer, "momentum", description.momentum);
+      readNumber(*optimizer, "weight_decay", description.weightDecay);
       auto betas = optimizer->find("betas");
       if (betas != optimizer->end() && betas->is_array() &&
           betas->size() == 2 && (*betas)[0].is_number() &&
