@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Pipelines/Pipelines.h"
+#include "memopt/Support/ByteSize.h"
 #include "memopt/Conversion/Passes.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 
@@ -38,17 +39,9 @@
 #include "llvm/ADT/STLExtras.h"
 
 #include <cmath>
-#include <cstdio>
 
 using namespace mlir;
 using namespace memopt;
-
-/// `value` as "%g" prints it (1.5, not 1.500000e+00).
-static std::string formatNumber(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", value);
-  return text;
-}
 
 void MemoptPipelineOptions::registerAsFlags(
     llvm::ArrayRef<llvm::StringRef> names, llvm::cl::OptionCategory &category) {
@@ -87,10 +80,10 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options) {
   if (options.rematSnapshots < 0)
     return fail(
         "invalid --remat-snapshots=" + llvm::Twine(options.rematSnapshots) +
-        ": expected a positive integer (0: logarithmic)");
+        ": expected a non-negative integer (0: logarithmic)");
   if (options.lmLossChunk < 0)
     return fail("invalid --lm-loss-chunk=" + llvm::Twine(options.lmLossChunk) +
-                ": expected a positive integer (0: from the account)");
+                ": expected a non-negative integer (0: from the account)");
   if (options.zeroStage < 0 || options.zeroStage > 3)
     return fail("invalid --zero-stage=" + llvm::Twine(options.zeroStage) +
                 ": expected 0, 1, 2 or 3");

@@ -7,6 +7,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <cstdio>
 
 using namespace memopt;
 
@@ -70,4 +71,10 @@ std::string memopt::formatSeconds(double seconds) {
   if (seconds >= 1.0)
     return llvm::formatv("{0:f3} s", seconds).str();
   return llvm::formatv("{0:f2} ms", seconds * 1e3).str();
+}
+
+std::string memopt::formatNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
 }

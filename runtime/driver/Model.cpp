@@ -170,7 +170,7 @@ constexpr std::pair<const char *, TensorDtype> kDtypes[] = {
     {"i32", TensorDtype::I32},   {"i1", TensorDtype::Bool},
     {"u8", TensorDtype::U8}};
 
-/// The value of `key` in `table`'s second column, by its spelling.
+/// The entry of `table` spelled `name`.
 template <typename T, size_t N>
 bool lookup(const std::pair<const char *, T> (&table)[N],
             const std::string &name, T &value) {

@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <deque>
 #include <limits>
 
@@ -216,13 +215,6 @@ double toNumber(llvm::StringRef text) {
   if (text.trim().getAsDouble(value))
     return std::numeric_limits<double>::quiet_NaN();
   return value;
-}
-
-/// `value` as "%g" prints it (1.5, not 1.500000e+00).
-std::string formatNumber(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", value);
-  return text;
 }
 
 /// `text` as an integer; 0 when it is not one.
@@ -524,20 +516,19 @@ void memopt::registerFlags() {
   // The help text, with the defaults of the pipeline options; the texts
   // outlive the flags' references to them.
   static std::deque<std::string> texts;
-  auto number = formatNumber;
   auto describe = [](cl::Option &flag, const std::string &value) {
     texts.push_back((flag.HelpStr + " (default " + value + ")").str());
     flag.setDescription(texts.back());
   };
   describe(flags.optimizer, flags.optimizer);
-  describe(flags.lr, number(flags.lr));
-  describe(betas, number(flags.beta1) + "," + number(flags.beta2));
-  describe(flags.eps, number(flags.eps));
+  describe(flags.lr, formatNumber(flags.lr));
+  describe(betas, formatNumber(flags.beta1) + "," + formatNumber(flags.beta2));
+  describe(flags.eps, formatNumber(flags.eps));
   // setPipelineOptions: SGD's default is torch.optim's, no decay.
   describe(flags.weightDecay,
-           number(flags.weightDecay) + " for adamw, 0 for sgd");
-  describe(flags.momentum, number(flags.momentum));
-  describe(flags.lossScaleInit, number(flags.lossScaleInit) + ", GradScaler's");
+           formatNumber(flags.weightDecay) + " for adamw, 0 for sgd");
+  describe(flags.momentum, formatNumber(flags.momentum));
+  describe(flags.lossScaleInit, formatNumber(flags.lossScaleInit) + ", GradScaler's");
   describe(flags.lossScaleGrowthInterval,
            std::to_string(flags.lossScaleGrowthInterval) + ", GradScaler's");
   describe(flags.clipStrategy, "auto");

@@ -37,6 +37,15 @@ TEST(ByteSizeTest, FormatSeconds) {
   EXPECT_EQ(formatSeconds(2.3456), "2.346 s");
 }
 
+TEST(ByteSizeTest, FormatNumber) {
+  // As a user types the number: no trailing zeros, an exponent when small.
+  EXPECT_EQ(formatNumber(1.5), "1.5");
+  EXPECT_EQ(formatNumber(0.001), "0.001");
+  EXPECT_EQ(formatNumber(1e-8), "1e-08");
+  EXPECT_EQ(formatNumber(65536), "65536");
+  EXPECT_EQ(formatNumber(-1), "-1");
+}
+
 } // namespace
 
 TEST(ByteSizeTest, FormatBytes) {

@@ -1,7 +1,8 @@
 //===- ByteSize.h - sizes as users write and read them ------------*- C++ -*-===//
 //
 // Parses the memory sizes of memopt's command lines ("24GiB", "80GB",
-// "1.5 GiB", "4096") and formats the bytes, FLOPs and seconds memopt prints.
+// "1.5 GiB", "4096") and formats the bytes, FLOPs, seconds and numbers
+// memopt prints.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +33,10 @@ std::string formatFlops(int64_t flops);
 
 /// Formats a duration: "1.234 s", or "12.34 ms" below a second.
 std::string formatSeconds(double seconds);
+
+/// Formats a number as "%g" prints it, as a user types it: "1.5", "0.001",
+/// "1e-08" (not 1.500000e+00).
+std::string formatNumber(double value);
 
 } // namespace memopt
 

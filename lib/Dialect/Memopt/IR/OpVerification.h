@@ -10,13 +10,14 @@
 #ifndef MEMOPT_LIB_DIALECT_MEMOPT_IR_OPVERIFICATION_H
 #define MEMOPT_LIB_DIALECT_MEMOPT_IR_OPVERIFICATION_H
 
+#include "memopt/Support/ByteSize.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/STLExtras.h"
 
-#include <cstdio>
 #include <initializer_list>
 #include <string>
 
@@ -27,13 +28,6 @@ struct Named {
   mlir::StringRef name;
   mlir::Value value;
 };
-
-/// Formats a floating-point attribute value as a person would write it.
-inline std::string formatNumber(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", value);
-  return text;
-}
 
 inline mlir::RankedTensorType tensorType(mlir::Value value) {
   return mlir::cast<mlir::RankedTensorType>(value.getType());

@@ -28,6 +28,7 @@
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
+#include "memopt/Support/ByteSize.h"
 #include "memopt/Support/ModelState.h"
 #include "memopt/runtime/QuantizeMath.h"
 
@@ -38,7 +39,6 @@
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/Debug.h"
 
-#include <cstdio>
 
 #define DEBUG_TYPE "memopt-autodiff"
 
@@ -113,9 +113,7 @@ LogicalResult
 Hyperparameters::verify(OptimizerKind kind, StringRef what,
                         function_ref<InFlightDiagnostic()> error) const {
   auto bad = [&](StringRef name, double value, StringRef range) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%g", value);
-    return error() << what << name << "' is " << std::string(text)
+    return error() << what << name << "' is " << formatNumber(value)
                    << ", expected " << range;
   };
   if (!(lr >= 0.0))

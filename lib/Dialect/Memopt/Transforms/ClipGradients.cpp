@@ -33,6 +33,7 @@
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
+#include "memopt/Support/ByteSize.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -42,7 +43,6 @@
 #include "mlir/IR/IRMapping.h"
 
 #include <cmath>
-#include <cstdio>
 
 namespace memopt {
 #define GEN_PASS_DEF_CLIPGRADIENTSPASS
@@ -144,9 +144,8 @@ void ClipGradientsPass::runOnOperation() {
   if (!func)
     return signalPassFailure();
   if (!(maxNorm > 0) || !std::isfinite(maxNorm)) {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%g", double(maxNorm));
-    func.emitOpError() << "cannot clip the gradients to a norm of " << text
+    func.emitOpError() << "cannot clip the gradients to a norm of "
+                       << formatNumber(maxNorm)
                        << ": the largest norm must be a positive number";
     return signalPassFailure();
   }

@@ -36,6 +36,7 @@
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
+#include "memopt/Support/ByteSize.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -44,7 +45,6 @@
 #include "llvm/Support/Debug.h"
 
 #include <cmath>
-#include <cstdio>
 #include <functional>
 
 #define DEBUG_TYPE "memopt-mixed-precision"
@@ -158,13 +158,6 @@ static Type getWidest(Type a, Type b) {
   if (a == b)
     return a;
   return Float32Type::get(a.getContext());
-}
-
-/// `value` as "%g" prints it (1.5, not 1.500000e+00).
-static std::string formatNumber(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g", value);
-  return text;
 }
 
 LogicalResult
