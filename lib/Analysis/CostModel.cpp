@@ -369,13 +369,36 @@ StepCost memopt::estimateStepCost(Operation *func, const DeviceProfile &device,
                                   const CostModelOptions &options) {
   StepCost step;
   func->walk([&](Operation *op) {
-    OpCost cost = getOpCost(op);
-    if (cost.flops == 0 && cost.bytes == 0)
-      return;
     int64_t times = 1;
     for (auto loop = op->getParentOfType<scf::ForOp>(); loop;
          loop = loop->getParentOfType<scf::ForOp>())
       times = saturatingMul(times, getTripCount(loop));
+    // A copy over the host link: its bytes at the link's bandwidth.
+    auto kernel = dyn_cast<KernelOp>(op);
+    if (isa<TransferOp>(op) ||
+        (kernel && isOpNamed<TransferOp>(kernel.getKernel()))) {
+      auto type = cast<ShapedType>(kernel ? kernel.getOuts()[0].getType()
+                                          : op->getResult(0).getType());
+      int64_t bytes = type.getNumElements() *
+                      std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+      double seconds = estimateHostTransferSeconds(bytes, device) *
+                       static_cast<double>(times);
+      step.transferSeconds += seconds;
+      step.seconds += seconds;
+      return;
+    }
+    OpCost cost = getOpCost(op);
+    if (cost.flops == 0 && cost.bytes == 0)
+      return;
+    if (runsOnHost(op)) {
+      // The host streams the update's bytes at its memory bandwidth.
+      double seconds = static_cast<double>(cost.bytes) / options.hostBandwidth *
+                       static_cast<double>(times);
+      step.bytes = saturatingAdd(step.bytes, saturatingMul(cost.bytes, times));
+      step.hostSeconds += seconds;
+      step.seconds += seconds;
+      return;
+    }
     double seconds = estimateOpSeconds(cost, device, options);
     step.flops = saturatingAdd(step.flops, saturatingMul(cost.flops, times));
     step.bytes = saturatingAdd(step.bytes, saturatingMul(cost.bytes, times));

@@ -90,17 +90,19 @@ static Value getRootBuffer(Value value) {
   return value;
 }
 
-/// The pool of an argument with `memopt.role = role` (null: none); `shard`
-/// when it is a ZeRO shard (`memopt.shard_of`).
-static MemoryPoolKind getArgumentPool(StringAttr role, bool shard = false) {
+/// The pool of an argument with `memopt.role = role` (null: none); `master`
+/// when it is a ZeRO shard (`memopt.shard_of`) or in host memory
+/// (optimizer offload).
+static MemoryPoolKind getArgumentPool(StringAttr role, bool master = false) {
   std::optional<ArgumentRole> kind =
       role ? symbolizeArgumentRole(role.getValue()) : std::nullopt;
   if (!kind)
     return MemoryPoolKind::Data;
   switch (*kind) {
   case ArgumentRole::Param:
-    // A sharded parameter is the f32 master of a "param_copy".
-    return shard ? MemoryPoolKind::MasterParams : MemoryPoolKind::Params;
+    // A sharded or offloaded parameter is the f32 master of a
+    // "param_copy".
+    return master ? MemoryPoolKind::MasterParams : MemoryPoolKind::Params;
   case ArgumentRole::ParamCopy:
   case ArgumentRole::Frozen:
     return MemoryPoolKind::Params;
@@ -161,6 +163,9 @@ MemoryAccount::MemoryAccount(Operation *op, int64_t alignment) {
   if (auto arena =
           op->getAttrOfType<IntegerAttr>(MemoptDialect::kArenaBytesAttrName))
     arenaBytes = arena.getInt();
+  if (auto host = op->getAttrOfType<IntegerAttr>(
+          MemoptDialect::kHostArenaBytesAttrName))
+    hostArenaBytes = host.getInt();
 
   countArguments(walk, op);
   collectBuffers(walk, op);
@@ -183,11 +188,14 @@ void MemoryAccount::countArguments(Walk &walk, Operation *op) {
           index, MemoptDialect::kRoleAttrName);
       auto shardOf = func.getArgAttrOfType<DenseI64ArrayAttr>(
           index, MemoptDialect::kShardOfAttrName);
-      MemoryPoolKind pool = getArgumentPool(role, bool(shardOf));
+      bool host = !func.isExternal() &&
+                  getMemoryKind(func.getArgument(index)) == MemoryKind::Host;
+      MemoryPoolKind pool = getArgumentPool(role, shardOf || host);
       auto memref = dyn_cast<MemRefType>(type);
       int64_t bytes = memref ? getMemRefSizeInBytes(memref, op).value_or(0) : 0;
-      argumentBytes[static_cast<unsigned>(pool)] =
-          saturatingAdd(argumentBytes[static_cast<unsigned>(pool)], bytes);
+      PoolBytes &where = host ? hostArgumentBytes : argumentBytes;
+      where[static_cast<unsigned>(pool)] =
+          saturatingAdd(where[static_cast<unsigned>(pool)], bytes);
       if (role &&
           role.getValue() == stringifyArgumentRole(ArgumentRole::Frozen) &&
           memref && memref.hasStaticShape()) {
@@ -234,6 +242,7 @@ void MemoryAccount::collectBuffers(Walk &walk, Operation *op) {
     if (auto offset =
             alloc->getAttrOfType<IntegerAttr>(MemoptDialect::kOffsetAttrName))
       buffer.offset = offset.getInt();
+    buffer.host = getMemoryKind(alloc) == MemoryKind::Host;
     walk.bufferOf[alloc.getResult()] = buffers.size();
     buffers.push_back(std::move(buffer));
   }
@@ -312,8 +321,9 @@ void MemoryAccount::markGradients(Walk &walk) {
         continue;
       llvm::StringRef name = writer.getKernel();
       auto ins = writer.getIns();
-      // ZeRO scatters a flattened, zero-padded (slice_grad) accumulator.
-      if (isOpNamed<AddOp, ReshapeOp, CastOp, SliceGradOp>(name) ||
+      // ZeRO scatters a flattened, zero-padded (slice_grad) accumulator;
+      // offload copies the gradient to the host.
+      if (isOpNamed<AddOp, ReshapeOp, CastOp, SliceGradOp, TransferOp>(name) ||
           name == "shard.reduce_scatter") {
         for (Value in : ins)
           markGrad(in);
@@ -349,10 +359,13 @@ void MemoryAccount::markParamCopies(Walk &walk, Operation *op) {
           kernel.getOuts().size() != 1)
         continue;
       auto arg = dyn_cast<BlockArgument>(getRootBuffer(kernel.getIns()[0]));
-      // (Not ZeRO's sharded master: the cast of its new slice is gathered
-      // into the "param_copy" argument, counted with the arguments.)
+      // (Not ZeRO's sharded master, nor the host's master under offload:
+      // the cast of its new value goes into the "param_copy" argument,
+      // counted with the arguments.)
       if (!isParamArgument(func, arg) ||
-          func.getArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName))
+          func.getArgAttr(arg.getArgNumber(),
+                          MemoptDialect::kShardOfAttrName) ||
+          getMemoryKind(arg) == MemoryKind::Host)
         continue;
       if (std::optional<unsigned> id = walk.lookupBuffer(kernel.getOuts()[0])) {
         buffers[*id].pool = MemoryPoolKind::Params;
@@ -388,10 +401,17 @@ void MemoryAccount::markParamCopies(Walk &walk, Operation *op) {
 /// the masters of a copy.
 llvm::SmallDenseSet<unsigned>
 MemoryAccount::markGatheredParams(Walk &walk, FunctionOpInterface func) {
+  // (Under offload, ZeRO-3 gathers the device's copy of the shard.)
   auto getShardedParam = [&](Value value) -> std::optional<unsigned> {
     auto arg = dyn_cast<BlockArgument>(getRootBuffer(value));
-    if (!isParamArgument(func, arg) ||
+    if (!arg || arg.getOwner() != &func.getFunctionBody().front() ||
         !func.getArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName))
+      return std::nullopt;
+    auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  MemoptDialect::kRoleAttrName);
+    if (!role ||
+        (role.getValue() != stringifyArgumentRole(ArgumentRole::Param) &&
+         role.getValue() != stringifyArgumentRole(ArgumentRole::ParamCopy)))
       return std::nullopt;
     return arg.getArgNumber();
   };
@@ -417,7 +437,8 @@ MemoryAccount::markGatheredParams(Walk &walk, FunctionOpInterface func) {
           isOpNamed<CastOp>(walk.writers[*in].front().getKernel()))
         param = getShardedParam(walk.writers[*in].front().getIns()[0]);
       buffers[*out].gathered = param && !updated.contains(*param);
-      if (own && buffers[*out].gathered)
+      if (own && buffers[*out].gathered &&
+          isParamArgument(func, func.getArgument(*param)))
         weights.insert(*param);
     }
     if (buffers[*out].gathered)
@@ -431,19 +452,23 @@ void MemoryAccount::countModelState(Walk &walk) {
   modelState.weights =
       argumentBytes[static_cast<unsigned>(MemoryPoolKind::Params)] -
       modelState.frozenWeights;
-  modelState.masterWeights =
-      argumentBytes[static_cast<unsigned>(MemoryPoolKind::MasterParams)];
-  modelState.optimizer =
-      argumentBytes[static_cast<unsigned>(MemoryPoolKind::Optimizer)];
+  auto both = [&](MemoryPoolKind pool) {
+    return saturatingAdd(argumentBytes[static_cast<unsigned>(pool)],
+                         hostArgumentBytes[static_cast<unsigned>(pool)]);
+  };
+  modelState.masterWeights = both(MemoryPoolKind::MasterParams);
+  modelState.optimizer = both(MemoryPoolKind::Optimizer);
   for (const auto &entry : walk.copyBytes)
     modelState.weights = saturatingAdd(modelState.weights, entry.second);
   // A gradient that ZeRO stage 1 scatters after the loop is held whole
-  // until then: the step's gradient is the scattered buffer.
+  // until then: the step's gradient is the scattered buffer. Under offload
+  // the update reads the host's copy of the device's gradient.
   auto getHeldGradient = [&](Value grad) {
     std::optional<unsigned> id = walk.lookupBuffer(grad);
     while (id && walk.writers[*id].size() == 1 &&
            (walk.writers[*id].front().getKernel() == "shard.reduce_scatter" ||
-            isOpNamed<SliceGradOp>(walk.writers[*id].front().getKernel()))) {
+            isOpNamed<SliceGradOp, TransferOp>(
+                walk.writers[*id].front().getKernel()))) {
       std::optional<unsigned> source =
           walk.lookupBuffer(walk.writers[*id].front().getIns()[0]);
       if (!source)
@@ -475,8 +500,8 @@ void MemoryAccount::computeTimeline(Walk &walk, int64_t alignment) {
   for (const AccountedBuffer &buffer : buffers) {
     const BufferInterval &interval = buffer.interval;
     int64_t size = buffer.getSizeBytes();
-    if (size <= 0 || interval.start < 0 || interval.end < interval.start ||
-        interval.end >= walk.numOps)
+    if (size <= 0 || buffer.host || interval.start < 0 ||
+        interval.end < interval.start || interval.end >= walk.numOps)
       continue;
     SmallVector<int64_t> &delta =
         buffer.pool == MemoryPoolKind::Grads    ? gradDelta
@@ -546,6 +571,17 @@ void MemoryAccount::collectSavedActivations() {
 /// 5. FLOPs.
 void MemoryAccount::countFlops(Walk &walk) {
   for (auto [kernel, index] : walk.kernels) {
+    if (isOpNamed<TransferOp>(kernel.getKernel()) &&
+        kernel.getOuts().size() == 1) {
+      auto to = kernel.getOpAttributes().getAs<MemoryKindAttr>("to");
+      int64_t bytes =
+          getMemRefSizeInBytes(cast<MemRefType>(kernel.getOuts()[0].getType()),
+                               kernel)
+              .value_or(0);
+      int64_t &total =
+          to && to.getValue() == MemoryKind::Host ? bytesToHost : bytesToDevice;
+      total = saturatingAdd(total, bytes);
+    }
     OpCost cost = getOpCost(kernel);
     int64_t flops = cost.flops;
     fused.recomputeFlops = saturatingAdd(fused.recomputeFlops,
@@ -572,6 +608,13 @@ int64_t MemoryAccount::getTotalBytesAtPeak() const {
   return total;
 }
 
+int64_t MemoryAccount::getHostBytes() const {
+  int64_t total = hostArenaBytes;
+  for (int64_t bytes : hostArgumentBytes)
+    total = saturatingAdd(total, bytes);
+  return total;
+}
+
 int64_t MemoryAccount::getArgumentBytes() const {
   int64_t total = 0;
   for (int64_t bytes : argumentBytes)
@@ -593,7 +636,8 @@ SmallVector<unsigned> MemoryAccount::getBuffersLiveAtPeak() const {
     return live;
   for (auto [id, buffer] : llvm::enumerate(buffers))
     if (buffer.interval.start <= peakIndex &&
-        peakIndex <= buffer.interval.end && buffer.getSizeBytes() > 0)
+        peakIndex <= buffer.interval.end && buffer.getSizeBytes() > 0 &&
+        !buffer.host)
       live.push_back(id);
   llvm::stable_sort(live, [&](unsigned a, unsigned b) {
     return buffers[a].getSizeBytes() > buffers[b].getSizeBytes();
@@ -619,6 +663,15 @@ void MemoryAccount::print(llvm::raw_ostream &os) const {
   for (unsigned pool = 0; pool < kNumMemoryPools; ++pool)
     os << " " << getMemoryPoolName(static_cast<MemoryPoolKind>(pool)) << "="
        << poolsAtPeak[pool];
+  if (getHostBytes()) {
+    os << "\n  host: arena_bytes=" << hostArenaBytes
+       << " to_host=" << bytesToHost << " to_device=" << bytesToDevice
+       << " pools:";
+    for (unsigned pool = 0; pool < kNumMemoryPools; ++pool)
+      if (hostArgumentBytes[pool])
+        os << " " << getMemoryPoolName(static_cast<MemoryPoolKind>(pool)) << "="
+           << hostArgumentBytes[pool];
+  }
   os << "\n  peak: index=" << peakIndex
      << " op=" << getReportedOpName(getPeakOp()) << " scope=\""
      << getReportedScope(getPeakOp()) << "\" bytes=" << getPeakBytes()
@@ -630,8 +683,9 @@ void MemoryAccount::print(llvm::raw_ostream &os) const {
      << " recompute=" << getRecomputeFlops() << "\n";
   for (const AccountedBuffer &buffer : buffers) {
     os << "  buffer " << buffer.interval.id << " "
-       << getMemoryPoolName(buffer.pool) << " size=" << buffer.getSizeBytes()
-       << " live=[" << buffer.interval.start << ", " << buffer.interval.end
+       << getMemoryPoolName(buffer.pool) << (buffer.host ? " host" : "")
+       << " size=" << buffer.getSizeBytes() << " live=["
+       << buffer.interval.start << ", " << buffer.interval.end
        << "] producer=" << buffer.producerIndex << " scope=\"" << buffer.scope
        << "\"\n";
   }

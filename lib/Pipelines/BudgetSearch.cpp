@@ -47,6 +47,8 @@ std::string Combination::str() const {
     text += " / 8-bit state";
   if (frozenWeights == "nf4")
     text += " / NF4 frozen";
+  if (offload)
+    text += " / offload";
   if (ranks > 1)
     text += llvm::formatv(" / ZeRO-{0} x {1} ranks", zeroStage, ranks).str();
   return text;
@@ -83,6 +85,7 @@ std::string memopt::applyCombination(const Combination &combination,
   options.zeroStage = combination.zeroStage;
   options.optimizerStateBits = combination.stateBits;
   options.frozenWeights = combination.frozenWeights;
+  options.offload = combination.offload ? "optimizer" : "none";
   if (llvm::Error error = validateMemoptPipelineOptions(options))
     return llvm::toString(std::move(error));
   return "";
@@ -141,6 +144,7 @@ static CombinationResult compileCombination(ModuleOp module,
   row.argumentBytes = account.getArgumentBytes();
   row.arenaBytes = account.getArenaBytes().value_or(0);
   row.plannedPeakBytes = row.argumentBytes + row.arenaBytes;
+  row.hostBytes = account.getHostBytes();
   row.pools = account.getPoolsAtPeak();
   for (const auto &entry : account.getSavedByScope())
     row.savedActivationBytes += entry.second;
@@ -380,6 +384,26 @@ static std::string explainState(const ExploreResult &result,
       wide ? formatBytes(wide->modelState.optimizer) : std::string("32 bits"));
 }
 
+/// Why the chosen combination offloads the optimizer: nothing fits the
+/// device with it resident, and what the offload costs each step.
+static std::string explainOffload(const ExploreResult &result,
+                                  const ExploreOptions &options,
+                                  const CombinationResult &chosen) {
+  const CombinationResult *resident = findSmallest(
+      result, [](const Combination &c) { return !c.offload && c.ranks == 1; });
+  return llvm::formatv(
+      "optimizer offload applied: no combination fits one device with its "
+      "optimizer state in device memory{0}; the f32 master weights and the "
+      "optimizer state live in host memory ({1} there), and each step "
+      "copies the gradients down and the weights up over {2}, {3} "
+      "(--offload=optimizer, docs/Offload.md), before more devices",
+      resident ? " (the smallest, " + resident->combination.str() + ", needs " +
+                     formatBytes(resident->plannedPeakBytes) + ")"
+               : std::string(),
+      formatBytes(chosen.hostBytes), options.device->hostLink,
+      formatSeconds(chosen.cost.transferSeconds));
+}
+
 /// Why the chosen combination (single-device, NF4 frozen weights)
 /// quantizes them.
 static std::string explainFrozen(const ExploreResult &result,
@@ -423,6 +447,8 @@ static void explain(ExploreResult &result, const ExploreOptions &options,
     lines.push_back(explainState(result, chosen));
   if (c.frozenWeights == "nf4" && options.mayQuantizeFrozen)
     lines.push_back(explainFrozen(result, chosen));
+  if (c.offload)
+    lines.push_back(explainOffload(result, options, chosen));
   if (c.ranks > 1)
     lines.push_back(explainZero(result, c));
   lines.push_back(llvm::formatv(
@@ -466,17 +492,17 @@ static void findRemedies(ExploreResult &result, const ExploreOptions &options) {
   if (auto remedy =
           shard("shard-optimizer", peak, optimizer, options.budgetBytes))
     result.remedies.push_back(*remedy);
-  // ZeRO-Offload: the optimizer state and the f32 master weights live on
-  // the host, the weights the device computes with stay on it, all of them
-  // (not only the low-precision copies live at the peak); each step the
-  // gradients go to the host in those weights' dtype and the updated
-  // weights come back: twice their bytes over the link.
+  // ZeRO-Offload (--offload=optimizer, when the smallest row has not
+  // offloaded already): the optimizer state and the f32 master weights
+  // live on the host, the weights the device computes with stay on it, all
+  // of them (not only the low-precision copies live at the peak); each step
+  // the f32 gradients go to the host and the updated weights come back.
   int64_t offloaded = optimizer + row.getPool(MemoryPoolKind::MasterParams);
   int64_t onDevice = peak - offloaded - row.getPool(MemoryPoolKind::Params) +
                      row.modelState.weights;
-  if (onDevice <= options.budgetBytes) {
+  if (!row.combination.offload && onDevice <= options.budgetBytes) {
     Remedy offload{"offload-optimizer", 0, onDevice, offloaded};
-    offload.transferBytes = 2 * row.modelState.weights;
+    offload.transferBytes = row.modelState.grads + row.modelState.weights;
     offload.transferSeconds =
         estimateHostTransferSeconds(offload.transferBytes, *options.device);
     result.remedies.push_back(offload);
@@ -510,6 +536,26 @@ static bool addQuantizedStateRows(ModuleOp module,
         compileCombination(module, base, combination, options));
   }
   return !wide.empty();
+}
+
+/// Adds the single-device rows whose moments have `stateBits` again with
+/// the optimizer offloaded (not the budget strategy's, whose arena budget
+/// assumed the arguments on the device). Returns whether it added any.
+static bool addOffloadRows(ModuleOp module, const MemoptPipelineOptions &base,
+                           const ExploreOptions &options, unsigned stateBits,
+                           ExploreResult &result) {
+  std::vector<Combination> resident;
+  for (const CombinationResult &row : result.rows)
+    if (row.compiled() && row.combination.ranks == 1 &&
+        !row.combination.offload && row.combination.remat != "budget" &&
+        row.combination.stateBits == stateBits)
+      resident.push_back(row.combination);
+  for (Combination combination : resident) {
+    combination.offload = true;
+    result.rows.push_back(
+        compileCombination(module, base, combination, options));
+  }
+  return !resident.empty();
 }
 
 /// Whether the loss function of `module` has a frozen argument (which NF4
@@ -592,11 +638,12 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
   auto start = std::chrono::steady_clock::now();
   ExploreResult result;
   countItems(module, result);
-  // Every combination keeps the state precision the options give, until
-  // the search quantizes it.
+  // Every combination keeps the state precision and the offload the
+  // options give, until the search quantizes or offloads it.
   auto withBaseState = [&](Combination c) {
     c.stateBits = base.optimizerStateBits;
     c.frozenWeights = base.frozenWeights;
+    c.offload = base.offload == "optimizer";
     return c;
   };
 
@@ -710,6 +757,17 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
       base.dataParallel == 1 && hasFrozenWeights(module) &&
       addNf4FrozenRows(module, base, options, result))
     recount();
+  // Then the optimizer in host memory, which computes what the step
+  // without offload does: with the user's moments first, then with the
+  // 8-bit moments the search made.
+  if (!result.chosen && options.mayOffload && base.dataParallel == 1 &&
+      base.offload == "none") {
+    if (addOffloadRows(module, base, options, base.optimizerStateBits, result))
+      recount();
+    if (!result.chosen && base.optimizerStateBits != 8 &&
+        addOffloadRows(module, base, options, 8, result))
+      recount();
+  }
   if (!result.chosen && base.dataParallel == 1 &&
       addShardedRows(module, base, options, result))
     recount();

@@ -1,8 +1,9 @@
 //===- Context.cu - CUDA runtime context and memory -----------------------===//
 //
 // The context (device, stream, cuBLASLt and cuDNN handles, events, the arena
-// and the workspace, each one cudaMalloc), the sticky error with device-side
-// errors, memory entries, casts and selection.
+// and the workspace, each one cudaMalloc, and offload's page-locked host
+// arena), the sticky error with device-side errors, memory entries (with
+// memopt_transfer between device and host memory), casts and selection.
 //
 //===----------------------------------------------------------------------===//
 
@@ -361,6 +362,8 @@ void memopt_context_destroy(memopt_context *ctx) {
     cudaStreamSynchronize(ctx->stream);
   if (ctx->arena)
     cudaFree(ctx->arena);
+  if (ctx->hostArena)
+    cudaFreeHost(ctx->hostArena);
   if (ctx->workspace)
     cudaFree(ctx->workspace);
   destroyPlans(ctx->gemmPlans);
@@ -441,6 +444,43 @@ void *memopt_arena_allocate(memopt_context *ctx, uint64_t bytes) {
                                          ctx->stream)))
     return nullptr;
   return block;
+}
+
+void *memopt_host_arena_allocate(memopt_context *ctx, uint64_t bytes) {
+  const char *entry = "memopt_host_arena_allocate";
+  if (!isLive(ctx))
+    return nullptr;
+  // Queued copies may still read or write the old block.
+  if (ctx->hostArena) {
+    if (!MEMOPT_CUDA_CHECK(ctx, entry, cudaStreamSynchronize(ctx->stream)) ||
+        !MEMOPT_CUDA_CHECK(ctx, entry, cudaFreeHost(ctx->hostArena)))
+      return nullptr;
+  }
+  ctx->hostArena = nullptr;
+  ctx->hostArenaBytes = 0;
+  uint64_t rounded = (bytes + 255) / 256 * 256;
+  if (rounded == 0)
+    rounded = 256;
+  void *block = nullptr;
+  // Page-locked, so that memopt_transfer's copies are DMA transfers; its
+  // pages are page-aligned, beyond the 256 bytes promised.
+  cudaError_t error =
+      cudaHostAlloc(&block, static_cast<size_t>(rounded), cudaHostAllocDefault);
+  if (error != cudaSuccess) {
+    cudaGetLastError();
+    setError(ctx, MEMOPT_ERROR_OUT_OF_MEMORY, entry,
+             "cudaHostAlloc of %llu bytes failed: %s",
+             static_cast<unsigned long long>(bytes), cudaGetErrorString(error));
+    return nullptr;
+  }
+  std::memset(block, 0, static_cast<size_t>(rounded));
+  ctx->hostArena = block;
+  ctx->hostArenaBytes = bytes;
+  return block;
+}
+
+uint64_t memopt_host_arena_size(const memopt_context *ctx) {
+  return ctx ? ctx->hostArenaBytes : 0;
 }
 
 void *memopt_arena_base(const memopt_context *ctx) {
@@ -576,6 +616,22 @@ void memopt_copy_to_host(memopt_context *ctx, void *dst, const void *src,
 void memopt_copy(memopt_context *ctx, void *dst, const void *src,
                  uint64_t bytes) {
   copyBytes(ctx, "memopt_copy", dst, src, bytes, cudaMemcpyDeviceToDevice);
+}
+
+void memopt_transfer(memopt_context *ctx, memopt_transfer_direction direction,
+                     const void *src, void *dst, uint64_t bytes) {
+  const char *entry = "memopt_transfer";
+  if (!checkTransfer(ctx, entry, direction, src, dst, bytes) || !bytes)
+    return;
+  cudaMemcpyKind kind = direction == MEMOPT_TO_HOST ? cudaMemcpyDeviceToHost
+                                                    : cudaMemcpyHostToDevice;
+  // The wait lets the host entries that follow read complete data and the
+  // caller reuse the host buffer; synchronize() also notices a failed
+  // collective while it waits.
+  if (MEMOPT_CUDA_CHECK(ctx, entry,
+                        cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes),
+                                        kind, ctx->stream)))
+    MEMOPT_CUDA_CHECK(ctx, entry, synchronize(ctx, entry));
 }
 
 template <typename T>

@@ -65,6 +65,11 @@ struct memopt_context {
   /// The arena: one cudaMalloc.
   void *arena = nullptr;
   uint64_t arenaBytes = 0;
+  /// The host arena of optimizer offload: one cudaHostAlloc (page-locked),
+  /// not device memory, so counted in neither the high-water mark nor the
+  /// measured bytes.
+  void *hostArena = nullptr;
+  uint64_t hostArenaBytes = 0;
   /// The workspace: one cudaMalloc of MEMOPT_CUDA_WORKSPACE_BYTES, in the
   /// slices of WorkspaceLayout.h: `library` for cuBLASLt and cuDNN,
   /// `scratch` for the kernels' own f32 scratch, then the error record.

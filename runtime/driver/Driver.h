@@ -87,8 +87,11 @@ ParseResult parseDriverArguments(int argc, const char *const *argv,
 const char *getDriverUsage();
 
 /// The generated training step (docs/Pipeline.md, section 4), and the
-/// evaluation step, which has the same signature.
-using TrainStepFunction = void (*)(memopt_context *, void *const *, uint8_t *);
+/// evaluation step, which has the same signature: the context, the
+/// arguments, the scratch arena and the host arena's scratch (optimizer
+/// offload; null without).
+using TrainStepFunction = void (*)(memopt_context *, void *const *, uint8_t *,
+                                   uint8_t *);
 
 /// Exit codes of runDriver.
 enum DriverExitCode {

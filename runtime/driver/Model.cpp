@@ -138,6 +138,15 @@ bool parseArgument(const nlohmann::json &json, size_t index,
     }
     argument.nf4Of = std::move(dims);
   }
+  if (const nlohmann::json *memory = field("memory")) {
+    if (!memory->is_string() || (memory->get<std::string>() != "host" &&
+                                 memory->get<std::string>() != "device")) {
+      error = where + " has an invalid memory (expected \"host\" or "
+                      "\"device\")";
+      return false;
+    }
+    argument.host = memory->get<std::string>() == "host";
+  }
   if (const nlohmann::json *full = field("shard_of")) {
     std::vector<int64_t> dims;
     uint64_t fullElements = 0;
@@ -227,6 +236,14 @@ bool memopt::driver::parseModelDescription(const std::string &json,
       return false;
     }
     model.arenaBytes = arena->get<uint64_t>();
+    if (auto host = root.find("host_arena_bytes"); host != root.end()) {
+      if (!host->is_number_unsigned() ||
+          host->get<uint64_t>() > kMaxArenaBytes) {
+        error = "'host_arena_bytes' is not a non-negative integer below 2^62";
+        return false;
+      }
+      model.hostArenaBytes = host->get<uint64_t>();
+    }
     auto arguments = root.find("arguments");
     if (arguments == root.end() || !arguments->is_array()) {
       error = "'arguments' is not an array";
@@ -436,12 +453,21 @@ bool memopt::driver::parseModelDescription(const std::string &json,
                                    return argument.role == Role::Param &&
                                           argument.name == copy.name;
                                  });
-      if (master == model.arguments.end() ||
-          master->dtype != TensorDtype::F32 || master->shardOf != copy.shape ||
-          (copy.dtype != TensorDtype::F16 && copy.dtype != TensorDtype::BF16)) {
+      // ZeRO's whole low-precision copy of a sharded master, or
+      // offload's device copy of a host master, in the master's layout.
+      bool low =
+          copy.dtype == TensorDtype::F16 || copy.dtype == TensorDtype::BF16;
+      bool valid = master != model.arguments.end() &&
+                   master->dtype == TensorDtype::F32 &&
+                   ((low && master->shardOf == copy.shape && !copy.shardOf) ||
+                    ((low || copy.dtype == TensorDtype::F32) && master->host &&
+                     !copy.host && master->shape == copy.shape &&
+                     master->shardOf == copy.shardOf));
+      if (!valid) {
         error = "argument '" + copy.name +
                 "' (param_copy) is not the f16 or bf16 copy of a sharded f32 "
-                "param of its name and shape";
+                "param of its name and shape, nor the device copy of a host "
+                "one (optimizer offload)";
         return false;
       }
       master->copyIndex = i;
@@ -501,6 +527,8 @@ OrderedJson toJson(const ModelArgument &argument) {
     json["nf4_of"] = *argument.nf4Of;
   if (argument.shardOf)
     json["shard_of"] = *argument.shardOf;
+  if (argument.host)
+    json["memory"] = "host";
   return json;
 }
 
@@ -518,6 +546,9 @@ std::string
 memopt::driver::writeModelDescription(const ModelDescription &model) {
   std::string text =
       "{\n  \"arena_bytes\": " + std::to_string(model.arenaBytes);
+  if (model.hostArenaBytes)
+    text +=
+        ",\n  \"host_arena_bytes\": " + std::to_string(model.hostArenaBytes);
   auto field = [&](const char *key, const OrderedJson &value) {
     text += std::string(",\n  \"") + key + "\": " + dumpLine(value);
   };

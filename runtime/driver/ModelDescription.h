@@ -29,10 +29,11 @@ namespace memopt::driver {
 constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 62;
 
 /// The role of a training-step argument (`memopt.role`). A ParamCopy is the
-/// low-precision copy of the "param" of its name, whose f32 master weights
-/// ZeRO shards: loaded as the cast of the master's checkpoint tensor, never
-/// saved. A Frozen weight is loaded with the parameters, never written by
-/// the step, and saved unchanged.
+/// copy the device computes with of the "param" of its name, whose f32
+/// master weights ZeRO shards or optimizer offload keeps in host memory:
+/// loaded as the cast of the master's checkpoint tensor, never saved. A Frozen
+/// weight is loaded with the parameters, never written by the step, and saved
+/// unchanged.
 enum class Role { Param, Frozen, Input, Label, State, Optim, Loss, ParamCopy };
 
 /// Whether the checkpoint holds arguments of `role`: the weights (trained
@@ -81,9 +82,13 @@ struct ModelArgument {
   std::optional<std::vector<int64_t>> nf4Of;
   /// Bytes of the whole tensor: byteSize, or the shardOf tensor's.
   uint64_t wholeByteSize = 0;
-  /// A sharded f32 master: the index of its "param_copy" argument, which
-  /// is loaded from the same checkpoint tensor.
+  /// An f32 master weight with a "param_copy" (ZeRO's sharded master, or
+  /// the host's master under optimizer offload): the index of the copy,
+  /// which is loaded from the same checkpoint tensor.
   std::optional<size_t> copyIndex;
+  /// Optimizer offload (docs/Offload.md): the argument lives in host memory
+  /// (`"memory": "host"`), the f32 master weights and the optimizer state.
+  bool host = false;
 };
 
 /// The "optimizer" section: the optimizer the step was compiled with and
@@ -125,6 +130,9 @@ struct EvalDescription {
 struct ModelDescription {
   /// Bytes of the scratch arena the training step addresses.
   uint64_t arenaBytes = 0;
+  /// Bytes of its scratch arena in host memory (optimizer offload;
+  /// "host_arena_bytes", 0 without).
+  uint64_t hostArenaBytes = 0;
   /// The arguments of `@train_step`, in order; exactly one has role Loss.
   std::vector<ModelArgument> arguments;
   /// The index of the loss argument in `arguments`.

@@ -19,9 +19,11 @@ using namespace memopt::driver;
 
 // The generated steps and model description (as main.cpp binds them).
 extern "C" void memopt_train_step(memopt_context *ctx, void *const *args,
-                                  uint8_t *scratch);
-extern "C" __attribute__((weak)) void
-memopt_eval_step(memopt_context *ctx, void *const *args, uint8_t *scratch);
+                                  uint8_t *scratch, uint8_t *host_scratch);
+extern "C" __attribute__((weak)) void memopt_eval_step(memopt_context *ctx,
+                                                       void *const *args,
+                                                       uint8_t *scratch,
+                                                       uint8_t *host_scratch);
 extern "C" const char memopt_model_json[];
 
 struct memopt_program {

@@ -55,8 +55,11 @@ volatile std::sig_atomic_t stopSignal = 0;
 extern "C" void requestStop(int signal) { stopSignal = signal; }
 
 /// Rounds the f32 values in `bytes` to `dtype` (f16 or bf16) in place, as
-/// `memopt.cast` does: the low-precision copy of a sharded master.
+/// `memopt.cast` does: the low-precision copy of a master. An f32 copy is
+/// the master's bits.
 void castToCopy(std::vector<unsigned char> &bytes, TensorDtype dtype) {
+  if (dtype == TensorDtype::F32)
+    return;
   size_t count = bytes.size() / sizeof(float);
   for (size_t i = 0; i < count; ++i) {
     float value;
@@ -343,7 +346,8 @@ int TrainRun::bindEval() {
                       "' is no training-step argument of its dtype and "
                       "shape");
     evalTrainIndex[i] = static_cast<size_t>(same - model.arguments.begin());
-    evalSources[i] = same->shardOf ? EvalSource::Gathered : EvalSource::Shared;
+    evalSources[i] =
+        same->shardOf || same->host ? EvalSource::Gathered : EvalSource::Shared;
   }
   // The caller's batches come in the training step's order.
   evalBatchByTrainOrder.clear();
@@ -412,7 +416,7 @@ void TrainRun::bindCallerTensor(void *&slot, void *data, uint64_t bytes) {
 }
 
 int TrainRun::runEvalStep(float &loss, const std::string &when) {
-  evalStep(ctx.get(), evalArgs.data(), base + scratchOffset);
+  evalStep(ctx.get(), evalArgs.data(), base + scratchOffset, nullptr);
   memopt_copy_to_host(ctx.get(), &loss, evalArgs[evalLossIndex], sizeof(loss));
   if (memopt_get_status(ctx.get()) != MEMOPT_OK)
     return fail(DriverRuntimeError, "runtime error during the evaluation" +
@@ -457,15 +461,21 @@ int TrainRun::evaluate(uint64_t done) {
 }
 
 int TrainRun::loadArena() {
-  uint64_t total = 0;
+  // The arguments in host memory (optimizer offload) go to the host arena.
+  uint64_t total = 0, hostTotal = 0;
   for (const ModelArgument &argument : model.arguments) {
-    offsets.push_back(total);
+    uint64_t &end = argument.host ? hostTotal : total;
+    offsets.push_back(end);
     uint64_t padded =
         (argument.byteSize + kAlignment - 1) / kAlignment * kAlignment;
-    if (padded > kMaxArenaBytes - total)
+    if (padded > kMaxArenaBytes - end)
       return fail(DriverInputError, "the model's tensors exceed 2^62 bytes");
-    total += padded;
+    end += padded;
   }
+  hostScratchOffset = hostTotal;
+  if (model.hostArenaBytes > kMaxArenaBytes - hostTotal)
+    return fail(DriverInputError, "the model's host arena exceeds 2^62 bytes");
+  hostTotal += model.hostArenaBytes;
   // The evaluation step's own buffers; its arena is the training step's.
   uint64_t arenaBytes = model.arenaBytes;
   if (evaluates()) {
@@ -503,6 +513,14 @@ int TrainRun::loadArena() {
     return fail(DriverRuntimeError, "cannot allocate the arena of " +
                                         std::to_string(total) +
                                         " bytes: " + runtimeMessage());
+  if (hostTotal) {
+    hostBase = static_cast<unsigned char *>(
+        memopt_host_arena_allocate(ctx.get(), hostTotal));
+    if (!hostBase)
+      return fail(DriverRuntimeError, "cannot allocate the host arena of " +
+                                          std::to_string(hostTotal) +
+                                          " bytes: " + runtimeMessage());
+  }
 
   // The arena is zero-filled: arguments without a source (fresh optimizer
   // state, the loss) need nothing more.
@@ -545,15 +563,22 @@ int TrainRun::loadArena() {
       castToCopy(staging, argument.dtype);
     }
     if (bytes)
-      memopt_copy_from_host(ctx.get(), base + offsets[i],
-                            staging.data() + from, bytes);
-    // The whole low-precision copy of a sharded master, from the same
-    // (broadcast) tensor.
+      copyIn(i, 0, staging.data() + from, bytes);
+    // The copy of a master the device computes with, from the same
+    // (broadcast) tensor: whole (ZeRO), or in the master's own layout
+    // (offload: the rank's shard of it with ZeRO-3).
     if (argument.copyIndex) {
       const ModelArgument &copy = model.arguments[*argument.copyIndex];
       castToCopy(staging, copy.dtype);
-      memopt_copy_from_host(ctx.get(), base + offsets[*argument.copyIndex],
-                            staging.data(), copy.byteSize);
+      uint64_t copyFrom = 0, copyBytes = copy.byteSize;
+      if (copy.shardOf) {
+        copyFrom = std::min<uint64_t>(static_cast<uint64_t>(collectives.rank) *
+                                          copy.byteSize,
+                                      staging.size());
+        copyBytes = std::min(copyBytes, staging.size() - copyFrom);
+      }
+      if (copyBytes)
+        copyIn(*argument.copyIndex, 0, staging.data() + copyFrom, copyBytes);
     }
     if (argument.name == "optimizer.step" &&
         argument.dtype == TensorDtype::I64 && argument.shape.empty()) {
@@ -573,15 +598,15 @@ int TrainRun::loadArena() {
                 "cannot load the tensors: " + runtimeMessage());
   memopt_set_step(ctx.get(), firstStep);
   hostMemory = std::strcmp(memopt_runtime_name(), "host") == 0;
-  for (uint64_t offset : offsets)
-    stepArgs.push_back(base + offset);
+  for (size_t i = 0; i < offsets.size(); ++i)
+    stepArgs.push_back(address(i));
   return DriverSuccess;
 }
 
 void TrainRun::bindBatch(void *const *batch) {
   for (size_t j = 0; j < batchArguments.size(); ++j) {
     size_t i = batchArguments[j];
-    stepArgs[i] = base + offsets[i];
+    stepArgs[i] = address(i);
     if (batch)
       bindCallerTensor(stepArgs[i], batch[j], model.arguments[i].byteSize);
   }
@@ -617,7 +642,8 @@ int TrainRun::runStep(std::optional<double> lr, StepResult &result) {
   result.lr = model.optimizer.lr * factor;
   memopt_set_lr_scale(ctx.get(), factor);
   memopt_step_begin(ctx.get());
-  step(ctx.get(), stepArgs.data(), base + scratchOffset);
+  step(ctx.get(), stepArgs.data(), base + scratchOffset,
+       hostBase ? hostBase + hostScratchOffset : nullptr);
   result.seconds = memopt_step_end(ctx.get());
   memopt_copy_to_host(ctx.get(), &result.loss, stepArgs[model.lossIndex],
                       sizeof(result.loss));
@@ -820,6 +846,20 @@ int TrainRun::printStats(const std::vector<double> &seconds) {
   return DriverSuccess;
 }
 
+void TrainRun::copyIn(size_t i, uint64_t at, const void *src, uint64_t bytes) {
+  if (model.arguments[i].host)
+    std::memcpy(address(i) + at, src, bytes);
+  else
+    memopt_copy_from_host(ctx.get(), address(i) + at, src, bytes);
+}
+
+void TrainRun::copyOut(size_t i, uint64_t at, void *dst, uint64_t bytes) {
+  if (model.arguments[i].host)
+    std::memcpy(dst, address(i) + at, bytes);
+  else
+    memopt_copy_to_host(ctx.get(), dst, address(i) + at, bytes);
+}
+
 int TrainRun::readWhole(size_t i, std::vector<unsigned char> &bytes) {
   const ModelArgument &argument = model.arguments[i];
   uint64_t shard = argument.byteSize;
@@ -827,8 +867,7 @@ int TrainRun::readWhole(size_t i, std::vector<unsigned char> &bytes) {
                                    : 0;
   bytes.assign(argument.shardOf ? shard * collectives.size : shard, 0);
   if (shard)
-    memopt_copy_to_host(ctx.get(), bytes.data() + rank * shard,
-                        base + offsets[i], shard);
+    copyOut(i, 0, bytes.data() + rank * shard, shard);
   if (memopt_get_status(ctx.get()) != MEMOPT_OK)
     return fail(DriverRuntimeError,
                 "cannot read back '" + argument.name + "': " +
@@ -893,7 +932,7 @@ int TrainRun::write(size_t i, const void *bytes, uint64_t size) {
   if (argument.shardOf || size != argument.byteSize)
     return fail(DriverInputError, "cannot write '" + argument.name + "'");
   if (size)
-    memopt_copy_from_host(ctx.get(), base + offsets[i], bytes, size);
+    copyIn(i, 0, bytes, size);
   if (memopt_get_status(ctx.get()) != MEMOPT_OK)
     return fail(DriverRuntimeError,
                 "cannot write '" + argument.name + "': " + runtimeMessage());

@@ -159,6 +159,15 @@ private:
   }
   /// Lays out the arena, allocates it and copies the tensors in.
   int loadArena();
+  /// Where training-step argument `i` lives: in the arena, or in the host
+  /// arena.
+  unsigned char *address(size_t i) const {
+    return (model.arguments[i].host ? hostBase : base) + offsets[i];
+  }
+  /// Copies `bytes` bytes from host memory `src` to `at` bytes into
+  /// argument `i`, or out of it to `dst`.
+  void copyIn(size_t i, uint64_t at, const void *src, uint64_t bytes);
+  void copyOut(size_t i, uint64_t at, void *dst, uint64_t bytes);
   /// Runs the steps, printing the losses.
   int runSteps();
   /// Prints the --stats line.
@@ -201,6 +210,10 @@ private:
   uint64_t stepsRun = 0;
   ContextPtr ctx;
   unsigned char *base = nullptr;
+  /// The host arena (optimizer offload): the arguments in host memory,
+  /// then the step's host scratch at hostScratchOffset. Null without.
+  unsigned char *hostBase = nullptr;
+  uint64_t hostScratchOffset = 0;
   /// Whether the runtime's memory is host memory (the batch is then read
   /// where the caller holds it).
   bool hostMemory = false;
@@ -216,7 +229,8 @@ private:
     /// The training step's argument `evalTrainIndex`.
     Shared,
     /// Its own buffer, filled before each evaluation with the training
-    /// step's argument `evalTrainIndex` gathered whole (a ZeRO shard).
+    /// step's argument `evalTrainIndex` gathered whole (a ZeRO shard) or
+    /// copied from host memory (an offloaded master).
     Gathered
   };
   std::unique_ptr<BatchSource> evalData;

@@ -15,11 +15,13 @@
 #include <unistd.h>
 
 extern "C" void memopt_train_step(memopt_context *ctx, void *const *args,
-                                  uint8_t *scratch);
+                                  uint8_t *scratch, uint8_t *host_scratch);
 // Weak: a program linked without an evaluation step (the driver's tests)
 // has none, and the driver says so when asked to evaluate.
-extern "C" __attribute__((weak)) void
-memopt_eval_step(memopt_context *ctx, void *const *args, uint8_t *scratch);
+extern "C" __attribute__((weak)) void memopt_eval_step(memopt_context *ctx,
+                                                       void *const *args,
+                                                       uint8_t *scratch,
+                                                       uint8_t *host_scratch);
 extern "C" const char memopt_model_json[];
 
 int main(int argc, char **argv) {

@@ -106,6 +106,7 @@ void memopt_context_destroy(memopt_context *ctx) {
     return;
   destroyConvPrimitives(ctx->convPrimitives);
   std::free(ctx->arena);
+  std::free(ctx->hostArena);
   delete ctx;
 }
 
@@ -124,27 +125,38 @@ void memopt_clear_error(memopt_context *ctx) {
   ctx->message.clear();
 }
 
-void *memopt_arena_allocate(memopt_context *ctx, uint64_t bytes) {
-  if (!isLive(ctx))
-    return nullptr;
-  std::free(ctx->arena);
-  ctx->arena = nullptr;
-  ctx->arenaBytes = 0;
+/// Replaces the block at `arena` (`arenaBytes` bytes) with a 256-byte
+/// aligned, zero-filled one of `bytes` bytes: the device arena and the host
+/// arena, which on the host are the same kind of memory.
+static void *replaceArena(memopt_context *ctx, const char *entry, void *&arena,
+                          uint64_t &arenaBytes, uint64_t bytes) {
+  std::free(arena);
+  arena = nullptr;
+  arenaBytes = 0;
   // aligned_alloc needs a size that is a multiple of the alignment.
   uint64_t rounded = (bytes + 255) / 256 * 256;
   if (rounded == 0)
     rounded = 256;
   void *block = std::aligned_alloc(256, static_cast<size_t>(rounded));
   if (!block) {
-    setError(ctx, MEMOPT_ERROR_OUT_OF_MEMORY, "memopt_arena_allocate",
+    setError(ctx, MEMOPT_ERROR_OUT_OF_MEMORY, entry,
              "cannot allocate %llu bytes",
              static_cast<unsigned long long>(bytes));
     return nullptr;
   }
   std::memset(block, 0, static_cast<size_t>(rounded));
-  ctx->arena = block;
-  ctx->arenaBytes = bytes;
-  updateHighWater(ctx);
+  arena = block;
+  arenaBytes = bytes;
+  return block;
+}
+
+void *memopt_arena_allocate(memopt_context *ctx, uint64_t bytes) {
+  if (!isLive(ctx))
+    return nullptr;
+  void *block = replaceArena(ctx, "memopt_arena_allocate", ctx->arena,
+                             ctx->arenaBytes, bytes);
+  if (block)
+    updateHighWater(ctx);
   return block;
 }
 
@@ -154,6 +166,18 @@ void *memopt_arena_base(const memopt_context *ctx) {
 
 uint64_t memopt_arena_size(const memopt_context *ctx) {
   return ctx ? ctx->arenaBytes : 0;
+}
+
+void *memopt_host_arena_allocate(memopt_context *ctx, uint64_t bytes) {
+  // Host memory: not counted in the high-water mark of device memory.
+  if (!isLive(ctx))
+    return nullptr;
+  return replaceArena(ctx, "memopt_host_arena_allocate", ctx->hostArena,
+                      ctx->hostArenaBytes, bytes);
+}
+
+uint64_t memopt_host_arena_size(const memopt_context *ctx) {
+  return ctx ? ctx->hostArenaBytes : 0;
 }
 
 uint64_t memopt_memory_high_water(const memopt_context *ctx) {
@@ -232,6 +256,13 @@ void memopt_copy_to_host(memopt_context *ctx, void *dst, const void *src,
 void memopt_copy(memopt_context *ctx, void *dst, const void *src,
                  uint64_t bytes) {
   copyBytes(ctx, "memopt_copy", dst, src, bytes);
+}
+
+void memopt_transfer(memopt_context *ctx, memopt_transfer_direction direction,
+                     const void *src, void *dst, uint64_t bytes) {
+  if (checkTransfer(ctx, "memopt_transfer", direction, src, dst, bytes) &&
+      bytes)
+    std::memmove(dst, src, static_cast<size_t>(bytes));
 }
 
 void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
@@ -314,9 +345,10 @@ static void castIndices(memopt_dtype inDtype, const void *input,
   }
 }
 
-void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
-                 memopt_dtype out_dtype, void *output, int64_t n) {
-  const char *entry = "memopt_cast";
+/// memopt_cast and memopt_host_cast, whose errors name `entry`.
+static void castTensor(memopt_context *ctx, const char *entry,
+                       memopt_dtype in_dtype, const void *input,
+                       memopt_dtype out_dtype, void *output, int64_t n) {
   if (!checkDTypes(ctx, entry, {in_dtype, out_dtype}) ||
       !checkExtents(ctx, entry, {n}) ||
       !checkPointers(ctx, entry, n, {input, output}))
@@ -343,6 +375,17 @@ void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
     storeF32(out_dtype, buffer, static_cast<char *>(output) + begin * outSize,
              count);
   }
+}
+
+void memopt_cast(memopt_context *ctx, memopt_dtype in_dtype, const void *input,
+                 memopt_dtype out_dtype, void *output, int64_t n) {
+  castTensor(ctx, "memopt_cast", in_dtype, input, out_dtype, output, n);
+}
+
+void memopt_host_cast(memopt_context *ctx, memopt_dtype in_dtype,
+                      const void *input, memopt_dtype out_dtype, void *output,
+                      int64_t n) {
+  castTensor(ctx, "memopt_host_cast", in_dtype, input, out_dtype, output, n);
 }
 
 void memopt_where(memopt_context *ctx, memopt_dtype dtype, const uint8_t *cond,

@@ -32,6 +32,10 @@ struct memopt_context {
   /// The arena: one 256-byte aligned block.
   void *arena = nullptr;
   uint64_t arenaBytes = 0;
+  /// The host arena of optimizer offload (memopt_host_arena_allocate): one
+  /// 256-byte aligned block, not counted in the high-water mark.
+  void *hostArena = nullptr;
+  uint64_t hostArenaBytes = 0;
   /// Bytes of workspace currently held by kernels, and the peak of arena plus
   /// workspace.
   uint64_t workspaceBytes = 0;

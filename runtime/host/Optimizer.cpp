@@ -1,9 +1,10 @@
 //===- Optimizer.cpp - host optimizer updates and loss scaling ------------===//
 //
 // SGD and AdamW (the formulas of memopt/runtime/OptimizerMath.h, shared with
-// the CUDA runtime), and GradScaler's unscale / non-finite check and
-// scale update. A skipped step (found_inf) copies every input to its output,
-// so an update applied in place leaves the state untouched.
+// the CUDA runtime), their memopt_host_* twins of optimizer offload, and
+// GradScaler's unscale / non-finite check and scale update. A skipped step
+// (found_inf) copies every input to its output, so an update applied in place
+// leaves the state untouched.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,25 +43,19 @@ bool getAdamWCoefficients(memopt_context *ctx, const char *entry,
                           const int64_t *step, double lr, double beta1,
                           double beta2, double eps, double weightDecay,
                           AdamWCoefficients &c) {
-  if (*step < 1) {
-    setError(ctx, MEMOPT_ERROR_INVALID_ARGUMENT, entry,
-             "step %lld is not a 1-based update count",
-             static_cast<long long>(*step));
+  if (!checkUpdateCount(ctx, entry, *step))
     return false;
-  }
   c = adamwCoefficients(lr * ctx->lrScale, beta1, beta2, eps, weightDecay,
                         *step);
   return true;
 }
 
-} // namespace
-
-void memopt_sgd_update(memopt_context *ctx, memopt_dtype dtype,
-                       const void *param, const void *grad,
-                       const void *momentum_buffer, const uint8_t *skip,
-                       void *new_param, void *new_momentum_buffer, int64_t n,
-                       double lr, double momentum, double weight_decay) {
-  const char *entry = "memopt_sgd_update";
+/// memopt_sgd_update and memopt_host_sgd_update (host memory is the host
+/// runtime's memory), whose errors name `entry`.
+void sgdUpdate(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+               const void *param, const void *grad, const void *momentum_buffer,
+               const uint8_t *skip, void *new_param, void *new_momentum_buffer,
+               int64_t n, double lr, double momentum, double weight_decay) {
   if (!checkFloatTensors(
           ctx, entry, dtype, {n},
           {param, grad, momentum_buffer, new_param, new_momentum_buffer}) ||
@@ -89,15 +84,13 @@ void memopt_sgd_update(memopt_context *ctx, memopt_dtype dtype,
   outBuf.commit();
 }
 
-void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
-                         const void *param, const void *grad,
-                         const void *exp_avg, const void *exp_avg_sq,
-                         const int64_t *step, const uint8_t *skip,
-                         void *new_param, void *new_exp_avg,
-                         void *new_exp_avg_sq, int64_t n, double lr,
-                         double beta1, double beta2, double eps,
-                         double weight_decay) {
-  const char *entry = "memopt_adamw_update";
+/// memopt_adamw_update and memopt_host_adamw_update.
+void adamwUpdate(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+                 const void *param, const void *grad, const void *exp_avg,
+                 const void *exp_avg_sq, const int64_t *step,
+                 const uint8_t *skip, void *new_param, void *new_exp_avg,
+                 void *new_exp_avg_sq, int64_t n, double lr, double beta1,
+                 double beta2, double eps, double weight_decay) {
   if (!checkFloatTensors(ctx, entry, dtype, {n},
                          {param, grad, exp_avg, exp_avg_sq, new_param,
                           new_exp_avg, new_exp_avg_sq}) ||
@@ -139,15 +132,13 @@ void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
   outV.commit();
 }
 
-void memopt_adamw8bit_update(memopt_context *ctx, memopt_dtype dtype,
-                             const void *param, const void *grad,
-                             const void *exp_avg, const void *exp_avg_sq,
-                             const int64_t *step, const uint8_t *skip,
-                             void *new_param, void *new_exp_avg,
-                             void *new_exp_avg_sq, int64_t n, double lr,
-                             double beta1, double beta2, double eps,
-                             double weight_decay) {
-  const char *entry = "memopt_adamw8bit_update";
+/// memopt_adamw8bit_update and memopt_host_adamw8bit_update.
+void adamw8bitUpdate(memopt_context *ctx, const char *entry, memopt_dtype dtype,
+                     const void *param, const void *grad, const void *exp_avg,
+                     const void *exp_avg_sq, const int64_t *step,
+                     const uint8_t *skip, void *new_param, void *new_exp_avg,
+                     void *new_exp_avg_sq, int64_t n, double lr, double beta1,
+                     double beta2, double eps, double weight_decay) {
   if (!checkFloatTensors(ctx, entry, dtype, {n}, {param, grad, new_param}) ||
       !checkPointers(ctx, entry, 1,
                      {exp_avg, exp_avg_sq, new_exp_avg, new_exp_avg_sq,
@@ -201,6 +192,89 @@ void memopt_adamw8bit_update(memopt_context *ctx, memopt_dtype dtype,
               });
   outP.commit();
 }
+
+} // namespace
+
+void memopt_sgd_update(memopt_context *ctx, memopt_dtype dtype,
+                       const void *param, const void *grad,
+                       const void *momentum_buffer, const uint8_t *skip,
+                       void *new_param, void *new_momentum_buffer, int64_t n,
+                       double lr, double momentum, double weight_decay) {
+  sgdUpdate(ctx, "memopt_sgd_update", dtype, param, grad, momentum_buffer, skip,
+            new_param, new_momentum_buffer, n, lr, momentum, weight_decay);
+}
+
+void memopt_adamw_update(memopt_context *ctx, memopt_dtype dtype,
+                         const void *param, const void *grad,
+                         const void *exp_avg, const void *exp_avg_sq,
+                         const int64_t *step, const uint8_t *skip,
+                         void *new_param, void *new_exp_avg,
+                         void *new_exp_avg_sq, int64_t n, double lr,
+                         double beta1, double beta2, double eps,
+                         double weight_decay) {
+  adamwUpdate(ctx, "memopt_adamw_update", dtype, param, grad, exp_avg,
+              exp_avg_sq, step, skip, new_param, new_exp_avg, new_exp_avg_sq, n,
+              lr, beta1, beta2, eps, weight_decay);
+}
+
+void memopt_adamw8bit_update(memopt_context *ctx, memopt_dtype dtype,
+                             const void *param, const void *grad,
+                             const void *exp_avg, const void *exp_avg_sq,
+                             const int64_t *step, const uint8_t *skip,
+                             void *new_param, void *new_exp_avg,
+                             void *new_exp_avg_sq, int64_t n, double lr,
+                             double beta1, double beta2, double eps,
+                             double weight_decay) {
+  adamw8bitUpdate(ctx, "memopt_adamw8bit_update", dtype, param, grad, exp_avg,
+                  exp_avg_sq, step, skip, new_param, new_exp_avg,
+                  new_exp_avg_sq, n, lr, beta1, beta2, eps, weight_decay);
+}
+
+//===----------------------------------------------------------------------===//
+// Host memory (offload): host memory is this runtime's memory, so each
+// memopt_host_* update is its device counterpart under its own name.
+//===----------------------------------------------------------------------===//
+
+void memopt_host_sgd_update(memopt_context *ctx, memopt_dtype dtype,
+                            const void *param, const void *grad,
+                            const void *momentum_buffer, const uint8_t *skip,
+                            void *new_param, void *new_momentum_buffer,
+                            int64_t n, double lr, double momentum,
+                            double weight_decay) {
+  sgdUpdate(ctx, "memopt_host_sgd_update", dtype, param, grad, momentum_buffer,
+            skip, new_param, new_momentum_buffer, n, lr, momentum,
+            weight_decay);
+}
+
+void memopt_host_adamw_update(memopt_context *ctx, memopt_dtype dtype,
+                              const void *param, const void *grad,
+                              const void *exp_avg, const void *exp_avg_sq,
+                              const int64_t *step, const uint8_t *skip,
+                              void *new_param, void *new_exp_avg,
+                              void *new_exp_avg_sq, int64_t n, double lr,
+                              double beta1, double beta2, double eps,
+                              double weight_decay) {
+  adamwUpdate(ctx, "memopt_host_adamw_update", dtype, param, grad, exp_avg,
+              exp_avg_sq, step, skip, new_param, new_exp_avg, new_exp_avg_sq, n,
+              lr, beta1, beta2, eps, weight_decay);
+}
+
+void memopt_host_adamw8bit_update(memopt_context *ctx, memopt_dtype dtype,
+                                  const void *param, const void *grad,
+                                  const void *exp_avg, const void *exp_avg_sq,
+                                  const int64_t *step, const uint8_t *skip,
+                                  void *new_param, void *new_exp_avg,
+                                  void *new_exp_avg_sq, int64_t n, double lr,
+                                  double beta1, double beta2, double eps,
+                                  double weight_decay) {
+  adamw8bitUpdate(ctx, "memopt_host_adamw8bit_update", dtype, param, grad,
+                  exp_avg, exp_avg_sq, step, skip, new_param, new_exp_avg,
+                  new_exp_avg_sq, n, lr, beta1, beta2, eps, weight_decay);
+}
+
+//===----------------------------------------------------------------------===//
+// Loss scaling
+//===----------------------------------------------------------------------===//
 
 void memopt_increment(memopt_context *ctx, const int64_t *step,
                       const uint8_t *skip, int64_t *out) {

@@ -92,3 +92,25 @@ func.func @train_step(%loss: memref<f32> {memopt.role = "loss", memopt.name = "l
   %slot = memref.view %flat[%shift][] : memref<256xi8> to memref<4xf32>
   return
 }
+
+// -----
+
+// Only the optimizer updates and casts have host entries.
+func.func @train_step(%x: memref<8xf32> {memopt.role = "input", memopt.name = "x", memopt.memory = "host"},
+                      %loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
+    attributes {memopt.arena_bytes = 0 : i64, memopt.host_arena_bytes = 256 : i64, memopt.train_step} {
+  %h = memref.alloc() {memopt.memory = "host", memopt.offset = 0 : i64} : memref<8xf32>
+  // expected-error @+1 {{'memopt.kernel' op 'memopt.relu' cannot be lowered: it is marked memopt.on_host, but only the optimizer updates and casts have host entries}}
+  memopt.kernel "memopt.relu" ins(%x : memref<8xf32>) outs(%h : memref<8xf32>) with {} {memopt.on_host}
+  return
+}
+
+// -----
+
+// A host buffer needs the host arena.
+func.func @train_step(%loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
+    attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
+  // expected-error @+1 {{'memref.alloc' op is in host memory, but the function has no 'memopt.host_arena_bytes' (run --memopt-plan-buffers first)}}
+  %h = memref.alloc() {memopt.memory = "host", memopt.offset = 0 : i64} : memref<8xf32>
+  return
+}

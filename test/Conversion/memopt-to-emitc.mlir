@@ -6,7 +6,7 @@
 // CHECK-NEXT: emitc.include <"cstdint">
 // CHECK-NEXT: emitc.include "memopt/runtime.h"
 // CHECK-LABEL: emitc.func @memopt_train_step
-// CHECK-SAME: (%[[CTX:.*]]: !emitc.ptr<!emitc.opaque<"memopt_context">>, %[[ARGS:.*]]: !emitc.ptr<!emitc.opaque<"void *const">>, %[[SCRATCH:.*]]: !emitc.ptr<ui8>) attributes {specifiers = ["extern \22C\22"]}
+// CHECK-SAME: (%[[CTX:.*]]: !emitc.ptr<!emitc.opaque<"memopt_context">>, %[[ARGS:.*]]: !emitc.ptr<!emitc.opaque<"void *const">>, %[[SCRATCH:[^:]*]]: !emitc.ptr<ui8>, %[[HOST:.*]]: !emitc.ptr<ui8>) attributes {specifiers = ["extern \22C\22"]}
 // CHECK-NEXT: %[[I0:.*]] = "emitc.constant"() <{value = 0 : index}> : () -> index
 // CHECK-NEXT: %[[S0:.*]] = subscript %[[ARGS]][%[[I0]]]
 // CHECK-NEXT: %[[L0:.*]] = load %[[S0]]

@@ -9,7 +9,7 @@
 // CHECK-NEXT: #include <cstdint>
 // CHECK-NEXT: #include "memopt/runtime.h"
 // CHECK: static const int64_t [[SHAPE:memopt_i64_[0-9]+]][4] = {2, 3, 4, 4};
-// CHECK: extern "C" void memopt_train_step(memopt_context* [[CTX:v[0-9]+]], void *const* [[ARGS:v[0-9]+]], uint8_t* [[SCRATCH:v[0-9]+]]) {
+// CHECK: extern "C" void memopt_train_step(memopt_context* [[CTX:v[0-9]+]], void *const* [[ARGS:v[0-9]+]], uint8_t* [[SCRATCH:v[0-9]+]], uint8_t* [[HOST:v[0-9]+]]) {
 // CHECK-NEXT: size_t [[I0:v[0-9]+]] = 0;
 // CHECK-NEXT: void *const [[A0:v[0-9]+]] = [[ARGS]][[[I0]]];
 // CHECK-NEXT: float* [[X:v[0-9]+]] = (float*) [[A0]];

@@ -106,3 +106,38 @@ func.func @no_arena() attributes {memopt.train_step} {
 // expected-error @below {{no function marked 'memopt.train_step' to verify the plan of (run --memopt-autodiff first)}}
 module {
 }
+
+// -----
+
+// Optimizer offload: each arena is checked on its own buffers, and each
+// kernel reads and writes only the memory it runs in.
+func.func @offload_valid(%g: memref<8xf32>, %p: memref<8xf32> {memopt.memory = "host"}, %copy: memref<8xf32>) attributes {memopt.train_step, memopt.arena_bytes = 0 : i64, memopt.host_arena_bytes = 256 : i64} {
+  %h = memref.alloc() {memopt.memory = "host", memopt.offset = 0 : i64} : memref<8xf32>
+  memopt.kernel "memopt.transfer" ins(%g : memref<8xf32>) outs(%h : memref<8xf32>) with {to = #memopt<memory host>}
+  memopt.kernel "memopt.add" ins(%p, %h : memref<8xf32>, memref<8xf32>) outs(%p : memref<8xf32>) with {} {memopt.on_host}
+  memref.dealloc %h : memref<8xf32>
+  memopt.kernel "memopt.transfer" ins(%p : memref<8xf32>) outs(%copy : memref<8xf32>) with {to = #memopt<memory device>}
+  return
+}
+
+// -----
+
+func.func @offload_wrong_memory(%g: memref<8xf32>, %p: memref<8xf32> {memopt.memory = "host"}) attributes {memopt.train_step, memopt.arena_bytes = 256 : i64, memopt.host_arena_bytes = 256 : i64} {
+  %h = memref.alloc() {memopt.memory = "host", memopt.offset = 0 : i64} : memref<8xf32>
+  // expected-error @below {{'memopt.kernel' op read #0 lives in host memory, but the kernel reads device memory}}
+  memopt.kernel "memopt.relu" ins(%p : memref<8xf32>) outs(%g : memref<8xf32>) with {}
+  // expected-error @below {{'memopt.kernel' op write #0 lives in device memory, but the kernel writes host memory}}
+  memopt.kernel "memopt.transfer" ins(%g : memref<8xf32>) outs(%g : memref<8xf32>) with {to = #memopt<memory host>}
+  memref.dealloc %h : memref<8xf32>
+  return
+}
+
+// -----
+
+func.func @offload_outside_host_arena(%g: memref<8xf32>) attributes {memopt.train_step, memopt.arena_bytes = 0 : i64, memopt.host_arena_bytes = 16 : i64} {
+  // expected-error @below {{occupies bytes [0, 32), outside the arena [0, 16) of 'memopt.host_arena_bytes'}}
+  %h = memref.alloc() {memopt.memory = "host", memopt.offset = 0 : i64} : memref<8xf32>
+  memopt.kernel "memopt.transfer" ins(%g : memref<8xf32>) outs(%h : memref<8xf32>) with {to = #memopt<memory host>}
+  memref.dealloc %h : memref<8xf32>
+  return
+}

@@ -187,6 +187,7 @@ std::string memopt::renderExploreJson(const ExploreResult &result,
                       {"zero_stage", c.zeroStage},
                       {"optimizer_state_bits", c.stateBits},
                       {"frozen_weights", c.getFrozenStorage()},
+                      {"offload", c.offload ? "optimizer" : "none"},
                       {"chosen", result.chosen == index}};
     if (!row.compiled()) {
       entry["error"] = row.error;
@@ -196,6 +197,7 @@ std::string memopt::renderExploreJson(const ExploreResult &result,
     entry["planned_peak_bytes"] = row.plannedPeakBytes;
     entry["argument_bytes"] = row.argumentBytes;
     entry["arena_bytes"] = row.arenaBytes;
+    entry["host_bytes"] = row.hostBytes;
     entry["fits"] = row.fits;
     Json pools = Json::object();
     for (unsigned pool = 0; pool < kNumMemoryPools; ++pool)
@@ -213,6 +215,7 @@ std::string memopt::renderExploreJson(const ExploreResult &result,
     entry["flops"] = row.flops;
     entry["extra_flops"] = row.extraFlops;
     entry["step_seconds"] = row.cost.seconds;
+    entry["transfer_seconds"] = row.cost.transferSeconds;
     entry[result.tokensPerStep ? "tokens_per_second" : "samples_per_second"] =
         itemsPerSecond(result, row);
     rows.push_back(std::move(entry));

@@ -79,7 +79,8 @@ const llvm::StringRef kPipelineFlags[] = {"optimizer",
                                           "accumulate-allow-batch-norm",
                                           "clip-grad-norm",
                                           "clip-strategy",
-                                          "lm-loss-chunk"};
+                                          "lm-loss-chunk",
+                                          "offload"};
 
 /// The options the flags above set; they live as long as the flags.
 MemoptPipelineOptions &getFlags() {
@@ -444,6 +445,8 @@ llvm::Error setSearchOptions(ExploreOptions &options) {
   options.mayQuantizeState = !optimizerState.getNumOccurrences();
   // NF4 frozen weights likewise, unless the user chose their storage.
   options.mayQuantizeFrozen = !flags.frozenWeights.getNumOccurrences();
+  // Optimizer offload likewise, unless the user chose what is offloaded.
+  options.mayOffload = !flags.offload.getNumOccurrences();
   // Sharding over ranks when nothing fits one device, unless the user chose
   // the ranks.
   if (!flags.dataParallel.getNumOccurrences() &&

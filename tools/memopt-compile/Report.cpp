@@ -77,6 +77,19 @@ Json memopt::buildMemoryReport(const MemoryAccount &account,
                                {"optimizer", state.optimizer},
                                {"total", state.getTotal()}};
   report["max_gathered_bytes"] = account.getMaxGatheredBytes();
+  if (int64_t host = account.getHostBytes()) {
+    Json hostPools = Json::object();
+    for (unsigned pool = 0; pool < kNumMemoryPools; ++pool)
+      if (int64_t bytes = account.getHostArgumentBytes()[pool])
+        hostPools[getMemoryPoolName(static_cast<MemoryPoolKind>(pool)).str()] =
+            bytes;
+    report["host"] =
+        Json{{"total_bytes", host},
+             {"arena_bytes", account.getHostArenaBytes()},
+             {"pools", std::move(hostPools)},
+             {"to_host_bytes", account.getTransferBytes(MemoryKind::Host)},
+             {"to_device_bytes", account.getTransferBytes(MemoryKind::Device)}};
+  }
 
   report["forward_flops"] = account.getForwardFlops();
   report["backward_flops"] = account.getBackwardFlops();
@@ -235,6 +248,23 @@ void memopt::printMemoryReportText(llvm::raw_ostream &os,
     if (workspace > 0)
       os << " + workspace " << workspace << " B";
     os << "\n";
+    if (int64_t host = account.getHostBytes()) {
+      // Optimizer offload: the second memory, and what crosses the link.
+      os << "host memory (--offload=optimizer): " << formatBytes(host) << " ("
+         << host << " B):";
+      llvm::ListSeparator plus(" +");
+      for (unsigned pool = 0; pool < kNumMemoryPools; ++pool)
+        if (int64_t bytes = account.getHostArgumentBytes()[pool])
+          os << plus << " "
+             << getMemoryPoolName(static_cast<MemoryPoolKind>(pool)) << " "
+             << bytes << " B";
+      os << plus << " host arena " << account.getHostArenaBytes() << " B\n";
+      int64_t down = account.getTransferBytes(MemoryKind::Host);
+      int64_t up = account.getTransferBytes(MemoryKind::Device);
+      os << "each step copies " << formatBytes(down) << " (" << down
+         << " B) to the host (the gradients) and " << formatBytes(up) << " ("
+         << up << " B) back (the weights)\n";
+    }
     if (const MemoryAccount *eval = context.eval) {
       int64_t evalArena = eval->getArenaBytes().value_or(0);
       mlir::Operation *peakOp = eval->getPeakOp();

@@ -274,6 +274,10 @@ bool describeArguments(FunctionOpInterface func,
     if (auto full = func.getArgAttrOfType<DenseI64ArrayAttr>(
             index, memopt::MemoptDialect::kShardOfAttrName))
       argument.shardOf = full.asArrayRef().vec();
+    // Optimizer offload: the argument lives in host memory.
+    if (auto memory = func.getArgAttrOfType<StringAttr>(
+            index, memopt::MemoptDialect::kMemoryAttrName))
+      argument.host = memory.getValue() == "host";
     arguments.push_back(std::move(argument));
   }
   return true;
@@ -305,6 +309,9 @@ bool buildModelJson(FunctionOpInterface func, FunctionOpInterface eval,
   if (!arena)
     return false;
   model.arenaBytes = *arena;
+  if (auto host = func->getAttrOfType<IntegerAttr>(
+          memopt::MemoptDialect::kHostArenaBytesAttrName))
+    model.hostArenaBytes = host.getValue().getZExtValue();
   driver::OptimizerDescription &optimizer = model.optimizer;
   optimizer.kind = options.optimizer;
   optimizer.lr = options.lr;

@@ -386,6 +386,7 @@ const llvm::StringSet<> kOpsWithoutDTypes = {
     "memopt.increment",    // memopt_increment
     "memopt.scale_loss",   // memopt_scale_loss
     "memopt.update_scale", // memopt_update_scale
+    "memopt.transfer",     // memopt_transfer (bytes)
     "memopt.kernel",       // checks the op it names
 };
 

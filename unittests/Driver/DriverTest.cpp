@@ -90,14 +90,16 @@ struct Reference {
 
 int stepCalls = 0;
 
-void countingStep(memopt_context *ctx, void *const *args, uint8_t *scratch) {
+void countingStep(memopt_context *ctx, void *const *args, uint8_t *scratch,
+                  uint8_t *hostScratch) {
   ++stepCalls;
-  memopt_train_step(ctx, args, scratch);
+  memopt_train_step(ctx, args, scratch, hostScratch);
 }
 
 /// Fails on the second step with an out-of-range embedding index.
-void failingStep(memopt_context *ctx, void *const *args, uint8_t *scratch) {
-  memopt_train_step(ctx, args, scratch);
+void failingStep(memopt_context *ctx, void *const *args, uint8_t *scratch,
+                 uint8_t *hostScratch) {
+  memopt_train_step(ctx, args, scratch, hostScratch);
   if (memopt_get_step(ctx) == 1) {
     float table[2] = {1.0f, 2.0f}, out = 0;
     int64_t index = 5;
@@ -336,6 +338,44 @@ TEST_F(DriverTest, RejectsBadModelDescriptions) {
     EXPECT_FALSE(parseModelDescription(json, model, error)) << json;
     EXPECT_NE(error.find(message), std::string::npos)
         << "'" << error << "' lacks '" << message << "'";
+  }
+}
+
+TEST_F(DriverTest, ParsesTheDeviceCopyOfAHostMaster) {
+  // Optimizer offload: the f32 master in host memory, its f32 (or
+  // low-precision) copy in the device's, in the same layout.
+  ModelDescription model;
+  std::string error;
+  ASSERT_TRUE(parseModelDescription(
+      R"({"arena_bytes": 0, "host_arena_bytes": 512, "arguments": [)"
+      R"({"name": "w", "role": "param", "dtype": "f32", "shape": [3],)"
+      R"( "memory": "host"},)"
+      R"({"name": "w", "role": "param_copy", "dtype": "f32", "shape": [3]},)"
+      R"({"name": "loss", "role": "loss", "dtype": "f32", "shape": []}]})",
+      model, error))
+      << error;
+  EXPECT_EQ(model.hostArenaBytes, 512u);
+  EXPECT_TRUE(model.arguments[0].host);
+  EXPECT_FALSE(model.arguments[1].host);
+  EXPECT_EQ(model.arguments[0].copyIndex, std::optional<size_t>(1));
+  // The copy of a master on the device, or in another layout, is no copy.
+  for (
+      const char *arguments :
+      {R"({"name": "w", "role": "param", "dtype": "f32", "shape": [3]},)"
+       R"({"name": "w", "role": "param_copy", "dtype": "f32", "shape": [3]},)",
+       R"({"name": "w", "role": "param", "dtype": "f32", "shape": [3],)"
+       R"( "memory": "host"},)"
+       R"({"name": "w", "role": "param_copy", "dtype": "bf16", "shape": [4]},)",
+       R"({"name": "w", "role": "param", "dtype": "f32", "shape": [3],)"
+       R"( "memory": "elsewhere"},)"}) {
+    std::string json = std::string(R"({"arena_bytes": 0, "arguments": [)") +
+                       arguments +
+                       R"({"name": "loss", "role": "loss", "dtype": "f32",)"
+                       R"( "shape": []}]})";
+    EXPECT_FALSE(parseModelDescription(json, model, error)) << json;
+    EXPECT_TRUE(error.find("param_copy") != std::string::npos ||
+                error.find("invalid memory") != std::string::npos)
+        << error;
   }
 }
 

@@ -25,6 +25,7 @@ ModelArgument makeArgument(std::string name, Role role, TensorDtype dtype,
 ModelDescription makeFullDescription() {
   ModelDescription model;
   model.arenaBytes = 4096;
+  model.hostArenaBytes = 1024;
   model.optimizer = {"adamw", 3e-4, 0.8, 0.95, 1e-6, 0.0, 0.1};
   model.lrSchedule = {memopt::runtime::LrScheduleKind::Cosine, 10, 100, 0.1};
   model.dataParallel = 2;
@@ -42,6 +43,7 @@ ModelDescription makeFullDescription() {
   ModelArgument master =
       makeArgument("w", Role::Param, TensorDtype::F32, {5000});
   master.shardOf = std::vector<int64_t>{100, 100};
+  master.host = true;
   ModelArgument copy =
       makeArgument("w", Role::ParamCopy, TensorDtype::BF16, {100, 100});
   ModelArgument frozen =
@@ -79,6 +81,7 @@ void expectSameArguments(const std::vector<ModelArgument> &read,
     EXPECT_EQ(read[i].batchDim, written[i].batchDim);
     EXPECT_EQ(read[i].shardOf, written[i].shardOf);
     EXPECT_EQ(read[i].nf4Of, written[i].nf4Of);
+    EXPECT_EQ(read[i].host, written[i].host);
   }
 }
 
@@ -90,6 +93,7 @@ TEST(ModelDescriptionTest, WriteReadsBack) {
   ASSERT_TRUE(parseModelDescription(json, read, error)) << error << "\n"
                                                         << json;
   EXPECT_EQ(read.arenaBytes, written.arenaBytes);
+  EXPECT_EQ(read.hostArenaBytes, 1024u);
   EXPECT_EQ(read.optimizer.kind, "adamw");
   EXPECT_EQ(read.optimizer.lr, 3e-4);
   EXPECT_EQ(read.optimizer.beta1, 0.8);

@@ -22,6 +22,6 @@ extern "C" const char memopt_model_json[];
 
 /// The tiny model's training step.
 extern "C" void memopt_train_step(memopt_context *ctx, void *const *args,
-                                  uint8_t *scratch);
+                                  uint8_t *scratch, uint8_t *host_scratch);
 
 #endif // MEMOPT_UNITTESTS_DRIVER_TINYMODEL_H

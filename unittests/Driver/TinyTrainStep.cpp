@@ -33,7 +33,7 @@ extern "C" const char memopt_model_json[] = R"memopt({
 })memopt";
 
 extern "C" void memopt_train_step(memopt_context *ctx, void *const *args,
-                                  uint8_t *scratch) {
+                                  uint8_t *scratch, uint8_t *host_scratch) {
   const void *x = args[0];
   const void *y = args[1];
   void *weight = args[2];

@@ -31,6 +31,7 @@ CombinationResult row(Combination combination, double peak, double seconds,
       static_cast<int64_t>(params * kGiB);
   // FP32: every parameter is an argument, live throughout.
   r.modelState.weights = static_cast<int64_t>(params * kGiB);
+  r.modelState.grads = static_cast<int64_t>(params * kGiB);
   r.pools[static_cast<unsigned>(MemoryPoolKind::Activations)] =
       static_cast<int64_t>(activations * kGiB);
   r.cost.seconds = seconds;

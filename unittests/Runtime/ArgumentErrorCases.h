@@ -375,6 +375,28 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
        }},
       {"memopt_update_scale: growth interval 0 is not positive",
        [=](Ctx c) { memopt_update_scale(c, f, i64, u8, f, i64, 2.0, 0.5, 0); }},
+      // Host memory (offload).
+      {"memopt_transfer: null buffer",
+       [=](Ctx c) { memopt_transfer(c, MEMOPT_TO_HOST, nullptr, p, 4); }},
+      {"memopt_host_cast: expected a dtype in (f32, f16, bf16, i32, i64), got "
+       "i1 (5)",
+       [=](Ctx c) { memopt_host_cast(c, MEMOPT_I1, p, MEMOPT_F32, p, 4); }},
+      {"memopt_host_sgd_update: negative extent -2",
+       [=](Ctx c) {
+         memopt_host_sgd_update(c, MEMOPT_BF16, p, p, p, nullptr, p, p, -2, 0.1,
+                                0.9, 0.0);
+       }},
+      {"memopt_host_adamw_update: null buffer",
+       [=](Ctx c) {
+         memopt_host_adamw_update(c, MEMOPT_F16, p, p, p, p, nullptr, nullptr,
+                                  p, p, p, 2, 1e-3, 0.9, 0.999, 1e-8, 0.0);
+       }},
+      {"memopt_host_adamw8bit_update: expected a dtype in (f32), got bf16 (2)",
+       [=](Ctx c) {
+         memopt_host_adamw8bit_update(c, MEMOPT_BF16, p, p, u8, u8, i64,
+                                      nullptr, p, u8, u8, 2, 1e-3, 0.9, 0.999,
+                                      1e-8, 0.0);
+       }},
   };
 }
 

@@ -95,15 +95,25 @@ TEST(CudaArgumentErrorTest, RankBeyondTheKernelLimit) {
 
 /// Every row of the runtime's dtype table over every combination of dtypes:
 /// the CUDA runtime accepts exactly what the table accepts, as the host
-/// runtime does (DTypeRuleCalls.h).
+/// runtime does (DTypeRuleCalls.h); the host-memory entries of offload on
+/// host buffers.
 TEST_F(CudaTest, AcceptsExactlyTheDTypeTable) {
   using memopt::test::DTypeCallBuffers;
-  DTypeCallBuffers buffers;
+  DTypeCallBuffers buffers, hostBuffers;
   for (void *&data : buffers.data)
     data = alloc(DTypeCallBuffers::kBytes);
   char *scalars = static_cast<char *>(alloc(16));
   buffers.step = reinterpret_cast<int64_t *>(scalars);
   buffers.scale = reinterpret_cast<float *>(scalars + 8);
+  std::vector<uint64_t> hostStorage((DTypeCallBuffers::kCount + 1) *
+                                    DTypeCallBuffers::kBytes / 8);
+  auto *hostBytes = reinterpret_cast<unsigned char *>(hostStorage.data());
+  for (int i = 0; i < DTypeCallBuffers::kCount; ++i)
+    hostBuffers.data[i] = hostBytes + i * DTypeCallBuffers::kBytes;
+  unsigned char *hostScalars =
+      hostBytes + DTypeCallBuffers::kCount * DTypeCallBuffers::kBytes;
+  hostBuffers.step = reinterpret_cast<int64_t *>(hostScalars);
+  hostBuffers.scale = reinterpret_cast<float *>(hostScalars + 8);
   std::vector<unsigned char> zeros(DTypeCallBuffers::kBytes, 0);
   auto reset = [&] {
     for (void *data : buffers.data)
@@ -112,8 +122,13 @@ TEST_F(CudaTest, AcceptsExactlyTheDTypeTable) {
     const float scale = 1.0f;
     memopt_copy_from_host(ctx, buffers.step, &step, sizeof(step));
     memopt_copy_from_host(ctx, buffers.scale, &scale, sizeof(scale));
+    std::fill(hostStorage.begin(), hostStorage.end(), 0);
+    *hostBuffers.step = step;
+    *hostBuffers.scale = scale;
   };
-  EXPECT_GT(memopt::test::walkDTypeRules(ctx, buffers, reset), 0);
+  EXPECT_GT(memopt::test::walkDTypeRules(ctx, buffers, reset,
+                                         /*onlyRejected=*/false, &hostBuffers),
+            0);
 }
 
 TEST_F(CudaTest, MatmulMatchesReference) {

@@ -4,9 +4,10 @@
 // (memopt/runtime/DTypeRules.h), valid but for its dtype arguments, and the
 // walk of every row over every combination of the six dtypes in its slots:
 // the runtime must record an error exactly when the row rejects the
-// combination, with the row's message. unittests/DTypeRules runs it on the
-// host runtime, CudaRuntimeTest.cpp on the CUDA runtime (the rejections
-// without a device, everything with one).
+// combination, with the row's message; the twins of kDTypeTwins (offload's
+// host-memory entries) against their counterpart's row. unittests/DTypeRules
+// runs it on the host runtime, CudaRuntimeTest.cpp on the CUDA runtime (the
+// rejections without a device, everything with one).
 //
 //===----------------------------------------------------------------------===//
 
@@ -382,18 +383,82 @@ inline std::vector<DTypeCall> dtypeCalls() {
          void *const results[] = {b.t(1)};
          memopt_unscale(c, b.scale, 1, d, grads, results, size4, b.u8(2));
        }},
+      // Host memory (offload): the twins of kDTypeTwins, whose buffers are
+      // host memory.
+      {"memopt_host_cast",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_host_cast(c, d[0], b.t(0), d[1], b.t(1), 4);
+       }},
+      {"memopt_host_sgd_update",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_host_sgd_update(c, d[0], b.t(0), b.t(1), b.t(2), nullptr,
+                                b.t(3), b.t(4), 4, 0.1, 0.9, 0.0);
+       }},
+      {"memopt_host_adamw_update",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_host_adamw_update(c, d[0], b.t(0), b.t(1), b.t(2), b.t(3),
+                                  b.step, nullptr, b.t(4), b.t(5), b.t(6), 4,
+                                  1e-3, 0.9, 0.999, 1e-8, 0.0);
+       }},
+      {"memopt_host_adamw8bit_update",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_host_adamw8bit_update(c, d[0], b.t(0), b.t(1), b.u8(2), b.u8(3),
+                                      b.step, nullptr, b.t(4), b.u8(5), b.u8(6),
+                                      4, 1e-3, 0.9, 0.999, 1e-8, 0.0);
+       }},
   };
+}
+
+/// Calls `call` (of `entry`, whose dtypes `rule` governs) with every
+/// combination of dtypes in the rule's slots; see walkDTypeRules.
+inline int walkDTypeRow(memopt_context *ctx, const char *entry,
+                        const runtime::DTypeRule &rule, const DTypeCall &call,
+                        const DTypeCallBuffers &buffers,
+                        const std::function<void()> &reset, bool onlyRejected) {
+  int walked = 0;
+  for (const std::vector<memopt_dtype> &dtypes :
+       dtypeCombinations(rule.numSlots)) {
+    bool accepted = runtime::acceptsDTypes(rule, dtypes.data());
+    if (accepted && onlyRejected)
+      continue;
+    reset();
+    EXPECT_EQ(memopt_get_status(ctx), MEMOPT_OK)
+        << memopt_get_error_message(ctx);
+    call.call(ctx, dtypes.data(), buffers);
+    // The status first: on CUDA it collects asynchronous errors.
+    memopt_status status = memopt_get_status(ctx);
+    std::string message = memopt_get_error_message(ctx);
+    if (accepted) {
+      EXPECT_EQ(status, MEMOPT_OK)
+          << entry << describeDTypes(dtypes)
+          << ": the table accepts it, the runtime recorded: " << message;
+    } else {
+      EXPECT_EQ(status, MEMOPT_ERROR_INVALID_ARGUMENT)
+          << entry << describeDTypes(dtypes)
+          << ": the table rejects it, the runtime recorded: " << message;
+      EXPECT_EQ(message,
+                std::string(entry) + ": " +
+                    runtime::describeDTypeRejection(rule, dtypes.data()));
+    }
+    memopt_clear_error(ctx);
+    ++walked;
+  }
+  return walked;
 }
 
 /// Calls every row's entry on `ctx` with every combination of dtypes in its
 /// slots, after `reset` (which restores the buffers), and expects it to
 /// record an error exactly when the row rejects the combination, with the
-/// row's message; clears the error after each. With `onlyRejected`, skips
-/// the combinations the row accepts (a CUDA context without a device, where
-/// argument checks run but kernels cannot). Returns the number of calls.
+/// row's message; clears the error after each. The twins (kDTypeTwins) are
+/// walked likewise against their counterpart's row, naming themselves, on
+/// `hostBuffers` (host memory; `buffers` when null, as on the host runtime).
+/// With `onlyRejected`, skips the combinations the row accepts (a CUDA
+/// context without a device, where argument checks run but kernels cannot).
+/// Returns the number of calls.
 inline int walkDTypeRules(memopt_context *ctx, const DTypeCallBuffers &buffers,
                           const std::function<void()> &reset,
-                          bool onlyRejected = false) {
+                          bool onlyRejected = false,
+                          const DTypeCallBuffers *hostBuffers = nullptr) {
   std::vector<DTypeCall> calls = dtypeCalls();
   std::map<std::string, const DTypeCall *> byEntry;
   for (const DTypeCall &call : calls) {
@@ -401,41 +466,26 @@ inline int walkDTypeRules(memopt_context *ctx, const DTypeCallBuffers &buffers,
         << call.entry << " has a call here but no row in the table";
     byEntry[call.entry] = &call;
   }
+  auto findCall = [&](const char *entry) -> const DTypeCall * {
+    auto it = byEntry.find(entry);
+    if (it != byEntry.end())
+      return it->second;
+    ADD_FAILURE() << entry << " has a row but no call in DTypeRuleCalls.h";
+    return nullptr;
+  };
   int walked = 0;
-  for (const runtime::DTypeRule &rule : runtime::kDTypeRules) {
-    auto it = byEntry.find(rule.entry);
-    if (it == byEntry.end()) {
-      ADD_FAILURE() << rule.entry << " has a row but no call in "
-                    << "DTypeRuleCalls.h";
-      continue;
-    }
-    for (const std::vector<memopt_dtype> &dtypes :
-         dtypeCombinations(rule.numSlots)) {
-      bool accepted = runtime::acceptsDTypes(rule, dtypes.data());
-      if (accepted && onlyRejected)
-        continue;
-      reset();
-      EXPECT_EQ(memopt_get_status(ctx), MEMOPT_OK)
-          << memopt_get_error_message(ctx);
-      it->second->call(ctx, dtypes.data(), buffers);
-      // The status first: on CUDA it collects asynchronous errors.
-      memopt_status status = memopt_get_status(ctx);
-      std::string message = memopt_get_error_message(ctx);
-      if (accepted) {
-        EXPECT_EQ(status, MEMOPT_OK)
-            << rule.entry << describeDTypes(dtypes)
-            << ": the table accepts it, the runtime recorded: " << message;
-      } else {
-        EXPECT_EQ(status, MEMOPT_ERROR_INVALID_ARGUMENT)
-            << rule.entry << describeDTypes(dtypes)
-            << ": the table rejects it, the runtime recorded: " << message;
-        EXPECT_EQ(message,
-                  std::string(rule.entry) + ": " +
-                      runtime::describeDTypeRejection(rule, dtypes.data()));
-      }
-      memopt_clear_error(ctx);
-      ++walked;
-    }
+  for (const runtime::DTypeRule &rule : runtime::kDTypeRules)
+    if (const DTypeCall *call = findCall(rule.entry))
+      walked += walkDTypeRow(ctx, rule.entry, rule, *call, buffers, reset,
+                             onlyRejected);
+  for (const runtime::DTypeTwin &twin : runtime::kDTypeTwins) {
+    const runtime::DTypeRule *rule = runtime::findDTypeRule(twin.of);
+    EXPECT_NE(rule, nullptr)
+        << twin.entry << " is the twin of " << twin.of << ", which has no row";
+    if (const DTypeCall *call = findCall(twin.entry); call && rule)
+      walked += walkDTypeRow(ctx, twin.entry, *rule, *call,
+                             hostBuffers ? *hostBuffers : buffers, reset,
+                             onlyRejected);
   }
   return walked;
 }

@@ -130,6 +130,9 @@ struct CostModelOptions {
   double launchSeconds = 4e-6;
   /// FP32 GEMMs on CUDA cores or as TF32.
   Fp32MathMode fp32Math = Fp32MathMode::Fp32;
+  /// Optimizer offload: the bytes per second the host's optimizer update
+  /// streams (a server CPU's DRAM bandwidth, about what 16 cores sustain).
+  double hostBandwidth = 50e9;
 };
 
 /// The efficiency of a GEMM whose smallest dimension is `minDim`.
@@ -153,6 +156,11 @@ struct StepCost {
   double seconds = 0;
   /// The part of `seconds` spent in GEMMs.
   double gemmSeconds = 0;
+  /// Optimizer offload: the part of `seconds` spent copying over the host
+  /// link (`memopt.transfer`, one way each, on the device's link) and in
+  /// the ops that run on the host (at CostModelOptions::hostBandwidth).
+  double transferSeconds = 0;
+  double hostSeconds = 0;
 };
 
 /// Estimates `func` on `device`.

@@ -64,7 +64,9 @@ inline constexpr unsigned kNumMemoryPools = 8;
 /// The report name of `pool`: "params", "master_params", "grads", ...
 llvm::StringRef getMemoryPoolName(MemoryPoolKind pool);
 
-/// Bytes of every pool, indexed by MemoryPoolKind.
+/// Bytes of every pool, indexed by MemoryPoolKind. The pools of the account
+/// are the device's; with optimizer offload, the arguments in host memory
+/// are counted apart (MemoryAccount::getHostArgumentBytes).
 using PoolBytes = std::array<int64_t, kNumMemoryPools>;
 
 /// One scratch buffer (one `memref.alloc`) as the account sees it.
@@ -86,6 +88,9 @@ struct AccountedBuffer {
   std::optional<int64_t> offset;
   /// A parameter that ZeRO-3 gathered for its readers (pool params).
   bool gathered = false;
+  /// A buffer of the host arena (optimizer offload, docs/Offload.md),
+  /// outside the device's timeline and peak.
+  bool host = false;
 
   /// The buffer's size in bytes, 0 when unknown.
   int64_t getSizeBytes() const { return interval.sizeBytes.value_or(0); }
@@ -162,9 +167,22 @@ public:
     poolsAtPeak[static_cast<unsigned>(MemoryPoolKind::Workspace)] = bytes;
   }
 
-  /// Bytes of all arguments (params, optimizer, state, data): what the step
-  /// reads and writes outside the arena.
+  /// Bytes of all arguments in device memory (params, optimizer, state,
+  /// data): what the step reads and writes outside the arena.
   int64_t getArgumentBytes() const;
+
+  /// Optimizer offload (docs/Offload.md): the bytes of the arguments in
+  /// host memory by pool (the f32 master weights, the optimizer state), the
+  /// planned host arena (`memopt.host_arena_bytes`), and all host memory the
+  /// step holds, both together. Zero without offload.
+  const PoolBytes &getHostArgumentBytes() const { return hostArgumentBytes; }
+  int64_t getHostArenaBytes() const { return hostArenaBytes; }
+  int64_t getHostBytes() const;
+  /// Bytes the step's transfers copy to the host and back to the device
+  /// (`memopt.transfer`), once per run of the kernel.
+  int64_t getTransferBytes(MemoryKind to) const {
+    return to == MemoryKind::Host ? bytesToHost : bytesToDevice;
+  }
 
   /// Index of the peak program point: the one with the most live scratch
   /// bytes; on a tie, a kernel rather than another op, then the earliest.
@@ -268,6 +286,9 @@ private:
   std::optional<int64_t> arenaBytes;
   int64_t lowerBoundBytes = 0;
   PoolBytes argumentBytes{};
+  PoolBytes hostArgumentBytes{};
+  int64_t hostArenaBytes = 0;
+  int64_t bytesToHost = 0, bytesToDevice = 0;
   PoolBytes poolsAtPeak{};
   int64_t peakIndex = -1;
   int64_t lossIndex = -1;

@@ -46,9 +46,12 @@ struct Combination {
   /// How frozen weights are stored: MemoptPipelineOptions::frozenWeights
   /// ("" the compute type, "nf4", "f32" ...).
   std::string frozenWeights;
+  /// The f32 master weights and the optimizer state in host memory
+  /// (--offload=optimizer, docs/Offload.md).
+  bool offload = false;
 
-  /// "bf16 / budget / K=4", then " / 8-bit state", " / NF4 frozen" and
-  /// " / ZeRO-2 x 4 ranks" where they apply.
+  /// "bf16 / budget / K=4", then " / 8-bit state", " / NF4 frozen",
+  /// " / offload" and " / ZeRO-2 x 4 ranks" where they apply.
   std::string str() const;
   /// The frozen weights' storage by name: "nf4", "f32", "bf16" or "fp16".
   std::string getFrozenStorage() const;
@@ -91,6 +94,9 @@ struct ExploreOptions {
   /// Whether the search may store frozen weights in NF4 when nothing fits
   /// one device otherwise (before it asks for more devices).
   bool mayQuantizeFrozen = false;
+  /// Whether the search may offload the optimizer to host memory when
+  /// nothing fits one device otherwise (before it asks for more devices).
+  bool mayOffload = false;
   /// The cost model's factors.
   CostModelOptions cost;
 };
@@ -105,6 +111,9 @@ struct CombinationResult {
   int64_t argumentBytes = 0;
   int64_t arenaBytes = 0;
   int64_t plannedPeakBytes = 0;
+  /// Optimizer offload: the host memory the step holds (its arguments and
+  /// arena there); 0 without.
+  int64_t hostBytes = 0;
   /// The account's pools at the peak.
   PoolBytes pools{};
   /// The model state over the whole step (weights, master weights, the

@@ -186,6 +186,16 @@ LogicalResult KernelLowering::lower() {
   for (Value v : llvm::concat<Value>(ins, outs))
     if (!isAddressable(typeOf(v).getElementType()))
       return fail("the runtime has no dtype for its operand types");
+  // Optimizer offload: the host entry of the same signature.
+  if (runsOnHost(kernel)) {
+    if (!is<AdamWUpdateOp, SgdUpdateOp, CastOp>())
+      return fail("it is marked memopt.on_host, but only the optimizer "
+                  "updates and casts have host entries");
+    StringRef entry = callee;
+    entry.consume_front("memopt_");
+    hostCallee = ("memopt_host_" + entry).str();
+    callee = hostCallee;
+  }
   step.emitCall(loc, callee, call);
   return success();
 }
@@ -276,6 +286,19 @@ std::optional<LogicalResult> KernelLowering::lowerCopies() {
       ptr(outs[0]);
       call.verbatim(data).i64(numel(outs[0]) * getElementBytes(elementType));
     }
+  } else if (is<TransferOp>()) {
+    if (failed(expectCounts(1, 1)))
+      return failure();
+    auto to = attrs.getAs<MemoryKindAttr>("to");
+    if (!to)
+      return fail("it has no valid 'to' attribute");
+    callee = "memopt_transfer";
+    call.verbatim(to.getValue() == MemoryKind::Host ? "MEMOPT_TO_HOST"
+                                                    : "MEMOPT_TO_DEVICE");
+    ptr(ins[0]);
+    ptr(outs[0]);
+    call.i64(numel(outs[0]) *
+             getElementBytes(typeOf(outs[0]).getElementType()));
   } else if (is<ReshapeOp>()) {
     // Also the copies --memopt-bufferize inserts (equal in and out types).
     if (failed(expectCounts(1, 1)))

@@ -162,7 +162,9 @@ private:
   mlir::OpBuilder builder;
   /// Where globals go: before the entry point.
   mlir::Operation *globalInsertionPoint = nullptr;
-  mlir::Value context, args, scratch;
+  /// The entry's parameters: the context, the argument pointers, and the
+  /// bases of the device arena and of the host arena (optimizer offload).
+  mlir::Value context, args, scratch, hostScratch;
   mlir::DenseMap<mlir::Value, mlir::Value> pointers;
   /// --emit-scopes: the scope of the last memopt_set_scope call, if any.
   bool emitScopes = false;
@@ -274,6 +276,8 @@ private:
   std::string missingName;
   RuntimeCall call;
   mlir::StringRef callee;
+  /// The host entry's name, when the kernel runs on the host.
+  std::string hostCallee;
 };
 
 } // namespace memopt::lowering

@@ -157,6 +157,19 @@ LogicalResult TrainStepLowering::lowerAlloc(memref::AllocOp alloc,
            << "allocates " << type << ", which the runtime cannot address";
   int64_t bytes =
       type.getNumElements() * getElementBytes(type.getElementType());
+  // A buffer in host memory is in the host arena (optimizer offload).
+  Value base = scratch;
+  if (getMemoryKind(alloc) == MemoryKind::Host) {
+    auto hostArena = func->getAttrOfType<IntegerAttr>(
+        MemoptDialect::kHostArenaBytesAttrName);
+    if (!hostArena)
+      return alloc.emitOpError()
+             << "is in host memory, but the function has no '"
+             << MemoptDialect::kHostArenaBytesAttrName
+             << "' (run --memopt-plan-buffers first)";
+    base = hostScratch;
+    arenaBytes = hostArena.getInt();
+  }
   if (offset.getInt() + bytes > arenaBytes)
     return alloc.emitOpError()
            << "occupies bytes [" << offset.getInt() << ", "
@@ -166,8 +179,8 @@ LogicalResult TrainStepLowering::lowerAlloc(memref::AllocOp alloc,
   Value offsetValue =
       emitc::ConstantOp::create(builder, loc, builder.getI64Type(),
                                 builder.getI64IntegerAttr(offset.getInt()));
-  Value address = emitc::AddOp::create(builder, loc, scratch.getType(), scratch,
-                                       offsetValue);
+  Value address =
+      emitc::AddOp::create(builder, loc, base.getType(), base, offsetValue);
   auto pointerType =
       emitc::PointerType::get(getStorageType(type.getElementType()));
   pointers[alloc] =
@@ -420,13 +433,15 @@ LogicalResult TrainStepLowering::run() {
       builder, loc,
       func->hasAttr(MemoptDialect::kEvalStepAttrName) ? kEvalEntryName
                                                       : kEntryName,
-      builder.getFunctionType({contextType, argsType, scratchType}, {}));
+      builder.getFunctionType({contextType, argsType, scratchType, scratchType},
+                              {}));
   entry.setSpecifiersAttr(builder.getStrArrayAttr({"extern \"C\""}));
   globalInsertionPoint = entry;
   Block *block = entry.addEntryBlock();
   context = block->getArgument(0);
   args = block->getArgument(1);
   scratch = block->getArgument(2);
+  hostScratch = block->getArgument(3);
 
   builder.setInsertionPointToStart(block);
   if (failed(lowerBody(func.getBody().front())))

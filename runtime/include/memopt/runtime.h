@@ -947,6 +947,86 @@ void memopt_update_scale(memopt_context *ctx, const float *scale,
                          int64_t *new_growth_tracker, double growth_factor,
                          double backoff_factor, int64_t growth_interval);
 
+/*===----------------------------------------------------------------------===*
+ * Host memory (offload). Optimizer offload (ZeRO-Offload) keeps the f32
+ * master weights and the optimizer state in host memory and updates them on
+ * the CPU: the generated step copies each gradient to the host with
+ * memopt_transfer, updates through the memopt_host_* entries and copies the
+ * new parameter back. On the host runtime, host memory is its own memory
+ * and each memopt_host_* entry computes what its device counterpart does.
+ *===----------------------------------------------------------------------===*/
+
+/// Allocates the host arena: one block of host memory of `bytes` bytes
+/// (rounded up to a multiple of 256, at least 256), 256-byte aligned and
+/// zero-filled, replacing (and freeing) any previous host arena; the context
+/// frees it at memopt_context_destroy. On CUDA it is page-locked
+/// (cudaHostAlloc), so that memopt_transfer copies it by DMA. Returns its
+/// base, or NULL after recording MEMOPT_ERROR_OUT_OF_MEMORY. It is not
+/// device memory: neither memopt_memory_high_water nor
+/// memopt_device_memory_measured counts it.
+void *memopt_host_arena_allocate(memopt_context *ctx, uint64_t bytes);
+
+/// The host arena's size in bytes (0 before memopt_host_arena_allocate).
+uint64_t memopt_host_arena_size(const memopt_context *ctx);
+
+/// The direction of memopt_transfer.
+typedef enum memopt_transfer_direction {
+  /// From runtime memory (the arena, a device argument) to host memory.
+  MEMOPT_TO_HOST = 0,
+  /// From host memory to runtime memory.
+  MEMOPT_TO_DEVICE = 1
+} memopt_transfer_direction;
+
+/// Copies `bytes` bytes from `src` to `dst` between runtime memory and host
+/// memory (the host arena) in `direction`, and returns when the copy is
+/// complete: a memopt_host_* entry after it reads complete data, and a host
+/// buffer it read from may be reused. On CUDA: a copy on the context's
+/// stream, then a wait for the stream (so also for the kernels queued before
+/// it); on the host: memmove. The buffers must not overlap.
+void memopt_transfer(memopt_context *ctx, memopt_transfer_direction direction,
+                     const void *src, void *dst, uint64_t bytes);
+
+/// memopt_cast on the CPU over host memory: the same dtypes, the same
+/// rounding and the same bits. `output` may be `input` when the two dtypes
+/// have one size.
+void memopt_host_cast(memopt_context *ctx, memopt_dtype in_dtype,
+                      const void *input, memopt_dtype out_dtype, void *output,
+                      int64_t n);
+
+/// memopt_sgd_update on the CPU over host memory (every pointer, `skip`
+/// included), with the same bits as the device entry; outputs may alias
+/// their inputs.
+void memopt_host_sgd_update(memopt_context *ctx, memopt_dtype dtype,
+                            const void *param, const void *grad,
+                            const void *momentum_buffer, const uint8_t *skip,
+                            void *new_param, void *new_momentum_buffer,
+                            int64_t n, double lr, double momentum,
+                            double weight_decay);
+
+/// memopt_adamw_update on the CPU over host memory (every pointer, `step`
+/// and `skip` included), with the same bits as the device entry; outputs may
+/// alias their inputs. *step < 1 is an invalid argument.
+void memopt_host_adamw_update(memopt_context *ctx, memopt_dtype dtype,
+                              const void *param, const void *grad,
+                              const void *exp_avg, const void *exp_avg_sq,
+                              const int64_t *step, const uint8_t *skip,
+                              void *new_param, void *new_exp_avg,
+                              void *new_exp_avg_sq, int64_t n, double lr,
+                              double beta1, double beta2, double eps,
+                              double weight_decay);
+
+/// memopt_adamw8bit_update on the CPU over host memory (every pointer,
+/// `step` and `skip` included), with the same bits as the device entry;
+/// outputs may alias their inputs.
+void memopt_host_adamw8bit_update(memopt_context *ctx, memopt_dtype dtype,
+                                  const void *param, const void *grad,
+                                  const void *exp_avg, const void *exp_avg_sq,
+                                  const int64_t *step, const uint8_t *skip,
+                                  void *new_param, void *new_exp_avg,
+                                  void *new_exp_avg_sq, int64_t n, double lr,
+                                  double beta1, double beta2, double eps,
+                                  double weight_decay);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1100,7 +1100,7 @@ func.func @scope_type(%x: tensor<4xf32>) {
 // -----
 
 func.func @unknown_op_attr(%x: tensor<4xf32>) {
-  // expected-error @+1 {{has unknown memopt attribute 'memopt.color' (expected memopt.scope, memopt.loss, memopt.train_step, memopt.eval_step, memopt.offset, memopt.arena_bytes, memopt.precision, memopt.optimizer, memopt.loss_scale, memopt.recompute, memopt.micro_batches or memopt.data_parallel)}}
+  // expected-error @+1 {{has unknown memopt attribute 'memopt.color' (expected memopt.scope, memopt.loss, memopt.train_step, memopt.eval_step, memopt.offset, memopt.arena_bytes, memopt.memory, memopt.on_host, memopt.host_arena_bytes, memopt.precision, memopt.optimizer, memopt.loss_scale, memopt.recompute, memopt.micro_batches or memopt.data_parallel)}}
   %0 = memopt.relu %x {memopt.color = "red"} : tensor<4xf32>
   return
 }

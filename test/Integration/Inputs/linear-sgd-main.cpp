@@ -13,7 +13,7 @@
 #include <cstdio>
 
 extern "C" void memopt_train_step(memopt_context *ctx, void *const *args,
-                                  uint8_t *scratch);
+                                  uint8_t *scratch, uint8_t *host_scratch);
 
 static bool near(float actual, float expected) {
   return std::fabs(actual - expected) <= 1e-5f;
@@ -29,7 +29,7 @@ int main() {
   int64_t step = 0;
   float loss = 0.0f;
   void *const args[] = {x, y, weight, momentumBuffer, &step, &loss};
-  memopt_train_step(ctx, args, scratch);
+  memopt_train_step(ctx, args, scratch, nullptr);
   if (memopt_get_status(ctx) != MEMOPT_OK) {
     std::printf("error: %s\n", memopt_get_error_message(ctx));
     return 1;

@@ -120,6 +120,15 @@ StringRef memopt::stringifyArgumentRole(ArgumentRole role) {
 // Argument attributes
 //===----------------------------------------------------------------------===//
 
+/// `memopt.memory` names "host" or "device"; `error` starts the message.
+template <typename ErrorFn>
+static LogicalResult verifyMemoryAttr(NamedAttribute attr, ErrorFn error) {
+  auto memory = dyn_cast<StringAttr>(attr.getValue());
+  if (!memory || (memory.getValue() != "host" && memory.getValue() != "device"))
+    return error() << "must be \"host\" or \"device\", got " << attr.getValue();
+  return success();
+}
+
 LogicalResult MemoptDialect::verifyRegionArgAttribute(Operation *op,
                                                       unsigned regionIndex,
                                                       unsigned argIndex,
@@ -166,6 +175,8 @@ LogicalResult MemoptDialect::verifyRegionArgAttribute(Operation *op,
                         << shaped.getRank() << ") for type " << argType;
     return success();
   }
+  if (name == kMemoryAttrName)
+    return verifyMemoryAttr(attr, argError);
   if (name == kShardOfAttrName) {
     auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
     if (!shape || llvm::any_of(shape.asArrayRef(),
@@ -413,7 +424,18 @@ LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
                                << "' must be a unit attribute on a function";
     return success();
   }
-  if (name == kOffsetAttrName || name == kArenaBytesAttrName) {
+  if (name == kMemoryAttrName)
+    return verifyMemoryAttr(attr, [&] {
+      return op->emitOpError() << "attribute '" << name << "' ";
+    });
+  if (name == kOnHostAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "attribute '" << name << "' must be a unit attribute";
+    return success();
+  }
+  if (name == kOffsetAttrName || name == kArenaBytesAttrName ||
+      name == kHostArenaBytesAttrName) {
     auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
     if (!bytes || bytes.getInt() < 0)
       return op->emitOpError() << "attribute '" << name
@@ -465,7 +487,9 @@ LogicalResult MemoptDialect::verifyOperationAttribute(Operation *op,
                            << "' (expected memopt.scope, memopt.loss, "
                               "memopt.train_step, memopt.eval_step, "
                               "memopt.offset, "
-                              "memopt.arena_bytes, memopt.precision, "
+                              "memopt.arena_bytes, memopt.memory, "
+                              "memopt.on_host, memopt.host_arena_bytes, "
+                              "memopt.precision, "
                               "memopt.optimizer, memopt.loss_scale, "
                               "memopt.recompute, "
                               "memopt.micro_batches or memopt.data_parallel)";

@@ -19,6 +19,8 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
@@ -609,4 +611,42 @@ bool UnscaleOp::mayWriteResultOver(unsigned resultIndex,
 }
 
 #define GET_OP_CLASSES
+//===----------------------------------------------------------------------===//
+// Memories (optimizer offload)
+//===----------------------------------------------------------------------===//
+
+bool memopt::runsOnHost(Operation *op) {
+  return op->hasAttr(MemoptDialect::kOnHostAttrName);
+}
+
+/// The memory a `memopt.memory` attribute names (absent: the device).
+static MemoryKind getMarkedMemory(Attribute attr) {
+  auto name = dyn_cast_or_null<StringAttr>(attr);
+  return name && name.getValue() == "host" ? MemoryKind::Host
+                                           : MemoryKind::Device;
+}
+
+MemoryKind memopt::getMemoryKind(Value value) {
+  while (true) {
+    if (auto arg = dyn_cast<BlockArgument>(value)) {
+      auto func =
+          dyn_cast_or_null<FunctionOpInterface>(arg.getOwner()->getParentOp());
+      if (!func || arg.getOwner() != &func.getFunctionBody().front())
+        return MemoryKind::Device;
+      return getMarkedMemory(
+          func.getArgAttr(arg.getArgNumber(), MemoptDialect::kMemoryAttrName));
+    }
+    Operation *op = value.getDefiningOp();
+    if (auto transfer = dyn_cast<TransferOp>(op))
+      return transfer.getTo();
+    if (runsOnHost(op))
+      return MemoryKind::Host;
+    if (auto view = dyn_cast<ViewLikeOpInterface>(op)) {
+      value = view.getViewSource();
+      continue;
+    }
+    return getMarkedMemory(op->getAttr(MemoptDialect::kMemoryAttrName));
+  }
+}
+
 #include "memopt/Dialect/Memopt/IR/MemoptOps.cpp.inc"

@@ -472,6 +472,13 @@ LogicalResult StepBufferizer::chooseDestinations(ArrayRef<unsigned> updated) {
     BlockArgument arg = body.getArgument(argIndex);
     if (value == arg)
       continue;
+    if (getMemoryKind(value) != getMemoryKind(arg))
+      return returnOp.emitOpError()
+             << "returns a value in "
+             << stringifyMemoryKind(getMemoryKind(value))
+             << " memory as the new value of argument #" << argIndex
+             << ", which lives in " << stringifyMemoryKind(getMemoryKind(arg))
+             << " memory (expected a memopt.transfer)";
     if (auto source = dyn_cast<BlockArgument>(value)) {
       // The copy reads the source argument at the end of the step: it must
       // still hold its old value then.
@@ -536,6 +543,8 @@ void StepBufferizer::numberPositions() {
 
 bool StepBufferizer::canWriteInto(OpResult value, BlockArgument arg) {
   Operation *producer = value.getOwner();
+  if (getMemoryKind(value) != getMemoryKind(arg))
+    return false;
   SmallVector<Value> readers = {arg};
   while (!readers.empty()) {
     for (OpOperand &use : readers.pop_back_val().getUses()) {
@@ -586,6 +595,7 @@ Value StepBufferizer::findDyingOperand(Operation &op, OpResult result) {
     Value memref = buffer.lookup(operand);
     Value storage = storageOf.lookup(memref);
     if (operand.getType() != result.getType() ||
+        getMemoryKind(operand) != getMemoryKind(result) ||
         !storage.getDefiningOp<memref::AllocOp>() ||
         storageEnd.lookup(storage) != position.lookup(&op))
       continue;
@@ -809,6 +819,9 @@ void StepBufferizer::bufferizeKernel(Operation &op) {
       ++reused;
     } else {
       out = newAlloc(op.getLoc(), toMemRef(result.getType()));
+      if (getMemoryKind(result) == MemoryKind::Host)
+        out.getDefiningOp()->setAttr(MemoptDialect::kMemoryAttrName,
+                                     b.getStringAttr("host"));
     }
     outs.push_back(out);
     store(result, out);

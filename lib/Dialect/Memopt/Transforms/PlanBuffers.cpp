@@ -19,10 +19,15 @@
 // 4. The offsets go on the allocs (`memopt.offset`), the arena size on the
 //    function (`memopt.arena_bytes`).
 //
+// With optimizer offload (docs/Offload.md) the buffers in host memory
+// (`memopt.memory = "host"`) are placed the same way in an arena of their
+// own, `memopt.host_arena_bytes`.
+//
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 #include "memopt/Planning/Placement.h"
 #include "memopt/Planning/PlanChecker.h"
@@ -69,15 +74,35 @@ struct PlanBuffersPass
     markAnalysesPreserved<BufferLiveness>();
   }
 
-  /// Places the buffers of `func` and writes the offsets and the arena size.
+  /// Places the buffers of `func` and writes the offsets and the arena
+  /// sizes: one arena per memory (docs/Offload.md), the host's only when
+  /// it has buffers.
   LogicalResult planFunction(FunctionOpInterface func) {
     const auto &liveness = getChildAnalysis<BufferLiveness>(func);
+    SmallVector<const BufferInterval *> device, host;
+    for (const BufferInterval &interval : liveness.getBuffers())
+      (getMemoryKind(memref::AllocOp(interval.alloc)) == MemoryKind::Host
+           ? host
+           : device)
+          .push_back(&interval);
+    if (failed(planArena(func, device, MemoptDialect::kArenaBytesAttrName)))
+      return failure();
+    if (!host.empty() &&
+        failed(planArena(func, host, MemoptDialect::kHostArenaBytesAttrName)))
+      return failure();
+    return success();
+  }
+
+  /// Places `buffers` in one arena whose size goes in `arenaAttrName`.
+  LogicalResult planArena(FunctionOpInterface func,
+                          ArrayRef<const BufferInterval *> buffers,
+                          StringRef arenaAttrName) {
     std::vector<Buffer> problem;
     bool valid = true;
-    for (const BufferInterval &interval : liveness.getBuffers()) {
-      memref::AllocOp alloc = interval.alloc;
+    for (const BufferInterval *interval : buffers) {
+      memref::AllocOp alloc = interval->alloc;
       MemRefType type = alloc.getType();
-      if (!interval.sizeBytes) {
+      if (!interval->sizeBytes) {
         InFlightDiagnostic diag = alloc.emitOpError();
         if (!type.hasStaticShape())
           diag << "has a dynamic shape (" << type
@@ -95,15 +120,15 @@ struct PlanBuffersPass
         valid = false;
         continue;
       }
-      if (*interval.sizeBytes > kMaxBufferBytes) {
+      if (*interval->sizeBytes > kMaxBufferBytes) {
         alloc.emitOpError()
-            << "is " << *interval.sizeBytes
+            << "is " << *interval->sizeBytes
             << " bytes, above the 2^40-byte limit of --memopt-plan-buffers";
         valid = false;
         continue;
       }
-      problem.push_back(
-          {interval.id, interval.start, interval.end + 1, *interval.sizeBytes});
+      problem.push_back({interval->id, interval->start, interval->end + 1,
+                         *interval->sizeBytes});
     }
     if (!valid)
       return failure();
@@ -118,9 +143,10 @@ struct PlanBuffersPass
       placement = stackBuffers(problem, alignment);
     }
     LLVM_DEBUG(llvm::dbgs()
-               << "@" << func.getName() << ": " << problem.size()
-               << " buffers, arena " << placement.arenaSize << ", LB "
-               << placement.lowerBound << ", method " << placement.method
+               << "@" << func.getName() << " " << arenaAttrName << ": "
+               << problem.size() << " buffers, arena " << placement.arenaSize
+               << ", LB " << placement.lowerBound << ", method "
+               << placement.method
                << (placement.provenOptimal ? ", optimal" : "") << "\n");
     if (std::optional<std::string> error = checkPlacement(
             problem, placement.offsets, placement.arenaSize, alignment))
@@ -130,12 +156,11 @@ struct PlanBuffersPass
              << *error;
 
     Builder builder(func.getContext());
-    for (auto [interval, offset] :
-         llvm::zip_equal(liveness.getBuffers(), placement.offsets))
-      memref::AllocOp(interval.alloc)
+    for (auto [interval, offset] : llvm::zip_equal(buffers, placement.offsets))
+      memref::AllocOp(interval->alloc)
           ->setAttr(MemoptDialect::kOffsetAttrName,
                     builder.getI64IntegerAttr(offset));
-    func->setAttr(MemoptDialect::kArenaBytesAttrName,
+    func->setAttr(arenaAttrName,
                   builder.getI64IntegerAttr(placement.arenaSize));
     numBuffers += problem.size();
     lowerBoundBytes += placement.lowerBound;

@@ -44,6 +44,8 @@ void memopt::buildPlanningPipeline(OpPassManager &pm,
   }
   if (options.clipGradNorm > 0 && split)
     addClipping();
+  if (options.offload == "optimizer")
+    pm.addPass(createOffloadOptimizerPass());
   BufferizePassOptions bufferize;
   bufferize.reuse = options.bufferReuse;
   pm.addPass(createBufferizePass(bufferize));

@@ -6,6 +6,10 @@
 // same time share a byte is memopt::checkPlacement, a sweep over time that
 // shares no code with the placer (O(n log n)).
 //
+// With optimizer offload the host arena (`memopt.host_arena_bytes`) is
+// checked the same way over the buffers in host memory, and every kernel is
+// checked to read and write only the memory it runs in (docs/Offload.md).
+//
 // Per-buffer faults (no offset, misaligned, outside the arena) are reported
 // at each alloc. When the checker finds an overlap, the pair is located with
 // the checker alone: the shortest prefix of the buffers it rejects ends with
@@ -17,6 +21,7 @@
 
 #include "memopt/Analysis/BufferLiveness.h"
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+#include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 #include "memopt/Planning/PlanChecker.h"
 
@@ -92,20 +97,79 @@ struct VerifyPlanPass
   }
 
   LogicalResult verifyFunction(FunctionOpInterface func) {
-    auto arenaAttr =
-        func->getAttrOfType<IntegerAttr>(MemoptDialect::kArenaBytesAttrName);
+    // Built afresh rather than taken from the analysis manager, so that a
+    // cached result that a pass wrongly preserved cannot hide a conflict.
+    BufferLiveness liveness(func);
+    SmallVector<const BufferInterval *> device, host;
+    for (const BufferInterval &interval : liveness.getBuffers())
+      (getMemoryKind(memref::AllocOp(interval.alloc)) == MemoryKind::Host
+           ? host
+           : device)
+          .push_back(&interval);
+    bool valid = succeeded(verifyMemories(func));
+    valid &= succeeded(
+        verifyArena(func, device, MemoptDialect::kArenaBytesAttrName));
+    if (!host.empty() || func->hasAttr(MemoptDialect::kHostArenaBytesAttrName))
+      valid &= succeeded(
+          verifyArena(func, host, MemoptDialect::kHostArenaBytesAttrName));
+    return success(valid);
+  }
+
+  /// Each kernel reads and writes the memory it runs in: the host's for a
+  /// kernel marked `memopt.on_host`, the device's for any other, and a
+  /// transfer the memory it copies from and the memory it copies to.
+  LogicalResult verifyMemories(FunctionOpInterface func) {
+    bool valid = true;
+    func.walk([&](KernelOp kernel) {
+      MemoryKind runsIn =
+          runsOnHost(kernel) ? MemoryKind::Host : MemoryKind::Device;
+      MemoryKind writes = runsIn;
+      if (kernel.getKernel() == TransferOp::getOperationName()) {
+        auto to = kernel.getOpAttributes().getAs<MemoryKindAttr>("to");
+        if (!to) {
+          kernel.emitOpError() << "copies to no memory ('to' is missing)";
+          valid = false;
+          return;
+        }
+        writes = to.getValue();
+        runsIn =
+            writes == MemoryKind::Host ? MemoryKind::Device : MemoryKind::Host;
+      }
+      auto check = [&](ValueRange buffers, MemoryKind expected,
+                       StringRef what) {
+        for (auto [i, buffer] : llvm::enumerate(buffers)) {
+          MemoryKind memory = getMemoryKind(buffer);
+          if (memory == expected)
+            continue;
+          kernel.emitOpError()
+              << what << " #" << i << " lives in "
+              << stringifyMemoryKind(memory) << " memory, but the kernel "
+              << what << "s " << stringifyMemoryKind(expected) << " memory";
+          valid = false;
+        }
+      };
+      check(kernel.getIns(), runsIn, "read");
+      check(kernel.getOuts(), writes, "write");
+    });
+    return success(valid);
+  }
+
+  /// The buffers of one arena, whose size is the function's `arenaAttrName`,
+  /// are inside it, aligned, and never share a byte while both live.
+  LogicalResult verifyArena(FunctionOpInterface func,
+                            ArrayRef<const BufferInterval *> buffers,
+                            StringRef arenaAttrName) {
+    auto arenaAttr = func->getAttrOfType<IntegerAttr>(arenaAttrName);
     if (!arenaAttr)
-      return func.emitOpError() << "has no 'memopt.arena_bytes'; run "
-                                   "--memopt-plan-buffers first";
+      return func.emitOpError() << "has no '" << arenaAttrName
+                                << "'; run --memopt-plan-buffers first";
     PlannedBuffers plan;
     plan.arenaSize = arenaAttr.getInt();
     plan.alignment = alignment;
 
-    // Built afresh rather than taken from the analysis manager, so that a
-    // cached result that a pass wrongly preserved cannot hide a conflict.
-    BufferLiveness liveness(func);
     bool valid = true;
-    for (const BufferInterval &interval : liveness.getBuffers()) {
+    for (const BufferInterval *each : buffers) {
+      const BufferInterval &interval = *each;
       memref::AllocOp alloc = interval.alloc;
       auto offsetAttr =
           alloc->getAttrOfType<IntegerAttr>(MemoptDialect::kOffsetAttrName);
@@ -132,7 +196,8 @@ struct VerifyPlanPass
       if (offset > plan.arenaSize || size > plan.arenaSize - offset) {
         alloc.emitOpError()
             << "occupies bytes [" << offset << ", " << offset + size
-            << "), outside the arena [0, " << plan.arenaSize << ")";
+            << "), outside the arena [0, " << plan.arenaSize << ") of '"
+            << arenaAttrName << "'";
         valid = false;
         continue;
       }

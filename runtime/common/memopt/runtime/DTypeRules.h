@@ -12,7 +12,9 @@
 //
 // A row names the entry, its dtype arguments in the entry's order, each with
 // the set of dtypes it accepts on its own, and at most one tie between two of
-// them ("out_dtype is dtype or f32"). Adding an entry adds one row.
+// them ("out_dtype is dtype or f32"). Adding an entry adds one row; an entry
+// that computes another's on other memory (offload's memopt_host_*) instead
+// names that entry in kDTypeTwins and reads its row.
 //
 // Header-only C++17 without MLIR: the host runtime, nvcc's host code and the
 // compiler include it alike.
@@ -263,11 +265,32 @@ inline constexpr DTypeRule kDTypeRules[] = {
 constexpr int kNumDTypeRules =
     static_cast<int>(sizeof(kDTypeRules) / sizeof(kDTypeRules[0]));
 
-/// The row of `entry`, or nullptr when it takes no dtype arguments.
+/// An entry that computes what another entry computes, on other memory, and
+/// takes its dtype arguments in the same order: it reads that entry's row.
+struct DTypeTwin {
+  const char *entry;
+  const char *of;
+};
+
+/// The twins: the host-memory entries of optimizer offload (runtime.h's
+/// "Host memory (offload)"), which accept exactly what their device
+/// counterparts accept.
+inline constexpr DTypeTwin kDTypeTwins[] = {
+    {"memopt_host_cast", "memopt_cast"},
+    {"memopt_host_sgd_update", "memopt_sgd_update"},
+    {"memopt_host_adamw_update", "memopt_adamw_update"},
+    {"memopt_host_adamw8bit_update", "memopt_adamw8bit_update"},
+};
+
+/// The row of `entry` (a twin's: its counterpart's), or nullptr when it
+/// takes no dtype arguments.
 inline const DTypeRule *findDTypeRule(const char *entry) {
   for (const DTypeRule &rule : kDTypeRules)
     if (std::strcmp(rule.entry, entry) == 0)
       return &rule;
+  for (const DTypeTwin &twin : kDTypeTwins)
+    if (std::strcmp(twin.entry, entry) == 0)
+      return findDTypeRule(twin.of);
   return nullptr;
 }
 

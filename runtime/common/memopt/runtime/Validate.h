@@ -504,6 +504,28 @@ inline bool checkShardEntry(memopt_context *ctx, const char *entry,
          shard > 0;
 }
 
+/// AdamW's step count where the entry reads it on the CPU (the host runtime,
+/// the CUDA runtime's memopt_host_* entries): a 1-based update count.
+inline bool checkUpdateCount(memopt_context *ctx, const char *entry,
+                             int64_t step) {
+  return step >= 1 ||
+         invalid(ctx, entry, "step %lld is not a 1-based update count",
+                 static_cast<long long>(step));
+}
+
+/// memopt_transfer: a known direction and, unless `bytes` is 0, both
+/// buffers.
+inline bool checkTransfer(memopt_context *ctx, const char *entry,
+                          memopt_transfer_direction direction, const void *src,
+                          const void *dst, uint64_t bytes) {
+  if (!enterEntry(ctx, entry))
+    return false;
+  if (direction != MEMOPT_TO_HOST && direction != MEMOPT_TO_DEVICE)
+    return invalid(ctx, entry, "unknown direction %d",
+                   static_cast<int>(direction));
+  return checkPointers(ctx, entry, bytes ? 1 : 0, {src, dst});
+}
+
 /// memopt_update_scale.
 inline bool checkUpdateScale(memopt_context *ctx, const char *entry,
                              std::initializer_list<const void *> scalars,

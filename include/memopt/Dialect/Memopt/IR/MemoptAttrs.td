@@ -56,4 +56,20 @@ def Memopt_ComparePredicate : I32EnumAttr<"ComparePredicate",
 def Memopt_ComparePredicateAttr : EnumAttr<Memopt_Dialect,
     Memopt_ComparePredicate, "predicate">;
 
+
+// Where a buffer lives and an op runs (optimizer offload, docs/Offload.md).
+def Memopt_MemoryKind : I32EnumAttr<"MemoryKind",
+    "the memory a buffer lives in", [
+      I32EnumAttrCase<"Device", 0, "device">,
+      I32EnumAttrCase<"Host", 1, "host">
+    ]> {
+  let cppNamespace = "::memopt";
+  let genSpecializedAttr = 0;
+}
+
+def Memopt_MemoryKindAttr : EnumAttr<Memopt_Dialect,
+    Memopt_MemoryKind, "memory"> {
+  let assemblyFormat = "$value";
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTATTRS_TD

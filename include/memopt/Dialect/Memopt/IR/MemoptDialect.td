@@ -107,6 +107,14 @@ def Memopt_Dialect : Dialect {
         "memopt.micro_batches";
     static constexpr ::llvm::StringLiteral kDataParallelAttrName =
         "memopt.data_parallel";
+    /// Optimizer offload (docs/Offload.md): `memopt.memory = "host"` on an
+    /// argument or a planned buffer that lives in host memory (without it,
+    /// device memory), `memopt.on_host` on an op that runs on the host, and
+    /// `memopt.host_arena_bytes` the host arena of a planned step.
+    static constexpr ::llvm::StringLiteral kMemoryAttrName = "memopt.memory";
+    static constexpr ::llvm::StringLiteral kOnHostAttrName = "memopt.on_host";
+    static constexpr ::llvm::StringLiteral kHostArenaBytesAttrName =
+        "memopt.host_arena_bytes";
 
   private:
     void registerAttributes();

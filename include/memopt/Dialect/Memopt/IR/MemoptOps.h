@@ -30,6 +30,16 @@ template <typename... OpTys> bool isOpNamed(llvm::StringRef name) {
   return ((name == OpTys::getOperationName()) || ...);
 }
 
+/// Whether `op` (a memopt op or its kernel) runs on the host
+/// (`memopt.on_host`, optimizer offload).
+bool runsOnHost(mlir::Operation *op);
+
+/// The memory that `value`, a tensor or a buffer of a step, lives in:
+/// host for an argument or an allocation marked `memopt.memory = "host"`,
+/// a view of one, the result of `memopt.transfer ... to host` or of an op
+/// that runs on the host; device otherwise.
+MemoryKind getMemoryKind(mlir::Value value);
+
 } // namespace memopt
 
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_H

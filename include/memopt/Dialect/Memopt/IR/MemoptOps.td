@@ -42,6 +42,8 @@ def Memopt_StateTensor : StaticShapeTensorOf<[F32, F16, BF16, I8]>;
 def Memopt_PackedTensor : 1DTensorOf<[I8]>;
 def Memopt_AnyTensor : StaticShapeTensorOf<[F32, F16, BF16, I1, I32, I64]>;
 def Memopt_F32Tensor : StaticShapeTensorOf<[F32]>;
+// Any tensor the runtime stores, copied as bytes.
+def Memopt_BytesTensor : StaticShapeTensorOf<[F32, F16, BF16, I1, I8, I32, I64]>;
 
 def Memopt_F32Scalar : 0DTensorOf<[F32]>,
     BuildableType<"::mlir::RankedTensorType::get({}, $_builder.getF32Type())">;
@@ -1534,6 +1536,25 @@ def Memopt_ScaleByOp : Memopt_Op<"scale_by",
     $input `,` $factor attr-dict `:`
     custom<SameTypes>(type($input), type($result))
   }];
+}
+
+def Memopt_TransferOp : Memopt_Op<"transfer", [Pure, SameOperandsAndResultType]> {
+  let summary = "copy a tensor between device memory and host memory";
+  let description = [{
+    The same tensor in the other memory: `to host` copies a value that the
+    device computed into host memory, for an op that runs on the host
+    (`memopt.on_host`), `to device` copies a value that the host computed
+    back. `--memopt-offload-optimizer` inserts them (docs/Offload.md); the
+    runtime's `memopt_transfer` copies the bytes.
+
+    ```mlir
+    %h = memopt.transfer %g to host : tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins Memopt_BytesTensor:$input, Memopt_MemoryKindAttr:$to);
+  let results = (outs Memopt_BytesTensor:$result);
+  let assemblyFormat = "$input `to` `` $to attr-dict `:` type($input)";
+  let hasVerifier = 0;
 }
 
 def Memopt_IncrementOp : Memopt_Op<"increment",

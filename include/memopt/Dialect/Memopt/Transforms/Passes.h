@@ -98,6 +98,13 @@ struct PlanningPipelineOptions
                      "released; memopt-compile keeps where that fits the "
                      "memory budget)"),
       llvm::cl::value_desc("keep|recompute|auto"), llvm::cl::init("keep")};
+  /// --memopt-offload-optimizer before bufferization (docs/Offload.md).
+  Option<std::string> offload{
+      *this, "offload",
+      llvm::cl::desc("What lives in host memory: none, or optimizer (the "
+                     "f32 master weights and the optimizer state, updated "
+                     "on the host; docs/Offload.md)"),
+      llvm::cl::value_desc("none|optimizer"), llvm::cl::init("none")};
   /// False gives every buffer its own bytes (docs/BufferReuse.md).
   Option<bool> bufferReuse{
       *this, "buffer-reuse",

@@ -325,6 +325,41 @@ def AccumulatePass : Pass<"memopt-accumulate", "mlir::ModuleOp"> {
   ];
 }
 
+def OffloadOptimizerPass
+    : Pass<"memopt-offload-optimizer", "mlir::ModuleOp"> {
+  let summary = "ZeRO-Offload: the optimizer state and the f32 master "
+                "weights live in host memory, and the update runs there";
+  let description = [{
+    Rewrites the tensor-level step (after `--memopt-accumulate`,
+    `--memopt-shard-optimizer` and `--memopt-clip-gradients`, before
+    `--memopt-bufferize`) so that every optimizer update runs on the host
+    (docs/Offload.md):
+
+    - the update's optimizer state arguments, and its parameter argument
+      (the f32 master weights), are marked `memopt.memory = "host"`;
+    - every other op that reads the parameter reads instead a device copy,
+      a new argument of role `"param_copy"` with the parameter's name,
+      appended after the others: in the one low-precision type the step
+      casts the parameter to (bf16 or f16), else in f32;
+    - the update and the low-precision cast of its new value carry
+      `memopt.on_host`, and the cast's result (the new f32 value without a
+      low-precision copy) is the copy's new value;
+    - `memopt.transfer ... to host` brings each device value a host op reads
+      (the gradient, the step counter, the loss-scaling skip flag) to the
+      host right before its first reader, and `memopt.transfer ... to
+      device` takes each host value that a device op reads or a device
+      argument returns back right after it is computed.
+
+    With ZeRO each rank offloads its shard. The step computes what it
+    computed before, bit for bit: the transfers copy bytes, and the host
+    entries compute what the device entries do.
+
+    ```
+    memopt-opt --memopt-autodiff --memopt-offload-optimizer model.mlir
+    ```
+  }];
+}
+
 def ShardOptimizerPass : Pass<"memopt-shard-optimizer", "mlir::ModuleOp"> {
   let summary = "ZeRO: each rank updates and keeps 1/N of the optimizer state "
                 "and master weights";

@@ -1,0 +1,185 @@
+# Optimizer offload (docs/Offload.md) on the host runtime, one BLAS thread:
+# the f32 master weights and the optimizer state live in the host arena,
+# every update runs through the host entries, the gradients and the weights
+# cross by memopt_transfer, and the step trains bit for bit as the step
+# without offload: the losses, the evaluation losses (which read the host's
+# masters through a copy) and the saved checkpoint, in
+#
+# - FP32 AdamW (the device keeps an f32 copy of each weight);
+# - BF16 (the copy is the bf16 cast, made on the host);
+# - FP16 with dynamic loss scaling (the skip flag crosses to the host);
+# - K = 2 micro-batches, SGD with momentum and --clip-grad-norm=1;
+# - 8-bit AdamW state;
+# - a resumed run, from the checkpoint the step without offload saved;
+# - ZeRO stages 1 to 3 on 2 MPI ranks in BF16, each rank offloading its
+#   shard, against ZeRO without offload.
+#
+# The account: the device's arena keeps no master weight and no optimizer
+# state, the host holds them, and the bytes each step copies are the
+# gradients down and the weights up.
+#
+# REQUIRES: mpi
+# RUN: rm -rf %t && mkdir -p %t
+# RUN: %python %s %t %memopt_src_root | FileCheck %s
+#
+# CHECK: fp32: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[N:[0-9]+]] of [[N]] updates on the host
+# CHECK: fp32: device 0 B master_params + 8 B optimizer, host {{[0-9]+}} B master_params + {{[0-9]+}} B optimizer, copies = gradients down and weights up
+# CHECK: bf16: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[N:[0-9]+]] of [[N]] updates on the host
+# CHECK: bf16: device 0 B master_params + 8 B optimizer, host {{[0-9]+}} B master_params + {{[0-9]+}} B optimizer, copies = gradients down and weights up
+# CHECK: fp16: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[N:[0-9]+]] of [[N]] updates on the host
+# CHECK: k2-sgd-clip: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[N:[0-9]+]] of [[N]] updates on the host
+# CHECK: adamw8bit: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[N:[0-9]+]] of [[N]] updates on the host
+# CHECK: resumed: 2 losses bit-identical, checkpoint byte-identical
+# CHECK: zero-1: 4 losses bit-identical, checkpoint byte-identical, [[N:[0-9]+]] of [[N]] updates on the host
+# CHECK: zero-2: 4 losses bit-identical, checkpoint byte-identical, [[N:[0-9]+]] of [[N]] updates on the host
+# CHECK: zero-3: 4 losses bit-identical, checkpoint byte-identical, [[N:[0-9]+]] of [[N]] updates on the host
+
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "Inputs"))
+import memopt_run  # noqa: E402
+
+STEPS = 4
+EVAL = re.compile(r"^eval step \d+ loss (\S+)", re.M)
+ENV = memopt_run.MPI_ENV
+SGD = ["--optimizer=sgd", "--lr=0.1", "--momentum=0.9", "--weight-decay=0"]
+
+
+def make_inputs(model, workdir):
+    out = os.path.join(workdir, "inputs")
+    memopt_run.compile_model(model, out)
+    subprocess.run([sys.executable, os.path.join(
+        os.path.dirname(__file__), "..", "Target", "Inputs",
+        "cuda_inputs.py"), os.path.join(out, "model.json"),
+        os.path.join(workdir, "model.safetensors"),
+        os.path.join(workdir, "batch.safetensors"), "--int-high", "10"],
+        check=True)
+
+
+def train(out, workdir, params, save, steps=STEPS, ranks=1):
+    command = [os.path.join(out, "train"), "--params", params,
+               "--batch", os.path.join(workdir, "batch.safetensors"),
+               "--steps", str(steps), "--save", save]
+    if ranks > 1:
+        command = memopt_run.MPIRUN + ["-np", str(ranks)] + command
+    else:
+        command += ["--eval-every", "2", "--eval-batches", "1"]
+    result = subprocess.run(command, capture_output=True, text=True, env=ENV,
+                            timeout=300)
+    if result.returncode:
+        sys.exit("train failed: %s\n%s" % (" ".join(command), result.stderr))
+    return (memopt_run.losses(result.stdout),
+            [float(v) for v in EVAL.findall(result.stdout)], save)
+
+
+UPDATE = re.compile(r"memopt_(host_)?(adamw8bit|adamw|sgd)_update\(")
+
+
+def updates_on_host(plain, offload):
+    """", N of N updates on the host": the offloaded step calls the host
+    entry wherever the plain step calls the device's."""
+    def calls(out):
+        with open(os.path.join(out, "train_step.cpp")) as f:
+            found = UPDATE.findall(f.read())
+        return (sum(1 for host, _ in found if not host),
+                sum(1 for host, _ in found if host))
+    device, _ = calls(plain)
+    left, host = calls(offload)
+    return ", %d of %d updates on the host" % (host, device) + (
+        "" if left == 0 and host == device else " MISMATCH")
+
+
+def compare(label, got, want, suffix=""):
+    same = open(got[2], "rb").read() == open(want[2], "rb").read()
+    line = "%d losses %s" % (len(got[0]), "bit-identical"
+                             if got[0] == want[0] and got[0] else
+                             "MISMATCH %s %s" % (got[0], want[0]))
+    if want[1]:
+        line += ", %d eval losses %s" % (
+            len(got[1]), "bit-identical" if got[1] == want[1] else
+            "MISMATCH %s %s" % (got[1], want[1]))
+    print("%s: %s, checkpoint %s%s" % (
+        label, line, "byte-identical" if same else "MISMATCH", suffix))
+
+
+def check_account(label, plain, offload):
+    """The offloaded report keeps the f32 masters and the optimizer state on
+    the host, and copies each gradient down and each weight up once."""
+    pools, host = offload["pools"], offload["host"]
+    before, after = plain["model_state"], offload["model_state"]
+    counter = 8  # optimizer.step stays on the device; the host reads a copy
+    masters = 4 * plain["parameters"]["trainable"]
+    ok = (pools["master_params"] == 0 and pools["optimizer"] == counter and
+          host["pools"]["master_params"] == masters and
+          host["pools"]["optimizer"] == before["optimizer"] - counter and
+          host["to_host_bytes"] == before["grads"] + counter and
+          host["to_device_bytes"] == after["weights"])
+    print("%s: device %d B master_params + %d B optimizer, host %d B "
+          "master_params + %d B optimizer, %s" % (
+              label, pools["master_params"], pools["optimizer"],
+              host["pools"]["master_params"], host["pools"]["optimizer"],
+              "copies = gradients down and weights up" if ok else
+              "MISMATCH %s %s %s" % (host, before, after)))
+
+
+def single(workdir, model, label, flags, account=False):
+    runs = {}
+    reports = {}
+    for name, extra in (("plain", []), ("offload", ["--offload=optimizer"])):
+        out = os.path.join(workdir, label + "-" + name)
+        reports[name] = memopt_run.compile_model(model, out, *flags, *extra)
+        runs[name] = train(out, workdir,
+                           os.path.join(workdir, "model.safetensors"),
+                           out + ".safetensors")
+    compare(label, runs["offload"], runs["plain"],
+            updates_on_host(*(os.path.join(workdir, label + "-" + name)
+                              for name in ("plain", "offload"))))
+    if account:
+        check_account(label, reports["plain"], reports["offload"])
+    return runs
+
+
+def main():
+    workdir, src = sys.argv[1], sys.argv[2]
+    gpt = os.path.join(src, "examples", "gpt.mlir")
+    make_inputs(gpt, workdir)
+
+    fp32 = single(workdir, gpt, "fp32", [], account=True)
+    single(workdir, gpt, "bf16", ["--mixed-precision=bf16"], account=True)
+    single(workdir, gpt, "fp16", ["--mixed-precision=fp16"])
+    single(workdir, gpt, "k2-sgd-clip",
+           ["--micro-batches=2", "--clip-grad-norm=1", *SGD])
+    single(workdir, gpt, "adamw8bit", ["--optimizer-state=8bit"])
+
+    # Resumed from the checkpoint of the step without offload.
+    resumed = {}
+    for name in ("plain", "offload"):
+        out = os.path.join(workdir, "fp32-" + name)
+        resumed[name] = train(out, workdir, fp32["plain"][2],
+                              out + ".resumed.safetensors", steps=2)
+        resumed[name] = (resumed[name][0], [], resumed[name][2])
+    compare("resumed", resumed["offload"], resumed["plain"])
+
+    # ZeRO: each rank offloads its shard.
+    for stage in (1, 2, 3):
+        runs = {}
+        for name, extra in (("plain", []),
+                            ("offload", ["--offload=optimizer"])):
+            out = os.path.join(workdir, "zero%d-%s" % (stage, name))
+            memopt_run.compile_model(gpt, out, "--data-parallel=2",
+                                     "--zero-stage=%d" % stage,
+                                     "--mixed-precision=bf16", *extra)
+            runs[name] = train(out, workdir,
+                               os.path.join(workdir, "model.safetensors"),
+                               out + ".safetensors", ranks=2)
+        compare("zero-%d" % stage, runs["offload"], runs["plain"],
+                updates_on_host(*(os.path.join(
+                    workdir, "zero%d-%s" % (stage, name))
+                    for name in ("plain", "offload"))))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
