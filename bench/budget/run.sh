@@ -11,8 +11,9 @@
 # (6 N T for the weight GEMMs plus attention, Kaplan et al. 2020). Last,
 # LLaMA-7B full fine-tuning (AdamW, --clip-grad-norm=1, 1 x 2048) on one
 # device of each kind with the search held to one device and 32-bit moments:
-# what offloading the optimizer state and master weights would leave on the
-# device and move over its host link each step (ZeRO-Offload's layout).
+# the search offloads the optimizer (--offload=optimizer, docs/Offload.md);
+# the compiled plan's device peak, host memory, bytes copied each step over
+# the host link and estimated step time.
 #
 #   ninja -C build memopt-compile
 #   bench/budget/run.sh                 # about 2 minutes
@@ -81,8 +82,8 @@ for name, (n, layers, b, s, h) in models.items():
 PY
 
 echo
-echo "| device | smallest planned peak | offload: on the device (budget) | to host memory | moved per step | over | transfer time |"
-echo "|---|---:|---:|---:|---:|---|---:|"
+echo "| device | chosen | on the device (budget) | smallest without offload | host memory | copied per step | over | transfer | est. step |"
+echo "|---|---|---:|---:|---:|---:|---|---:|---:|"
 for device in rtx4090-24gb a100-40gb h100-80gb; do
   json="$tmp/offload-$device.json"
   "$tool" "$repo/examples/llama-7b.mlir" --explore --report=json \
@@ -94,19 +95,20 @@ import json, sys
 path, device = sys.argv[1:]
 r = json.load(open(path))
 gib = lambda b: "%.2f GiB" % (b / 2**30)
-infeasible = r["infeasible"]
-if infeasible is None:
-    print("| %s | fits without offload | | | | | |" % device)
+rows = [c for c in r["combinations"] if "planned_peak_bytes" in c]
+resident = min((c["planned_peak_bytes"] for c in rows
+                if c["offload"] == "none"), default=None)
+if r["chosen"] is None:
+    print("| %s | none fits (smallest %s) | | | | | | | |" % (
+        device, gib(r["infeasible"]["smallest_peak_bytes"])))
     sys.exit(0)
-offload = [m for m in infeasible["remedies"] if m["kind"] == "offload-optimizer"]
-if not offload:
-    print("| %s | %s | does not fit | | | | |" % (
-        device, gib(infeasible["smallest_peak_bytes"])))
-    sys.exit(0)
-m = offload[0]
-print("| %s | %s | %s (%s) | %s | %s | %s | %.0f ms |" % (
-    device, gib(infeasible["smallest_peak_bytes"]), gib(m["bytes_per_device"]),
-    gib(r["budget_bytes"]), gib(m["bytes"]), gib(m["transfer_bytes"]),
-    r["device"]["host_link"], m["transfer_seconds"] * 1e3))
+c = r["combinations"][r["chosen"]]
+link = r["device"]
+copied = c["transfer_seconds"] * link["host_link_bytes_per_second"]
+print("| %s | %s/%s/K=%d/%s | %s (%s) | %s | %s | %s | %s | %.0f ms | %.2f s |" % (
+    device, c["precision"], c["remat"], c["micro_batches"], c["offload"],
+    gib(c["planned_peak_bytes"]), gib(r["budget_bytes"]),
+    gib(resident) if resident else "-", gib(c["host_bytes"]), gib(copied),
+    link["host_link"], c["transfer_seconds"] * 1e3, c["step_seconds"]))
 PY
 done

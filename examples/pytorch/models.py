@@ -204,12 +204,17 @@ class LlamaAttention(nn.Module):
     are on the meta device), the scores' softmax in float32 through its
     dtype argument and cast back to the queries' dtype."""
 
-    def __init__(self, dim, heads, block, device=None, base=10000.0):
+    def __init__(self, dim, heads, block, device=None, base=10000.0,
+                 kv_heads=None):
         super().__init__()
         self.heads = heads
+        # Grouped-query attention (Llama 2 70B): fewer key and value heads,
+        # each shared by heads // kv_heads query heads.
+        self.kv_heads = kv_heads or heads
+        kv_dim = dim // heads * self.kv_heads
         self.wq = nn.Linear(dim, dim, bias=False, device=device)
-        self.wk = nn.Linear(dim, dim, bias=False, device=device)
-        self.wv = nn.Linear(dim, dim, bias=False, device=device)
+        self.wk = nn.Linear(dim, kv_dim, bias=False, device=device)
+        self.wv = nn.Linear(dim, kv_dim, bias=False, device=device)
         self.wo = nn.Linear(dim, dim, bias=False, device=device)
         self.register_buffer(
             "mask", torch.tril(torch.ones(block, block)).view(
@@ -224,9 +229,14 @@ class LlamaAttention(nn.Module):
     def forward(self, x):
         B, T, C = x.size(0), x.size(1), x.size(2)
         H = self.heads
-        q = self.wq(x).view(B, T, H, C // H).transpose(1, 2)
-        k = self.wk(x).view(B, T, H, C // H).transpose(1, 2)
-        v = self.wv(x).view(B, T, H, C // H).transpose(1, 2)
+        KV, D = self.kv_heads, C // H
+        q = self.wq(x).view(B, T, H, D).transpose(1, 2)
+        k = self.wk(x).view(B, T, KV, D).transpose(1, 2)
+        v = self.wv(x).view(B, T, KV, D).transpose(1, 2)
+        if KV != H:
+            # Hugging Face's repeat_kv.
+            k = k[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
+            v = v[:, :, None].expand(B, KV, H // KV, T, D).reshape(B, H, T, D)
         cos, sin = self.cos[:T], self.sin[:T]
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
@@ -238,10 +248,11 @@ class LlamaAttention(nn.Module):
 
 
 class LlamaBlock(nn.Module):
-    def __init__(self, dim, heads, hidden, block, device=None):
+    def __init__(self, dim, heads, hidden, block, device=None, kv_heads=None):
         super().__init__()
         self.attention_norm = RMSNorm(dim, device=device)
-        self.attention = LlamaAttention(dim, heads, block, device)
+        self.attention = LlamaAttention(dim, heads, block, device,
+                                        kv_heads=kv_heads)
         self.ffn_norm = RMSNorm(dim, device=device)
         self.feed_forward = nn.ModuleDict(dict(
             w1=nn.Linear(dim, hidden, bias=False, device=device),
@@ -263,11 +274,11 @@ class Llama(nn.Module):
     tokens. The defaults are a tiny model; llama_7b() is LLaMA-7B's shape."""
 
     def __init__(self, vocab=128, block=16, dim=64, heads=4, hidden=172,
-                 layers=2, device=None):
+                 layers=2, device=None, kv_heads=None):
         super().__init__()
         self.tok_embeddings = nn.Embedding(vocab, dim, device=device)
         self.layers = nn.ModuleList([
-            LlamaBlock(dim, heads, hidden, block, device)
+            LlamaBlock(dim, heads, hidden, block, device, kv_heads)
             for _ in range(layers)])
         self.norm = RMSNorm(dim, device=device)
         self.output = nn.Linear(dim, vocab, bias=False, device=device)
@@ -303,10 +314,21 @@ def llama_7b(device="meta"):
                  layers=32, device=device)
 
 
+def llama2_70b(device="meta"):
+    """Llama 2 70B's shape: 80 layers, 8192 wide, 64 query heads sharing 8
+    key and value heads, SwiGLU MLP of 28672, vocab 32000, context 4096
+    (68,976,648,192 parameters)."""
+    return Llama(vocab=32000, block=4096, dim=8192, heads=64, hidden=28672,
+                 layers=80, device=device, kv_heads=8)
+
+
 # The large configurations, on the meta device, and their example batch
 # shapes (batch, sequence): for accounting, not for training on the host.
+# gpt2-small and llama-7b are bundled in examples/; llama2-70b is exported
+# by the benchmarks that use it (bench/offload).
 LARGE_MODELS = {"gpt2-small": (gpt2_small, (8, 1024)),
-                "llama-7b": (llama_7b, (1, 2048))}
+                "llama-7b": (llama_7b, (1, 2048)),
+                "llama2-70b": (llama2_70b, (1, 4096))}
 
 MODELS = {"mlp": MLP, "gpt": GPT, "cnn": CNN, "llama": Llama}
 

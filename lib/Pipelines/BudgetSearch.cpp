@@ -49,8 +49,10 @@ std::string Combination::str() const {
     text += " / NF4 frozen";
   if (offload)
     text += " / offload";
-  if (ranks > 1)
+  if (ranks > 1 && zeroStage > 0)
     text += llvm::formatv(" / ZeRO-{0} x {1} ranks", zeroStage, ranks).str();
+  else if (ranks > 1)
+    text += llvm::formatv(" / {0} ranks", ranks).str();
   return text;
 }
 
@@ -80,8 +82,11 @@ std::string memopt::applyCombination(const Combination &combination,
     options.memoryBudget = arenaBudgetBytes;
   }
   options.microBatches = combination.microBatches;
-  options.dataParallel = combination.ranks;
-  options.rankBatch = combination.ranks > 1;
+  if (combination.ranks != options.dataParallel) {
+    // Ranks the search added: each trains the model's batch.
+    options.dataParallel = combination.ranks;
+    options.rankBatch = combination.ranks > 1;
+  }
   options.zeroStage = combination.zeroStage;
   options.optimizerStateBits = combination.stateBits;
   options.frozenWeights = combination.frozenWeights;
@@ -391,17 +396,22 @@ static std::string explainOffload(const ExploreResult &result,
                                   const CombinationResult &chosen) {
   const CombinationResult *resident = findSmallest(
       result, [](const Combination &c) { return !c.offload && c.ranks == 1; });
+  std::string why = "--offload=optimizer";
+  if (options.mayOffload) {
+    why = "no combination fits one device with its optimizer state in "
+          "device memory";
+    if (resident)
+      why += " (the smallest, " + resident->combination.str() + ", needs " +
+             formatBytes(resident->plannedPeakBytes) + ")";
+  }
   return llvm::formatv(
-      "optimizer offload applied: no combination fits one device with its "
-      "optimizer state in device memory{0}; the f32 master weights and the "
+      "optimizer offload applied: {0}; the f32 master weights and the "
       "optimizer state live in host memory ({1} there), and each step "
       "copies the gradients down and the weights up over {2}, {3} "
-      "(--offload=optimizer, docs/Offload.md), before more devices",
-      resident ? " (the smallest, " + resident->combination.str() + ", needs " +
-                     formatBytes(resident->plannedPeakBytes) + ")"
-               : std::string(),
-      formatBytes(chosen.hostBytes), options.device->hostLink,
-      formatSeconds(chosen.cost.transferSeconds));
+      "(docs/Offload.md){4}",
+      why, formatBytes(chosen.hostBytes), options.device->hostLink,
+      formatSeconds(chosen.cost.transferSeconds),
+      options.mayOffload ? ", before more devices" : "");
 }
 
 /// Why the chosen combination (single-device, NF4 frozen weights)
@@ -449,7 +459,7 @@ static void explain(ExploreResult &result, const ExploreOptions &options,
     lines.push_back(explainFrozen(result, chosen));
   if (c.offload)
     lines.push_back(explainOffload(result, options, chosen));
-  if (c.ranks > 1)
+  if (c.ranks > 1 && options.maxRanks > 1)
     lines.push_back(explainZero(result, c));
   lines.push_back(llvm::formatv(
       "chosen: {0}: planned peak {1} of the {2} budget ({3} free), estimated "
@@ -638,12 +648,14 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
   auto start = std::chrono::steady_clock::now();
   ExploreResult result;
   countItems(module, result);
-  // Every combination keeps the state precision and the offload the
-  // options give, until the search quantizes or offloads it.
+  // Every combination keeps the state precision, the offload and the ranks
+  // the options give, until the search quantizes, offloads or shards.
   auto withBaseState = [&](Combination c) {
     c.stateBits = base.optimizerStateBits;
     c.frozenWeights = base.frozenWeights;
     c.offload = base.offload == "optimizer";
+    c.ranks = base.dataParallel;
+    c.zeroStage = base.zeroStage;
     return c;
   };
 

@@ -225,8 +225,11 @@ class Program:
         _bind(self._lib)
         self._description = json.loads(
             self._lib.memopt_program_model_json().decode("utf-8"))
+        # (A "param_copy" shares its master's name: the device's copy of a
+        # master that --offload=optimizer keeps in host memory.)
         self._arguments = {a["name"]: a
-                           for a in self._description["arguments"]}
+                           for a in self._description["arguments"]
+                           if a["role"] != "param_copy"}
         self._batch = [a for a in self._description["arguments"]
                        if a["role"] in ("input", "label")]
         error = ctypes.create_string_buffer(1024)

@@ -933,6 +933,13 @@ int TrainRun::write(size_t i, const void *bytes, uint64_t size) {
     return fail(DriverInputError, "cannot write '" + argument.name + "'");
   if (size)
     copyIn(i, 0, bytes, size);
+  // An offloaded master's device copy follows it.
+  if (argument.copyIndex && size) {
+    const unsigned char *from = static_cast<const unsigned char *>(bytes);
+    std::vector<unsigned char> copy(from, from + size);
+    castToCopy(copy, model.arguments[*argument.copyIndex].dtype);
+    copyIn(*argument.copyIndex, 0, copy.data(), copy.size());
+  }
   if (memopt_get_status(ctx.get()) != MEMOPT_OK)
     return fail(DriverRuntimeError,
                 "cannot write '" + argument.name + "': " + runtimeMessage());

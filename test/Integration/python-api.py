@@ -3,7 +3,9 @@
 # step (losses bit-identical, checkpoints equal tensor for tensor), in
 # either direction of a resume; evaluate() is OUT/train's evaluation and the
 # float64 loss of the model holding state_dict(); load_state_dict() writes
-# the weights back; step(lr=) is a program compiled with that rate; the
+# the weights back; step(lr=) is a program compiled with that rate; a
+# program with the optimizer offloaded steps, evaluates and takes
+# load_state_dict as the one without, bit for bit; the
 # batch is never written; wrong batches (a token beyond the vocabulary too,
 # while a label's ignore_index trains), options and checkpoints are one
 # clear error each; a temporary program directory goes with the program.
@@ -23,6 +25,7 @@
 # CHECK-NEXT: evaluate: OUT/train's --eval bit for bit, float64 model within 256 u
 # CHECK-NEXT: load_state_dict: a fresh model's loss, state_dict returns it
 # CHECK-NEXT: lr=0.003: the program compiled with --lr=0.003, bit for bit
+# CHECK-NEXT: offload=optimizer: 4 steps around load_state_dict and an evaluation bit for bit, state equal
 # CHECK-NEXT: memory_report: peak {{[0-9]+}} bytes
 # CHECK-NEXT: wrong dtype: ValueError: 'idx' has dtype int32, the step was compiled for int64
 # CHECK-NEXT: wrong shape: ValueError: 'targets' has shape [2, 16], the step was compiled for [4, 16]
@@ -195,6 +198,23 @@ def main():
     a, c = faster.evaluate(*batches[3]), slower.evaluate(*batches[3])
     assert np.float32(a) == np.float32(c) and slower.last_step["lr"] == 3e-3
     print("lr=0.003: the program compiled with --lr=0.003, bit for bit")
+
+    # The optimizer in host memory (docs/Offload.md): the same steps and
+    # state, and load_state_dict reaches the device's copy of each weight.
+    runs = []
+    for offload in ("none", "optimizer"):
+        p = memopt.compile(models.build("gpt")[0], tuple(example.values()),
+                           out_dir=os.path.join(workdir, "gpt-" + offload),
+                           mixed_precision="bf16", offload=offload)
+        seen = [np.float32(p.step(*b)) for b in batches[:2]]
+        p.load_state_dict({k: initial[k] for k in p.state_dict()})
+        seen += [np.float32(p.step(*b)) for b in batches[2:4]]
+        seen.append(np.float32(p.evaluate(*batches[0])))
+        runs.append((seen, p.state_dict()))
+    assert runs[0][0] == runs[1][0], runs
+    assert all(torch.equal(runs[0][1][k], runs[1][1][k]) for k in runs[0][1])
+    print("offload=optimizer: 4 steps around load_state_dict and an "
+          "evaluation bit for bit, state equal")
 
     report = program.memory_report
     print("memory_report: peak %d bytes" % report["peak"]["bytes"])

@@ -68,10 +68,16 @@ void memopt::printExploreTable(llvm::raw_ostream &os,
        << llvm::right_justify(std::to_string(c.microBatches), 4)
        << llvm::right_justify(std::to_string(c.stateBits) + "bit", 7)
        << llvm::right_justify(c.getFrozenStorage(), 7);
-    std::string zero =
-        c.ranks > 1
-            ? llvm::formatv("ZeRO-{0} x {1} ranks", c.zeroStage, c.ranks).str()
-            : "";
+    // What the search adds when nothing fits one device (or the options
+    // pin): the optimizer in host memory, more ranks.
+    std::string zero = c.offload ? "offload" : "";
+    if (c.ranks > 1) {
+      zero += zero.empty() ? "" : ", ";
+      zero += c.zeroStage > 0
+                  ? llvm::formatv("ZeRO-{0} x {1} ranks", c.zeroStage, c.ranks)
+                        .str()
+                  : llvm::formatv("{0} ranks", c.ranks).str();
+    }
     if (!row.compiled()) {
       os << "  failed" << (zero.empty() ? "" : " (" + zero + ")") << ": "
          << row.error << "\n";
@@ -91,7 +97,6 @@ void memopt::printExploreTable(llvm::raw_ostream &os,
        << llvm::right_justify(formatSeconds(row.cost.seconds), 13)
        << llvm::right_justify(
               llvm::formatv("{0:f0}", itemsPerSecond(result, row)).str(), 14);
-    // ZeRO rows, which the search adds when nothing fits one device.
     os << (zero.empty() ? "" : "  " + zero) << "\n";
   }
   // The fused kernels of the first compiled row, which every row shares.

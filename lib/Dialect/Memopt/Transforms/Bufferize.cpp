@@ -69,6 +69,11 @@
 //    that holds the accumulators as `memref.view` slots, one runtime call
 //    (FlattenAllReduces.cpp).
 //
+// Optimizer offload (docs/Offload.md): a result lives in the memory of its
+// producer (getMemoryKind: host for an op marked memopt.on_host and a
+// transfer to the host), its alloc carries `memopt.memory = "host"` there,
+// and no rule above writes a result over a buffer of the other memory.
+//
 // Linear in the size of the body (block-order queries are amortised O(1)),
 // plus the uses of each value once for its last use.
 //

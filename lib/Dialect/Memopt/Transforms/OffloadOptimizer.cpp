@@ -76,7 +76,7 @@ std::optional<UpdateOperands> getUpdateOperands(Operation *op) {
 /// Rewrites one step function.
 class Offloader {
 public:
-  Offloader(func::FuncOp func)
+  explicit Offloader(func::FuncOp func)
       : func(func), body(func.getBody().front()),
         returnOp(cast<func::ReturnOp>(body.getTerminator())),
         b(func.getContext()) {}
