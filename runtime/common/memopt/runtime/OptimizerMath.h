@@ -3,7 +3,8 @@
 // SGD and AdamW in the order of operations of torch.optim's single-tensor
 // implementations (hyper-parameters combined in double and rounded to f32
 // once per update, elementwise math in f32), and GradScaler's scale update.
-// Written once for the host loops (runtime/host/Optimizer.cpp) and the CUDA
+// Written once for the CPU loops (HostUpdate.h: the host runtime, and the
+// CUDA runtime's host entries of optimizer offload) and the CUDA
 // kernels (runtime/cuda/Elementwise.cu), so that the two runtimes compute
 // the same formulas.
 //
