@@ -35,6 +35,8 @@
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 
+#include "OptimizerUpdates.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -54,24 +56,6 @@ struct OffloadOptimizerPass
 
   void runOnOperation() override;
 };
-
-/// The parameter and state operands of an optimizer update, or none when
-/// `op` is no update.
-struct UpdateOperands {
-  OpOperand *param;
-  SmallVector<OpOperand *, 2> states;
-};
-
-std::optional<UpdateOperands> getUpdateOperands(Operation *op) {
-  if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
-    return UpdateOperands{
-        &adamw.getParamMutable(),
-        {&adamw.getExpAvgMutable(), &adamw.getExpAvgSqMutable()}};
-  if (auto sgd = dyn_cast<SgdUpdateOp>(op))
-    return UpdateOperands{&sgd.getParamMutable(),
-                          {&sgd.getMomentumBufferMutable()}};
-  return std::nullopt;
-}
 
 /// Rewrites one step function.
 class Offloader {
@@ -104,15 +88,6 @@ private:
   DenseMap<Value, Value> transferred;
 };
 } // namespace
-
-/// `value` quoted by its `memopt.name` when it is a named argument.
-static std::string describeParam(func::FuncOp func, Value value) {
-  auto arg = dyn_cast<BlockArgument>(value);
-  auto attr = arg ? func.getArgAttrOfType<StringAttr>(
-                        arg.getArgNumber(), MemoptDialect::kNameAttrName)
-                  : StringAttr();
-  return attr ? ("'" + attr.getValue() + "'").str() : "a parameter";
-}
 
 /// The low-precision element type of `op` when it is a cast of a float to a
 /// narrower float; null otherwise.

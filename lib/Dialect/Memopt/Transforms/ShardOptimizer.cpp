@@ -63,6 +63,8 @@
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 #include "memopt/runtime/QuantizeMath.h"
 
+#include "OptimizerUpdates.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -174,30 +176,6 @@ private:
   Attribute scope;
 };
 
-/// The operands of an optimizer update: its parameter, gradient and state,
-/// and the skip flag of loss scaling (null without).
-struct UpdateOperands {
-  OpOperand *param;
-  OpOperand *grad;
-  SmallVector<OpOperand *, 2> states;
-  Value skip;
-};
-
-std::optional<UpdateOperands> getUpdateOperands(Operation *op) {
-  if (auto adamw = dyn_cast<AdamWUpdateOp>(op))
-    return UpdateOperands{
-        &adamw.getParamMutable(),
-        &adamw.getGradMutable(),
-        {&adamw.getExpAvgMutable(), &adamw.getExpAvgSqMutable()},
-        adamw.getSkip()};
-  if (auto sgd = dyn_cast<SgdUpdateOp>(op))
-    return UpdateOperands{&sgd.getParamMutable(),
-                          &sgd.getGradMutable(),
-                          {&sgd.getMomentumBufferMutable()},
-                          sgd.getSkip()};
-  return std::nullopt;
-}
-
 } // namespace
 
 /// The element type of the low-precision copy through which the step reads
@@ -270,15 +248,6 @@ static void makeShardArgument(func::FuncOp func, BlockArgument arg,
   arg.setType(type);
   func.setArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName,
                   DenseI64ArrayAttr::get(func.getContext(), whole));
-}
-
-/// `value` quoted by its `memopt.name` when it is a named argument.
-static std::string describeParam(func::FuncOp func, Value value) {
-  auto arg = dyn_cast<BlockArgument>(value);
-  auto attr = arg ? func.getArgAttrOfType<StringAttr>(
-                        arg.getArgNumber(), MemoptDialect::kNameAttrName)
-                  : StringAttr();
-  return attr ? ("'" + attr.getValue() + "'").str() : "a parameter";
 }
 
 /// Checks that `update` has the form ZeRO shards: an f32 parameter
