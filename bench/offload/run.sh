@@ -6,7 +6,10 @@
 # examples/pytorch/models.py) at batch 1 x 4096, and plans full fine-tuning
 # (AdamW with 32-bit moments, --clip-grad-norm=1, bf16, per-block remat) on
 # 8 x h100-80gb, each rank training its own batch (--rank-batch): ZeRO-3
-# alone, then ZeRO-3 with the optimizer offloaded (docs/Offload.md). Prints
+# alone, then ZeRO-3 with the optimizer offloaded, then with the weight
+# shards offloaded too (--offload=params), then with the blocks' inputs
+# that remat keeps as well (--offload=params,activations; docs/Offload.md).
+# Prints
 # one Markdown row per plan: the rank's planned device peak and its pools,
 # the host memory of a rank and of the 8-GPU node, the bytes each step
 # copies over the host link and the estimated step, next to the anchor,
@@ -30,24 +33,26 @@ trap 'rm -rf "$tmp"' EXIT
 
 echo "| plan (8 x h100-80gb) | device per GPU (budget 75 GiB) | weights | grads | activations | host per GPU | host per node | copied per step | est. step | torchtune FSDP + CPU offload |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-for offload in none optimizer; do
+for offload in none optimizer params params,activations; do
   "$tool" "$tmp/llama2-70b.mlir" --report-only --device=h100-80gb \
     --data-parallel=8 --zero-stage=3 --rank-batch --mixed-precision=bf16 \
     --remat=blocks --clip-grad-norm=1 --optimizer-state=32bit \
-    --offload=$offload > "$tmp/$offload.txt" 2>&1 || true
+    --offload=$offload > "$tmp/${offload/,/-}.txt" 2>&1 || true
   "$tool" "$tmp/llama2-70b.mlir" --report-only --report=json --device=h100-80gb \
     --data-parallel=8 --zero-stage=3 --rank-batch --mixed-precision=bf16 \
     --remat=blocks --clip-grad-norm=1 --optimizer-state=32bit \
-    --offload=$offload > "$tmp/$offload.json" 2>/dev/null || true
-  /usr/bin/python3 - "$tmp/$offload.txt" "$tmp/$offload.json" "$offload" <<'PY'
+    --offload=$offload > "$tmp/${offload/,/-}.json" 2>/dev/null || true
+  /usr/bin/python3 - "$tmp/${offload/,/-}.txt" "$tmp/${offload/,/-}.json" "$offload" <<'PY'
 import json, re, sys
 text, path, offload = open(sys.argv[1]).read(), sys.argv[2], sys.argv[3]
+LABEL = {"none": "", "optimizer": " + offload",
+         "params": " + offload + params",
+         "params,activations": " + offload + params + activations"}
 gib = lambda b: "%.2f GiB" % (b / 2**30)
 if "cannot be met" in text:
     peak = re.search(r"smallest planned peak is [^(]+\((\d+) B\)", text)
     print("| ZeRO-3%s | does not fit (%s) | | | | | | | | 13.9 GiB |" % (
-        "" if offload == "none" else " + offload",
-        gib(int(peak.group(1))) if peak else "?"))
+        LABEL[offload], gib(int(peak.group(1))) if peak else "?"))
     sys.exit(0)
 r = json.load(open(path))
 pools = r["pools"]
@@ -55,7 +60,7 @@ total = sum(pools.values())
 host = r.get("host", {})
 step = re.search(r"estimated step ([0-9.]+ \w+)", text)
 print("| ZeRO-3%s | %s | %s | %s | %s | %s | %s | %s | %s | 13.9 GiB |" % (
-    "" if offload == "none" else " + offload", gib(total),
+    LABEL[offload], gib(total),
     gib(pools["params"] + pools["master_params"]), gib(pools["grads"]),
     gib(pools["activations"]), gib(host.get("total_bytes", 0)),
     gib(8 * host.get("total_bytes", 0)),

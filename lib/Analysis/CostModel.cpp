@@ -365,15 +365,21 @@ static int64_t getTripCount(scf::ForOp loop) {
   return (span + step.getSExtValue() - 1) / step.getSExtValue();
 }
 
+int64_t memopt::getRunsPerStep(Operation *op) {
+  int64_t times = 1;
+  for (auto loop = op->getParentOfType<scf::ForOp>(); loop;
+       loop = loop->getParentOfType<scf::ForOp>())
+    times = saturatingMul(times, getTripCount(loop));
+  return times;
+}
+
 StepCost memopt::estimateStepCost(Operation *func, const DeviceProfile &device,
                                   const CostModelOptions &options) {
   StepCost step;
   func->walk([&](Operation *op) {
-    int64_t times = 1;
-    for (auto loop = op->getParentOfType<scf::ForOp>(); loop;
-         loop = loop->getParentOfType<scf::ForOp>())
-      times = saturatingMul(times, getTripCount(loop));
-    // A copy over the host link: its bytes at the link's bandwidth.
+    int64_t times = getRunsPerStep(op);
+    // A copy over the host link: its bytes at the link's bandwidth, and its
+    // latency.
     auto kernel = dyn_cast<KernelOp>(op);
     if (isa<TransferOp>(op) ||
         (kernel && isOpNamed<TransferOp>(kernel.getKernel()))) {
@@ -381,7 +387,8 @@ StepCost memopt::estimateStepCost(Operation *func, const DeviceProfile &device,
                                           : op->getResult(0).getType());
       int64_t bytes = type.getNumElements() *
                       std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-      double seconds = estimateHostTransferSeconds(bytes, device) *
+      double seconds = (estimateHostTransferSeconds(bytes, device) +
+                        options.transferLatencySeconds) *
                        static_cast<double>(times);
       step.transferSeconds += seconds;
       step.seconds += seconds;

@@ -288,9 +288,16 @@ void MemoryAccount::collectBuffers(Walk &walk, Operation *op) {
     if (buffer.scope.empty() && buffer.interval.scope)
       buffer.scope = buffer.interval.scope.getValue().str();
   }
+  // (The copies to the host of what the loss read, --offload=activations,
+  // finish the forward.)
+  auto isCopyToHost = [](KernelOp kernel) {
+    auto to = kernel.getOpAttributes().getAs<MemoryKindAttr>("to");
+    return isOpNamed<TransferOp>(kernel.getKernel()) && to &&
+           to.getValue() == MemoryKind::Host;
+  };
   if (lossIndex >= 0)
     for (auto [kernel, index] : walk.kernels)
-      if (index > lossIndex) {
+      if (index > lossIndex && !isCopyToHost(kernel)) {
         firstBackwardIndex = index;
         break;
       }
@@ -430,11 +437,26 @@ MemoryAccount::markGatheredParams(Walk &walk, FunctionOpInterface func) {
     if (isOpNamed<SliceOp, ReshapeOp>(name)) {
       if (in && buffers[*in].gathered)
         buffers[*out].gathered = true;
+    } else if (isOpNamed<TransferOp>(name)) {
+      // --offload=params: a weight copied to the device right before the op
+      // that reads it.
+      auto arg = dyn_cast<BlockArgument>(getRootBuffer(kernel.getIns()[0]));
+      if (arg && arg.getOwner() == &func.getFunctionBody().front() &&
+          getMemoryKind(arg) == MemoryKind::Host) {
+        auto role = func.getArgAttrOfType<StringAttr>(
+            arg.getArgNumber(), MemoptDialect::kRoleAttrName);
+        if (role &&
+            (role.getValue() == stringifyArgumentRole(ArgumentRole::Param) ||
+             role.getValue() == stringifyArgumentRole(ArgumentRole::ParamCopy)))
+          buffers[*out].pool = MemoryPoolKind::Params;
+      }
     } else if (name == "shard.all_gather") {
       std::optional<unsigned> param = getShardedParam(kernel.getIns()[0]);
       bool own = bool(param);
+      // ZeRO's gather of the cast of its shard, or (--offload=params) of
+      // the shard's copy on the device.
       if (!param && in && walk.writers[*in].size() == 1 &&
-          isOpNamed<CastOp>(walk.writers[*in].front().getKernel()))
+          isOpNamed<CastOp, TransferOp>(walk.writers[*in].front().getKernel()))
         param = getShardedParam(walk.writers[*in].front().getIns()[0]);
       buffers[*out].gathered = param && !updated.contains(*param);
       if (own && buffers[*out].gathered &&
@@ -553,13 +575,20 @@ void MemoryAccount::computeTimeline(Walk &walk, int64_t alignment) {
 void MemoryAccount::collectSavedActivations() {
   if (firstBackwardIndex >= 0) {
     llvm::StringMap<int64_t> saved;
+    // (A host buffer is the copy of a forward value, made before the
+    // first backward op, possibly after the loss.)
     for (const AccountedBuffer &buffer : buffers)
       if (buffer.producer && buffer.pool == MemoryPoolKind::Activations &&
-          buffer.producerIndex <= lossIndex &&
+          (buffer.producerIndex <= lossIndex || buffer.host) &&
           buffer.interval.start <= firstBackwardIndex &&
-          firstBackwardIndex <= buffer.interval.end)
-        saved[buffer.scope] =
-            saturatingAdd(saved[buffer.scope], buffer.getSizeBytes());
+          firstBackwardIndex <= buffer.interval.end) {
+        if (buffer.host)
+          savedOnHostBytes =
+              saturatingAdd(savedOnHostBytes, buffer.getSizeBytes());
+        else
+          saved[buffer.scope] =
+              saturatingAdd(saved[buffer.scope], buffer.getSizeBytes());
+      }
     for (const auto &entry : saved)
       savedByScope.emplace_back(entry.getKey().str(), entry.getValue());
     llvm::sort(savedByScope, [](const auto &a, const auto &b) {
@@ -580,6 +609,8 @@ void MemoryAccount::countFlops(Walk &walk) {
               .value_or(0);
       int64_t &total =
           to && to.getValue() == MemoryKind::Host ? bytesToHost : bytesToDevice;
+      bytes =
+          llvm::checkedMul(bytes, getRunsPerStep(kernel)).value_or(kMaxInt64);
       total = saturatingAdd(total, bytes);
     }
     OpCost cost = getOpCost(kernel);

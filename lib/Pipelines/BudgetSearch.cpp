@@ -47,13 +47,23 @@ std::string Combination::str() const {
     text += " / 8-bit state";
   if (frozenWeights == "nf4")
     text += " / NF4 frozen";
-  if (offload)
-    text += " / offload";
+  if (std::string tag = getOffloadTag(); !tag.empty())
+    text += " / " + tag;
   if (ranks > 1 && zeroStage > 0)
     text += llvm::formatv(" / ZeRO-{0} x {1} ranks", zeroStage, ranks).str();
   else if (ranks > 1)
     text += llvm::formatv(" / {0} ranks", ranks).str();
   return text;
+}
+
+std::string Combination::getOffloadTag() const {
+  OffloadChoice choice = getOffload();
+  std::string tag = choice.params      ? "offload + params"
+                    : choice.optimizer ? "offload"
+                                       : "";
+  if (choice.activations)
+    tag += tag.empty() ? "offload activations" : " + activations";
+  return tag;
 }
 
 std::string Combination::getFrozenStorage() const {
@@ -90,7 +100,7 @@ std::string memopt::applyCombination(const Combination &combination,
   options.zeroStage = combination.zeroStage;
   options.optimizerStateBits = combination.stateBits;
   options.frozenWeights = combination.frozenWeights;
-  options.offload = combination.offload ? "optimizer" : "none";
+  options.offload = combination.offload;
   if (llvm::Error error = validateMemoptPipelineOptions(options))
     return llvm::toString(std::move(error));
   return "";
@@ -153,6 +163,7 @@ static CombinationResult compileCombination(ModuleOp module,
   row.pools = account.getPoolsAtPeak();
   for (const auto &entry : account.getSavedByScope())
     row.savedActivationBytes += entry.second;
+  row.savedOnHostBytes = account.getSavedOnHostBytes();
   row.modelState = account.getModelState();
   row.fused = account.getFusedKernels();
   row.cost = estimateStepCost(*step, *options.device, options.cost);
@@ -278,6 +289,33 @@ static std::string explainPrecision(const ExploreResult &result,
 
 /// Whether the chosen row recomputes, and why, after the activations' share
 /// of the step without any technique (`plain`, when it compiled).
+/// Why the chosen combination sends its saved activations to the host:
+/// the fastest that recomputes instead, and what the copies cost.
+static std::string explainActivationOffload(const CombinationResult &chosen,
+                                            const ExploreOptions &options,
+                                            const ExploreResult &result) {
+  const CombinationResult *recomputing = nullptr;
+  for (const CombinationResult &row : result.rows)
+    if (row.fits && row.combination.remat != "none" &&
+        !row.combination.offloadsActivations() &&
+        (!recomputing || row.cost.seconds < recomputing->cost.seconds))
+      recomputing = &row;
+  std::string instead =
+      recomputing
+          ? llvm::formatv("; the fastest that recomputes instead, {0}, is "
+                          "estimated at {1}",
+                          recomputing->combination.str(),
+                          formatSeconds(recomputing->cost.seconds))
+                .str()
+          : "; nothing that recomputes fits";
+  return llvm::formatv(
+      "the saved activations wait for the backward in host memory "
+      "(--offload=activations, docs/Offload.md: {0}), and the step's copies "
+      "take {2} over {1}{3}",
+      formatBytes(chosen.savedOnHostBytes), options.device->hostLink,
+      formatSeconds(chosen.cost.transferSeconds), instead);
+}
+
 static std::string explainRemat(const ExploreResult &result,
                                 const ExploreOptions &options,
                                 const CombinationResult &chosen,
@@ -296,12 +334,26 @@ static std::string explainRemat(const ExploreResult &result,
         "{0}remat applied ({1} strategy), recomputing only FLOP-free ops "
         "(casts, broadcasts, reshapes) instead of keeping their results",
         lead, c.remat);
-  if (c.remat != "none")
+  if (c.remat != "none") {
+    // The other way to drop them, when the search tried it.
+    const CombinationResult *offloaded = nullptr;
+    for (const CombinationResult &row : result.rows)
+      if (row.fits && row.combination.offloadsActivations() &&
+          (!offloaded || row.cost.seconds < offloaded->cost.seconds))
+        offloaded = &row;
     return llvm::formatv(
-        "{0}remat applied ({1} strategy), {2} recomputed ({3} more FLOPs)",
+        "{0}remat applied ({1} strategy), {2} recomputed ({3} more FLOPs){4}",
         lead, c.remat, formatFlops(chosen.extraFlops),
-        percent(chosen.extraFlops, chosen.flops - chosen.extraFlops));
+        percent(chosen.extraFlops, chosen.flops - chosen.extraFlops),
+        offloaded ? "; offloading the saved activations instead (" +
+                        offloaded->combination.str() + ") is estimated at " +
+                        formatSeconds(offloaded->cost.seconds)
+                  : std::string());
+  }
   std::string prefix = share.empty() ? "" : share + "; ";
+  if (c.offloadsActivations())
+    return prefix + "remat not applied: " +
+           explainActivationOffload(chosen, options, result);
   if (!options.rematNote.empty())
     return prefix + "remat not applied: " + options.rematNote;
   if (c.microBatches == 1)
@@ -394,23 +446,35 @@ static std::string explainState(const ExploreResult &result,
 static std::string explainOffload(const ExploreResult &result,
                                   const ExploreOptions &options,
                                   const CombinationResult &chosen) {
-  const CombinationResult *resident = findSmallest(
-      result, [](const Combination &c) { return !c.offload && c.ranks == 1; });
-  std::string why = "--offload=optimizer";
+  const CombinationResult *resident =
+      findSmallest(result, [](const Combination &c) {
+        return !c.isOffloaded() && c.ranks == 1;
+      });
+  const CombinationResult *weightsOnDevice =
+      findSmallest(result, [](const Combination &c) {
+        return c.isOffloaded() && !c.getOffload().params && c.ranks == 1;
+      });
+  bool params = chosen.combination.getOffload().params;
+  std::string why = "--offload=" + chosen.combination.offload;
   if (options.mayOffload) {
-    why = "no combination fits one device with its optimizer state in "
-          "device memory";
-    if (resident)
-      why += " (the smallest, " + resident->combination.str() + ", needs " +
-             formatBytes(resident->plannedPeakBytes) + ")";
+    const CombinationResult *next = params ? weightsOnDevice : resident;
+    why = params ? "no combination fits one device with its weights in "
+                   "device memory"
+                 : "no combination fits one device with its optimizer "
+                   "state in device memory";
+    if (next)
+      why += " (the smallest, " + next->combination.str() + ", needs " +
+             formatBytes(next->plannedPeakBytes) + ")";
   }
   return llvm::formatv(
-      "optimizer offload applied: {0}; the f32 master weights and the "
-      "optimizer state live in host memory ({1} there), and each step "
-      "copies the gradients down and the weights up over {2}, {3} "
-      "(docs/Offload.md){4}",
-      why, formatBytes(chosen.hostBytes), options.device->hostLink,
-      formatSeconds(chosen.cost.transferSeconds),
+      "{0} offload applied: {1}; the f32 master weights{2} and the "
+      "optimizer state live in host memory ({3} there), and each step "
+      "copies the gradients down and the weights up{4} over {5}, {6} "
+      "(docs/Offload.md){7}",
+      params ? "parameter" : "optimizer", why,
+      params ? ", the weights the device computes with" : "",
+      formatBytes(chosen.hostBytes), params ? " before each use" : "",
+      options.device->hostLink, formatSeconds(chosen.cost.transferSeconds),
       options.mayOffload ? ", before more devices" : "");
 }
 
@@ -457,7 +521,7 @@ static void explain(ExploreResult &result, const ExploreOptions &options,
     lines.push_back(explainState(result, chosen));
   if (c.frozenWeights == "nf4" && options.mayQuantizeFrozen)
     lines.push_back(explainFrozen(result, chosen));
-  if (c.offload)
+  if (c.isOffloaded())
     lines.push_back(explainOffload(result, options, chosen));
   if (c.ranks > 1 && options.maxRanks > 1)
     lines.push_back(explainZero(result, c));
@@ -510,7 +574,7 @@ static void findRemedies(ExploreResult &result, const ExploreOptions &options) {
   int64_t offloaded = optimizer + row.getPool(MemoryPoolKind::MasterParams);
   int64_t onDevice = peak - offloaded - row.getPool(MemoryPoolKind::Params) +
                      row.modelState.weights;
-  if (!row.combination.offload && onDevice <= options.budgetBytes) {
+  if (!row.combination.isOffloaded() && onDevice <= options.budgetBytes) {
     Remedy offload{"offload-optimizer", 0, onDevice, offloaded};
     offload.transferBytes = row.modelState.grads + row.modelState.weights;
     offload.transferSeconds =
@@ -518,7 +582,11 @@ static void findRemedies(ExploreResult &result, const ExploreOptions &options) {
     result.remedies.push_back(offload);
   }
   // What ZeRO stage 3 would split: the model state in the planned peak
-  // (the gradients live there, not all of them).
+  // (the gradients live there, not all of them). A row that is ZeRO-3
+  // already, or streams its weights from the host, holds at its peak the
+  // whole weight an op reads: more devices do not shrink it.
+  if (row.combination.zeroStage == 3 || row.combination.getOffload().params)
+    return;
   int64_t modelState = row.getPool(MemoryPoolKind::Params) +
                        row.getPool(MemoryPoolKind::MasterParams) +
                        row.getPool(MemoryPoolKind::Grads) + optimizer;
@@ -549,23 +617,49 @@ static bool addQuantizedStateRows(ModuleOp module,
 }
 
 /// Adds the single-device rows whose moments have `stateBits` again with
-/// the optimizer offloaded (not the budget strategy's, whose arena budget
-/// assumed the arguments on the device). Returns whether it added any.
+/// `what` offloaded ("optimizer" or "params"; not the budget strategy's
+/// rows, whose arena budget assumed the arguments on the device). Returns
+/// whether it added any.
 static bool addOffloadRows(ModuleOp module, const MemoptPipelineOptions &base,
                            const ExploreOptions &options, unsigned stateBits,
-                           ExploreResult &result) {
+                           llvm::StringRef what, ExploreResult &result) {
   std::vector<Combination> resident;
   for (const CombinationResult &row : result.rows)
     if (row.compiled() && row.combination.ranks == 1 &&
-        !row.combination.offload && row.combination.remat != "budget" &&
+        !row.combination.isOffloaded() && row.combination.remat != "budget" &&
         row.combination.stateBits == stateBits)
       resident.push_back(row.combination);
   for (Combination combination : resident) {
-    combination.offload = true;
+    // (A row that offloads its activations keeps them there.)
+    combination.offload = combination.offloadsActivations()
+                              ? what.str() + ",activations"
+                              : what.str();
     result.rows.push_back(
         compileCombination(module, base, combination, options));
   }
   return !resident.empty();
+}
+
+/// The other way to drop saved activations: adds, for each single-device
+/// combination that keeps what it saves (remat "none"), the same with its
+/// saved activations in host memory. The choice weighs them against the
+/// rows that recompute by estimated step time: the copies over the host
+/// link against the recompute FLOPs. Returns whether it added rows.
+static bool addActivationOffloadRows(ModuleOp module,
+                                     const MemoptPipelineOptions &base,
+                                     const ExploreOptions &options,
+                                     ExploreResult &result) {
+  std::vector<Combination> keeping;
+  for (const CombinationResult &row : result.rows)
+    if (row.compiled() && row.combination.ranks == 1 &&
+        row.combination.remat == "none" && row.combination.offload == "none")
+      keeping.push_back(row.combination);
+  for (Combination combination : keeping) {
+    combination.offload = "activations";
+    result.rows.push_back(
+        compileCombination(module, base, combination, options));
+  }
+  return !keeping.empty();
 }
 
 /// Whether the loss function of `module` has a frozen argument (which NF4
@@ -653,7 +747,7 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
   auto withBaseState = [&](Combination c) {
     c.stateBits = base.optimizerStateBits;
     c.frozenWeights = base.frozenWeights;
-    c.offload = base.offload == "optimizer";
+    c.offload = base.offload;
     c.ranks = base.dataParallel;
     c.zeroStage = base.zeroStage;
     return c;
@@ -754,13 +848,21 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
     if (plainRow)
       plain = &result.rows[*plainRow];
     for (CombinationResult &row : result.rows)
-      if (row.compiled() && (row.combination.ranks > 1 ||
-                             row.combination.stateBits != 32 ||
-                             row.combination.frozenWeights == "nf4"))
+      if (row.compiled() &&
+          (row.combination.ranks > 1 || row.combination.stateBits != 32 ||
+           row.combination.frozenWeights == "nf4" ||
+           row.combination.offload != "none"))
         row.extraFlops = std::max<int64_t>(
             0, row.flops - referenceFlops[row.combination.precision]);
     chooseCombination(result, options, plain);
   };
+  // Recomputing was needed, or is not enough: the saved activations in
+  // host memory instead, when the device has a host link.
+  if ((!result.chosen || result.rows[*result.chosen].extraFlops > 0) &&
+      options.mayOffload && base.dataParallel == 1 && base.offload == "none" &&
+      options.device->hostLinkBandwidth > 0 &&
+      addActivationOffloadRows(module, base, options, result))
+    recount();
   if (!result.chosen && options.mayQuantizeState &&
       base.optimizer == "adamw" && base.dataParallel == 1 &&
       addQuantizedStateRows(module, base, options, result))
@@ -771,14 +873,18 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
     recount();
   // Then the optimizer in host memory, which computes what the step
   // without offload does: with the user's moments first, then with the
-  // 8-bit moments the search made.
+  // 8-bit moments the search made; then the weights too.
   if (!result.chosen && options.mayOffload && base.dataParallel == 1 &&
       base.offload == "none") {
-    if (addOffloadRows(module, base, options, base.optimizerStateBits, result))
-      recount();
-    if (!result.chosen && base.optimizerStateBits != 8 &&
-        addOffloadRows(module, base, options, 8, result))
-      recount();
+    for (llvm::StringRef what : {"optimizer", "params"}) {
+      if (!result.chosen &&
+          addOffloadRows(module, base, options, base.optimizerStateBits, what,
+                         result))
+        recount();
+      if (!result.chosen && base.optimizerStateBits != 8 &&
+          addOffloadRows(module, base, options, 8, what, result))
+        recount();
+    }
   }
   if (!result.chosen && base.dataParallel == 1 &&
       addShardedRows(module, base, options, result))

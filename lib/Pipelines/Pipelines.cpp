@@ -145,13 +145,10 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options) {
     return fail("--clip-strategy=recompute keeps the memory of gradient "
                 "release, which needs one micro-batch on one rank, no loss "
                 "scaling and no --no-release-gradients (use keep)");
-  if (options.offload == "activations")
-    return fail("--offload=activations is not implemented: memopt offloads "
-                "the optimizer (--offload=optimizer); saved activations are "
-                "recomputed (--remat) instead");
-  if (options.offload != "none" && options.offload != "optimizer")
+  if (!parseOffload(options.offload))
     return fail("unknown --offload='" + options.offload +
-                "' (expected none or optimizer)");
+                "' (expected none, or a comma-separated list of optimizer, "
+                "params and activations)");
   if (options.lossScaleGrowthInterval < 1)
     return fail("invalid --loss-scale-growth-interval='" +
                 std::to_string(options.lossScaleGrowthInterval) +

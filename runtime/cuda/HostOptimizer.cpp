@@ -134,3 +134,112 @@ void memopt_host_adamw8bit_update(memopt_context *ctx, memopt_dtype dtype,
                        new_exp_avg, new_exp_avg_sq, n, lr, beta1, beta2, eps,
                        weight_decay);
 }
+
+// Gradient accumulation and clipping on the host: the zero a sum starts
+// from, the adds onto it, clipping's sum of squares and its rescale. Each
+// element is computed in f32 as the device computes it; a sum of squares
+// accumulates in double in index order, so it rounds once, as the GPU's
+// tree does, but its bits may differ from the GPU's in the last place.
+
+void memopt_host_fill(memopt_context *ctx, memopt_dtype dtype, void *dst,
+                      int64_t n, double value) {
+  const char *entry = "memopt_host_fill";
+  if (!checkDTypes(ctx, entry, {dtype}) || !checkExtents(ctx, entry, {n}) ||
+      !checkPointers(ctx, entry, n, {dst}) || isEmpty({n}))
+    return;
+  if (dtype == MEMOPT_I1) {
+    std::fill_n(static_cast<uint8_t *>(dst), n, value != 0.0 ? 1 : 0);
+    return;
+  }
+  cpu::dispatchNumber(dtype, [&](auto storage) {
+    using Storage = decltype(storage);
+    typename Storage::T v;
+    if constexpr (Storage::isFloat)
+      v = Storage::store(static_cast<float>(value));
+    else
+      v = static_cast<typename Storage::T>(value);
+    std::fill_n(static_cast<typename Storage::T *>(dst), n, v);
+  });
+}
+
+void memopt_host_binary(memopt_context *ctx, memopt_binary_op op,
+                        memopt_dtype dtype, const void *lhs, const void *rhs,
+                        void *out, int64_t n) {
+  const char *entry = "memopt_host_binary";
+  if (!checkElementwise(ctx, entry, op, MEMOPT_BINARY_MAXIMUM, dtype, n,
+                        {lhs, rhs, out}) ||
+      isEmpty({n}))
+    return;
+  cpu::dispatchFloat(dtype, [&](auto storage) {
+    using Storage = decltype(storage);
+    auto *a = static_cast<const typename Storage::T *>(lhs);
+    auto *b = static_cast<const typename Storage::T *>(rhs);
+    auto *y = static_cast<typename Storage::T *>(out);
+    split(n, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        y[i] = Storage::store(
+            binaryValue(op, Storage::load(a[i]), Storage::load(b[i])));
+    });
+  });
+}
+
+void memopt_host_scale_by(memopt_context *ctx, memopt_dtype dtype,
+                          const void *input, const float *factor, void *out,
+                          int64_t n) {
+  const char *entry = "memopt_host_scale_by";
+  if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) ||
+      !checkPointers(ctx, entry, 1, {factor}) || isEmpty({n}))
+    return;
+  float f = *factor;
+  cpu::dispatchFloat(dtype, [&](auto storage) {
+    using Storage = decltype(storage);
+    auto *x = static_cast<const typename Storage::T *>(input);
+    auto *y = static_cast<typename Storage::T *>(out);
+    split(n, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        y[i] = Storage::store(Storage::load(x[i]) * f);
+    });
+  });
+}
+
+void memopt_host_reduce(memopt_context *ctx, memopt_reduce_op op,
+                        memopt_dtype in_dtype, const void *input,
+                        memopt_dtype out_dtype, void *out, int64_t outer,
+                        int64_t reduced, int64_t inner) {
+  const char *entry = "memopt_host_reduce";
+  if (!checkReduce(ctx, entry, op, in_dtype, input, out_dtype, out, outer,
+                   reduced, inner) ||
+      isEmpty({outer, inner}))
+    return;
+  cpu::dispatchFloat(in_dtype, [&](auto in) {
+    cpu::dispatchFloat(out_dtype, [&](auto outStorage) {
+      using In = decltype(in);
+      using Out = decltype(outStorage);
+      auto *x = static_cast<const typename In::T *>(input);
+      auto *y = static_cast<typename Out::T *>(out);
+      split(outer * inner, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t k = begin; k < end; ++k) {
+          int64_t o = k / inner, i = k % inner;
+          const typename In::T *row = x + o * reduced * inner + i;
+          float result;
+          if (op == MEMOPT_REDUCE_MAX) {
+            result = In::load(row[0]);
+            for (int64_t r = 1; r < reduced; ++r)
+              result = binaryValue(MEMOPT_BINARY_MAXIMUM, result,
+                                   In::load(row[r * inner]));
+          } else {
+            double sum = 0.0;
+            for (int64_t r = 0; r < reduced; ++r) {
+              double v = In::load(row[r * inner]);
+              sum += op == MEMOPT_REDUCE_SUM_SQUARES ? v * v : v;
+            }
+            if (op == MEMOPT_REDUCE_MEAN)
+              sum = reduced ? sum / static_cast<double>(reduced) : NAN;
+            result = static_cast<float>(sum);
+          }
+          y[k] = Out::store(result);
+        }
+      });
+    });
+  });
+}

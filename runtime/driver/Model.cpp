@@ -454,20 +454,21 @@ bool memopt::driver::parseModelDescription(const std::string &json,
                                           argument.name == copy.name;
                                  });
       // ZeRO's whole low-precision copy of a sharded master, or
-      // offload's device copy of a host master, in the master's layout.
+      // offload's copy of a host master in the master's layout: on the
+      // device, or (--offload=params) a low-precision one on the host.
       bool low =
           copy.dtype == TensorDtype::F16 || copy.dtype == TensorDtype::BF16;
       bool valid = master != model.arguments.end() &&
                    master->dtype == TensorDtype::F32 &&
                    ((low && master->shardOf == copy.shape && !copy.shardOf) ||
-                    ((low || copy.dtype == TensorDtype::F32) && master->host &&
-                     !copy.host && master->shape == copy.shape &&
+                    ((low || (copy.dtype == TensorDtype::F32 && !copy.host)) &&
+                     master->host && master->shape == copy.shape &&
                      master->shardOf == copy.shardOf));
       if (!valid) {
         error = "argument '" + copy.name +
                 "' (param_copy) is not the f16 or bf16 copy of a sharded f32 "
-                "param of its name and shape, nor the device copy of a host "
-                "one (optimizer offload)";
+                "param of its name and shape, nor the copy of a host one "
+                "(optimizer offload)";
         return false;
       }
       master->copyIndex = i;

@@ -94,9 +94,10 @@ void memopt_unary(memopt_context *ctx, memopt_unary_op op, memopt_dtype dtype,
   y.commit();
 }
 
-void memopt_binary(memopt_context *ctx, memopt_binary_op op, memopt_dtype dtype,
-                   const void *lhs, const void *rhs, void *out, int64_t n) {
-  const char *entry = "memopt_binary";
+static void binaryEntry(memopt_context *ctx, const char *entry,
+                        memopt_binary_op op, memopt_dtype dtype,
+                        const void *lhs, const void *rhs, void *out,
+                        int64_t n) {
   if (!checkElementwise(ctx, entry, op, MEMOPT_BINARY_MAXIMUM, dtype, n,
                         {lhs, rhs, out}))
     return;
@@ -107,6 +108,18 @@ void memopt_binary(memopt_context *ctx, memopt_binary_op op, memopt_dtype dtype,
     binaryLoop(op, a.get(), b.get(), y.get(), begin, end);
   });
   y.commit();
+}
+
+void memopt_binary(memopt_context *ctx, memopt_binary_op op, memopt_dtype dtype,
+                   const void *lhs, const void *rhs, void *out, int64_t n) {
+  binaryEntry(ctx, "memopt_binary", op, dtype, lhs, rhs, out, n);
+}
+
+/// Host memory is the host runtime's own: offload's twin is the entry.
+void memopt_host_binary(memopt_context *ctx, memopt_binary_op op,
+                        memopt_dtype dtype, const void *lhs, const void *rhs,
+                        void *out, int64_t n) {
+  binaryEntry(ctx, "memopt_host_binary", op, dtype, lhs, rhs, out, n);
 }
 
 void memopt_compare(memopt_context *ctx, memopt_compare_op op,
@@ -182,10 +195,9 @@ void memopt_clamp(memopt_context *ctx, memopt_dtype dtype, const void *input,
   y.commit();
 }
 
-void memopt_scale_by(memopt_context *ctx, memopt_dtype dtype,
-                     const void *input, const float *factor, void *out,
-                     int64_t n) {
-  const char *entry = "memopt_scale_by";
+static void scale_byEntry(memopt_context *ctx, const char *entry,
+                          memopt_dtype dtype, const void *input,
+                          const float *factor, void *out, int64_t n) {
   if (!checkFloatTensors(ctx, entry, dtype, {n}, {input, out}) ||
       !checkPointers(ctx, entry, 1, {factor}) || isEmpty({n}))
     return;
@@ -197,6 +209,18 @@ void memopt_scale_by(memopt_context *ctx, memopt_dtype dtype,
       y[i] = x[i] * f;
   });
   y.commit();
+}
+
+void memopt_scale_by(memopt_context *ctx, memopt_dtype dtype, const void *input,
+                     const float *factor, void *out, int64_t n) {
+  scale_byEntry(ctx, "memopt_scale_by", dtype, input, factor, out, n);
+}
+
+/// Host memory is the host runtime's own: offload's twin is the entry.
+void memopt_host_scale_by(memopt_context *ctx, memopt_dtype dtype,
+                          const void *input, const float *factor, void *out,
+                          int64_t n) {
+  scale_byEntry(ctx, "memopt_host_scale_by", dtype, input, factor, out, n);
 }
 
 void memopt_clamp_grad(memopt_context *ctx, memopt_dtype dtype,

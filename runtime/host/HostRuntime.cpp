@@ -265,9 +265,8 @@ void memopt_transfer(memopt_context *ctx, memopt_transfer_direction direction,
     std::memmove(dst, src, static_cast<size_t>(bytes));
 }
 
-void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
-                 double value) {
-  const char *entry = "memopt_fill";
+static void fillEntry(memopt_context *ctx, const char *entry,
+                      memopt_dtype dtype, void *dst, int64_t n, double value) {
   if (!checkExtents(ctx, entry, {n}) || !checkPointers(ctx, entry, n, {dst}) ||
       !checkElementSize(ctx, entry, dtype))
     return;
@@ -305,6 +304,17 @@ void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
     std::memset(dst, value != 0.0 ? 1 : 0, static_cast<size_t>(n));
     return;
   }
+}
+
+void memopt_fill(memopt_context *ctx, memopt_dtype dtype, void *dst, int64_t n,
+                 double value) {
+  fillEntry(ctx, "memopt_fill", dtype, dst, n, value);
+}
+
+/// Host memory is the host runtime's own: offload's twin is the entry.
+void memopt_host_fill(memopt_context *ctx, memopt_dtype dtype, void *dst,
+                      int64_t n, double value) {
+  fillEntry(ctx, "memopt_host_fill", dtype, dst, n, value);
 }
 
 //===----------------------------------------------------------------------===//

@@ -45,11 +45,10 @@ void columnSums(const float *x, int64_t rows, int64_t stride, int64_t cols,
 
 } // namespace
 
-void memopt_reduce(memopt_context *ctx, memopt_reduce_op op,
-                   memopt_dtype in_dtype, const void *input,
-                   memopt_dtype out_dtype, void *out, int64_t outer,
-                   int64_t reduced, int64_t inner) {
-  const char *entry = "memopt_reduce";
+static void reduceEntry(memopt_context *ctx, const char *entry,
+                        memopt_reduce_op op, memopt_dtype in_dtype,
+                        const void *input, memopt_dtype out_dtype, void *out,
+                        int64_t outer, int64_t reduced, int64_t inner) {
   if (!checkReduce(ctx, entry, op, in_dtype, input, out_dtype, out, outer,
                    reduced, inner))
     return;
@@ -119,4 +118,21 @@ void memopt_reduce(memopt_context *ctx, memopt_reduce_op op,
                 }
               });
   y.commit();
+}
+
+void memopt_reduce(memopt_context *ctx, memopt_reduce_op op,
+                   memopt_dtype in_dtype, const void *input,
+                   memopt_dtype out_dtype, void *out, int64_t outer,
+                   int64_t reduced, int64_t inner) {
+  reduceEntry(ctx, "memopt_reduce", op, in_dtype, input, out_dtype, out, outer,
+              reduced, inner);
+}
+
+/// Host memory is the host runtime's own: offload's twin is the entry.
+void memopt_host_reduce(memopt_context *ctx, memopt_reduce_op op,
+                        memopt_dtype in_dtype, const void *input,
+                        memopt_dtype out_dtype, void *out, int64_t outer,
+                        int64_t reduced, int64_t inner) {
+  reduceEntry(ctx, "memopt_host_reduce", op, in_dtype, input, out_dtype, out,
+              outer, reduced, inner);
 }

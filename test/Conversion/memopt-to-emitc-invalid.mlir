@@ -95,12 +95,12 @@ func.func @train_step(%loss: memref<f32> {memopt.role = "loss", memopt.name = "l
 
 // -----
 
-// Only the optimizer updates and casts have host entries.
+// Only some ops have host entries (hasHostEntry).
 func.func @train_step(%x: memref<8xf32> {memopt.role = "input", memopt.name = "x", memopt.memory = "host"},
                       %loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
     attributes {memopt.arena_bytes = 0 : i64, memopt.host_arena_bytes = 256 : i64, memopt.train_step} {
   %h = memref.alloc() {memopt.memory = "host", memopt.offset = 0 : i64} : memref<8xf32>
-  // expected-error @+1 {{'memopt.kernel' op 'memopt.relu' cannot be lowered: it is marked memopt.on_host, but only the optimizer updates and casts have host entries}}
+  // expected-error @+1 {{'memopt.kernel' op 'memopt.relu' cannot be lowered: it is marked memopt.on_host, but it has no host entry (the optimizer updates, casts, splat constants, adds, scale_by and reduce_sum_squares have one)}}
   memopt.kernel "memopt.relu" ins(%x : memref<8xf32>) outs(%h : memref<8xf32>) with {} {memopt.on_host}
   return
 }

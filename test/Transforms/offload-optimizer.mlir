@@ -1,6 +1,9 @@
 // RUN: memopt-opt %s --memopt-autodiff --memopt-offload-optimizer | FileCheck %s
 // RUN: memopt-opt %s --memopt-mixed-precision=compute-type=bf16 --memopt-autodiff --memopt-offload-optimizer | FileCheck %s --check-prefix=BF16
 // RUN: memopt-opt %s --memopt-autodiff --memopt-offload-optimizer --memopt-bufferize --memopt-plan-buffers --memopt-verify-plan | FileCheck %s --check-prefix=PLAN
+// RUN: memopt-opt %s --memopt-mixed-precision=compute-type=bf16 --memopt-autodiff --memopt-offload-optimizer=params=true | FileCheck %s --check-prefix=PARAMS
+// RUN: memopt-opt %s --memopt-autodiff --memopt-offload-optimizer=params=true | FileCheck %s --check-prefix=PARAMS-F32
+// RUN: memopt-opt %s --memopt-mixed-precision=compute-type=bf16 --memopt-autodiff --memopt-offload-optimizer=params=true --memopt-bufferize --memopt-plan-buffers --memopt-verify-plan | FileCheck %s --check-prefix=PARAMS-PLAN
 
 // Optimizer offload: the parameters become the host's f32 masters and the
 // AdamW moments host arguments; the forward reads a device copy of each
@@ -67,3 +70,36 @@ func.func @forward(
 // PLAN: %[[HT:.*]] = memref.alloc() {memopt.memory = "host", memopt.offset = 256 : i64} : memref<i64>
 // PLAN: memopt.kernel "memopt.adamw_update" ins(%arg2, %[[HG]], %arg4, %arg5, %[[HT]] : {{.*}}) outs(%arg2, %arg4, %arg5 : {{.*}}) {{.*}} {memopt.on_host,
 // PLAN: memopt.kernel "memopt.transfer" ins(%arg2 : memref<3x4xf32>) outs(%arg9 : memref<3x4xf32>) with {to = #memopt<memory device>}
+
+// With params the bf16 copies are host arguments too: each device reader
+// reads a transfer made right before it, and the new copies, cast on the
+// host, stay there.
+// PARAMS-LABEL: func.func @train_step
+// PARAMS-SAME: %[[WC:arg9]]: tensor<3x4xbf16> {memopt.memory = "host", memopt.name = "fc.weight", memopt.role = "param_copy"}
+// PARAMS-SAME: %[[BC:arg10]]: tensor<3xbf16> {memopt.memory = "host", memopt.name = "fc.bias", memopt.role = "param_copy"}
+// PARAMS: %[[DWC:.*]] = memopt.transfer %[[WC]] to device {memopt.scope = "fc"} : tensor<3x4xbf16>
+// PARAMS-NEXT: memopt.matmul %{{.*}}, %[[DWC]] transpose_rhs
+// PARAMS: %[[DBC:.*]] = memopt.transfer %[[BC]] to device {memopt.scope = "fc"} : tensor<3xbf16>
+// PARAMS-NEXT: memopt.broadcast %[[DBC]] dims [1]
+// PARAMS: %[[LW:.*]] = memopt.cast %new_param {memopt.on_host, memopt.scope = "fc"} : tensor<3x4xf32> to tensor<3x4xbf16>
+// PARAMS-NOT: memopt.transfer %[[LW]]
+// PARAMS: %[[LB:.*]] = memopt.cast %new_param_0 {memopt.on_host
+// PARAMS-NOT: memopt.transfer {{.*}} to device
+// PARAMS: return {{.*}}, %[[LW]], %[[LB]] : {{.*}}, tensor<3x4xbf16>, tensor<3xbf16>
+
+// In f32 there is no copy: the forward reads the masters, copied up.
+// PARAMS-F32-LABEL: func.func @train_step
+// PARAMS-F32-NOT: param_copy
+// PARAMS-F32: %[[DW:.*]] = memopt.transfer %arg2 to device {memopt.scope = "fc"} : tensor<3x4xf32>
+// PARAMS-F32-NEXT: memopt.matmul %arg0, %[[DW]] transpose_rhs
+// PARAMS-F32: memopt.adamw_update %arg2,
+// PARAMS-F32-NOT: to device
+// PARAMS-F32: return
+
+// Planned: each copied-up weight is a device buffer that lives from its
+// transfer to its reader.
+// PARAMS-PLAN-LABEL: func.func @train_step
+// PARAMS-PLAN: %[[D:.*]] = memref.alloc() {memopt.offset = {{[0-9]+}} : i64} : memref<3x4xbf16>
+// PARAMS-PLAN-NEXT: memopt.kernel "memopt.transfer" ins(%arg9 : memref<3x4xbf16>) outs(%[[D]] : memref<3x4xbf16>) with {to = #memopt<memory device>}
+// PARAMS-PLAN: memopt.kernel "memopt.matmul" ins(%{{.*}}, %[[D]] :
+// PARAMS-PLAN: memopt.kernel "memopt.cast" ins(%arg2 : memref<3x4xf32>) outs(%arg9 : memref<3x4xbf16>) {{.*}} {memopt.on_host

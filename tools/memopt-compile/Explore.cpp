@@ -70,7 +70,7 @@ void memopt::printExploreTable(llvm::raw_ostream &os,
        << llvm::right_justify(c.getFrozenStorage(), 7);
     // What the search adds when nothing fits one device (or the options
     // pin): the optimizer in host memory, more ranks.
-    std::string zero = c.offload ? "offload" : "";
+    std::string zero = c.getOffloadTag();
     if (c.ranks > 1) {
       zero += zero.empty() ? "" : ", ";
       zero += c.zeroStage > 0
@@ -151,8 +151,11 @@ void memopt::printInfeasible(llvm::raw_ostream &os,
      << formatBytes(row.getPool(MemoryPoolKind::Activations)) << "\n";
   if (result.remedies.empty())
     os << "  neither sharding nor offloading the model state closes the gap: "
-          "the activations alone exceed the budget; use a smaller batch or "
-          "sequence\n";
+          "the activations"
+       << (row.combination.zeroStage == 3 || row.combination.getOffload().params
+               ? " and the whole weight an op reads"
+               : "")
+       << " alone exceed the budget; use a smaller batch or sequence\n";
   for (const Remedy &remedy : result.remedies) {
     os << "  to close the gap: " << getRemedyText(remedy.kind) << " ("
        << formatBytes(remedy.bytes) << ", " << remedy.bytes << " B)";
@@ -192,7 +195,7 @@ std::string memopt::renderExploreJson(const ExploreResult &result,
                       {"zero_stage", c.zeroStage},
                       {"optimizer_state_bits", c.stateBits},
                       {"frozen_weights", c.getFrozenStorage()},
-                      {"offload", c.offload ? "optimizer" : "none"},
+                      {"offload", c.offload},
                       {"chosen", result.chosen == index}};
     if (!row.compiled()) {
       entry["error"] = row.error;
@@ -217,6 +220,7 @@ std::string memopt::renderExploreJson(const ExploreResult &result,
              {"optimizer", row.modelState.optimizer},
              {"total", row.modelState.getTotal()}};
     entry["saved_activation_bytes"] = row.savedActivationBytes;
+    entry["saved_on_host_bytes"] = row.savedOnHostBytes;
     entry["flops"] = row.flops;
     entry["extra_flops"] = row.extraFlops;
     entry["step_seconds"] = row.cost.seconds;

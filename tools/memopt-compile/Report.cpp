@@ -10,6 +10,7 @@
 #include "Report.h"
 
 #include "memopt/Analysis/MemoryAccount.h"
+#include "memopt/Dialect/Memopt/Transforms/Passes.h"
 #include "memopt/Support/ByteSize.h"
 #include "memopt/Support/ModelState.h"
 
@@ -88,7 +89,8 @@ Json memopt::buildMemoryReport(const MemoryAccount &account,
              {"arena_bytes", account.getHostArenaBytes()},
              {"pools", std::move(hostPools)},
              {"to_host_bytes", account.getTransferBytes(MemoryKind::Host)},
-             {"to_device_bytes", account.getTransferBytes(MemoryKind::Device)}};
+             {"to_device_bytes", account.getTransferBytes(MemoryKind::Device)},
+             {"saved_activation_bytes", account.getSavedOnHostBytes()}};
   }
 
   report["forward_flops"] = account.getForwardFlops();
@@ -249,9 +251,11 @@ void memopt::printMemoryReportText(llvm::raw_ostream &os,
       os << " + workspace " << workspace << " B";
     os << "\n";
     if (int64_t host = account.getHostBytes()) {
-      // Optimizer offload: the second memory, and what crosses the link.
-      os << "host memory (--offload=optimizer): " << formatBytes(host) << " ("
-         << host << " B):";
+      // Offload: the second memory, and what crosses the link.
+      memopt::OffloadChoice offload = memopt::parseOffload(context.offload)
+                                          .value_or(memopt::OffloadChoice());
+      os << "host memory (--offload=" << context.offload
+         << "): " << formatBytes(host) << " (" << host << " B):";
       llvm::ListSeparator plus(" +");
       for (unsigned pool = 0; pool < kNumMemoryPools; ++pool)
         if (int64_t bytes = account.getHostArgumentBytes()[pool])
@@ -261,9 +265,21 @@ void memopt::printMemoryReportText(llvm::raw_ostream &os,
       os << plus << " host arena " << account.getHostArenaBytes() << " B\n";
       int64_t down = account.getTransferBytes(MemoryKind::Host);
       int64_t up = account.getTransferBytes(MemoryKind::Device);
+      auto what = [&](llvm::StringRef optimizer) {
+        std::string text;
+        if (offload.optimizer)
+          text = optimizer.str();
+        if (offload.activations)
+          text +=
+              (text.empty() ? "" : ", ") + std::string("the saved activations");
+        return text;
+      };
       os << "each step copies " << formatBytes(down) << " (" << down
-         << " B) to the host (the gradients) and " << formatBytes(up) << " ("
-         << up << " B) back (the weights)\n";
+         << " B) to the host (" << what("the gradients") << ") and "
+         << formatBytes(up) << " (" << up << " B) back ("
+         << what(offload.params ? "the weights, before each use"
+                                : "the weights")
+         << ")\n";
     }
     if (const MemoryAccount *eval = context.eval) {
       int64_t evalArena = eval->getArenaBytes().value_or(0);
@@ -285,6 +301,9 @@ void memopt::printMemoryReportText(llvm::raw_ostream &os,
     saved += entry.second;
   os << "activations saved for the backward: " << formatBytes(saved) << " ("
      << saved << " B)";
+  if (int64_t host = account.getSavedOnHostBytes())
+    os << " on the device, " << formatBytes(host) << " (" << host
+       << " B) in host memory";
   if (scopes.empty()) {
     os << "\n";
   } else {

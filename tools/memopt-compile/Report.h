@@ -35,6 +35,8 @@ struct ReportContext {
   std::string outputDir;
   /// The evaluation step's account, when it was compiled.
   const MemoryAccount *eval = nullptr;
+  /// What lives in host memory, as --offload spells it ("none" ...).
+  std::string offload = "none";
 };
 
 /// The report as a JSON value: the fields of OUT/memory_report.json, in the

@@ -782,7 +782,8 @@ bool compile(MLIRContext &context, const char *argv0) {
                   std::to_string(chosenBudget->second) + " B)");
   }
   memopt::ReportContext reportContext{step.getName().str(), options.optimizer,
-                                      flags.outputDir, &evalAccount};
+                                      flags.outputDir, &evalAccount,
+                                      options.offload};
   std::string reportJson = memopt::renderMemoryReportJson(account, &evalAccount);
   std::string reportText;
   llvm::raw_string_ostream reportTextStream(reportText);

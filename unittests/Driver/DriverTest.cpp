@@ -379,6 +379,33 @@ TEST_F(DriverTest, ParsesTheDeviceCopyOfAHostMaster) {
   }
 }
 
+TEST_F(DriverTest, ParsesTheHostCopyOfAHostMaster) {
+  // --offload=params: the low-precision copy lives on the host too; an f32
+  // copy of a host master on the host would be the master again.
+  ModelDescription model;
+  std::string error;
+  ASSERT_TRUE(parseModelDescription(
+      R"({"arena_bytes": 0, "host_arena_bytes": 512, "arguments": [)"
+      R"({"name": "w", "role": "param", "dtype": "f32", "shape": [3],)"
+      R"( "memory": "host"},)"
+      R"({"name": "w", "role": "param_copy", "dtype": "bf16", "shape": [3],)"
+      R"( "memory": "host"},)"
+      R"({"name": "loss", "role": "loss", "dtype": "f32", "shape": []}]})",
+      model, error))
+      << error;
+  EXPECT_TRUE(model.arguments[1].host);
+  EXPECT_EQ(model.arguments[0].copyIndex, std::optional<size_t>(1));
+  EXPECT_FALSE(parseModelDescription(
+      R"({"arena_bytes": 0, "host_arena_bytes": 512, "arguments": [)"
+      R"({"name": "w", "role": "param", "dtype": "f32", "shape": [3],)"
+      R"( "memory": "host"},)"
+      R"({"name": "w", "role": "param_copy", "dtype": "f32", "shape": [3],)"
+      R"( "memory": "host"},)"
+      R"({"name": "loss", "role": "loss", "dtype": "f32", "shape": []}]})",
+      model, error));
+  EXPECT_NE(error.find("param_copy"), std::string::npos) << error;
+}
+
 TEST_F(DriverTest, ParsesAParamCopyWithTheNameOfItsMaster) {
   ModelDescription model;
   std::string error;

@@ -67,6 +67,11 @@ TEST_F(CudaHostLoopTest, CastMatchesTheHostRuntime) {
   expectHostCastMatchesTheLoop(ctx, rng, kManyElements);
 }
 
+TEST_F(CudaHostLoopTest, SumsMatchTheHostRuntime) {
+  expectHostSumsMatchTheLoop(ctx, rng);
+  expectHostSumsMatchTheLoop(ctx, rng, kManyElements);
+}
+
 TEST_F(CudaHostLoopTest, AdamWRejectsStepZero) {
   expectHostAdamWRejectsStepZero(ctx);
 }

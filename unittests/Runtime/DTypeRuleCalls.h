@@ -406,6 +406,24 @@ inline std::vector<DTypeCall> dtypeCalls() {
                                       b.step, nullptr, b.t(4), b.u8(5), b.u8(6),
                                       4, 1e-3, 0.9, 0.999, 1e-8, 0.0);
        }},
+      {"memopt_host_fill",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_host_fill(c, d[0], b.t(0), 4, 1.0);
+       }},
+      {"memopt_host_binary",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_host_binary(c, MEMOPT_BINARY_ADD, d[0], b.t(0), b.t(1), b.t(2),
+                            4);
+       }},
+      {"memopt_host_scale_by",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_host_scale_by(c, d[0], b.t(0), b.scale, b.t(1), 4);
+       }},
+      {"memopt_host_reduce",
+       [](Ctx c, DTypes d, B &b) {
+         memopt_host_reduce(c, MEMOPT_REDUCE_SUM, d[0], b.t(0), d[1], b.t(1), 1,
+                            2, 1);
+       }},
   };
 }
 

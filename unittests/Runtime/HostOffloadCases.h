@@ -452,6 +452,82 @@ inline void expectHostCastMatchesTheLoop(memopt_context *ctx, std::mt19937 &rng,
   }
 }
 
+/// The accumulation entries (memopt_host_fill, _binary, _scale_by, _reduce)
+/// for every float dtype: the elementwise ones byte for byte against the
+/// loop (each element computed in f32 and rounded once on the store, as
+/// both runtimes' device entries do), the reductions against a sum in long
+/// double over [outer, reduced, inner] = [3, n, 1] and [2, n / 4, 4],
+/// within one f32 ulp (a sum in double rounded once into f32).
+inline void expectHostSumsMatchTheLoop(memopt_context *ctx, std::mt19937 &rng,
+                                       int64_t n = kElements) {
+  for (memopt_dtype dtype : kFloatDTypes) {
+    SCOPED_TRACE(runtime::dtypeName(dtype));
+    size_t size = memopt_dtype_size(dtype);
+    Bytes a = randomFloats(rng, dtype, n), b = randomFloats(rng, dtype, n);
+    Bytes want(a.size()), got(a.size(), 0x5A);
+
+    memopt_host_fill(ctx, dtype, got.data(), n, 0.75);
+    for (int64_t i = 0; i < n; ++i)
+      storeFloat(dtype, want, i, 0.75f);
+    expectSameBytes(got, want, size, "fill");
+
+    for (memopt_binary_op op :
+         {MEMOPT_BINARY_ADD, MEMOPT_BINARY_MUL, MEMOPT_BINARY_MAXIMUM}) {
+      for (int64_t i = 0; i < n; ++i)
+        storeFloat(dtype, want, i,
+                   runtime::binaryValue(op, loadFloat(dtype, a, i),
+                                        loadFloat(dtype, b, i)));
+      memopt_host_binary(ctx, op, dtype, a.data(), b.data(), got.data(), n);
+      expectSameBytes(got, want, size, "binary");
+    }
+    // In place, as a sum onto its accumulator.
+    Bytes sum = a;
+    for (int64_t i = 0; i < n; ++i)
+      storeFloat(dtype, want, i,
+                 loadFloat(dtype, a, i) + loadFloat(dtype, b, i));
+    memopt_host_binary(ctx, MEMOPT_BINARY_ADD, dtype, sum.data(), b.data(),
+                       sum.data(), n);
+    expectSameBytes(sum, want, size, "add in place");
+
+    const float factor = 0.3f;
+    for (int64_t i = 0; i < n; ++i)
+      storeFloat(dtype, want, i, loadFloat(dtype, a, i) * factor);
+    memopt_host_scale_by(ctx, dtype, a.data(), &factor, got.data(), n);
+    expectSameBytes(got, want, size, "scale_by");
+
+    for (auto [outer, inner] : {std::pair<int64_t, int64_t>{3, 1}, {2, 4}}) {
+      int64_t reduced = n / (outer * inner);
+      for (memopt_reduce_op op :
+           {MEMOPT_REDUCE_SUM, MEMOPT_REDUCE_SUM_SQUARES, MEMOPT_REDUCE_MAX}) {
+        std::vector<float> out(outer * inner, -1.0f);
+        memopt_host_reduce(ctx, op, dtype, a.data(), MEMOPT_F32, out.data(),
+                           outer, reduced, inner);
+        for (int64_t o = 0; o < outer; ++o) {
+          for (int64_t i = 0; i < inner; ++i) {
+            long double exact = op == MEMOPT_REDUCE_MAX
+                                    ? -std::numeric_limits<float>::infinity()
+                                    : 0.0L;
+            for (int64_t r = 0; r < reduced; ++r) {
+              long double v =
+                  loadFloat(dtype, a, (o * reduced + r) * inner + i);
+              if (op == MEMOPT_REDUCE_MAX)
+                exact = std::max(exact, v);
+              else
+                exact += op == MEMOPT_REDUCE_SUM_SQUARES ? v * v : v;
+            }
+            float e = static_cast<float>(exact);
+            float ulp = std::nextafter(std::fabs(e), INFINITY) - std::fabs(e);
+            EXPECT_NEAR(out[o * inner + i], e, ulp)
+                << "reduce op " << op << " at [" << o << ", " << i << "]";
+          }
+        }
+      }
+    }
+    ASSERT_EQ(memopt_get_status(ctx), MEMOPT_OK)
+        << memopt_get_error_message(ctx);
+  }
+}
+
 /// A step of 0 is an error naming the host entry (read on the CPU, so
 /// recorded at the call on either runtime).
 inline void expectHostAdamWRejectsStepZero(memopt_context *ctx) {

@@ -259,6 +259,10 @@ TEST_F(RuntimeTest, HostCastMatchesTheLoop) {
   expectHostCastMatchesTheLoop(ctx, rng);
 }
 
+TEST_F(RuntimeTest, HostSumsMatchTheLoop) {
+  expectHostSumsMatchTheLoop(ctx, rng);
+}
+
 TEST_F(RuntimeTest, HostAdamWRejectsStepZero) {
   expectHostAdamWRejectsStepZero(ctx);
 }

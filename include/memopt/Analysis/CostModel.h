@@ -96,6 +96,11 @@ struct OpCost {
 /// tensor op by itself, anything else (allocs, views, returns) zero.
 OpCost getOpCost(mlir::Operation *op);
 
+/// How many times `op` runs in one step: the product of the trip counts of
+/// the `scf.for` loops around it (a loop of non-constant bounds counts
+/// once).
+int64_t getRunsPerStep(mlir::Operation *op);
+
 /// The FLOPs of one kernel, by the op it computes: 2·M·N·K for a matmul
 /// (times the batch), 2 · output elements · (C/groups · KH · KW) for a 2-D
 /// convolution and both its gradients, 0 for kernels that only move or
@@ -128,6 +133,10 @@ struct CostModelOptions {
   double bandwidthEfficiency = 0.8;
   /// Fixed cost of one kernel launch, in seconds.
   double launchSeconds = 4e-6;
+  /// Fixed cost of one copy over the host link, in seconds: its launch and
+  /// the wait for it (memopt_transfer returns when the copy is complete),
+  /// what a small pinned cudaMemcpyAsync and a stream synchronize take.
+  double transferLatencySeconds = 10e-6;
   /// FP32 GEMMs on CUDA cores or as TF32.
   Fp32MathMode fp32Math = Fp32MathMode::Fp32;
   /// Optimizer offload: the bytes per second the host's optimizer update

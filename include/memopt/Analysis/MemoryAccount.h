@@ -179,7 +179,8 @@ public:
   int64_t getHostArenaBytes() const { return hostArenaBytes; }
   int64_t getHostBytes() const;
   /// Bytes the step's transfers copy to the host and back to the device
-  /// (`memopt.transfer`), once per run of the kernel.
+  /// (`memopt.transfer`), each as many times as it runs in a step (a
+  /// micro-batch's gradient once per micro-batch).
   int64_t getTransferBytes(MemoryKind to) const {
     return to == MemoryKind::Host ? bytesToHost : bytesToDevice;
   }
@@ -208,10 +209,13 @@ public:
   /// Bytes of the activations saved for the backward pass, by the scope of
   /// the forward kernel that produced them, largest first (then by scope).
   /// A buffer is saved when a forward kernel writes it and it is still live
-  /// at the first backward op.
+  /// at the first backward op. The device's buffers only: the host's
+  /// (--offload=activations) are getSavedOnHostBytes().
   llvm::ArrayRef<std::pair<std::string, int64_t>> getSavedByScope() const {
     return savedByScope;
   }
+  /// Bytes of the activations saved for the backward in host memory.
+  int64_t getSavedOnHostBytes() const { return savedOnHostBytes; }
 
   /// Index of the kernel that writes the `loss` argument (the end of the
   /// forward pass), or -1 when no kernel does.
@@ -308,6 +312,7 @@ private:
   llvm::SmallVector<TimelinePoint> timeline;
   llvm::SmallVector<AccountedBuffer> buffers;
   llvm::SmallVector<std::pair<std::string, int64_t>> savedByScope;
+  int64_t savedOnHostBytes = 0;
 };
 
 /// The name reports give `op`: the op a kernel computes ("memopt.matmul"),

@@ -46,12 +46,25 @@ struct Combination {
   /// How frozen weights are stored: MemoptPipelineOptions::frozenWeights
   /// ("" the compute type, "nf4", "f32" ...).
   std::string frozenWeights;
-  /// The f32 master weights and the optimizer state in host memory
-  /// (--offload=optimizer, docs/Offload.md).
-  bool offload = false;
+  /// What lives in host memory, as --offload spells it (docs/Offload.md):
+  /// "none", "optimizer" (the f32 master weights and the optimizer state),
+  /// "params" (those and the weights the device computes with),
+  /// "activations" (the values saved for the backward), or a list.
+  std::string offload = "none";
+
+  /// Whether the optimizer (and with "params" the weights) is offloaded.
+  bool isOffloaded() const { return getOffload().optimizer; }
+  bool offloadsActivations() const { return getOffload().activations; }
+  OffloadChoice getOffload() const {
+    return parseOffload(offload).value_or(OffloadChoice());
+  }
+  /// "offload", "offload + params", "offload activations", "offload +
+  /// activations" ...; empty without offload.
+  std::string getOffloadTag() const;
 
   /// "bf16 / budget / K=4", then " / 8-bit state", " / NF4 frozen",
-  /// " / offload" and " / ZeRO-2 x 4 ranks" where they apply.
+  /// " / " and the offload tag, and " / ZeRO-2 x 4 ranks" where they
+  /// apply.
   std::string str() const;
   /// The frozen weights' storage by name: "nf4", "f32", "bf16" or "fp16".
   std::string getFrozenStorage() const;
@@ -111,16 +124,18 @@ struct CombinationResult {
   int64_t argumentBytes = 0;
   int64_t arenaBytes = 0;
   int64_t plannedPeakBytes = 0;
-  /// Optimizer offload: the host memory the step holds (its arguments and
-  /// arena there); 0 without.
+  /// Offload: the host memory the step holds (its arguments and arena
+  /// there); 0 without.
   int64_t hostBytes = 0;
   /// The account's pools at the peak.
   PoolBytes pools{};
   /// The model state over the whole step (weights, master weights, the
   /// gradients the optimizer reads, optimizer state).
   ModelStateBytes modelState;
-  /// Activations saved for the backward pass.
+  /// Activations saved for the backward pass in device memory, and in host
+  /// memory (--offload=activations).
   int64_t savedActivationBytes = 0;
+  int64_t savedOnHostBytes = 0;
   /// Executed FLOPs, and those beyond the same precision without remat at
   /// K=1 (recomputation, accumulation).
   int64_t flops = 0;

@@ -188,9 +188,10 @@ LogicalResult KernelLowering::lower() {
       return fail("the runtime has no dtype for its operand types");
   // Optimizer offload: the host entry of the same signature.
   if (runsOnHost(kernel)) {
-    if (!is<AdamWUpdateOp, SgdUpdateOp, CastOp>())
-      return fail("it is marked memopt.on_host, but only the optimizer "
-                  "updates and casts have host entries");
+    if (!hasHostEntry(name) || callee == "memopt_copy_from_host")
+      return fail("it is marked memopt.on_host, but it has no host entry "
+                  "(the optimizer updates, casts, splat constants, adds, "
+                  "scale_by and reduce_sum_squares have one)");
     StringRef entry = callee;
     entry.consume_front("memopt_");
     hostCallee = ("memopt_host_" + entry).str();

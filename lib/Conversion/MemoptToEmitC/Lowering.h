@@ -148,7 +148,8 @@ private:
   std::string emitPointerArray(mlir::Location loc, mlir::StringRef type,
                                mlir::StringRef prefix,
                                mlir::ArrayRef<mlir::Value> buffers);
-  /// A global holding the elements of a non-splat constant.
+  /// A global holding the elements of a non-splat constant (one per
+  /// distinct value: bufferization clones a constant for each loop reader).
   std::string getConstantData(mlir::DenseElementsAttr data,
                               mlir::Type elementType);
   /// A fresh global name with `prefix`.
@@ -175,6 +176,8 @@ private:
   mlir::DenseMap<mlir::Value, mlir::Value> indices;
   mlir::Value loopIndex;
   std::map<std::vector<int64_t>, std::string> i64Arrays;
+  /// The global of each constant's elements, one per distinct value.
+  mlir::DenseMap<mlir::Attribute, std::string> constantData;
   unsigned nextGlobal = 0;
   unsigned numCalls = 0;
 };

@@ -125,7 +125,10 @@ std::string TrainStepLowering::getConstantData(DenseElementsAttr data,
   } else {
     flat = data.reshape(flatType);
   }
-  std::string name = getGlobalName("const");
+  std::string &name = constantData[flat];
+  if (!name.empty())
+    return name;
+  name = getGlobalName("const");
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPoint(globalInsertionPoint);
   emitc::GlobalOp::create(builder, func.getLoc(), name,

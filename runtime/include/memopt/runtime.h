@@ -1027,6 +1027,32 @@ void memopt_host_adamw8bit_update(memopt_context *ctx, memopt_dtype dtype,
                                   double beta1, double beta2, double eps,
                                   double weight_decay);
 
+/* Gradient accumulation and clipping on the host: the sums that optimizer
+ * offload accumulates over micro-batches in host memory, and clipping's
+ * reads of them. On the host runtime each is its device entry; on CUDA a
+ * CPU loop with the device entry's arithmetic per element (a sum of squares
+ * may differ from the GPU's in the last place: its order differs). */
+
+/// memopt_fill over host memory.
+void memopt_host_fill(memopt_context *ctx, memopt_dtype dtype, void *dst,
+                      int64_t n, double value);
+
+/// memopt_binary over host memory.
+void memopt_host_binary(memopt_context *ctx, memopt_binary_op op,
+                        memopt_dtype dtype, const void *lhs, const void *rhs,
+                        void *out, int64_t n);
+
+/// memopt_scale_by over host memory (`factor` too).
+void memopt_host_scale_by(memopt_context *ctx, memopt_dtype dtype,
+                          const void *input, const float *factor, void *out,
+                          int64_t n);
+
+/// memopt_reduce over host memory.
+void memopt_host_reduce(memopt_context *ctx, memopt_reduce_op op,
+                        memopt_dtype in_dtype, const void *input,
+                        memopt_dtype out_dtype, void *out, int64_t outer,
+                        int64_t reduced, int64_t inner);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -20,6 +20,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CheckedArithmetic.h"
@@ -619,6 +620,11 @@ bool memopt::runsOnHost(Operation *op) {
   return op->hasAttr(MemoptDialect::kOnHostAttrName);
 }
 
+bool memopt::hasHostEntry(StringRef name) {
+  return isOpNamed<AdamWUpdateOp, SgdUpdateOp, CastOp, ConstantOp, AddOp,
+                   ScaleByOp, ReduceSumSquaresOp>(name);
+}
+
 /// The memory a `memopt.memory` attribute names (absent: the device).
 static MemoryKind getMarkedMemory(Attribute attr) {
   auto name = dyn_cast_or_null<StringAttr>(attr);
@@ -629,6 +635,15 @@ static MemoryKind getMarkedMemory(Attribute attr) {
 MemoryKind memopt::getMemoryKind(Value value) {
   while (true) {
     if (auto arg = dyn_cast<BlockArgument>(value)) {
+      // A loop-carried value lives where its initial value does.
+      if (auto loop =
+              dyn_cast<LoopLikeOpInterface>(arg.getOwner()->getParentOp())) {
+        if (OpOperand *init = loop.getTiedLoopInit(arg)) {
+          value = init->get();
+          continue;
+        }
+        return MemoryKind::Device;
+      }
       auto func =
           dyn_cast_or_null<FunctionOpInterface>(arg.getOwner()->getParentOp());
       if (!func || arg.getOwner() != &func.getFunctionBody().front())
@@ -641,6 +656,14 @@ MemoryKind memopt::getMemoryKind(Value value) {
       return transfer.getTo();
     if (runsOnHost(op))
       return MemoryKind::Host;
+    if (auto loop = dyn_cast<LoopLikeOpInterface>(op)) {
+      if (BlockArgument iterArg =
+              loop.getTiedLoopRegionIterArg(cast<OpResult>(value))) {
+        value = loop.getTiedLoopInit(iterArg)->get();
+        continue;
+      }
+      return MemoryKind::Device;
+    }
     if (auto view = dyn_cast<ViewLikeOpInterface>(op)) {
       value = view.getViewSource();
       continue;

@@ -19,12 +19,13 @@ using namespace memopt::accumulate;
 /// Ops whose operands (other than masks) and result share one shape and
 /// whose element i depends on element i of the operands (the unary, binary,
 /// scalar and activation-gradient families carry ElementwiseTrait), or that
-/// work along one non-batch dimension (softmax).
+/// work along one non-batch dimension (softmax), or copy it to the other
+/// memory.
 static bool isSameShapeOp(Operation *op) {
   return op->hasTrait<ElementwiseTrait>() ||
          isa<GeluOp, ClampOp, GeluGradOp, ClampGradOp, WhereOp, MaskedFillOp,
              DropoutOp, CastOp, SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp,
-             LogSoftmaxGradOp>(op);
+             LogSoftmaxGradOp, TransferOp>(op);
 }
 
 /// Same-shape ops that are linear in their operands: a sum over the batch
@@ -33,7 +34,7 @@ static bool isLinearOp(Operation *op) {
   if (auto cast = dyn_cast<CastOp>(op))
     return isa<FloatType>(cast.getInput().getType().getElementType()) &&
            isa<FloatType>(cast.getType().getElementType());
-  return isa<AddOp, SubOp, MulScalarOp, NegOp, ScaleLossOp>(op);
+  return isa<AddOp, SubOp, MulScalarOp, NegOp, ScaleLossOp, TransferOp>(op);
 }
 
 static int64_t getRank(Value v) {

@@ -68,6 +68,12 @@
 //    after the loop) becomes one sum over one `memref<B x i8>` allocation
 //    that holds the accumulators as `memref.view` slots, one runtime call
 //    (FlattenAllReduces.cpp).
+//  - Constants where a loop reads them. A `memopt.constant` outside a loop
+//    (where folding hoists and merges them) is made again right before each
+//    op inside the loop that reads it: a buffer read in a loop lives to the
+//    loop's end, so one table shared by every layer (rotary tables, causal
+//    masks) would otherwise hold its bytes across the whole forward and
+//    backward of every micro-batch.
 //
 // Optimizer offload (docs/Offload.md): a result lives in the memory of its
 // producer (getMemoryKind: host for an op marked memopt.on_host and a
@@ -367,6 +373,8 @@ private:
   LogicalResult chooseDestinations(ArrayRef<unsigned> updated);
   /// The new signature: memrefs, plus the loss, and no results.
   LogicalResult convertSignature();
+  /// Clones each constant read inside a loop before each such reader.
+  void materializeConstantsInLoops();
   /// The returned values, and the program positions of the ops.
   void numberPositions();
   /// 2. Kernels, views and loops for the ops of `block`.
@@ -449,6 +457,7 @@ private:
 LogicalResult StepBufferizer::run(ArrayRef<unsigned> updated) {
   if (failed(chooseDestinations(updated)) || failed(convertSignature()))
     return failure();
+  materializeConstantsInLoops();
   numberPositions();
   for (BlockArgument arg : body.getArguments())
     buffer[arg] = storageOf[arg] = arg;
@@ -520,6 +529,21 @@ LogicalResult StepBufferizer::convertSignature() {
     return func.emitOpError() << "cannot add the loss argument";
   func.setType(FunctionType::get(ctx, body.getArgumentTypes(), {}));
   return success();
+}
+
+void StepBufferizer::materializeConstantsInLoops() {
+  for (auto constant : llvm::make_early_inc_range(body.getOps<ConstantOp>())) {
+    for (OpOperand &use :
+         llvm::make_early_inc_range(constant.getResult().getUses())) {
+      Operation *user = use.getOwner();
+      if (user->getBlock() == &body)
+        continue;
+      builder.setInsertionPoint(user);
+      use.set(builder.clone(*constant)->getResult(0));
+    }
+    if (constant->use_empty())
+      constant->erase();
+  }
 }
 
 void StepBufferizer::numberPositions() {
@@ -732,6 +756,12 @@ LogicalResult StepBufferizer::bufferizeLoop(scf::ForOp loop) {
         storage.getDefiningOp<memref::AllocOp>() && storage == initBuffer &&
         storageEnd.lookup(storage) == position.lookup(loop)) {
       acc = initBuffer;
+    } else if (getMemoryKind(init) == MemoryKind::Host) {
+      // The runtime copies buffers on the device only.
+      return loop.emitOpError()
+             << "carries a host value whose initial value is not a buffer "
+                "of its own (--memopt-offload-optimizer starts each host sum "
+                "from a zero of its own)";
     } else {
       acc = newAlloc(loop.getLoc(), toMemRef(init.getType()));
       copyInto(loop.getLoc(), initBuffer, acc);
@@ -768,9 +798,15 @@ LogicalResult StepBufferizer::bufferizeLoop(scf::ForOp loop) {
   // Values the body computed elsewhere are copied at its end.
   builder.setInsertionPoint(yield);
   for (auto [acc, yielded, iterArg] :
-       llvm::zip(accumulators, yield.getOperands(), loop.getRegionIterArgs()))
-    if (yielded != iterArg && loopDestination.lookup(yielded) != acc)
-      copyInto(yield.getLoc(), buffer.lookup(yielded), acc);
+       llvm::zip(accumulators, yield.getOperands(), loop.getRegionIterArgs())) {
+    if (yielded == iterArg || loopDestination.lookup(yielded) == acc)
+      continue;
+    if (getMemoryKind(iterArg) == MemoryKind::Host)
+      return yield.emitOpError()
+             << "yields a host value that is not computed into its loop's "
+                "buffer";
+    copyInto(yield.getLoc(), buffer.lookup(yielded), acc);
+  }
   // The loop on buffers: no iter_args.
   builder.setInsertionPoint(loop);
   auto newLoop =

@@ -16,13 +16,28 @@
 //     precision, rematerialization's recasts), else in f32. The copy's new
 //     value is the cast of the master's new value, computed on the host.
 //     A parameter the step computes (ZeRO's slice of a whole f32 weight) is
-//     left to the transfers of step 4.
+//     left to the transfers of step 5.
 //  3. A low-precision cast of a host value is computed on the host too: the
 //     device receives 2 bytes per element instead of 4.
-//  4. Each device value that a host op reads is copied to the host
-//     (`memopt.transfer ... to host`) right before its first host reader,
-//     once; each host value that a device op reads, or that the step returns
-//     for a device argument, is copied back right after its producer.
+//  4. A gradient that a loop accumulates (micro-batches, and the sums of
+//     ZeRO's scattered shards) is accumulated on the host when everything
+//     that reads the sum can run there: the update, clipping's sum of
+//     squares and its rescale (hasHostEntry). Its zero start, the adds onto
+//     it and those readers are marked `memopt.on_host`; each micro-batch's
+//     term is copied down as it completes, so the device never holds the
+//     running sums. A sum another op reads (data parallelism's all-reduce
+//     after the loop, loss scaling's unscale) stays on the device.
+//  5. Each device value that a host op reads is copied to the host
+//     (`memopt.transfer ... to host`) right before its first host reader in
+//     the reader's block, once; each host value that a device op reads, or
+//     that the step returns for a device argument, is copied back right
+//     after its producer.
+//  6. With `params`, every weight copy the device computes with is a host
+//     argument too (an f32 reader reads the master itself), and each device
+//     op that reads a host argument reads a transfer made right before it:
+//     a weight crosses once per use and lives on the device only while that
+//     op runs. A copy's new value that the device computes (ZeRO-1/2's
+//     gather) is copied to the host once computed.
 //
 // The transfers copy bytes and the host runtime entries compute what the
 // device entries do, so the step is the one without offload, bit for bit.
@@ -38,6 +53,7 @@
 #include "OptimizerUpdates.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -60,10 +76,10 @@ struct OffloadOptimizerPass
 /// Rewrites one step function.
 class Offloader {
 public:
-  explicit Offloader(func::FuncOp func)
+  Offloader(func::FuncOp func, bool params)
       : func(func), body(func.getBody().front()),
         returnOp(cast<func::ReturnOp>(body.getTerminator())),
-        b(func.getContext()) {}
+        b(func.getContext()), params(params) {}
 
   LogicalResult run();
 
@@ -77,15 +93,19 @@ private:
   /// The arguments whose new values the step returns, in result order
   /// after the loss (docs/Pipeline.md, section 1).
   SmallVector<BlockArgument> getUpdatedArguments();
+  void accumulateOnHost(Value grad);
   void insertTransfers(ArrayRef<Operation *> hostOps);
+  void streamWeights();
   Value transfer(Value value, MemoryKind to, Operation *anchor, bool before);
 
   func::FuncOp func;
   Block &body;
   func::ReturnOp returnOp;
   OpBuilder b;
-  /// The copy of each value in the other memory, made once.
-  DenseMap<Value, Value> transferred;
+  /// The weights the device computes with live on the host too (step 6).
+  bool params;
+  /// The copy of each value in the other memory, made once per block.
+  DenseMap<std::pair<Value, Block *>, Value> transferred;
 };
 } // namespace
 
@@ -129,6 +149,9 @@ LogicalResult Offloader::addDeviceCopy(BlockArgument param, Operation *update) {
   for (Operation *reader : readers)
     if (getNarrowingCastElement(reader) != low)
       low = Type();
+  // With the weights on the host, an f32 reader reads the master itself.
+  if (params && !low)
+    return success();
   auto paramType = cast<RankedTensorType>(param.getType());
   auto copyType = low ? paramType.clone(low) : paramType;
 
@@ -145,6 +168,8 @@ LogicalResult Offloader::addDeviceCopy(BlockArgument param, Operation *update) {
     return update->emitOpError()
            << "cannot add the device copy of " << describeParam(func, param);
   BlockArgument copy = body.getArguments().back();
+  if (params)
+    markHost(copy);
   for (Operation *reader : readers) {
     if (low) {
       reader->getResult(0).replaceAllUsesWith(copy);
@@ -191,7 +216,7 @@ LogicalResult Offloader::offloadUpdate(Operation *update) {
 
 Value Offloader::transfer(Value value, MemoryKind to, Operation *anchor,
                           bool before) {
-  Value &copy = transferred[value];
+  Value &copy = transferred[{value, anchor->getBlock()}];
   if (copy)
     return copy;
   if (before)
@@ -206,6 +231,67 @@ Value Offloader::transfer(Value value, MemoryKind to, Operation *anchor,
   return copy;
 }
 
+/// Whether every reader of `value` can read it on the host (step 4): an
+/// offloaded update reading it as its gradient, a sum of squares, or a
+/// rescale whose result's readers can; the last two are added to `readers`.
+static bool collectHostReaders(Value value,
+                               SmallVectorImpl<Operation *> &readers) {
+  for (OpOperand &use : value.getUses()) {
+    Operation *user = use.getOwner();
+    if (std::optional<UpdateOperands> update = getUpdateOperands(user)) {
+      if (update->grad != &use || !runsOnHost(user))
+        return false;
+    } else if (isa<ReduceSumSquaresOp>(user) ||
+               (isa<ScaleByOp>(user) && use.getOperandNumber() == 0 &&
+                collectHostReaders(user->getResult(0), readers))) {
+      readers.push_back(user);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Offloader::accumulateOnHost(Value grad) {
+  auto sum = dyn_cast<OpResult>(grad);
+  auto loop = sum ? dyn_cast<scf::ForOp>(sum.getOwner()) : scf::ForOp();
+  if (!loop || !getElementTypeOrSelf(sum.getType()).isF32())
+    return;
+  unsigned index = sum.getResultNumber();
+  BlockArgument iterArg = loop.getRegionIterArg(index);
+  auto zero = loop.getInitArgs()[index].getDefiningOp<ConstantOp>();
+  if (!zero || !zero.getValue().isSplat() || !iterArg.hasOneUse())
+    return;
+  // The adds from the iteration argument to the yielded value, one per
+  // micro-batch's term (--memopt-accumulate), each read by the next only.
+  SmallVector<Operation *> adds;
+  Value link = iterArg;
+  auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+  while (link != yield.getOperand(index)) {
+    if (!link.hasOneUse())
+      return;
+    auto add = dyn_cast<AddOp>(*link.getUsers().begin());
+    if (!add || add->getBlock() != loop.getBody())
+      return;
+    adds.push_back(add);
+    link = add.getResult();
+  }
+  if (adds.empty() || !link.hasOneUse())
+    return;
+  SmallVector<Operation *> readers;
+  if (!collectHostReaders(sum, readers))
+    return;
+  // A zero of its own, made on the host.
+  b.setInsertionPoint(loop);
+  Operation *start = b.clone(*zero);
+  loop->setOperand(loop.getNumControlOperands() + index, start->getResult(0));
+  if (zero->use_empty())
+    zero->erase();
+  adds.push_back(start);
+  for (Operation *op : llvm::concat<Operation *>(adds, readers))
+    op->setAttr(MemoptDialect::kOnHostAttrName, b.getUnitAttr());
+}
+
 void Offloader::insertTransfers(ArrayRef<Operation *> hostOps) {
   SmallVector<BlockArgument> updated = getUpdatedArguments();
   for (Operation *op : hostOps) {
@@ -217,7 +303,8 @@ void Offloader::insertTransfers(ArrayRef<Operation *> hostOps) {
     for (Value result : op->getResults()) {
       for (OpOperand &use : llvm::make_early_inc_range(result.getUses())) {
         Operation *user = use.getOwner();
-        if (isa<TransferOp>(user) || runsOnHost(user))
+        // A loop carries a host sum in host memory (step 4).
+        if (isa<TransferOp, scf::ForOp, scf::YieldOp>(user) || runsOnHost(user))
           continue;
         if (user == returnOp.getOperation()) {
           unsigned position = use.getOperandNumber();
@@ -227,6 +314,49 @@ void Offloader::insertTransfers(ArrayRef<Operation *> hostOps) {
         }
         use.set(transfer(result, MemoryKind::Device, op, false));
       }
+    }
+  }
+}
+
+void Offloader::streamWeights() {
+  SmallVector<BlockArgument> updated = getUpdatedArguments();
+  // Every copy the device computes with is a host argument; one the device
+  // computes (ZeRO-1/2's gather of the new shards) goes to the host once
+  // computed.
+  for (auto [position, arg] : llvm::enumerate(updated)) {
+    auto role = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                  MemoptDialect::kRoleAttrName);
+    if (!role ||
+        role.getValue() != stringifyArgumentRole(ArgumentRole::ParamCopy))
+      continue;
+    markHost(arg);
+    OpOperand &next = returnOp->getOpOperand(position + 1);
+    if (getMemoryKind(next.get()) == MemoryKind::Device) {
+      Operation *producer = next.get().getDefiningOp();
+      next.set(producer
+                   ? transfer(next.get(), MemoryKind::Host, producer, false)
+                   : transfer(next.get(), MemoryKind::Host, returnOp, true));
+    }
+  }
+  // Each device op that reads a host argument reads a copy made right
+  // before it: the weight lives on the device only while the op runs.
+  for (BlockArgument arg : body.getArguments()) {
+    if (getMemoryKind(arg) != MemoryKind::Host)
+      continue;
+    for (OpOperand &use : llvm::make_early_inc_range(arg.getUses())) {
+      Operation *user = use.getOwner();
+      if (isa<TransferOp, func::ReturnOp>(user) || runsOnHost(user))
+        continue;
+      b.setInsertionPoint(user);
+      auto copy = TransferOp::create(
+          b, arg.getLoc(), arg,
+          MemoryKindAttr::get(b.getContext(), MemoryKind::Device));
+      if (Attribute scope = user->getAttr(MemoptDialect::kScopeAttrName))
+        copy->setAttr(MemoptDialect::kScopeAttrName, scope);
+      // One copy for all of the user's operands that read the argument.
+      for (OpOperand &other : user->getOpOperands())
+        if (other.get() == arg)
+          other.set(copy);
     }
   }
 }
@@ -248,11 +378,22 @@ LogicalResult Offloader::run() {
     for (Operation *user : update->getResult(0).getUsers())
       if (getNarrowingCastElement(user))
         user->setAttr(MemoptDialect::kOnHostAttrName, b.getUnitAttr());
+  // The accumulated gradients (step 4), each seen through clipping's
+  // rescale.
+  for (Operation *update : updates) {
+    Value grad = getUpdateOperands(update)->grad->get();
+    while (auto rescale = grad.getDefiningOp<ScaleByOp>())
+      grad = rescale.getInput();
+    accumulateOnHost(grad);
+  }
   SmallVector<Operation *> hostOps;
-  for (Operation &op : body)
-    if (runsOnHost(&op))
-      hostOps.push_back(&op);
+  func.walk([&](Operation *op) {
+    if (runsOnHost(op))
+      hostOps.push_back(op);
+  });
   insertTransfers(hostOps);
+  if (params)
+    streamWeights();
   func.setType(FunctionType::get(func.getContext(), body.getArgumentTypes(),
                                  returnOp.getOperandTypes()));
   return success();
@@ -268,6 +409,6 @@ void OffloadOptimizerPass::runOnOperation() {
     step->emitOpError() << "must be a func.func of one block to be offloaded";
     return signalPassFailure();
   }
-  if (failed(Offloader(func).run()))
+  if (failed(Offloader(func, params).run()))
     return signalPassFailure();
 }

@@ -13,10 +13,37 @@
 using namespace mlir;
 using namespace memopt;
 
+std::optional<OffloadChoice> memopt::parseOffload(llvm::StringRef text) {
+  OffloadChoice choice;
+  if (text == "none")
+    return choice;
+  llvm::SmallVector<llvm::StringRef> parts;
+  text.split(parts, ',');
+  for (llvm::StringRef part : parts) {
+    if (part == "optimizer") {
+      choice.optimizer = true;
+    } else if (part == "params") {
+      choice.optimizer = choice.params = true;
+    } else if (part == "activations") {
+      choice.activations = true;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return choice;
+}
+
 void memopt::buildPlanningPipeline(OpPassManager &pm,
                                    const PlanningPipelineOptions &options,
                                    std::optional<double> placementSeconds) {
   bool split = options.microBatches != 1 || options.dataParallel != 1;
+  // (The pipeline's checks have refused any other spelling.)
+  OffloadChoice offload =
+      parseOffload(options.offload).value_or(OffloadChoice());
+  // The activations first: they are found on the step's one block, before
+  // the loop or a moved update changes it.
+  if (offload.activations)
+    pm.addPass(createOffloadActivationsPass());
   // Clipping needs the gradients the updates read: before release moves
   // the updates, after the loop and ZeRO have made the sums and shards.
   auto addClipping = [&] {
@@ -44,8 +71,11 @@ void memopt::buildPlanningPipeline(OpPassManager &pm,
   }
   if (options.clipGradNorm > 0 && split)
     addClipping();
-  if (options.offload == "optimizer")
-    pm.addPass(createOffloadOptimizerPass());
+  if (offload.optimizer) {
+    OffloadOptimizerPassOptions optimizer;
+    optimizer.params = offload.params;
+    pm.addPass(createOffloadOptimizerPass(optimizer));
+  }
   BufferizePassOptions bufferize;
   bufferize.reuse = options.bufferReuse;
   pm.addPass(createBufferizePass(bufferize));

@@ -754,13 +754,14 @@ bool RematerializePass::chooseMinimalForm(FunctionOpInterface func,
   // The strategy (for budget: none, the search's starting point) runs on
   // copies, from the minimal saved set and from the step as it is, and the
   // one that plans the smaller arena (the minimal saved set on a tie) is
-  // applied. Its recompute shortens lifetimes, but its transients, or a
-  // strategy's recompute of stages around it, can raise a peak.
-  // The minimal saved set has up to four forms: keeping each parameter's
-  // low-precision copy from the forward (under mixed precision) or casting
-  // it again in the backward, and keeping a residual stream's values or
-  // rebuilding them from the blocks' outputs (the fewest bytes kept); the
-  // smallest plan decides, keeping on a tie (no recompute for nothing).
+  // applied; with the activations offloaded, the minimal saved set. Its
+  // recompute shortens lifetimes, but its transients, or a strategy's recompute
+  // of stages around it, can raise a peak. The minimal saved set has up to four
+  // forms: keeping each parameter's low-precision copy from the forward (under
+  // mixed precision) or casting it again in the backward, and keeping a
+  // residual stream's values or rebuilding them from the blocks' outputs (the
+  // fewest bytes kept); the smallest plan decides, keeping on a tie (no
+  // recompute for nothing).
   StringRef compared = kind == "budget" ? StringRef("none") : kind;
   bool planned = true;
   std::optional<int64_t> best;
@@ -785,15 +786,20 @@ bool RematerializePass::chooseMinimalForm(FunctionOpInterface func,
         bestResidual = residual;
       }
     }
-  FailureOr<int64_t> without = planStrategy(compared, /*minimal=*/false);
-  LLVM_DEBUG(if (succeeded(without)) llvm::dbgs()
-             << "remat " << compared << ": arena " << *without << "\n");
   // When the copies cannot be planned (a batch the micro-batches do not
   // divide): the minimal saved set's first form, and the pipeline's own
   // passes say what is wrong.
   recastParams = planned && bestRecast;
   keepResidual = !planned || bestResidual;
-  return !planned || failed(without) || *best <= *without;
+  // With the saved values in host memory, what is saved crosses the host
+  // link twice a step: the fewest bytes saved wins.
+  std::optional<OffloadChoice> offload = parseOffload(planningOptions->offload);
+  if (!planned || (offload && offload->activations))
+    return true;
+  FailureOr<int64_t> without = planStrategy(compared, /*minimal=*/false);
+  LLVM_DEBUG(if (succeeded(without)) llvm::dbgs()
+             << "remat " << compared << ": arena " << *without << "\n");
+  return failed(without) || *best <= *without;
 }
 
 FailureOr<std::shared_ptr<const PlanningPipelineOptions>>

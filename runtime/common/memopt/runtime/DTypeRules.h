@@ -280,6 +280,10 @@ inline constexpr DTypeTwin kDTypeTwins[] = {
     {"memopt_host_sgd_update", "memopt_sgd_update"},
     {"memopt_host_adamw_update", "memopt_adamw_update"},
     {"memopt_host_adamw8bit_update", "memopt_adamw8bit_update"},
+    {"memopt_host_fill", "memopt_fill"},
+    {"memopt_host_binary", "memopt_binary"},
+    {"memopt_host_scale_by", "memopt_scale_by"},
+    {"memopt_host_reduce", "memopt_reduce"},
 };
 
 /// The row of `entry` (a twin's: its counterpart's), or nullptr when it

@@ -34,10 +34,18 @@ template <typename... OpTys> bool isOpNamed(llvm::StringRef name) {
 /// (`memopt.on_host`, optimizer offload).
 bool runsOnHost(mlir::Operation *op);
 
+/// Whether the op named `name` has a host entry (`memopt_host_*` in
+/// runtime.h) that computes what its device entry does, so that optimizer
+/// offload may mark it `memopt.on_host`: the optimizer updates, casts,
+/// splat constants, adds, `memopt.scale_by` and `memopt.reduce_sum_squares`
+/// (the gradient accumulation and clipping around an offloaded update).
+bool hasHostEntry(llvm::StringRef name);
+
 /// The memory that `value`, a tensor or a buffer of a step, lives in:
 /// host for an argument or an allocation marked `memopt.memory = "host"`,
 /// a view of one, the result of `memopt.transfer ... to host` or of an op
-/// that runs on the host; device otherwise.
+/// that runs on the host, and a loop's iteration argument or result whose
+/// initial value lives there; device otherwise.
 MemoryKind getMemoryKind(mlir::Value value);
 
 } // namespace memopt

@@ -101,10 +101,15 @@ struct PlanningPipelineOptions
   /// --memopt-offload-optimizer before bufferization (docs/Offload.md).
   Option<std::string> offload{
       *this, "offload",
-      llvm::cl::desc("What lives in host memory: none, or optimizer (the "
-                     "f32 master weights and the optimizer state, updated "
-                     "on the host; docs/Offload.md)"),
-      llvm::cl::value_desc("none|optimizer"), llvm::cl::init("none")};
+      llvm::cl::desc("What lives in host memory: none, or a comma-separated "
+                     "list of optimizer (the f32 master weights and the "
+                     "optimizer state, updated on the host), params (the "
+                     "optimizer and the weights the device computes with, "
+                     "copied to it before each use) and activations (the "
+                     "values saved for the backward, copied back before "
+                     "their backward use; docs/Offload.md)"),
+      llvm::cl::value_desc("none|optimizer|params|activations[,...]"),
+      llvm::cl::init("none")};
   /// False gives every buffer its own bytes (docs/BufferReuse.md).
   Option<bool> bufferReuse{
       *this, "buffer-reuse",
@@ -124,6 +129,21 @@ struct PlanningPipelineOptions
 /// in the training pipeline, and what remat runs on copies to plan its
 /// candidates. `placementSeconds`, when given, replaces the placer's
 /// plan-time-limit.
+/// What --offload puts in host memory.
+struct OffloadChoice {
+  /// The master weights and the optimizer state (--memopt-offload-optimizer).
+  bool optimizer = false;
+  /// The weights the device computes with too (its `params` option).
+  bool params = false;
+  /// The saved activations (--memopt-offload-activations).
+  bool activations = false;
+};
+
+/// `text` as --offload spells it: "none", or a comma-separated list of
+/// "optimizer", "params" (which includes the optimizer) and "activations".
+/// std::nullopt when it names anything else.
+std::optional<OffloadChoice> parseOffload(llvm::StringRef text);
+
 void buildPlanningPipeline(
     mlir::OpPassManager &pm, const PlanningPipelineOptions &options,
     std::optional<double> placementSeconds = std::nullopt);

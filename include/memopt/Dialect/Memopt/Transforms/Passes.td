@@ -344,9 +344,15 @@ def OffloadOptimizerPass
     - the update and the low-precision cast of its new value carry
       `memopt.on_host`, and the cast's result (the new f32 value without a
       low-precision copy) is the copy's new value;
+    - a gradient the micro-batch loop sums is summed on the host when the
+      update and clipping's sum of squares and rescale are all that read
+      the sum: its zero, the adds and those readers carry `memopt.on_host`,
+      and the loop carries the sum in host memory (not under plain data
+      parallelism or ZeRO-1, whose all-reduce reads the sum on the device,
+      nor under FP16's unscale);
     - `memopt.transfer ... to host` brings each device value a host op reads
-      (the gradient, the step counter, the loss-scaling skip flag) to the
-      host right before its first reader, and `memopt.transfer ... to
+      (the gradient or a micro-batch's term of it, the step counter, the
+      loss-scaling skip flag) to the host right before its first reader, and `memopt.transfer ... to
       device` takes each host value that a device op reads or a device
       argument returns back right after it is computed.
 
@@ -354,8 +360,50 @@ def OffloadOptimizerPass
     computed before, bit for bit: the transfers copy bytes, and the host
     entries compute what the device entries do.
 
+    With `params`, the weights the device computes with live on the host
+    too (DeepSpeed's parameter offload, FSDP's CPU offload): the
+    low-precision copy is a host argument (the f32 master itself without
+    mixed precision), and each device op that reads it reads a
+    `memopt.transfer ... to device` made right before it, so a weight
+    crosses once per use (ZeRO-3: each gather of the rank's shard, in the
+    forward and again in the backward) and lives on the device only while
+    that op runs.
+
     ```
     memopt-opt --memopt-autodiff --memopt-offload-optimizer model.mlir
+    memopt-opt --memopt-autodiff --memopt-offload-optimizer=params model.mlir
+    ```
+  }];
+  let options = [
+    Option<"params", "params", "bool", /*default=*/"false",
+           "The weights the device computes with live on the host too, "
+           "copied to the device before each op that reads them">
+  ];
+}
+
+def OffloadActivationsPass
+    : Pass<"memopt-offload-activations", "mlir::ModuleOp"> {
+  let summary = "Saved activations wait for the backward in host memory";
+  let description = [{
+    Runs on the tensor-level `@train_step` (after `--memopt-remat`, before
+    `--memopt-accumulate`; docs/Offload.md). Every forward value that
+    depends on the step's data and that the backward reads as it is (what
+    remat keeps) is copied to the host after its last forward reader,
+    `memopt.transfer %v to host`, and back before its first backward
+    reader, `memopt.transfer %h to device`, which every backward reader
+    then reads. Between the two it takes no device memory: the device holds
+    the forward's working set and the backward's, the host arena the saved
+    values. Casts of the weights and other values that read no data stay on
+    the device, as does a value whose first backward reader comes before
+    its last forward one.
+
+    The copies move bytes: the step computes what it computed before, bit
+    for bit. `memopt-compile --offload=activations` runs it (with
+    `optimizer` or `params`: `--offload=optimizer,activations`), and the
+    budget search weighs it against recomputation by estimated step time.
+
+    ```
+    memopt-opt --memopt-autodiff --memopt-offload-activations model.mlir
     ```
   }];
 }
