@@ -104,7 +104,7 @@ if r["chosen"] is None:
     sys.exit(0)
 c = r["combinations"][r["chosen"]]
 link = r["device"]
-copied = c["transfer_seconds"] * link["host_link_bytes_per_second"]
+copied = c["transfer_bytes"]
 print("| %s | %s/%s/K=%d/%s | %s (%s) | %s | %s | %s | %s | %.0f ms | %.2f s |" % (
     device, c["precision"], c["remat"], c["micro_batches"], c["offload"],
     gib(c["planned_peak_bytes"]), gib(r["budget_bytes"]),

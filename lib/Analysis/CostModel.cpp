@@ -391,6 +391,8 @@ StepCost memopt::estimateStepCost(Operation *func, const DeviceProfile &device,
                         options.transferLatencySeconds) *
                        static_cast<double>(times);
       step.transferSeconds += seconds;
+      step.transferBytes =
+          saturatingAdd(step.transferBytes, saturatingMul(bytes, times));
       step.seconds += seconds;
       return;
     }

@@ -595,71 +595,73 @@ static void findRemedies(ExploreResult &result, const ExploreOptions &options) {
     result.remedies.push_back(*remedy);
 }
 
-/// Nothing fits one device: compiles every single-device combination that
-/// compiled (but the budget remat strategy's, whose arena budget depends on
-/// the arguments) again with 8-bit AdamW moments. Returns whether it added
-/// rows.
+/// Compiles again, as `change` makes it, the combination of every compiled
+/// single-device row that `select` picks. Returns whether it added rows.
+static bool addRows(ModuleOp module, const MemoptPipelineOptions &base,
+                    const ExploreOptions &options, ExploreResult &result,
+                    llvm::function_ref<bool(const Combination &)> select,
+                    llvm::function_ref<void(Combination &)> change) {
+  std::vector<Combination> picked;
+  for (const CombinationResult &row : result.rows)
+    if (row.compiled() && row.combination.ranks == 1 && select(row.combination))
+      picked.push_back(row.combination);
+  for (Combination combination : picked) {
+    change(combination);
+    result.rows.push_back(
+        compileCombination(module, base, combination, options));
+  }
+  return !picked.empty();
+}
+
+/// Nothing fits one device: every single-device combination that compiled
+/// (but the budget remat strategy's, whose arena budget depends on the
+/// arguments) again with 8-bit AdamW moments.
 static bool addQuantizedStateRows(ModuleOp module,
                                   const MemoptPipelineOptions &base,
                                   const ExploreOptions &options,
                                   ExploreResult &result) {
-  std::vector<Combination> wide;
-  for (const CombinationResult &row : result.rows)
-    if (row.compiled() && row.combination.ranks == 1 &&
-        row.combination.stateBits == 32 && row.combination.remat != "budget")
-      wide.push_back(row.combination);
-  for (Combination combination : wide) {
-    combination.stateBits = 8;
-    result.rows.push_back(
-        compileCombination(module, base, combination, options));
-  }
-  return !wide.empty();
+  return addRows(
+      module, base, options, result,
+      [](const Combination &c) {
+        return c.stateBits == 32 && c.remat != "budget";
+      },
+      [](Combination &c) { c.stateBits = 8; });
 }
 
-/// Adds the single-device rows whose moments have `stateBits` again with
-/// `what` offloaded ("optimizer" or "params"; not the budget strategy's
-/// rows, whose arena budget assumed the arguments on the device). Returns
-/// whether it added any.
+/// The single-device rows whose moments have `stateBits` again with `what`
+/// offloaded ("optimizer" or "params"; not the budget strategy's rows,
+/// whose arena budget assumed the arguments on the device). A row that
+/// offloads its activations keeps them there.
 static bool addOffloadRows(ModuleOp module, const MemoptPipelineOptions &base,
                            const ExploreOptions &options, unsigned stateBits,
                            llvm::StringRef what, ExploreResult &result) {
-  std::vector<Combination> resident;
-  for (const CombinationResult &row : result.rows)
-    if (row.compiled() && row.combination.ranks == 1 &&
-        !row.combination.isOffloaded() && row.combination.remat != "budget" &&
-        row.combination.stateBits == stateBits)
-      resident.push_back(row.combination);
-  for (Combination combination : resident) {
-    // (A row that offloads its activations keeps them there.)
-    combination.offload = combination.offloadsActivations()
-                              ? what.str() + ",activations"
-                              : what.str();
-    result.rows.push_back(
-        compileCombination(module, base, combination, options));
-  }
-  return !resident.empty();
+  return addRows(
+      module, base, options, result,
+      [&](const Combination &c) {
+        return !c.isOffloaded() && c.remat != "budget" &&
+               c.stateBits == stateBits;
+      },
+      [&](Combination &c) {
+        c.offload =
+            c.offloadsActivations() ? what.str() + ",activations" : what.str();
+      });
 }
 
-/// The other way to drop saved activations: adds, for each single-device
-/// combination that keeps what it saves (remat "none"), the same with its
-/// saved activations in host memory. The choice weighs them against the
-/// rows that recompute by estimated step time: the copies over the host
-/// link against the recompute FLOPs. Returns whether it added rows.
+/// The other way to drop saved activations: each single-device combination
+/// that keeps what it saves (remat "none") again with its saved activations
+/// in host memory. The choice weighs them against the rows that recompute
+/// by estimated step time: the copies over the host link against the
+/// recompute FLOPs.
 static bool addActivationOffloadRows(ModuleOp module,
                                      const MemoptPipelineOptions &base,
                                      const ExploreOptions &options,
                                      ExploreResult &result) {
-  std::vector<Combination> keeping;
-  for (const CombinationResult &row : result.rows)
-    if (row.compiled() && row.combination.ranks == 1 &&
-        row.combination.remat == "none" && row.combination.offload == "none")
-      keeping.push_back(row.combination);
-  for (Combination combination : keeping) {
-    combination.offload = "activations";
-    result.rows.push_back(
-        compileCombination(module, base, combination, options));
-  }
-  return !keeping.empty();
+  return addRows(
+      module, base, options, result,
+      [](const Combination &c) {
+        return c.remat == "none" && c.offload == "none";
+      },
+      [](Combination &c) { c.offload = "activations"; });
 }
 
 /// Whether the loss function of `module` has a frozen argument (which NF4
@@ -679,24 +681,17 @@ static bool hasFrozenWeights(ModuleOp module) {
   return found;
 }
 
-/// Nothing fits one device: compiles every single-device combination that
-/// compiled (but the budget remat strategy's) again with its frozen weights
-/// in NF4. Returns whether it added rows.
+/// Nothing fits one device: every single-device combination that compiled
+/// (but the budget remat strategy's) again with its frozen weights in NF4.
 static bool addNf4FrozenRows(ModuleOp module, const MemoptPipelineOptions &base,
                              const ExploreOptions &options,
                              ExploreResult &result) {
-  std::vector<Combination> unquantized;
-  for (const CombinationResult &row : result.rows)
-    if (row.compiled() && row.combination.ranks == 1 &&
-        row.combination.frozenWeights != "nf4" &&
-        row.combination.remat != "budget")
-      unquantized.push_back(row.combination);
-  for (Combination combination : unquantized) {
-    combination.frozenWeights = "nf4";
-    result.rows.push_back(
-        compileCombination(module, base, combination, options));
-  }
-  return !unquantized.empty();
+  return addRows(
+      module, base, options, result,
+      [](const Combination &c) {
+        return c.frozenWeights != "nf4" && c.remat != "budget";
+      },
+      [](Combination &c) { c.frozenWeights = "nf4"; });
 }
 
 /// Nothing fits one device: compiles the smallest single-device combination

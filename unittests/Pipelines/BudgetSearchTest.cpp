@@ -157,4 +157,56 @@ TEST_F(BudgetSearchTest, ChoosingAgainReplacesTheChoice) {
   EXPECT_LE(result.explanation.size(), lines);
 }
 
+// Copying the saved activations wins when it is faster than recomputing
+// them, and the explanation names the row that recomputes; where it is
+// slower, the remat row wins and the explanation names the copy.
+TEST_F(BudgetSearchTest, WeighsActivationOffloadAgainstRecompute) {
+  Combination copying{Precision::F32, "none", 1};
+  copying.offload = "activations";
+  result.rows = {row({Precision::F32, "none", 1}, 12, 1.0),
+                 row({Precision::F32, "sqrt", 1}, 8, 1.4),
+                 row(copying, 7, 1.2)};
+  result.rows[1].extraFlops = 500;
+  result.rows[2].savedOnHostBytes = 3 * kGiB;
+  choose();
+  ASSERT_TRUE(result.chosen);
+  EXPECT_EQ(*result.chosen, 2u);
+  EXPECT_TRUE(explains("remat not applied: the saved activations wait for "
+                       "the backward in host memory (--offload=activations, "
+                       "docs/Offload.md: 3.00 GiB)"));
+  EXPECT_TRUE(explains("the fastest that recomputes instead, none / sqrt / "
+                       "K=1, is estimated at 1.400 s"));
+  EXPECT_FALSE(explains("optimizer offload applied"));
+
+  result.rows[2].cost.seconds = 1.5;
+  choose();
+  ASSERT_TRUE(result.chosen);
+  EXPECT_EQ(*result.chosen, 1u);
+  EXPECT_TRUE(explains("remat applied (sqrt strategy)"));
+  EXPECT_TRUE(explains("offloading the saved activations instead (none / "
+                       "none / K=1 / offload activations) is estimated at "
+                       "1.500 s"));
+}
+
+// --offload's spellings: a list, params including the optimizer.
+TEST(ParseOffloadTest, ReadsTheList) {
+  auto parsed = [](llvm::StringRef text) {
+    std::optional<OffloadChoice> choice = parseOffload(text);
+    if (!choice)
+      return std::string("invalid");
+    return std::string(choice->optimizer ? "o" : "") +
+           (choice->params ? "p" : "") + (choice->activations ? "a" : "");
+  };
+  EXPECT_EQ(parsed("none"), "");
+  EXPECT_EQ(parsed("optimizer"), "o");
+  EXPECT_EQ(parsed("params"), "op");
+  EXPECT_EQ(parsed("activations"), "a");
+  EXPECT_EQ(parsed("optimizer,activations"), "oa");
+  EXPECT_EQ(parsed("activations,params"), "opa");
+  EXPECT_EQ(parsed(""), "invalid");
+  EXPECT_EQ(parsed("optimizer,"), "invalid");
+  EXPECT_EQ(parsed("none,activations"), "invalid");
+  EXPECT_EQ(parsed("disk"), "invalid");
+}
+
 } // namespace

@@ -165,11 +165,13 @@ struct StepCost {
   double seconds = 0;
   /// The part of `seconds` spent in GEMMs.
   double gemmSeconds = 0;
-  /// Optimizer offload: the part of `seconds` spent copying over the host
-  /// link (`memopt.transfer`, one way each, on the device's link) and in
-  /// the ops that run on the host (at CostModelOptions::hostBandwidth).
+  /// Offload: the part of `seconds` spent copying over the host link
+  /// (`memopt.transfer`, one way each, on the device's link, with its
+  /// latency) and in the ops that run on the host (at
+  /// CostModelOptions::hostBandwidth), and the bytes the copies move.
   double transferSeconds = 0;
   double hostSeconds = 0;
+  int64_t transferBytes = 0;
 };
 
 /// Estimates `func` on `device`.
