@@ -93,6 +93,15 @@ svg text { font: 11px system-ui, sans-serif; fill: #444; }
 <svg id="layout" width="1150" height="300" role="img"
      aria-label="arena offsets of the buffers over program points"></svg>
 
+<div id="host-memory" hidden>
+<h2>Host memory (--offload)</h2>
+<table id="host"><thead><tr><th>host memory</th><th>bytes</th><th></th>
+</tr></thead><tbody></tbody></table>
+<h2>Host arena layout (offset over program points)</h2>
+<svg id="host-layout" width="1150" height="200" role="img"
+     aria-label="host arena offsets of the buffers over program points"></svg>
+</div>
+
 <h2>Buffers live at the peak</h2>
 <table id="peak-buffers"><thead><tr><th>buffer</th><th>type</th>
 <th>bytes</th><th>pool</th><th>scope</th><th>producing op</th>
@@ -295,26 +304,48 @@ svg text { font: 11px system-ui, sans-serif; fill: #444; }
   });
   tl.addEventListener("mouseleave", () => { tip.style.display = "none"; });
 
-  // Arena layout: one rectangle per buffer, [start, end] x [offset, +size).
-  const ly = document.getElementById("layout");
-  const LH = 300, LB = LH - 24;
-  const arena = Math.max(1, report.arena_bytes || report.lower_bound_bytes);
-  const oy = v => LB - (LB - MT) * v / arena;
-  yAxis(ly, oy, arena, LH);
+  // Arena layouts: one rectangle per buffer of the arena's memory,
+  // [start, end] x [offset, +size).
   const live = new Set(data.live_at_peak);
-  for (const b of data.buffers) {
-    if (b.offset === null || b.bytes === 0) continue;
-    const rect = svgEl("rect", {x: x(b.start), width: Math.max(1, x(b.end + 1) - x(b.start)),
-      y: oy(b.offset + b.bytes), height: Math.max(1, oy(b.offset) - oy(b.offset + b.bytes)),
-      fill: COLORS[b.pool], "fill-opacity": live.has(b.id) ? 0.95 : 0.55,
-      stroke: "#fff", "stroke-width": 0.5});
-    rect.appendChild(svgEl("title", {}, "buffer " + b.id + " " + b.type + ", " +
-      fmtBytes(b.bytes) + " at offset " + b.offset + ", live [" + b.start +
-      ", " + b.end + "], " + b.op + " in " + scopeName(b.scope)));
-    ly.appendChild(rect);
+  function layout(id, memory, bytes, height) {
+    const ly = document.getElementById(id);
+    const LB = height - 24;
+    const arena = Math.max(1, bytes);
+    const oy = v => LB - (LB - MT) * v / arena;
+    yAxis(ly, oy, arena, height);
+    for (const b of data.buffers) {
+      if (b.memory !== memory || b.offset === null || b.bytes === 0) continue;
+      const rect = svgEl("rect", {x: x(b.start), width: Math.max(1, x(b.end + 1) - x(b.start)),
+        y: oy(b.offset + b.bytes), height: Math.max(1, oy(b.offset) - oy(b.offset + b.bytes)),
+        fill: COLORS[b.pool], "fill-opacity": live.has(b.id) ? 0.95 : 0.55,
+        stroke: "#fff", "stroke-width": 0.5});
+      rect.appendChild(svgEl("title", {}, "buffer " + b.id + " " + b.type + ", " +
+        fmtBytes(b.bytes) + " at offset " + b.offset + ", live [" + b.start +
+        ", " + b.end + "], " + b.op + " in " + scopeName(b.scope)));
+      ly.appendChild(rect);
+    }
+    if (peak.index >= 0)
+      marker(ly, x(peak.index + 0.5), MT, LB, "#d62728", "peak", id + "-peak");
   }
-  if (peak.index >= 0)
-    marker(ly, x(peak.index + 0.5), MT, LB, "#d62728", "peak", "layout-peak");
+  layout("layout", "device", report.arena_bytes || report.lower_bound_bytes, 300);
+
+  // The second memory, under --offload: its pools, its arena (the saved
+  // activations among its buffers), what each step copies, its layout.
+  if (report.host) {
+    const h = report.host;
+    document.getElementById("host-memory").hidden = false;
+    const hostBody = document.querySelector("#host tbody");
+    const lines = Object.keys(h.pools).map(k => [k, h.pools[k]]);
+    lines.push(["host arena", h.arena_bytes],
+               ["of which saved activations", h.saved_activation_bytes],
+               ["total", h.total_bytes],
+               ["copied to the host per step", h.to_host_bytes],
+               ["copied to the device per step", h.to_device_bytes]);
+    for (const [name, bytes] of lines)
+      row(hostBody, [{text: name}, {text: fmtBytes(bytes), num: true},
+                     {text: String(bytes), num: true}]);
+    layout("host-layout", "host", h.arena_bytes, 200);
+  }
 
   // Buffers live at the peak, largest first.
   const byId = new Map(data.buffers.map(b => [b.id, b]));
@@ -372,6 +403,7 @@ std::string memopt::renderMemoryReportHtml(const MemoryAccount &account,
                            {"type", type},
                            {"bytes", buffer.getSizeBytes()},
                            {"pool", getMemoryPoolName(buffer.pool).str()},
+                           {"memory", buffer.host ? "host" : "device"},
                            {"scope", buffer.scope},
                            {"op", getReportedOpName(buffer.producer).str()},
                            {"producer", buffer.producerIndex},
