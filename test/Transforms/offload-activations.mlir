@@ -2,6 +2,7 @@
 // RUN: memopt-opt %s --memopt-mixed-precision=compute-type=bf16 --memopt-autodiff --memopt-offload-activations | FileCheck %s --check-prefix=BF16
 // RUN: memopt-opt %s --memopt-autodiff --memopt-offload-activations --memopt-accumulate=micro-batches=2 --memopt-bufferize --memopt-plan-buffers --memopt-verify-plan | FileCheck %s --check-prefix=PLAN
 // RUN: memopt-opt %s --memopt-autodiff --memopt-offload-activations --memopt-bufferize --memopt-plan-buffers --memopt-verify-plan | FileCheck %s --check-prefix=PLAN1
+// RUN: not memopt-opt %s --memopt-autodiff --memopt-accumulate=micro-batches=2 --memopt-offload-activations 2>&1 | FileCheck %s --check-prefix=LOOP
 // RUN: memopt-opt %s --memopt-autodiff --memopt-bufferize --memopt-plan-buffers | FileCheck %s --check-prefix=RESIDENT1
 // RUN: memopt-opt %s --memopt-autodiff --memopt-accumulate=micro-batches=2 --memopt-bufferize --memopt-plan-buffers | FileCheck %s --check-prefix=RESIDENT
 
@@ -67,3 +68,6 @@ func.func @forward(
 // PLAN-COUNT-3: memopt.kernel "memopt.transfer" ins({{.*}}) outs({{.*}}) with {to = #memopt<memory device>}
 // RESIDENT: memopt.arena_bytes = 2304 : i64
 // RESIDENT-NOT: host_arena_bytes
+
+// After the micro-batch loop the forward and the backward are one op.
+// LOOP: error: 'scf.for' op holds the step's forward and backward: run --memopt-offload-activations before --memopt-accumulate

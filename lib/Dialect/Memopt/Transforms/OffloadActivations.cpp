@@ -29,6 +29,7 @@
 
 #include "RematGraph.h"
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 
 namespace memopt {
@@ -70,6 +71,14 @@ void OffloadActivationsPass::runOnOperation() {
       findTrainStep(getOperation(), "offload activations");
   if (failed(func))
     return signalPassFailure();
+  // In the micro-batch loop the forward and the backward are one op.
+  for (Operation &op : func->getFunctionBody().front())
+    if (isa<scf::ForOp>(op)) {
+      op.emitOpError() << "holds the step's forward and backward: run "
+                          "--memopt-offload-activations before "
+                          "--memopt-accumulate";
+      return signalPassFailure();
+    }
   remat::StepGraph graph;
   if (failed(graph.build(*func)))
     return signalPassFailure();
