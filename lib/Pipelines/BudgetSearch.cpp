@@ -91,6 +91,13 @@ std::string memopt::applyCombination(const Combination &combination,
              "the whole budget";
     options.memoryBudget = arenaBudgetBytes;
   }
+  // Saved activations on the host: only as many as the arena budget needs
+  // (all of them under remat's budget strategy, whose search the budget
+  // drives).
+  options.offloadBudget = 0;
+  if (combination.offloadsActivations() && !options.memoryBudget &&
+      arenaBudgetBytes > 0)
+    options.offloadBudget = arenaBudgetBytes;
   options.microBatches = combination.microBatches;
   if (combination.ranks != options.dataParallel) {
     // Ranks the search added: each trains the model's batch.
@@ -595,8 +602,32 @@ static void findRemedies(ExploreResult &result, const ExploreOptions &options) {
     result.remedies.push_back(*remedy);
 }
 
+/// The arena budget of a row that moves saved activations to the host: the
+/// budget less the arguments of the same row without remat or moved
+/// activations, compiled before it (0, all of them moved, when there is
+/// none).
+static int64_t getActivationArenaBudget(const ExploreResult &result,
+                                        const ExploreOptions &options,
+                                        const Combination &c) {
+  OffloadChoice choice = c.getOffload();
+  std::string keeping = choice.params      ? "params"
+                        : choice.optimizer ? "optimizer"
+                                           : "none";
+  for (const CombinationResult &row : result.rows) {
+    const Combination &o = row.combination;
+    if (row.compiled() && o.remat == "none" && o.offload == keeping &&
+        o.precision == c.precision && o.microBatches == c.microBatches &&
+        o.stateBits == c.stateBits && o.frozenWeights == c.frozenWeights &&
+        o.ranks == c.ranks && o.zeroStage == c.zeroStage)
+      return std::max<int64_t>(0, options.budgetBytes - row.argumentBytes);
+  }
+  return 0;
+}
+
 /// Compiles again, as `change` makes it, the combination of every compiled
-/// single-device row that `select` picks. Returns whether it added rows.
+/// single-device row that `select` picks; one that moves saved activations
+/// to the host without remat moves the fewest that fit the budget. Returns
+/// whether it added rows.
 static bool addRows(ModuleOp module, const MemoptPipelineOptions &base,
                     const ExploreOptions &options, ExploreResult &result,
                     llvm::function_ref<bool(const Combination &)> select,
@@ -607,8 +638,13 @@ static bool addRows(ModuleOp module, const MemoptPipelineOptions &base,
       picked.push_back(row.combination);
   for (Combination combination : picked) {
     change(combination);
+    int64_t arenaBudget =
+        combination.offloadsActivations() && combination.remat == "none"
+            ? getActivationArenaBudget(result, options, combination)
+            : 0;
     result.rows.push_back(
-        compileCombination(module, base, combination, options));
+        compileCombination(module, base, combination, options, arenaBudget));
+    result.rows.back().arenaBudgetBytes = arenaBudget;
   }
   return !picked.empty();
 }
@@ -648,9 +684,10 @@ static bool addOffloadRows(ModuleOp module, const MemoptPipelineOptions &base,
 }
 
 /// The other way to drop saved activations: each single-device combination
-/// that keeps what it saves (remat "none") again with its saved activations
-/// in host memory. The choice weighs them against the rows that recompute
-/// by estimated step time: the copies over the host link against the
+/// that keeps what it saves (remat "none") again with the fewest of its
+/// saved activations in host memory that fit the budget (all of them when
+/// none do). The choice weighs them against the rows that recompute by
+/// estimated step time: the copies over the host link against the
 /// recompute FLOPs.
 static bool addActivationOffloadRows(ModuleOp module,
                                      const MemoptPipelineOptions &base,
@@ -777,7 +814,7 @@ ExploreResult memopt::exploreCombinations(ModuleOp module,
       for (int64_t k : microBatches) {
         Combination c = withBaseState({precision, remat, k});
         int64_t arenaBudget = 0;
-        if (remat == "budget" || remat == "auto") {
+        if (remat == "budget" || remat == "auto" || c.offloadsActivations()) {
           int64_t arguments = getArgumentBytes(c);
           arenaBudget = arguments < 0 ? 0 : options.budgetBytes - arguments;
           if (arguments >= options.budgetBytes) {

@@ -216,10 +216,10 @@ void memopt::buildEvalPipeline(OpPassManager &pm,
   pm.addPass(createEvalStepPass());
   // One step with no update to release, clip, loop over or shard: the
   // planning pipeline is bufferization and planning alone.
-  PlanningPipelineOptions planning;
-  planning.releaseGradients = false;
-  planning.bufferReuse = options.bufferReuse.getValue();
-  planning.planTimeLimit = options.planTimeLimit.getValue();
+  auto planning = std::make_shared<PlanningPipelineOptions>();
+  planning->releaseGradients = false;
+  planning->bufferReuse = options.bufferReuse.getValue();
+  planning->planTimeLimit = options.planTimeLimit.getValue();
   buildPlanningPipeline(pm, planning);
   pm.addPass(createVerifyPlanPass());
 }
@@ -250,7 +250,7 @@ void memopt::buildMemoptPipeline(OpPassManager &pm,
     remat.snapshots = options.rematSnapshots;
     pm.addPass(createRematerializePass(remat, planning));
   }
-  buildPlanningPipeline(pm, *planning);
+  buildPlanningPipeline(pm, planning);
   pm.addPass(createVerifyPlanPass());
 }
 

@@ -3,6 +3,11 @@
 // RUN: memopt-opt %s --memopt-autodiff --memopt-offload-activations --memopt-accumulate=micro-batches=2 --memopt-bufferize --memopt-plan-buffers --memopt-verify-plan | FileCheck %s --check-prefix=PLAN
 // RUN: memopt-opt %s --memopt-autodiff --memopt-offload-activations --memopt-bufferize --memopt-plan-buffers --memopt-verify-plan | FileCheck %s --check-prefix=PLAN1
 // RUN: not memopt-opt %s --memopt-autodiff --memopt-accumulate=micro-batches=2 --memopt-offload-activations 2>&1 | FileCheck %s --check-prefix=LOOP
+// RUN: memopt-opt %s --memopt-autodiff --memopt-offload-activations=budget=1536 | FileCheck %s --check-prefix=BUDGET
+// RUN: memopt-opt %s --memopt-autodiff --memopt-offload-activations=budget=1536 --memopt-bufferize --memopt-plan-buffers | FileCheck %s --check-prefix=BUDGET-PLAN
+// RUN: memopt-opt %s --memopt-autodiff --memopt-offload-activations=budget=2048 | FileCheck %s --check-prefix=ROOM
+// RUN: memopt-opt %s --memopt-autodiff --memopt-offload-activations=budget=1000 --memopt-bufferize --memopt-plan-buffers | FileCheck %s --check-prefix=PLAN1
+// RUN: not memopt-opt %s --memopt-autodiff --memopt-offload-activations=budget=-1 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 // RUN: memopt-opt %s --memopt-autodiff --memopt-bufferize --memopt-plan-buffers | FileCheck %s --check-prefix=RESIDENT1
 // RUN: memopt-opt %s --memopt-autodiff --memopt-accumulate=micro-batches=2 --memopt-bufferize --memopt-plan-buffers | FileCheck %s --check-prefix=RESIDENT
 
@@ -71,3 +76,16 @@ func.func @forward(
 
 // After the micro-batch loop the forward and the backward are one op.
 // LOOP: error: 'scf.for' op holds the step's forward and backward: run --memopt-offload-activations before --memopt-accumulate
+
+// With a budget, the fewest saved values, largest first, that plan the
+// arena within it: of the three (512, 512 and 96 B), moving the first
+// already plans 1536 B. With the room for all (2048 B) none moves; below
+// what moving all plans (1000 B), all move.
+// BUDGET:     %[[H1:.*]] = memopt.matmul %arg0, %arg2
+// BUDGET:     memopt.transfer %[[H1]] to host
+// BUDGET-NOT: to host
+// BUDGET:     memopt.transfer %{{.*}} to device
+// BUDGET-NOT: memopt.transfer
+// BUDGET-PLAN: memopt.arena_bytes = 1536 : i64, memopt.host_arena_bytes = 512 : i64
+// ROOM-NOT:   memopt.transfer
+// NEGATIVE: error: --memopt-offload-activations: budget must be a non-negative number of bytes, got -1

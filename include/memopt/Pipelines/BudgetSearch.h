@@ -75,9 +75,9 @@ std::vector<std::string> getAvailableRematStrategies();
 
 /// Sets the fields of `options` that realise `combination`: the one place
 /// a combination becomes pipeline options. `arenaBudgetBytes` is the arena
-/// the budget remat strategy may plan (the memory budget less the step's
-/// arguments). Returns an error message when the combination cannot be
-/// realised, "" on success.
+/// the budget remat strategy, or else the activation offload, may plan (the
+/// memory budget less the step's arguments). Returns an error message when the
+/// combination cannot be realised, "" on success.
 std::string applyCombination(const Combination &combination,
                              int64_t arenaBudgetBytes,
                              MemoptPipelineOptions &options);
@@ -147,7 +147,8 @@ struct CombinationResult {
   MemoryAccount::FusedKernels fused;
   /// plannedPeakBytes <= the budget.
   bool fits = false;
-  /// The arena budget given to the budget remat strategy (0: none).
+  /// The arena budget given to the budget remat strategy or the activation
+  /// offload (0: none).
   int64_t arenaBudgetBytes = 0;
   /// Not compiled because it cannot fit (`error` says why), rather than
   /// because the pipeline failed.

@@ -33,17 +33,22 @@ std::optional<OffloadChoice> memopt::parseOffload(llvm::StringRef text) {
   return choice;
 }
 
-void memopt::buildPlanningPipeline(OpPassManager &pm,
-                                   const PlanningPipelineOptions &options,
-                                   std::optional<double> placementSeconds) {
+void memopt::buildPlanningPipeline(
+    OpPassManager &pm, std::shared_ptr<const PlanningPipelineOptions> shared,
+    std::optional<double> placementSeconds, ActivationPlanning activations) {
+  const PlanningPipelineOptions &options = *shared;
   bool split = options.microBatches != 1 || options.dataParallel != 1;
   // (The pipeline's checks have refused any other spelling.)
   OffloadChoice offload =
       parseOffload(options.offload).value_or(OffloadChoice());
   // The activations first: they are found on the step's one block, before
   // the loop or a moved update changes it.
-  if (offload.activations)
-    pm.addPass(createOffloadActivationsPass());
+  if (offload.activations && activations != ActivationPlanning::Skipped) {
+    OffloadActivationsPassOptions moved;
+    if (activations == ActivationPlanning::Budgeted)
+      moved.budget = options.offloadBudget;
+    pm.addPass(createOffloadActivationsPass(moved, shared));
+  }
   // Clipping needs the gradients the updates read: before release moves
   // the updates, after the loop and ZeRO have made the sums and shards.
   auto addClipping = [&] {

@@ -359,7 +359,10 @@ FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
                                                 double timeLimit) {
   PassManager pm(module.getContext());
   // 0 s: the placer's heuristics, a bound.
-  buildPlanningPipeline(pm, *planningOptions, timeLimit);
+  // (With the activations offloaded, every candidate of a copy moves: a
+  // search of the offload's within each of remat's would multiply them.)
+  buildPlanningPipeline(pm, planningOptions, timeLimit,
+                        ActivationPlanning::All);
   ++plannerChecks;
   // A copy that cannot be planned (a batch the micro-batches do not
   // divide) fails quietly: the pipeline's own passes report it, once.

@@ -110,6 +110,13 @@ struct PlanningPipelineOptions
                      "their backward use; docs/Offload.md)"),
       llvm::cl::value_desc("none|optimizer|params|activations[,...]"),
       llvm::cl::init("none")};
+  /// --memopt-offload-activations' budget.
+  Option<int64_t> offloadBudget{
+      *this, "offload-budget",
+      llvm::cl::desc("With offload=activations: the bytes the planned "
+                     "arena may take; the fewest saved bytes that fit it, "
+                     "largest first, go to the host (0: all of them)"),
+      llvm::cl::init(0)};
   /// False gives every buffer its own bytes (docs/BufferReuse.md).
   Option<bool> bufferReuse{
       *this, "buffer-reuse",
@@ -124,11 +131,6 @@ struct PlanningPipelineOptions
       llvm::cl::init(1.0)};
 };
 
-/// Adds the gradient release or the micro-batch loop (and ZeRO's sharding),
-/// --memopt-bufferize and --memopt-plan-buffers: what follows --memopt-remat
-/// in the training pipeline, and what remat runs on copies to plan its
-/// candidates. `placementSeconds`, when given, replaces the placer's
-/// plan-time-limit.
 /// What --offload puts in host memory.
 struct OffloadChoice {
   /// The master weights and the optimizer state (--memopt-offload-optimizer).
@@ -144,9 +146,36 @@ struct OffloadChoice {
 /// std::nullopt when it names anything else.
 std::optional<OffloadChoice> parseOffload(llvm::StringRef text);
 
+/// How buildPlanningPipeline runs --memopt-offload-activations when the
+/// options offload the activations.
+enum class ActivationPlanning {
+  /// Within the options' offload-budget (the step itself).
+  Budgeted,
+  /// Moving every candidate (the copies remat plans: no search within each).
+  All,
+  /// Not at all (the copies the activation offload plans, having moved the
+  /// values itself).
+  Skipped,
+};
+
+/// Adds the activation offload, the gradient release or the micro-batch loop
+/// (and ZeRO's sharding), the optimizer offload, --memopt-bufferize and
+/// --memopt-plan-buffers: what follows --memopt-remat in the training
+/// pipeline, and what remat runs on copies to plan its candidates.
+/// `placementSeconds`, when given, replaces the placer's plan-time-limit.
+/// The passes that plan copies keep `options`.
 void buildPlanningPipeline(
-    mlir::OpPassManager &pm, const PlanningPipelineOptions &options,
-    std::optional<double> placementSeconds = std::nullopt);
+    mlir::OpPassManager &pm,
+    std::shared_ptr<const PlanningPipelineOptions> options,
+    std::optional<double> placementSeconds = std::nullopt,
+    ActivationPlanning activations = ActivationPlanning::Budgeted);
+
+/// --memopt-offload-activations with the options the pipeline plans with
+/// (its budget's checks plan copies with them; without, bufferization and
+/// planning alone).
+std::unique_ptr<mlir::Pass> createOffloadActivationsPass(
+    const OffloadActivationsPassOptions &options,
+    std::shared_ptr<const PlanningPipelineOptions> planning);
 
 /// --memopt-remat with the options the pipeline plans with; the pass keeps
 /// them (the remat options' `planning` text, for memopt-opt, replaces them).

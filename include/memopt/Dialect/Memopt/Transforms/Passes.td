@@ -402,10 +402,22 @@ def OffloadActivationsPass
     `optimizer` or `params`: `--offload=optimizer,activations`), and the
     budget search weighs it against recomputation by estimated step time.
 
+    With `budget`, only the fewest saved values, largest first, whose move
+    plans the device arena within `budget` bytes go to the host (all of
+    them when even that does not fit): a binary search over how many, each
+    count checked by planning a copy of the step with the passes after this
+    one (bufferization and planning alone from memopt-opt).
+
     ```
     memopt-opt --memopt-autodiff --memopt-offload-activations model.mlir
+    memopt-opt --memopt-autodiff --memopt-offload-activations=budget=1536 model.mlir
     ```
   }];
+  let options = [
+    Option<"budget", "budget", "int64_t", /*default=*/"0",
+           "Bytes the planned device arena may take: move the fewest saved "
+           "bytes that fit it (0: every saved value)">
+  ];
 }
 
 def ShardOptimizerPass : Pass<"memopt-shard-optimizer", "mlir::ModuleOp"> {
