@@ -196,19 +196,8 @@ FailureOr<int64_t> OffloadActivationsPass::planWith(size_t count) {
     alone->releaseGradients = false;
     after = std::move(alone);
   }
-  PassManager pm(copy->getContext());
-  buildPlanningPipeline(pm, after, /*placementSeconds=*/0.0,
-                        ActivationPlanning::Skipped);
-  if (failed(pm.run(*copy)))
-    return failure();
-  FailureOr<FunctionOpInterface> planned =
-      findTrainStep(*copy, "offload activations");
-  auto arena = succeeded(planned) ? (*planned)->getAttrOfType<IntegerAttr>(
-                                        MemoptDialect::kArenaBytesAttrName)
-                                  : IntegerAttr();
-  if (!arena)
-    return failure();
-  return arena.getInt();
+  return planCopyArena(*copy, after, /*placementSeconds=*/0.0,
+                       ActivationPlanning::Skipped);
 }
 
 void OffloadActivationsPass::runOnOperation() {

@@ -8,6 +8,10 @@
 
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 
+#include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 
 using namespace mlir;
@@ -88,4 +92,23 @@ void memopt::buildPlanningPipeline(
   plan.timeLimit = placementSeconds.value_or(options.planTimeLimit);
   plan.reuse = options.bufferReuse;
   pm.addPass(createPlanBuffersPass(plan));
+}
+
+FailureOr<int64_t>
+memopt::planCopyArena(ModuleOp module,
+                      std::shared_ptr<const PlanningPipelineOptions> options,
+                      double placementSeconds, ActivationPlanning activations) {
+  PassManager pm(module.getContext());
+  buildPlanningPipeline(pm, std::move(options), placementSeconds, activations);
+  ScopedDiagnosticHandler quiet(module.getContext(),
+                                [](Diagnostic &) { return success(); });
+  if (failed(pm.run(module)))
+    return failure();
+  FailureOr<FunctionOpInterface> planned = findTrainStep(module, "plan");
+  auto arena = succeeded(planned) ? (*planned)->getAttrOfType<IntegerAttr>(
+                                        MemoptDialect::kArenaBytesAttrName)
+                                  : IntegerAttr();
+  if (!arena)
+    return failure();
+  return arena.getInt();
 }

@@ -357,27 +357,14 @@ FailureOr<int64_t> RematerializePass::getPlannedArena(const BudgetPlan &plan,
 
 FailureOr<int64_t> RematerializePass::planArena(ModuleOp module,
                                                 double timeLimit) {
-  PassManager pm(module.getContext());
-  // 0 s: the placer's heuristics, a bound.
-  // (With the activations offloaded, every candidate of a copy moves: a
-  // search of the offload's within each of remat's would multiply them.)
-  buildPlanningPipeline(pm, planningOptions, timeLimit,
-                        ActivationPlanning::All);
+  // 0 s: the placer's heuristics, a bound. A copy that cannot be planned (a
+  // batch the micro-batches do not divide) fails quietly: the pipeline's own
+  // passes report it, once. (With the activations offloaded, every
+  // candidate of a copy moves: a search of the offload's within each of
+  // remat's would multiply them.)
   ++plannerChecks;
-  // A copy that cannot be planned (a batch the micro-batches do not
-  // divide) fails quietly: the pipeline's own passes report it, once.
-  ScopedDiagnosticHandler quiet(module.getContext(),
-                                [](Diagnostic &) { return success(); });
-  if (failed(pm.run(module)))
-    return failure();
-  FailureOr<FunctionOpInterface> planned =
-      findTrainStep(module, "rematerialize");
-  auto arena = succeeded(planned) ? (*planned)->getAttrOfType<IntegerAttr>(
-                                        MemoptDialect::kArenaBytesAttrName)
-                                  : IntegerAttr();
-  if (!arena)
-    return failure();
-  return arena.getInt();
+  return planCopyArena(module, planningOptions, timeLimit,
+                       ActivationPlanning::All);
 }
 
 namespace {

@@ -170,6 +170,15 @@ void buildPlanningPipeline(
     std::optional<double> placementSeconds = std::nullopt,
     ActivationPlanning activations = ActivationPlanning::Budgeted);
 
+/// Runs buildPlanningPipeline on `module` (a copy of the step the caller
+/// owns) quietly and returns the planned arena of its @train_step; failure
+/// when the copy cannot be planned (the pipeline reports that on the step
+/// itself).
+mlir::FailureOr<int64_t>
+planCopyArena(mlir::ModuleOp module,
+              std::shared_ptr<const PlanningPipelineOptions> options,
+              double placementSeconds, ActivationPlanning activations);
+
 /// --memopt-offload-activations with the options the pipeline plans with
 /// (its budget's checks plan copies with them; without, bufferization and
 /// planning alone).
