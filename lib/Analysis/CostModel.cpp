@@ -376,8 +376,26 @@ int64_t memopt::getRunsPerStep(Operation *op) {
 StepCost memopt::estimateStepCost(Operation *func, const DeviceProfile &device,
                                   const CostModelOptions &options) {
   StepCost step;
-  func->walk([&](Operation *op) {
+  // The asynchronous copies in flight (--memopt-overlap-transfers), by
+  // slot: the seconds each still takes beyond the compute issued since its
+  // start, which its wait adds to the step.
+  llvm::DenseMap<int64_t, double> inFlight;
+  auto overlap = [&](double seconds) {
+    for (auto &entry : inFlight)
+      entry.second = std::max(0.0, entry.second - seconds);
+  };
+  func->walk<WalkOrder::PreOrder>([&](Operation *op) {
     int64_t times = getRunsPerStep(op);
+    if (auto wait = dyn_cast<TransferWaitOp>(op)) {
+      auto found = inFlight.find(wait.getSlot());
+      if (found == inFlight.end())
+        return;
+      double exposed = found->second * static_cast<double>(times);
+      step.exposedTransferSeconds += exposed;
+      step.seconds += exposed;
+      inFlight.erase(found);
+      return;
+    }
     // A copy over the host link: its bytes at the link's bandwidth, and its
     // latency.
     auto kernel = dyn_cast<KernelOp>(op);
@@ -387,12 +405,22 @@ StepCost memopt::estimateStepCost(Operation *func, const DeviceProfile &device,
                                           : op->getResult(0).getType());
       int64_t bytes = type.getNumElements() *
                       std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-      double seconds = (estimateHostTransferSeconds(bytes, device) +
-                        options.transferLatencySeconds) *
-                       static_cast<double>(times);
+      double once = estimateHostTransferSeconds(bytes, device) +
+                    options.transferLatencySeconds;
+      double seconds = once * static_cast<double>(times);
       step.transferSeconds += seconds;
       step.transferBytes =
           saturatingAdd(step.transferBytes, saturatingMul(bytes, times));
+      if (kernel && isTransferStart(kernel)) {
+        // Copies share one stream: this one starts after those in flight.
+        double queued = 0;
+        for (auto &entry : inFlight)
+          queued = std::max(queued, entry.second);
+        inFlight[kernel.getOpAttributes().getAs<IntegerAttr>("slot").getInt()] =
+            queued + once;
+        return;
+      }
+      step.exposedTransferSeconds += seconds;
       step.seconds += seconds;
       return;
     }
@@ -406,9 +434,11 @@ StepCost memopt::estimateStepCost(Operation *func, const DeviceProfile &device,
       step.bytes = saturatingAdd(step.bytes, saturatingMul(cost.bytes, times));
       step.hostSeconds += seconds;
       step.seconds += seconds;
+      overlap(seconds / static_cast<double>(times));
       return;
     }
     double seconds = estimateOpSeconds(cost, device, options);
+    overlap(seconds);
     step.flops = saturatingAdd(step.flops, saturatingMul(cost.flops, times));
     step.bytes = saturatingAdd(step.bytes, saturatingMul(cost.bytes, times));
     step.numKernels = saturatingAdd(step.numKernels, times);

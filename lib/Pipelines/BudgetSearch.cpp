@@ -256,6 +256,16 @@ explainRejected(const ExploreResult &result,
                        formatSeconds(fastest->cost.seconds));
 }
 
+/// The copies' time on `device`'s host link and the part that the compute
+/// between their starts and waits does not hide.
+static std::string formatCopySeconds(const StepCost &cost,
+                                     const DeviceProfile &device) {
+  return llvm::formatv("{0} over {1}, {2} of it not hidden behind compute",
+                       formatSeconds(cost.transferSeconds), device.hostLink,
+                       formatSeconds(cost.exposedTransferSeconds))
+      .str();
+}
+
 /// The line on the step without any technique: its peak and its parts.
 static std::string explainPlain(const CombinationResult &plain) {
   int64_t peak = plain.plannedPeakBytes;
@@ -318,9 +328,9 @@ static std::string explainActivationOffload(const CombinationResult &chosen,
   return llvm::formatv(
       "the saved activations wait for the backward in host memory "
       "(--offload=activations, docs/Offload.md: {0}), and the step's copies "
-      "take {2} over {1}{3}",
-      formatBytes(chosen.savedOnHostBytes), options.device->hostLink,
-      formatSeconds(chosen.cost.transferSeconds), instead);
+      "take {1}{2}",
+      formatBytes(chosen.savedOnHostBytes),
+      formatCopySeconds(chosen.cost, *options.device), instead);
 }
 
 static std::string explainRemat(const ExploreResult &result,
@@ -476,12 +486,12 @@ static std::string explainOffload(const ExploreResult &result,
   return llvm::formatv(
       "{0} offload applied: {1}; the f32 master weights{2} and the "
       "optimizer state live in host memory ({3} there), and each step "
-      "copies the gradients down and the weights up{4} over {5}, {6} "
-      "(docs/Offload.md){7}",
+      "copies the gradients down and the weights up{4}, {5} "
+      "(docs/Offload.md){6}",
       params ? "parameter" : "optimizer", why,
       params ? ", the weights the device computes with" : "",
       formatBytes(chosen.hostBytes), params ? " before each use" : "",
-      options.device->hostLink, formatSeconds(chosen.cost.transferSeconds),
+      formatCopySeconds(chosen.cost, *options.device),
       options.mayOffload ? ", before more devices" : "");
 }
 

@@ -22,9 +22,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "memopt/Pipelines/Pipelines.h"
-#include "memopt/Support/ByteSize.h"
+#include "memopt/Analysis/CostModel.h"
 #include "memopt/Conversion/Passes.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
+#include "memopt/Support/ByteSize.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -149,6 +150,9 @@ memopt::validateMemoptPipelineOptions(const MemoptPipelineOptions &options) {
     return fail("unknown --offload='" + options.offload +
                 "' (expected none, or a comma-separated list of optimizer, "
                 "params and activations)");
+  if (!lookupDeviceProfile(options.transferDevice))
+    return fail("unknown transfer-device='" + options.transferDevice +
+                "' (a device --device names)");
   if (options.lossScaleGrowthInterval < 1)
     return fail("invalid --loss-scale-growth-interval='" +
                 std::to_string(options.lossScaleGrowthInterval) +

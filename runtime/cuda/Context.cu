@@ -382,6 +382,15 @@ void memopt_context_destroy(memopt_context *ctx) {
     cudaEventDestroy(ctx->stepStart);
   if (ctx->stepStop)
     cudaEventDestroy(ctx->stepStop);
+  if (ctx->copyStream) {
+    cudaStreamSynchronize(ctx->copyStream);
+    cudaStreamDestroy(ctx->copyStream);
+  }
+  if (ctx->copyReady)
+    cudaEventDestroy(ctx->copyReady);
+  for (cudaEvent_t done : ctx->copyDone)
+    if (done)
+      cudaEventDestroy(done);
   if (ctx->stream)
     cudaStreamDestroy(ctx->stream);
   delete ctx;
@@ -632,6 +641,64 @@ void memopt_transfer(memopt_context *ctx, memopt_transfer_direction direction,
                         cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes),
                                         kind, ctx->stream)))
     MEMOPT_CUDA_CHECK(ctx, entry, synchronize(ctx, entry));
+}
+
+void memopt_transfer_start(memopt_context *ctx,
+                           memopt_transfer_direction direction, const void *src,
+                           void *dst, uint64_t bytes, int64_t slot) {
+  const char *entry = "memopt_transfer_start";
+  if (!checkTransfer(ctx, entry, direction, src, dst, bytes) ||
+      !checkTransferSlot(ctx, entry, slot, ctx->transfersInFlight, false))
+    return;
+  if (!ctx->copyStream &&
+      (!MEMOPT_CUDA_CHECK(ctx, entry,
+                          cudaStreamCreateWithFlags(&ctx->copyStream,
+                                                    cudaStreamNonBlocking)) ||
+       !MEMOPT_CUDA_CHECK(
+           ctx, entry,
+           cudaEventCreateWithFlags(&ctx->copyReady, cudaEventDisableTiming))))
+    return;
+  size_t index = static_cast<size_t>(slot);
+  if (ctx->copyDone.size() <= index)
+    ctx->copyDone.resize(index + 1, nullptr);
+  cudaEvent_t &done = ctx->copyDone[index];
+  if (!done &&
+      !MEMOPT_CUDA_CHECK(
+          ctx, entry, cudaEventCreateWithFlags(&done, cudaEventDisableTiming)))
+    return;
+  cudaMemcpyKind kind = direction == MEMOPT_TO_HOST ? cudaMemcpyDeviceToHost
+                                                    : cudaMemcpyHostToDevice;
+  // The copy reads what the work queued before it wrote; the work queued
+  // after it runs meanwhile, up to the wait.
+  if (!MEMOPT_CUDA_CHECK(ctx, entry,
+                         cudaEventRecord(ctx->copyReady, ctx->stream)) ||
+      !MEMOPT_CUDA_CHECK(
+          ctx, entry,
+          cudaStreamWaitEvent(ctx->copyStream, ctx->copyReady, 0)) ||
+      (bytes &&
+       !MEMOPT_CUDA_CHECK(ctx, entry,
+                          cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes),
+                                          kind, ctx->copyStream))) ||
+      !MEMOPT_CUDA_CHECK(ctx, entry, cudaEventRecord(done, ctx->copyStream)))
+    return;
+  ctx->transfersInFlight.set(index);
+  if (ctx->syncEachEntry)
+    MEMOPT_CUDA_CHECK(ctx, entry, cudaEventSynchronize(done));
+}
+
+void memopt_transfer_wait(memopt_context *ctx, int64_t slot,
+                          int32_t host_wait) {
+  const char *entry = "memopt_transfer_wait";
+  if (!enterEntry(ctx, entry) ||
+      !checkTransferSlot(ctx, entry, slot, ctx->transfersInFlight, true))
+    return;
+  size_t index = static_cast<size_t>(slot);
+  ctx->transfersInFlight.reset(index);
+  cudaEvent_t done = ctx->copyDone[index];
+  if (MEMOPT_CUDA_CHECK(ctx, entry,
+                        cudaStreamWaitEvent(ctx->stream, done, 0)) &&
+      host_wait)
+    MEMOPT_CUDA_CHECK(ctx, entry, cudaEventSynchronize(done));
 }
 
 template <typename T>

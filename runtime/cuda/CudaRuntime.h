@@ -29,8 +29,10 @@
 #include <cudnn.h>
 #include <nccl.h>
 
+#include <bitset>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace memopt {
 namespace cuda {
@@ -95,6 +97,14 @@ struct memopt_context {
   uint64_t stagingCursor = 0;
   cudaEvent_t stagingDone = nullptr;
   bool stagingPending = false;
+  /// Asynchronous copies between the memories (memopt_transfer_start): a
+  /// second stream, made at the first copy, that waits for `copyReady`
+  /// (recorded on `stream` at each start) and records each slot's
+  /// `copyDone`, which memopt_transfer_wait makes `stream` wait for.
+  cudaStream_t copyStream = nullptr;
+  cudaEvent_t copyReady = nullptr;
+  std::vector<cudaEvent_t> copyDone;
+  std::bitset<MEMOPT_MAX_TRANSFER_SLOTS> transfersInFlight;
   /// The device-side error record: the workspace's last slice.
   memopt_device_error *deviceError = nullptr;
   /// Sticky: memopt_get_status may fill them from the device record.

@@ -265,6 +265,28 @@ void memopt_transfer(memopt_context *ctx, memopt_transfer_direction direction,
     std::memmove(dst, src, static_cast<size_t>(bytes));
 }
 
+// The host copies at once: the start copies, the wait only checks the slot.
+void memopt_transfer_start(memopt_context *ctx,
+                           memopt_transfer_direction direction, const void *src,
+                           void *dst, uint64_t bytes, int64_t slot) {
+  const char *entry = "memopt_transfer_start";
+  if (!checkTransfer(ctx, entry, direction, src, dst, bytes) ||
+      !checkTransferSlot(ctx, entry, slot, ctx->transfersInFlight, false))
+    return;
+  ctx->transfersInFlight.set(static_cast<size_t>(slot));
+  if (bytes)
+    std::memmove(dst, src, static_cast<size_t>(bytes));
+}
+
+void memopt_transfer_wait(memopt_context *ctx, int64_t slot,
+                          int32_t /*host_wait*/) {
+  const char *entry = "memopt_transfer_wait";
+  if (!enterEntry(ctx, entry) ||
+      !checkTransferSlot(ctx, entry, slot, ctx->transfersInFlight, true))
+    return;
+  ctx->transfersInFlight.reset(static_cast<size_t>(slot));
+}
+
 static void fillEntry(memopt_context *ctx, const char *entry,
                       memopt_dtype dtype, void *dst, int64_t n, double value) {
   if (!checkExtents(ctx, entry, {n}) || !checkPointers(ctx, entry, n, {dst}) ||

@@ -14,6 +14,7 @@
 #include "memopt/runtime/Collectives.h"
 #include "memopt/runtime/Validate.h"
 
+#include <bitset>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -36,6 +37,8 @@ struct memopt_context {
   /// 256-byte aligned block, not counted in the high-water mark.
   void *hostArena = nullptr;
   uint64_t hostArenaBytes = 0;
+  /// The slots of memopt_transfer_start whose copy was not waited for.
+  std::bitset<MEMOPT_MAX_TRANSFER_SLOTS> transfersInFlight;
   /// Bytes of workspace currently held by kernels, and the peak of arena plus
   /// workspace.
   uint64_t workspaceBytes = 0;

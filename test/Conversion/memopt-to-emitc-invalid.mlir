@@ -65,7 +65,7 @@ func.func @train_step(%x: memref<2x3xf32> {memopt.role = "input", memopt.name = 
 
 func.func @train_step(%loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
     attributes {memopt.arena_bytes = 256 : i64, memopt.train_step} {
-  // expected-error @+1 {{'arith.constant' op cannot be lowered to runtime calls (expected memopt.kernel, memref.alloc, memref.dealloc, memref.reinterpret_cast, memref.view or the micro-batch loop)}}
+  // expected-error @+1 {{'arith.constant' op cannot be lowered to runtime calls (expected memopt.kernel, memopt.transfer_wait, memref.alloc, memref.dealloc, memref.reinterpret_cast, memref.view or the micro-batch loop)}}
   %c = arith.constant 1.0 : f32
   return
 }

@@ -1,7 +1,9 @@
 # Optimizer offload (docs/Offload.md) on the host runtime, one BLAS thread:
 # the f32 master weights and the optimizer state live in the host arena,
 # every update runs through the host entries, the gradients and the weights
-# cross by memopt_transfer, and the step trains bit for bit as the step
+# cross by copies that overlap the compute (memopt_transfer_start and
+# memopt_transfer_wait; docs/Offload.md), and the step trains bit for bit as
+# the step
 # without offload: the losses, the evaluation losses (which read the host's
 # masters through a copy) and the saved checkpoint, in
 #
@@ -23,8 +25,10 @@
 #   copies each shard up before each gather).
 # - --offload=activations, the values saved for the backward in the host
 #   arena between their last forward and first backward use: FP32, BF16
-#   with selective remat, FP16, K = 2 with dropout, with the optimizer
-#   offloaded too, and with ZeRO-2 on 2 ranks.
+#   with selective remat, FP16, K = 2 with dropout, FP32 with each copy
+#   complete where it is issued (--overlap-transfers=false, memopt_transfer:
+#   there the device saves none of them), with the optimizer offloaded too,
+#   and with ZeRO-2 on 2 ranks.
 #
 # The account: the device's arena keeps no master weight and no optimizer
 # state, the host holds them, and the bytes each step copies are the
@@ -53,6 +57,8 @@
 # CHECK: act-bf16-selective: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[S:[1-9][0-9]*]] saved values copied down and [[S]] back
 # CHECK: act-bf16-selective: device saves {{[0-9]+}} of {{[0-9]+}} B, host arena {{[0-9]+}} B, copies = the saved activations down and back
 # CHECK: act-fp16: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[S:[1-9][0-9]*]] saved values copied down and [[S]] back
+# CHECK: act-fp32-sync: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[S:[1-9][0-9]*]] saved values copied down and [[S]] back
+# CHECK: act-fp32-sync: device saves 0 of {{[0-9]+}} B, host arena {{[0-9]+}} B, copies = the saved activations down and back
 # CHECK: act-k2-dropout: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[S:[1-9][0-9]*]] saved values copied down and [[S]] back
 # CHECK: act-optimizer-bf16: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[N:[0-9]+]] of [[N]] updates on the host, 0 sums on the host
 # CHECK: resumed: 2 losses bit-identical, checkpoint byte-identical
@@ -106,7 +112,10 @@ def train(out, workdir, params, save, steps=STEPS, ranks=1):
 
 UPDATE = re.compile(r"memopt_(host_)?(adamw8bit|adamw|sgd)_update\(")
 SUM = re.compile(r"memopt_host_binary\(")
-TRANSFER = re.compile(r"memopt_transfer\(\w+, MEMOPT_TO_(HOST|DEVICE)")
+# A copy, synchronous or the start of an overlapped one, and the end of one.
+TRANSFER = re.compile(r"memopt_transfer(?:_start)?\(\w+, MEMOPT_TO_(HOST|DEVICE)")
+STARTS = re.compile(r"memopt_transfer_start\(")
+WAITS = re.compile(r"memopt_transfer_wait\(")
 
 
 def updates_on_host(plain, offload):
@@ -128,14 +137,19 @@ def updates_on_host(plain, offload):
 
 def activations_moved(plain, offload):
     """", S saved values copied down and S back": the step with activation
-    offload copies S values to the host and S back, the plain step none."""
+    offload copies S values to the host and S back, the plain step none, and
+    each overlapped copy has its wait."""
     def transfers(out):
         with open(os.path.join(out, "train_step.cpp")) as f:
-            found = TRANSFER.findall(f.read())
-        return found.count("HOST"), found.count("DEVICE")
-    down, up = transfers(offload)
+            text = f.read()
+        found = TRANSFER.findall(text)
+        return (found.count("HOST"), found.count("DEVICE"),
+                len(STARTS.findall(text)) - len(WAITS.findall(text)))
+    down, up, unwaited = transfers(offload)
     return ", %d saved values copied down and %d back%s" % (
-        down, up, "" if transfers(plain) == (0, 0) else " MISMATCH")
+        down, up,
+        "" if transfers(plain) == (0, 0, 0) and unwaited == 0 else
+        " MISMATCH")
 
 
 def check_activations_account(label, plain, offload):
@@ -250,6 +264,8 @@ def main():
                                     "--remat=selective"],
              check_activations_account),
             ("act-fp16", ["--mixed-precision=fp16"], None),
+            ("act-fp32-sync", ["--overlap-transfers=false"],
+             check_activations_account),
             ("act-k2-dropout", ["--micro-batches=2"], None)):
         single(workdir, gpt, label, flags, account=account,
                what="activations", moved=activations_moved)

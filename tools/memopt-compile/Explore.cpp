@@ -225,6 +225,7 @@ std::string memopt::renderExploreJson(const ExploreResult &result,
     entry["extra_flops"] = row.extraFlops;
     entry["step_seconds"] = row.cost.seconds;
     entry["transfer_seconds"] = row.cost.transferSeconds;
+    entry["exposed_transfer_seconds"] = row.cost.exposedTransferSeconds;
     entry["transfer_bytes"] = row.cost.transferBytes;
     entry[result.tokensPerStep ? "tokens_per_second" : "samples_per_second"] =
         itemsPerSecond(result, row);

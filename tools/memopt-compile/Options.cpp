@@ -80,7 +80,8 @@ const llvm::StringRef kPipelineFlags[] = {"optimizer",
                                           "clip-grad-norm",
                                           "clip-strategy",
                                           "lm-loss-chunk",
-                                          "offload"};
+                                          "offload",
+                                          "overlap-transfers"};
 
 /// The options the flags above set; they live as long as the flags.
 MemoptPipelineOptions &getFlags() {
@@ -157,8 +158,9 @@ cl::opt<std::string>
 
 cl::opt<std::string>
     deviceName("device",
-               cl::desc("Device whose memory and speed the budget search "
-                        "uses: a100-40gb, a100-80gb, h100-80gb (default), "
+               cl::desc("Device whose memory, speed and host link the budget "
+                        "search and the copies' overlap use: a100-40gb, "
+                        "a100-80gb, h100-80gb (default), "
                         "h200-141gb, gh200-96gb, rtx4090-24gb"),
                cl::value_desc("name"), cl::cat(compileCategory));
 
@@ -487,8 +489,12 @@ llvm::Error memopt::getCompileOptions(CompileOptions &options) {
     return error;
   if (llvm::Error error = setLrSchedule(options.pipeline, options.lrSchedule))
     return error;
-  if (options.budgetSearch)
-    return setSearchOptions(options.search);
+  if (options.budgetSearch) {
+    if (llvm::Error error = setSearchOptions(options.search))
+      return error;
+    // The copies overlap the compute of the device the step is planned for.
+    options.pipeline.transferDevice = options.search.device->name.str();
+  }
   return llvm::Error::success();
 }
 

@@ -378,6 +378,16 @@ inline std::vector<ArgumentErrorCase> argumentErrorCases(void *p) {
       // Host memory (offload).
       {"memopt_transfer: null buffer",
        [=](Ctx c) { memopt_transfer(c, MEMOPT_TO_HOST, nullptr, p, 4); }},
+      {"memopt_transfer_start: null buffer",
+       [=](Ctx c) {
+         memopt_transfer_start(c, MEMOPT_TO_HOST, nullptr, p, 4, 0);
+       }},
+      {"memopt_transfer_start: slot 1024 is outside [0, 1024)",
+       [=](Ctx c) { memopt_transfer_start(c, MEMOPT_TO_HOST, p, p, 0, 1024); }},
+      {"memopt_transfer_wait: slot -1 is outside [0, 1024)",
+       [=](Ctx c) { memopt_transfer_wait(c, -1, 0); }},
+      {"memopt_transfer_wait: slot 7 holds no copy (memopt_transfer_start)",
+       [=](Ctx c) { memopt_transfer_wait(c, 7, 1); }},
       {"memopt_host_cast: expected a dtype in (f32, f16, bf16, i32, i64), got "
        "i1 (5)",
        [=](Ctx c) { memopt_host_cast(c, MEMOPT_I1, p, MEMOPT_F32, p, 4); }},

@@ -123,6 +123,38 @@ TEST_F(CudaTest, TransferCopiesBothWays) {
   EXPECT_EQ(download<uint8_t>(back, data.size()), data);
 }
 
+/// Copies on the copy stream, with kernels queued between each start and
+/// its wait: the kernel after a wait reads what arrived, and a copy to the
+/// host reads its source before the kernel queued after its start
+/// overwrites it (the ordering of the generated step, whose plan keeps the
+/// source for the copy's flight).
+TEST_F(CudaTest, AsynchronousTransfersOrderAgainstTheStream) {
+  const int64_t n = 1 << 20;
+  auto *host = static_cast<float *>(memopt_host_arena_allocate(ctx, 2 * n * 4));
+  ASSERT_NE(host, nullptr) << memopt_get_error_message(ctx);
+  std::vector<float> data(n);
+  std::uniform_real_distribution<float> value(-1, 1);
+  for (float &v : data)
+    v = value(rng);
+  float *source = upload(data);
+  auto *other = static_cast<float *>(alloc(n * 4));
+  auto *back = static_cast<float *>(alloc(n * 4));
+
+  memopt_transfer_start(ctx, MEMOPT_TO_HOST, source, host, n * 4, 0);
+  memopt_fill(ctx, MEMOPT_F32, other, n, 3.0);
+  memopt_transfer_wait(ctx, 0, 1);
+  memopt_fill(ctx, MEMOPT_F32, source, n, 5.0);
+  ASSERT_EQ(memopt_get_status(ctx), MEMOPT_OK) << memopt_get_error_message(ctx);
+  EXPECT_EQ(std::memcmp(host, data.data(), n * 4), 0);
+
+  memopt_transfer_start(ctx, MEMOPT_TO_DEVICE, host, back, n * 4, 1);
+  memopt_fill(ctx, MEMOPT_F32, other, n, 4.0);
+  memopt_transfer_wait(ctx, 1, 0);
+  memopt_copy(ctx, other, back, n * 4);
+  EXPECT_EQ(download<float>(other, n), data);
+  EXPECT_EQ(download<float>(source, n), std::vector<float>(n, 5.0f));
+}
+
 /// One AdamW step of a bf16 model's f32 master weights offloaded: the
 /// gradient to the host, the update there, the parameter and its bf16 copy
 /// back; against the same step on the device.

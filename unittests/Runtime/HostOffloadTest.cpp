@@ -122,6 +122,51 @@ TEST_F(RuntimeTest, TransferOfANullBufferIsAnError) {
   EXPECT_STREQ(memopt_get_error_message(ctx), "memopt_transfer: null buffer");
 }
 
+TEST_F(RuntimeTest, AsynchronousTransfersCopyAndTrackTheirSlots) {
+  auto *device = static_cast<uint8_t *>(memopt_arena_allocate(ctx, 1024));
+  auto *host = static_cast<uint8_t *>(memopt_host_arena_allocate(ctx, 1024));
+  ASSERT_NE(device, nullptr);
+  ASSERT_NE(host, nullptr);
+  std::vector<uint8_t> data(300);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (uint8_t &b : data)
+    b = static_cast<uint8_t>(byte(rng));
+  std::memcpy(device, data.data(), data.size());
+
+  // Two copies in flight on two slots, each slot reused once waited for.
+  memopt_transfer_start(ctx, MEMOPT_TO_HOST, device, host, data.size(), 0);
+  memopt_transfer_start(ctx, MEMOPT_TO_DEVICE, host + 512, device + 512, 64,
+                        MEMOPT_MAX_TRANSFER_SLOTS - 1);
+  memopt_transfer_wait(ctx, 0, 1);
+  expectOk();
+  EXPECT_EQ(std::memcmp(host, data.data(), data.size()), 0);
+  memopt_transfer_start(ctx, MEMOPT_TO_DEVICE, host, device + 400, data.size(),
+                        0);
+  memopt_transfer_wait(ctx, 0, 0);
+  memopt_transfer_wait(ctx, MEMOPT_MAX_TRANSFER_SLOTS - 1, 0);
+  expectOk();
+  EXPECT_EQ(std::memcmp(device + 400, data.data(), data.size()), 0);
+}
+
+TEST_F(RuntimeTest, AsynchronousTransferSlotsAreChecked) {
+  expectError = true;
+  std::vector<uint8_t> a(16, 1), b(16, 2);
+  memopt_transfer_start(ctx, MEMOPT_TO_HOST, a.data(), b.data(), 16, 4);
+  EXPECT_EQ(memopt_get_status(ctx), MEMOPT_OK);
+  // A second copy on a slot in flight, and a wait on a slot with none.
+  memopt_transfer_start(ctx, MEMOPT_TO_HOST, a.data(), b.data(), 16, 4);
+  EXPECT_EQ(memopt_get_status(ctx), MEMOPT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(memopt_get_error_message(ctx),
+               "memopt_transfer_start: slot 4 still holds a copy not waited "
+               "for");
+  memopt_clear_error(ctx);
+  memopt_transfer_wait(ctx, 4, 0);
+  memopt_transfer_wait(ctx, 4, 0);
+  EXPECT_STREQ(memopt_get_error_message(ctx),
+               "memopt_transfer_wait: slot 4 holds no copy "
+               "(memopt_transfer_start)");
+}
+
 //===----------------------------------------------------------------------===//
 // The host entries against the device entries
 //===----------------------------------------------------------------------===//

@@ -165,12 +165,17 @@ struct StepCost {
   double seconds = 0;
   /// The part of `seconds` spent in GEMMs.
   double gemmSeconds = 0;
-  /// Offload: the part of `seconds` spent copying over the host link
+  /// Offload: the seconds the copies take on the host link
   /// (`memopt.transfer`, one way each, on the device's link, with its
-  /// latency) and in the ops that run on the host (at
+  /// latency; hidden behind compute in part when asynchronous), the part
+  /// of `seconds` spent in the ops that run on the host (at
   /// CostModelOptions::hostBandwidth), and the bytes the copies move.
   double transferSeconds = 0;
   double hostSeconds = 0;
+  /// The part of `seconds` the device waits for copies: a synchronous
+  /// copy's whole time, an asynchronous one's (--memopt-overlap-transfers)
+  /// beyond the compute issued between its start and its wait.
+  double exposedTransferSeconds = 0;
   int64_t transferBytes = 0;
 };
 

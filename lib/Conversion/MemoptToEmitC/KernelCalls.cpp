@@ -293,13 +293,18 @@ std::optional<LogicalResult> KernelLowering::lowerCopies() {
     auto to = attrs.getAs<MemoryKindAttr>("to");
     if (!to)
       return fail("it has no valid 'to' attribute");
-    callee = "memopt_transfer";
+    // With a slot (--memopt-overlap-transfers) the copy starts here and
+    // its memopt.transfer_wait ends it.
+    auto slot = attrs.getAs<IntegerAttr>("slot");
+    callee = slot ? "memopt_transfer_start" : "memopt_transfer";
     call.verbatim(to.getValue() == MemoryKind::Host ? "MEMOPT_TO_HOST"
                                                     : "MEMOPT_TO_DEVICE");
     ptr(ins[0]);
     ptr(outs[0]);
     call.i64(numel(outs[0]) *
              getElementBytes(typeOf(outs[0]).getElementType()));
+    if (slot)
+      call.i64(slot.getInt());
   } else if (is<ReshapeOp>()) {
     // Also the copies --memopt-bufferize inserts (equal in and out types).
     if (failed(expectCounts(1, 1)))

@@ -387,6 +387,12 @@ LogicalResult TrainStepLowering::lowerOps(Block &block, int64_t arenaBytes) {
               }
               return lowerKernel(kernel);
             })
+            .Case([&](TransferWaitOp wait) {
+              RuntimeCall call(ctx);
+              call.value(context).i64(wait.getSlot()).i32(wait.getHost());
+              emitCall(wait.getLoc(), "memopt_transfer_wait", call);
+              return success();
+            })
             .Case([&](func::ReturnOp ret) -> LogicalResult {
               if (ret.getNumOperands() != 0)
                 return ret.emitOpError()
@@ -398,7 +404,8 @@ LogicalResult TrainStepLowering::lowerOps(Block &block, int64_t arenaBytes) {
             .Default([&](Operation *other) -> LogicalResult {
               return other->emitOpError()
                      << "cannot be lowered to runtime calls (expected "
-                     << KernelOp::getOperationName()
+                     << KernelOp::getOperationName() << ", "
+                     << TransferWaitOp::getOperationName()
                      << ", memref.alloc, memref.dealloc, "
                         "memref.reinterpret_cast, memref.view or the "
                         "micro-batch loop)";

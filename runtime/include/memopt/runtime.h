@@ -986,6 +986,31 @@ typedef enum memopt_transfer_direction {
 void memopt_transfer(memopt_context *ctx, memopt_transfer_direction direction,
                      const void *src, void *dst, uint64_t bytes);
 
+/// The most copies in flight at once: slots are 0 to MEMOPT_MAX_TRANSFER_SLOTS
+/// - 1.
+#define MEMOPT_MAX_TRANSFER_SLOTS 1024
+
+/// Starts copying `bytes` bytes from `src` to `dst` as memopt_transfer
+/// does, without waiting: the copy reads `src` once the work queued before
+/// it is done, and the work queued after it runs meanwhile.
+/// memopt_transfer_wait(ctx, slot, ...) ends it; until then neither `dst`
+/// may be read or written nor `src` written. A slot holds one copy at a
+/// time: starting on a slot whose copy was not waited for is an error
+/// (MEMOPT_ERROR_INVALID_ARGUMENT), as is a slot outside
+/// [0, MEMOPT_MAX_TRANSFER_SLOTS). On CUDA: the copy runs on the context's
+/// copy stream after an event on its stream; on the host: memmove.
+void memopt_transfer_start(memopt_context *ctx,
+                           memopt_transfer_direction direction, const void *src,
+                           void *dst, uint64_t bytes, int64_t slot);
+
+/// Ends the copy that memopt_transfer_start started on `slot`: the work
+/// queued after this call runs after the copy (on CUDA, the context's stream
+/// waits for its event), and with `host_wait` nonzero the call also returns
+/// only when the copy is complete, so that host code may read what it wrote
+/// or reuse the host memory it read. Waiting on a slot with no copy started
+/// is an error (MEMOPT_ERROR_INVALID_ARGUMENT).
+void memopt_transfer_wait(memopt_context *ctx, int64_t slot, int32_t host_wait);
+
 /// memopt_cast on the CPU over host memory: the same dtypes, the same
 /// rounding and the same bits. `output` may be `input` when the two dtypes
 /// have one size.

@@ -21,6 +21,7 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/LoopLikeInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CheckedArithmetic.h"
@@ -561,6 +562,17 @@ void KernelOp::getEffects(
                          SideEffects::DefaultResource::get());
 }
 
+LogicalResult TransferWaitOp::verify() {
+  int64_t slot = getSlotAttr().getInt();
+  if (slot < 0)
+    return emitOpError() << "waits on slot " << slot
+                         << "; slots are non-negative";
+  if (getSource().getType() != getTarget().getType())
+    return emitOpError() << "copies " << getSource().getType() << " to "
+                         << getTarget().getType() << "; a copy keeps the type";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // InPlaceOpInterface: the (result, operand) pairs an update entry may write
 // in place (runtime.h: each new state over the state it replaces). The
@@ -623,6 +635,46 @@ bool memopt::runsOnHost(Operation *op) {
 bool memopt::hasHostEntry(StringRef name) {
   return isOpNamed<AdamWUpdateOp, SgdUpdateOp, CastOp, ConstantOp, AddOp,
                    ScaleByOp, ReduceSumSquaresOp>(name);
+}
+
+Value memopt::getBufferRoot(Value value) {
+  while (Operation *def = value.getDefiningOp()) {
+    auto view = dyn_cast<ViewLikeOpInterface>(def);
+    if (!view)
+      break;
+    value = view.getViewSource();
+  }
+  return value;
+}
+
+bool memopt::isTransferStart(Operation *op) {
+  auto kernel = dyn_cast<KernelOp>(op);
+  return kernel && kernel.getKernel() == TransferOp::getOperationName() &&
+         kernel.getOpAttributes().contains("slot");
+}
+
+bool memopt::racesWithCopy(Operation *op, Value source, Value target) {
+  Value sourceRoot = getBufferRoot(source), targetRoot = getBufferRoot(target);
+  bool races = false;
+  op->walk([&](Operation *nested) {
+    auto effects = dyn_cast<MemoryEffectOpInterface>(nested);
+    if (!effects)
+      return WalkResult::advance();
+    SmallVector<MemoryEffects::EffectInstance> instances;
+    effects.getEffects(instances);
+    for (const MemoryEffects::EffectInstance &effect : instances) {
+      Value buffer = effect.getValue();
+      if (!buffer)
+        continue;
+      Value root = getBufferRoot(buffer);
+      bool writes =
+          isa<MemoryEffects::Write, MemoryEffects::Free>(effect.getEffect());
+      if (root == targetRoot || (writes && root == sourceRoot))
+        races = true;
+    }
+    return races ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return races;
 }
 
 /// The memory a `memopt.memory` attribute names (absent: the device).

@@ -194,6 +194,7 @@ FailureOr<int64_t> OffloadActivationsPass::planWith(size_t count) {
   if (!after) {
     auto alone = std::make_shared<PlanningPipelineOptions>();
     alone->releaseGradients = false;
+    alone->overlapTransfers = false;
     after = std::move(alone);
   }
   return planCopyArena(*copy, after, /*placementSeconds=*/0.0,

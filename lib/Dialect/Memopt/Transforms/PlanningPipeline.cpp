@@ -88,6 +88,11 @@ void memopt::buildPlanningPipeline(
   BufferizePassOptions bufferize;
   bufferize.reuse = options.bufferReuse;
   pm.addPass(createBufferizePass(bufferize));
+  if (options.overlapTransfers && (offload.optimizer || offload.activations)) {
+    OverlapTransfersPassOptions overlap;
+    overlap.device = options.transferDevice;
+    pm.addPass(createOverlapTransfersPass(overlap));
+  }
   PlanBuffersPassOptions plan;
   plan.timeLimit = placementSeconds.value_or(options.planTimeLimit);
   plan.reuse = options.bufferReuse;

@@ -799,6 +799,7 @@ RematerializePass::getPlanningOptions() const {
   auto options = std::make_shared<PlanningPipelineOptions>();
   // After remat alone, memopt-opt runs the passes its user names.
   options->releaseGradients = false;
+  options->overlapTransfers = false;
   if (failed(options->parseFromString(planningText)))
     return failure();
   return std::shared_ptr<const PlanningPipelineOptions>(std::move(options));

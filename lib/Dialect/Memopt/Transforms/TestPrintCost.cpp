@@ -59,8 +59,12 @@ struct TestPrintCostPass
       os << "  step: flops=" << step.flops << " bytes=" << step.bytes
          << " kernels=" << step.numKernels
          << llvm::format(" seconds=%.4e gemm_seconds=%.4e", step.seconds,
-                         step.gemmSeconds)
-         << "\n";
+                         step.gemmSeconds);
+      if (step.transferBytes)
+        os << " transfer_bytes=" << step.transferBytes
+           << llvm::format(" transfer_seconds=%.4e exposed_seconds=%.4e",
+                           step.transferSeconds, step.exposedTransferSeconds);
+      os << "\n";
     }
     markAllAnalysesPreserved();
   }

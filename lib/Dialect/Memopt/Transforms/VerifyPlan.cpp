@@ -8,7 +8,9 @@
 //
 // With optimizer offload the host arena (`memopt.host_arena_bytes`) is
 // checked the same way over the buffers in host memory, and every kernel is
-// checked to read and write only the memory it runs in (docs/Offload.md).
+// checked to read and write only the memory it runs in (docs/Offload.md),
+// and every asynchronous copy to end in its block with no access to its
+// buffers in flight.
 //
 // Per-buffer faults (no offset, misaligned, outside the arena) are reported
 // at each alloc. When the checker finds an overlap, the pair is located with
@@ -25,7 +27,9 @@
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
 #include "memopt/Planning/PlanChecker.h"
 
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/Debug.h"
 
 #define DEBUG_TYPE "memopt-verify-plan"
@@ -107,6 +111,7 @@ struct VerifyPlanPass
            : device)
           .push_back(&interval);
     bool valid = succeeded(verifyMemories(func));
+    valid &= succeeded(verifyCopies(func));
     valid &= succeeded(
         verifyArena(func, device, MemoptDialect::kArenaBytesAttrName));
     if (!host.empty() || func->hasAttr(MemoptDialect::kHostArenaBytesAttrName))
@@ -152,6 +157,69 @@ struct VerifyPlanPass
       check(kernel.getOuts(), writes, "write");
     });
     return success(valid);
+  }
+
+  /// Each asynchronous copy (a transfer kernel with a slot) ends with a
+  /// `memopt.transfer_wait` on its slot later in its block, no other copy
+  /// takes the slot meanwhile, and no op between the two reads or writes
+  /// the copy's target or writes its source (or any view of their
+  /// allocations): no read of a buffer before its copy arrives.
+  LogicalResult verifyCopies(FunctionOpInterface func) {
+    bool valid = true;
+    func.walk([&](Block *block) {
+      llvm::MapVector<int64_t, KernelOp> inFlight;
+      for (Operation &op : *block) {
+        if (isTransferStart(&op)) {
+          auto copy = cast<KernelOp>(op);
+          int64_t slot =
+              copy.getOpAttributes().getAs<IntegerAttr>("slot").getInt();
+          checkConflicts(&op, inFlight, valid);
+          if (!inFlight.insert({slot, copy}).second) {
+            copy.emitOpError() << "starts a copy on slot " << slot
+                               << ", whose copy is still in flight";
+            valid = false;
+          }
+          continue;
+        }
+        if (auto wait = dyn_cast<TransferWaitOp>(op)) {
+          auto found = inFlight.find(wait.getSlot());
+          if (found == inFlight.end() ||
+              found->second.getIns()[0] != wait.getSource() ||
+              found->second.getOuts()[0] != wait.getTarget()) {
+            wait.emitOpError() << "waits on slot " << wait.getSlot()
+                               << ", where no copy of these buffers started "
+                                  "in its block";
+            valid = false;
+            continue;
+          }
+          inFlight.erase(found);
+          checkConflicts(&op, inFlight, valid);
+          continue;
+        }
+        if (!isa<memref::DeallocOp>(op))
+          checkConflicts(&op, inFlight, valid);
+      }
+      for (auto &[slot, copy] : inFlight) {
+        copy.emitOpError() << "starts a copy on slot " << slot
+                           << " that no memopt.transfer_wait ends";
+        valid = false;
+      }
+    });
+    return success(valid);
+  }
+
+  /// Reports `op` if it races with a copy in flight.
+  static void checkConflicts(Operation *op,
+                             const llvm::MapVector<int64_t, KernelOp> &inFlight,
+                             bool &valid) {
+    for (auto [slot, copy] : inFlight) {
+      if (!racesWithCopy(op, copy.getIns()[0], copy.getOuts()[0]))
+        continue;
+      op->emitOpError() << "reads or writes the target, or writes the "
+                           "source, of the copy in flight on slot "
+                        << slot << " before its memopt.transfer_wait";
+      valid = false;
+    }
   }
 
   /// The buffers of one arena, whose size is the function's `arenaAttrName`,

@@ -526,6 +526,24 @@ inline bool checkTransfer(memopt_context *ctx, const char *entry,
   return checkPointers(ctx, entry, bytes ? 1 : 0, {src, dst});
 }
 
+/// The slot of memopt_transfer_start / memopt_transfer_wait, and whether
+/// it holds a copy as the entry expects (`inFlight`: the slots that do).
+template <typename SlotSet>
+inline bool checkTransferSlot(memopt_context *ctx, const char *entry,
+                              int64_t slot, const SlotSet &inFlight,
+                              bool expectInFlight) {
+  if (slot < 0 || slot >= MEMOPT_MAX_TRANSFER_SLOTS)
+    return invalid(ctx, entry, "slot %lld is outside [0, %d)",
+                   static_cast<long long>(slot), MEMOPT_MAX_TRANSFER_SLOTS);
+  if (inFlight.test(static_cast<size_t>(slot)) != expectInFlight)
+    return invalid(ctx, entry,
+                   expectInFlight
+                       ? "slot %lld holds no copy (memopt_transfer_start)"
+                       : "slot %lld still holds a copy not waited for",
+                   static_cast<long long>(slot));
+  return true;
+}
+
 /// memopt_update_scale.
 inline bool checkUpdateScale(memopt_context *ctx, const char *entry,
                              std::initializer_list<const void *> scalars,

@@ -48,6 +48,20 @@ bool hasHostEntry(llvm::StringRef name);
 /// initial value lives there; device otherwise.
 MemoryKind getMemoryKind(mlir::Value value);
 
+/// The allocation or block argument that the buffer `value` is a view of
+/// (itself when it is none's view).
+mlir::Value getBufferRoot(mlir::Value value);
+
+/// Whether `op` is the start of an asynchronous copy: a `memopt.transfer`
+/// kernel with a `slot`, which a `memopt.transfer_wait` on that slot ends
+/// (--memopt-overlap-transfers).
+bool isTransferStart(mlir::Operation *op);
+
+/// Whether `op` (or an op inside it) would race with a copy in flight from
+/// `source` to `target`: it reads or writes the target, or writes (or
+/// frees) the source, or a view of either's allocation.
+bool racesWithCopy(mlir::Operation *op, mlir::Value source, mlir::Value target);
+
 } // namespace memopt
 
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_H

@@ -1672,4 +1672,29 @@ def Memopt_KernelOp : Memopt_Op<"kernel", [AttrSizedOperandSegments,
   }];
 }
 
+def Memopt_TransferWaitOp : Memopt_Op<"transfer_wait"> {
+  let summary = "wait for an asynchronous copy between the memories";
+  let description = [{
+    The end of the copy that the `memopt.transfer` kernel with the same
+    `slot` started (`--memopt-overlap-transfers`): ops after it may read
+    `target` and write over `source`; the ops between the two run while the
+    bytes move. It reads both buffers, so each stays live until the copy is
+    complete. With `host`, the host waits too: a host kernel that follows
+    may read `target` or reuse host memory that the copy read. The
+    runtime's `memopt_transfer_wait`.
+
+    ```mlir
+    memopt.transfer_wait %h, %d slot 0 : memref<8x16xf32>, memref<8x16xf32>
+    ```
+  }];
+  let arguments = (ins Arg<AnyStaticShapeMemRef, "", [MemRead]>:$source,
+                       Arg<AnyStaticShapeMemRef, "", [MemRead, MemWrite]>:$target,
+                       I64Attr:$slot, UnitAttr:$host);
+  let assemblyFormat = [{
+    $source `,` $target `slot` $slot (`host` $host^)? attr-dict `:`
+    type($source) `,` type($target)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // MEMOPT_DIALECT_MEMOPT_IR_MEMOPTOPS_TD

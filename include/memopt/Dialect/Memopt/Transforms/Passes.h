@@ -117,6 +117,20 @@ struct PlanningPipelineOptions
                      "arena may take; the fewest saved bytes that fit it, "
                      "largest first, go to the host (0: all of them)"),
       llvm::cl::init(0)};
+  /// --memopt-overlap-transfers after bufferization (docs/Offload.md).
+  Option<bool> overlapTransfers{
+      *this, "overlap-transfers",
+      llvm::cl::desc("Copies between the memories run while the device "
+                     "computes: each starts early and is waited for late, "
+                     "one in flight (false: each copy completes where it "
+                     "is issued)"),
+      llvm::cl::init(true)};
+  /// The overlap's device (--memopt-overlap-transfers' `device`).
+  Option<std::string> transferDevice{
+      *this, "transfer-device",
+      llvm::cl::desc("The device whose host link times the copies that "
+                     "overlap-transfers hides behind compute"),
+      llvm::cl::init("h100-80gb")};
   /// False gives every buffer its own bytes (docs/BufferReuse.md).
   Option<bool> bufferReuse{
       *this, "buffer-reuse",

@@ -214,6 +214,40 @@ def TestPrintBufferLivenessPass
   }];
 }
 
+def OverlapTransfersPass
+    : Pass<"memopt-overlap-transfers", "mlir::ModuleOp"> {
+  let summary = "Copies between the memories overlap the device's compute";
+  let description = [{
+    Runs on the bufferized `@train_step`, before `--memopt-plan-buffers`
+    (docs/Offload.md). Each `memopt.transfer` kernel becomes the start of an
+    asynchronous copy, `slot = N` in its attributes, and a
+    `memopt.transfer_wait` on the same slot marks its end. The start moves
+    up and the wait moves down past every op that touches neither buffer,
+    as far as the neighbouring copy's start or wait: one copy is in flight
+    at a time and it runs while the ops between its start and its wait
+    compute. A copy back to the device so starts one stage before its
+    reader (a prefetch), and a saved value's device buffer is released once
+    its copy to the host is complete. The wait reads both buffers, so the
+    plan keeps them for the copy's whole flight: the arena is exact under
+    the overlap. A wait has `host` when the step runs kernels on the host,
+    which may read what arrived or write over what left.
+
+    ```
+    memopt-opt --memopt-bufferize --memopt-overlap-transfers --memopt-plan-buffers step.mlir
+    ```
+  }];
+  let options = [
+    Option<"device", "device", "std::string", /*default=*/"\"h100-80gb\"",
+           "The device whose host link and roofline time the copies and "
+           "the compute that hides them (memopt-compile --device)">
+  ];
+  let statistics = [
+    Statistic<"numCopies", "copies", "Number of copies made asynchronous">,
+    Statistic<"numMoved", "moved",
+              "Number of starts and waits moved away from their copy">,
+  ];
+}
+
 def PlanBuffersPass : Pass<"memopt-plan-buffers", "mlir::ModuleOp"> {
   let summary = "Give every scratch buffer of @train_step an arena offset";
   let description = [{
@@ -726,7 +760,9 @@ def TestPrintCostPass : Pass<"memopt-test-print-cost", "mlir::ModuleOp"> {
     each op that costs anything (FLOPs, bytes moved, whether it is a GEMM,
     its smallest GEMM dimension and its roofline time on `device`, once),
     then the step: executed FLOPs, bytes and kernels (loop trip counts
-    applied) and the estimated seconds (docs/Budget.md). Works on tensors
+    applied) and the estimated seconds (docs/Budget.md), with, when the step
+    copies between the memories, the bytes copied, their seconds on the
+    host link and the part of them the step waits for. Works on tensors
     and on bufferized kernels. The IR is left unchanged.
 
     ```
