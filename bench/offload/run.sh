@@ -18,6 +18,7 @@
 #
 #   ninja -C build memopt-compile
 #   bench/offload/run.sh           # about 3 minutes; needs torch
+#   OFFLOADS=params,activations bench/offload/run.sh   # one row
 #
 #===------------------------------------------------------------------------===#
 set -euo pipefail
@@ -33,7 +34,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 echo "| plan (8 x h100-80gb) | device per GPU (budget 75 GiB) | weights | grads | activations | host per GPU | host per node | copied per step | est. step | torchtune FSDP + CPU offload |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-for offload in none optimizer params params,activations; do
+for offload in ${OFFLOADS:-none optimizer params params,activations}; do
   "$tool" "$tmp/llama2-70b.mlir" --report-only --device=h100-80gb \
     --data-parallel=8 --zero-stage=3 --rank-batch --mixed-precision=bf16 \
     --remat=blocks --clip-grad-norm=1 --optimizer-state=32bit \

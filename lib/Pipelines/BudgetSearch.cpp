@@ -93,10 +93,12 @@ std::string memopt::applyCombination(const Combination &combination,
   }
   // Saved activations on the host: only as many as the arena budget needs
   // (all of them under remat's budget strategy, whose search the budget
-  // drives).
+  // drives), unless the user's --offload asked for them: then all.
+  bool askedForActivations =
+      parseOffload(options.offload).value_or(OffloadChoice()).activations;
   options.offloadBudget = 0;
-  if (combination.offloadsActivations() && !options.memoryBudget &&
-      arenaBudgetBytes > 0)
+  if (combination.offloadsActivations() && !askedForActivations &&
+      !options.memoryBudget && arenaBudgetBytes > 0)
     options.offloadBudget = arenaBudgetBytes;
   options.microBatches = combination.microBatches;
   if (combination.ranks != options.dataParallel) {

@@ -1,9 +1,11 @@
 # Offload on the CUDA runtime (docs/Offload.md): the bundled GPT trained for
 # 3 steps on the GPU with and without offload, from the same inputs.
 #  - --offload=activations: the saved activations cross to the page-locked
-#    host arena and back by memopt_transfer, every kernel is the same, so
-#    the losses and the saved checkpoint are bit-identical to the step
-#    without offload.
+#    host arena and back on the copy stream (memopt_transfer_start, ordered
+#    against the step's stream by events while the compute goes on), every
+#    kernel is the same, so the losses and the saved checkpoint are
+#    bit-identical to the step without offload: a copy read too early or
+#    overwritten in flight would break them.
 #  - --offload=params,activations in BF16: the update also runs in the CUDA
 #    runtime's host loops (memopt_host_adamw_update) and the weights cross
 #    before each use; the losses are within 1e-4 relative of the device
