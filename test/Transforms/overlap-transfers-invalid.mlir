@@ -62,3 +62,15 @@ func.func @negative_slot(%a: memref<4xf32>) {
   "memopt.transfer_wait"(%a, %a) <{slot = -1 : i64}> : (memref<4xf32>, memref<4xf32>) -> ()
   return
 }
+
+// -----
+
+// A slot that is not a non-negative integer.
+func.func @train_step(%a: memref<64xf32>, %loss: memref<f32>) attributes {memopt.train_step, memopt.arena_bytes = 0 : i64, memopt.host_arena_bytes = 256 : i64} {
+  %h = memref.alloc() {memopt.memory = "host", memopt.offset = 0 : i64} : memref<64xf32>
+  // expected-error @+1 {{has slot "one"; a copy's slot is a non-negative integer}}
+  memopt.kernel "memopt.transfer" ins(%a : memref<64xf32>) outs(%h : memref<64xf32>) with {slot = "one", to = #memopt<memory host>}
+  // expected-error @+1 {{waits on slot 0, where no copy of these buffers started in its block}}
+  memopt.transfer_wait %a, %h slot 0 : memref<64xf32>, memref<64xf32>
+  return
+}

@@ -650,7 +650,7 @@ Value memopt::getBufferRoot(Value value) {
 bool memopt::isTransferStart(Operation *op) {
   auto kernel = dyn_cast<KernelOp>(op);
   return kernel && kernel.getKernel() == TransferOp::getOperationName() &&
-         kernel.getOpAttributes().contains("slot");
+         kernel.getOpAttributes().getAs<IntegerAttr>("slot");
 }
 
 bool memopt::racesWithCopy(Operation *op, Value source, Value target) {

@@ -137,6 +137,14 @@ struct VerifyPlanPass
           return;
         }
         writes = to.getValue();
+        if (Attribute slot = kernel.getOpAttributes().get("slot");
+            slot &&
+            (!isa<IntegerAttr>(slot) || cast<IntegerAttr>(slot).getInt() < 0)) {
+          kernel.emitOpError() << "has slot " << slot
+                               << "; a copy's slot is a non-negative integer";
+          valid = false;
+          return;
+        }
         runsIn =
             writes == MemoryKind::Host ? MemoryKind::Device : MemoryKind::Host;
       }

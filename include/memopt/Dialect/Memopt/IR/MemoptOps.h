@@ -53,7 +53,8 @@ MemoryKind getMemoryKind(mlir::Value value);
 mlir::Value getBufferRoot(mlir::Value value);
 
 /// Whether `op` is the start of an asynchronous copy: a `memopt.transfer`
-/// kernel with a `slot`, which a `memopt.transfer_wait` on that slot ends
+/// kernel with an integer `slot`, which a `memopt.transfer_wait` on that slot
+/// ends
 /// (--memopt-overlap-transfers).
 bool isTransferStart(mlir::Operation *op);
 
