@@ -114,3 +114,14 @@ func.func @train_step(%loss: memref<f32> {memopt.role = "loss", memopt.name = "l
   %h = memref.alloc() {memopt.memory = "host", memopt.offset = 0 : i64} : memref<8xf32>
   return
 }
+
+// -----
+
+func.func @train_step(%x: memref<2x3xf32> {memopt.role = "input", memopt.name = "x"},
+                      %loss: memref<f32> {memopt.role = "loss", memopt.name = "loss"})
+    attributes {memopt.arena_bytes = 0 : i64, memopt.host_arena_bytes = 256 : i64, memopt.train_step} {
+  %h = memref.alloc() {memopt.memory = "host", memopt.offset = 0 : i64} : memref<2x3xf32>
+  // expected-error @+1 {{'memopt.kernel' op 'memopt.transfer' cannot be lowered: it has no valid 'slot' attribute}}
+  memopt.kernel "memopt.transfer" ins(%x : memref<2x3xf32>) outs(%h : memref<2x3xf32>) with {slot = "one", to = #memopt<memory host>}
+  return
+}

@@ -296,6 +296,8 @@ std::optional<LogicalResult> KernelLowering::lowerCopies() {
     // With a slot (--memopt-overlap-transfers) the copy starts here and
     // its memopt.transfer_wait ends it.
     auto slot = attrs.getAs<IntegerAttr>("slot");
+    if (attrs.contains("slot") && !slot)
+      return fail("it has no valid 'slot' attribute");
     callee = slot ? "memopt_transfer_start" : "memopt_transfer";
     call.verbatim(to.getValue() == MemoryKind::Host ? "MEMOPT_TO_HOST"
                                                     : "MEMOPT_TO_DEVICE");
