@@ -35,7 +35,6 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CheckedArithmetic.h"
@@ -79,16 +78,6 @@ llvm::StringRef memopt::getMemoryPoolName(MemoryPoolKind pool) {
 }
 
 int64_t memopt::getOpFlops(Operation *op) { return getOpCost(op).flops; }
-
-/// The value `value` is a view of, through view-like ops, up to its root.
-static Value getRootBuffer(Value value) {
-  while (auto view = value.getDefiningOp<ViewLikeOpInterface>()) {
-    if (view.getViewSource() == value)
-      break;
-    value = view.getViewSource();
-  }
-  return value;
-}
 
 /// The pool of an argument with `memopt.role = role` (null: none); `master`
 /// when it is a ZeRO shard (`memopt.shard_of`) or in host memory
@@ -135,7 +124,7 @@ struct MemoryAccount::Walk {
 
   /// The buffer `value` is (a view of), if it is a scratch buffer.
   std::optional<unsigned> lookupBuffer(Value value) const {
-    auto it = bufferOf.find(getRootBuffer(value));
+    auto it = bufferOf.find(getBufferRoot(value));
     if (it == bufferOf.end())
       return std::nullopt;
     return it->second;
@@ -365,7 +354,7 @@ void MemoryAccount::markParamCopies(Walk &walk, Operation *op) {
       if (!isOpNamed<CastOp>(kernel.getKernel()) || kernel.getIns().size() != 1 ||
           kernel.getOuts().size() != 1)
         continue;
-      auto arg = dyn_cast<BlockArgument>(getRootBuffer(kernel.getIns()[0]));
+      auto arg = dyn_cast<BlockArgument>(getBufferRoot(kernel.getIns()[0]));
       // (Not ZeRO's sharded master, nor the host's master under offload:
       // the cast of its new value goes into the "param_copy" argument,
       // counted with the arguments.)
@@ -410,7 +399,7 @@ llvm::SmallDenseSet<unsigned>
 MemoryAccount::markGatheredParams(Walk &walk, FunctionOpInterface func) {
   // (Under offload, ZeRO-3 gathers the device's copy of the shard.)
   auto getShardedParam = [&](Value value) -> std::optional<unsigned> {
-    auto arg = dyn_cast<BlockArgument>(getRootBuffer(value));
+    auto arg = dyn_cast<BlockArgument>(getBufferRoot(value));
     if (!arg || arg.getOwner() != &func.getFunctionBody().front() ||
         !func.getArgAttr(arg.getArgNumber(), MemoptDialect::kShardOfAttrName))
       return std::nullopt;
@@ -440,7 +429,7 @@ MemoryAccount::markGatheredParams(Walk &walk, FunctionOpInterface func) {
     } else if (isOpNamed<TransferOp>(name)) {
       // --offload=params: a weight copied to the device right before the op
       // that reads it.
-      auto arg = dyn_cast<BlockArgument>(getRootBuffer(kernel.getIns()[0]));
+      auto arg = dyn_cast<BlockArgument>(getBufferRoot(kernel.getIns()[0]));
       if (arg && arg.getOwner() == &func.getFunctionBody().front() &&
           getMemoryKind(arg) == MemoryKind::Host) {
         auto role = func.getArgAttrOfType<StringAttr>(

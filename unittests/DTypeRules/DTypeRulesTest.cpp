@@ -382,12 +382,13 @@ std::vector<OpCase> opCases() {
 
 /// The memopt ops whose runtime entries take no dtype argument.
 const llvm::StringSet<> kOpsWithoutDTypes = {
-    "memopt.reshape",      // memopt_copy
-    "memopt.increment",    // memopt_increment
-    "memopt.scale_loss",   // memopt_scale_loss
-    "memopt.update_scale", // memopt_update_scale
-    "memopt.transfer",     // memopt_transfer (bytes)
-    "memopt.kernel",       // checks the op it names
+    "memopt.reshape",       // memopt_copy
+    "memopt.increment",     // memopt_increment
+    "memopt.scale_loss",    // memopt_scale_loss
+    "memopt.update_scale",  // memopt_update_scale
+    "memopt.transfer",      // memopt_transfer (bytes)
+    "memopt.transfer_wait", // memopt_transfer_wait (a slot)
+    "memopt.kernel",        // checks the op it names
 };
 
 std::string replaceAll(std::string text, const std::string &from,

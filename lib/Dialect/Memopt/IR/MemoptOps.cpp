@@ -638,9 +638,8 @@ bool memopt::hasHostEntry(StringRef name) {
 }
 
 Value memopt::getBufferRoot(Value value) {
-  while (Operation *def = value.getDefiningOp()) {
-    auto view = dyn_cast<ViewLikeOpInterface>(def);
-    if (!view)
+  while (auto view = value.getDefiningOp<ViewLikeOpInterface>()) {
+    if (view.getViewSource() == value)
       break;
     value = view.getViewSource();
   }
