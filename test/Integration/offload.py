@@ -25,10 +25,10 @@
 #   copies each shard up before each gather).
 # - --offload=activations, the values saved for the backward in the host
 #   arena between their last forward and first backward use: FP32, BF16
-#   with selective remat, FP16, K = 2 with dropout, FP32 with each copy
-#   complete where it is issued (--overlap-transfers=false, memopt_transfer:
-#   there the device saves none of them), with the optimizer offloaded too,
-#   and with ZeRO-2 on 2 ranks.
+#   with selective remat, FP16 with each copy complete where it is issued
+#   (--overlap-transfers=false, memopt_transfer: there the device saves
+#   none of them), K = 2 with dropout, with the optimizer offloaded too, and
+#   with ZeRO-2 on 2 ranks.
 #
 # The account: the device's arena keeps no master weight and no optimizer
 # state, the host holds them, and the bytes each step copies are the
@@ -56,9 +56,8 @@
 # CHECK: act-fp32: device saves {{[0-9]+}} of {{[0-9]+}} B, host arena {{[0-9]+}} B, copies = the saved activations down and back
 # CHECK: act-bf16-selective: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[S:[1-9][0-9]*]] saved values copied down and [[S]] back
 # CHECK: act-bf16-selective: device saves {{[0-9]+}} of {{[0-9]+}} B, host arena {{[0-9]+}} B, copies = the saved activations down and back
-# CHECK: act-fp16: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[S:[1-9][0-9]*]] saved values copied down and [[S]] back
-# CHECK: act-fp32-sync: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[S:[1-9][0-9]*]] saved values copied down and [[S]] back
-# CHECK: act-fp32-sync: device saves 0 of {{[0-9]+}} B, host arena {{[0-9]+}} B, copies = the saved activations down and back
+# CHECK: act-fp16-sync: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[S:[1-9][0-9]*]] saved values copied down and [[S]] back
+# CHECK: act-fp16-sync: device saves 0 of {{[0-9]+}} B, host arena {{[0-9]+}} B, copies = the saved activations down and back
 # CHECK: act-k2-dropout: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[S:[1-9][0-9]*]] saved values copied down and [[S]] back
 # CHECK: act-optimizer-bf16: 4 losses bit-identical, 3 eval losses bit-identical, checkpoint byte-identical, [[N:[0-9]+]] of [[N]] updates on the host, 0 sums on the host
 # CHECK: resumed: 2 losses bit-identical, checkpoint byte-identical
@@ -263,8 +262,8 @@ def main():
             ("act-bf16-selective", ["--mixed-precision=bf16",
                                     "--remat=selective"],
              check_activations_account),
-            ("act-fp16", ["--mixed-precision=fp16"], None),
-            ("act-fp32-sync", ["--overlap-transfers=false"],
+            ("act-fp16-sync", ["--mixed-precision=fp16",
+                               "--overlap-transfers=false"],
              check_activations_account),
             ("act-k2-dropout", ["--micro-batches=2"], None)):
         single(workdir, gpt, label, flags, account=account,
