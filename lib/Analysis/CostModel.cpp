@@ -81,6 +81,11 @@ double memopt::estimateHostTransferSeconds(int64_t bytes,
              : 0.0;
 }
 
+int64_t memopt::getCopyBytes(ShapedType type) {
+  return type.getNumElements() *
+         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+}
+
 int64_t memopt::getDeviceReserveBytes(const DeviceProfile &device) {
   return kGiB + device.memoryBytes / 20;
 }
@@ -351,6 +356,15 @@ double memopt::estimateOpSeconds(const OpCost &cost,
   return std::max(computeSeconds, memorySeconds) + options.launchSeconds;
 }
 
+double memopt::estimateRunSeconds(const OpCost &cost, bool onHost,
+                                  const DeviceProfile &device,
+                                  const CostModelOptions &options) {
+  // The host streams the update's bytes at its memory bandwidth.
+  if (onHost)
+    return static_cast<double>(cost.bytes) / options.hostBandwidth;
+  return estimateOpSeconds(cost, device, options);
+}
+
 /// The trip count of `loop` when its bounds and step are constants, else 1.
 static int64_t getTripCount(scf::ForOp loop) {
   APInt lower, upper, step;
@@ -401,23 +415,20 @@ StepCost memopt::estimateStepCost(Operation *func, const DeviceProfile &device,
     auto kernel = dyn_cast<KernelOp>(op);
     if (isa<TransferOp>(op) ||
         (kernel && isOpNamed<TransferOp>(kernel.getKernel()))) {
-      auto type = cast<ShapedType>(kernel ? kernel.getOuts()[0].getType()
-                                          : op->getResult(0).getType());
-      int64_t bytes = type.getNumElements() *
-                      std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+      int64_t bytes = getCopyBytes(cast<ShapedType>(
+          kernel ? kernel.getOuts()[0].getType() : op->getResult(0).getType()));
       double once = estimateHostTransferSeconds(bytes, device) +
                     options.transferLatencySeconds;
       double seconds = once * static_cast<double>(times);
       step.transferSeconds += seconds;
       step.transferBytes =
           saturatingAdd(step.transferBytes, saturatingMul(bytes, times));
-      if (kernel && isTransferStart(kernel)) {
+      if (std::optional<int64_t> slot = getTransferSlot(op)) {
         // Copies share one stream: this one starts after those in flight.
         double queued = 0;
         for (auto &entry : inFlight)
           queued = std::max(queued, entry.second);
-        inFlight[kernel.getOpAttributes().getAs<IntegerAttr>("slot").getInt()] =
-            queued + once;
+        inFlight[*slot] = queued + once;
         return;
       }
       step.exposedTransferSeconds += seconds;
@@ -427,18 +438,15 @@ StepCost memopt::estimateStepCost(Operation *func, const DeviceProfile &device,
     OpCost cost = getOpCost(op);
     if (cost.flops == 0 && cost.bytes == 0)
       return;
-    if (runsOnHost(op)) {
-      // The host streams the update's bytes at its memory bandwidth.
-      double seconds = static_cast<double>(cost.bytes) / options.hostBandwidth *
-                       static_cast<double>(times);
+    bool onHost = runsOnHost(op);
+    double seconds = estimateRunSeconds(cost, onHost, device, options);
+    overlap(seconds);
+    if (onHost) {
       step.bytes = saturatingAdd(step.bytes, saturatingMul(cost.bytes, times));
-      step.hostSeconds += seconds;
-      step.seconds += seconds;
-      overlap(seconds / static_cast<double>(times));
+      step.hostSeconds += seconds * static_cast<double>(times);
+      step.seconds += seconds * static_cast<double>(times);
       return;
     }
-    double seconds = estimateOpSeconds(cost, device, options);
-    overlap(seconds);
     step.flops = saturatingAdd(step.flops, saturatingMul(cost.flops, times));
     step.bytes = saturatingAdd(step.bytes, saturatingMul(cost.bytes, times));
     step.numKernels = saturatingAdd(step.numKernels, times);

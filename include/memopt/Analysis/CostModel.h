@@ -13,6 +13,7 @@
 #ifndef MEMOPT_ANALYSIS_COSTMODEL_H
 #define MEMOPT_ANALYSIS_COSTMODEL_H
 
+#include "mlir/IR/BuiltinTypeInterfaces.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -52,6 +53,10 @@ struct DeviceProfile {
 
 /// Seconds to move `bytes` between `device` and host memory, one way.
 double estimateHostTransferSeconds(int64_t bytes, const DeviceProfile &device);
+
+/// The bytes a copy of a value of `type` between the memories moves: its
+/// elements at their storage size (at least one byte each).
+int64_t getCopyBytes(mlir::ShapedType type);
 
 /// Every known device profile, in the order --help lists them.
 llvm::ArrayRef<DeviceProfile> getDeviceProfiles();
@@ -152,6 +157,13 @@ double getGemmEfficiency(int64_t minDim, const CostModelOptions &options);
 /// op that neither computes nor moves data.
 double estimateOpSeconds(const OpCost &cost, const DeviceProfile &device,
                          const CostModelOptions &options = {});
+
+/// The seconds one run of an op of cost `cost` takes where it runs: on the
+/// host (`onHost`, memopt.on_host) its bytes at
+/// CostModelOptions::hostBandwidth, else its roofline time on `device`.
+double estimateRunSeconds(const OpCost &cost, bool onHost,
+                          const DeviceProfile &device,
+                          const CostModelOptions &options = {});
 
 /// The cost of a whole step (a function after any pass of the pipeline).
 struct StepCost {

@@ -646,10 +646,13 @@ Value memopt::getBufferRoot(Value value) {
   return value;
 }
 
-bool memopt::isTransferStart(Operation *op) {
+std::optional<int64_t> memopt::getTransferSlot(Operation *op) {
   auto kernel = dyn_cast<KernelOp>(op);
-  return kernel && kernel.getKernel() == TransferOp::getOperationName() &&
-         kernel.getOpAttributes().getAs<IntegerAttr>("slot");
+  if (!kernel || kernel.getKernel() != TransferOp::getOperationName())
+    return std::nullopt;
+  if (auto slot = kernel.getOpAttributes().getAs<IntegerAttr>("slot"))
+    return slot.getInt();
+  return std::nullopt;
 }
 
 bool memopt::racesWithCopy(Operation *op, Value source, Value target) {

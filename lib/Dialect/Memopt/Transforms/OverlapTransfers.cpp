@@ -137,11 +137,8 @@ struct OverlapTransfersPass
     double seconds = 0;
     int64_t outer = getRunsPerStep(op);
     op->walk([&](KernelOp kernel) {
-      OpCost cost = getOpCost(kernel);
-      double once =
-          runsOnHost(kernel)
-              ? static_cast<double>(cost.bytes) / costOptions.hostBandwidth
-              : estimateOpSeconds(cost, *profile, costOptions);
+      double once = estimateRunSeconds(getOpCost(kernel), runsOnHost(kernel),
+                                       *profile, costOptions);
       seconds += once * static_cast<double>(getRunsPerStep(kernel) /
                                             std::max<int64_t>(1, outer));
     });
@@ -149,14 +146,12 @@ struct OverlapTransfersPass
   }
 
   double getCopySeconds(KernelOp copy) const {
-    auto type = cast<MemRefType>(copy.getOuts()[0].getType());
-    int64_t bytes = type.getNumElements() *
-                    std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-    return estimateHostTransferSeconds(bytes, *profile);
+    return estimateHostTransferSeconds(
+        getCopyBytes(cast<ShapedType>(copy.getOuts()[0].getType())), *profile);
   }
 
   static bool isCopyBoundary(Operation *op) {
-    return isTransferStart(op) || isa<TransferWaitOp>(op) ||
+    return getTransferSlot(op) || isa<TransferWaitOp>(op) ||
            op->hasTrait<OpTrait::IsTerminator>();
   }
 
@@ -241,7 +236,7 @@ struct OverlapTransfersPass
     int64_t next = 0;
     DenseMap<std::pair<Value, Value>, SmallVector<int64_t>> inFlight;
     func.walk<WalkOrder::PreOrder>([&](Operation *op) {
-      if (auto kernel = dyn_cast<KernelOp>(op); kernel && isTransferStart(op)) {
+      if (auto kernel = dyn_cast<KernelOp>(op); kernel && getTransferSlot(op)) {
         int64_t slot;
         if (free.empty()) {
           slot = next++;

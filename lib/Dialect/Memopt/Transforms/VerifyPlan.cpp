@@ -177,13 +177,11 @@ struct VerifyPlanPass
     func.walk([&](Block *block) {
       llvm::MapVector<int64_t, KernelOp> inFlight;
       for (Operation &op : *block) {
-        if (isTransferStart(&op)) {
+        if (std::optional<int64_t> slot = getTransferSlot(&op)) {
           auto copy = cast<KernelOp>(op);
-          int64_t slot =
-              copy.getOpAttributes().getAs<IntegerAttr>("slot").getInt();
           checkConflicts(&op, inFlight, valid);
-          if (!inFlight.insert({slot, copy}).second) {
-            copy.emitOpError() << "starts a copy on slot " << slot
+          if (!inFlight.insert({*slot, copy}).second) {
+            copy.emitOpError() << "starts a copy on slot " << *slot
                                << ", whose copy is still in flight";
             valid = false;
           }

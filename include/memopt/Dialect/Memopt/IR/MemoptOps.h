@@ -52,11 +52,10 @@ MemoryKind getMemoryKind(mlir::Value value);
 /// (itself when it is none's view).
 mlir::Value getBufferRoot(mlir::Value value);
 
-/// Whether `op` is the start of an asynchronous copy: a `memopt.transfer`
+/// The slot of `op` when it starts an asynchronous copy: a `memopt.transfer`
 /// kernel with an integer `slot`, which a `memopt.transfer_wait` on that slot
-/// ends
-/// (--memopt-overlap-transfers).
-bool isTransferStart(mlir::Operation *op);
+/// ends (--memopt-overlap-transfers); nullopt for any other op.
+std::optional<int64_t> getTransferSlot(mlir::Operation *op);
 
 /// Whether `op` (or an op inside it) would race with a copy in flight from
 /// `source` to `target`: it reads or writes the target, or writes (or
