@@ -4,10 +4,13 @@
 # Runs the tests that compare memopt with PyTorch (the parity oracle,
 # docs/Reliability.md) with OpenBLAS forced to other kernels and thread
 # counts, as on CPUs other than this one: every GEMM then sums in another
-# order, in memopt and in PyTorch alike. Each variant must pass.
+# order, in memopt and in PyTorch alike. Each variant must pass. A variant
+# is KERNEL:THREADS; the default runs each kernel once, the thread counts
+# alternating (scripts/check.sh already ran the machine's own kernel on
+# every core):
 #
 #   scripts/check-blas-variants.sh            # after scripts/build.sh
-#   CORETYPES="Haswell Prescott" THREADS="1" scripts/check-blas-variants.sh
+#   VARIANTS="Haswell:1 Prescott:4" scripts/check-blas-variants.sh
 #
 # A kernel the CPU cannot run is skipped with a message (OpenBLAS would
 # fall back to another one silently); Prescott (SSE3) runs everywhere.
@@ -16,8 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
-CORETYPES=${CORETYPES:-"default Haswell SkylakeX Prescott"}
-THREADS=${THREADS:-"1 2"}
+VARIANTS=${VARIANTS:-"default:1 Haswell:2 SkylakeX:1 Prescott:2"}
 LIT=${LIT:-/usr/lib/llvm-22/bin/lit}
 TESTS=(Integration/train-vs-pytorch.py Integration/accumulate-vs-pytorch.py
        Integration/mixed-precision-vs-pytorch.py Integration/bf16-conv-bias.py
@@ -33,7 +35,13 @@ print(lib.openblas_get_corename().decode())'
 flags=$(grep -m1 '^flags' /proc/cpuinfo)
 passed=0 failed=0 skipped=0
 failures=()
-for coretype in $CORETYPES; do
+for variant in $VARIANTS; do
+  if [[ ! $variant =~ ^[A-Za-z0-9]+:[1-9][0-9]*$ ]]; then
+    echo "blas-variants: '$variant' is not KERNEL:THREADS" >&2
+    exit 2
+  fi
+  coretype=${variant%%:*}
+  threads=${variant#*:}
   case $coretype in
     Haswell) needs=avx2 ;;
     SkylakeX) needs=avx512f ;;
@@ -44,27 +52,25 @@ for coretype in $CORETYPES; do
     skipped=$((skipped + 1))
     continue
   fi
-  for threads in $THREADS; do
-    env=(OPENBLAS_NUM_THREADS="$threads" OMP_NUM_THREADS="$threads")
-    if [[ $coretype != default ]]; then
-      env+=(OPENBLAS_CORETYPE="$coretype")
-    fi
-    kernel=$(env "${env[@]}" /usr/bin/python3 -c "$CORENAME")
-    name="$coretype ($kernel), $threads thread(s)"
-    if [[ $coretype != default && ${kernel,,} != "${coretype,,}" ]]; then
-      echo "blas-variants: $name: OpenBLAS did not take the kernel" >&2
-      failed=$((failed + 1))
-      failures+=("$name")
-      continue
-    fi
-    echo "blas-variants: $name"
-    if env "${env[@]}" "$LIT" -q "${TESTS[@]/#/$BUILD_DIR/test/}"; then
-      passed=$((passed + 1))
-    else
-      failed=$((failed + 1))
-      failures+=("$name")
-    fi
-  done
+  env=(OPENBLAS_NUM_THREADS="$threads" OMP_NUM_THREADS="$threads")
+  if [[ $coretype != default ]]; then
+    env+=(OPENBLAS_CORETYPE="$coretype")
+  fi
+  kernel=$(env "${env[@]}" /usr/bin/python3 -c "$CORENAME")
+  name="$coretype ($kernel), $threads thread(s)"
+  if [[ $coretype != default && ${kernel,,} != "${coretype,,}" ]]; then
+    echo "blas-variants: $name: OpenBLAS did not take the kernel" >&2
+    failed=$((failed + 1))
+    failures+=("$name")
+    continue
+  fi
+  echo "blas-variants: $name"
+  if env "${env[@]}" "$LIT" -q "${TESTS[@]/#/$BUILD_DIR/test/}"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+  fi
 done
 for failure in "${failures[@]}"; do
   echo "blas-variants: FAILED under $failure"
