@@ -6,8 +6,8 @@
 # counts, as on CPUs other than this one: every GEMM then sums in another
 # order, in memopt and in PyTorch alike. Each variant must pass. A variant
 # is KERNEL:THREADS; the default runs each kernel once, the thread counts
-# alternating (scripts/check.sh already ran the machine's own kernel on
-# every core):
+# alternating. A variant that repeats one already run is skipped, and
+# scripts/check.sh has run the machine's own kernel on every core:
 #
 #   scripts/check-blas-variants.sh            # after scripts/build.sh
 #   VARIANTS="Haswell:1 Prescott:4" scripts/check-blas-variants.sh
@@ -35,6 +35,8 @@ print(lib.openblas_get_corename().decode())'
 flags=$(grep -m1 '^flags' /proc/cpuinfo)
 passed=0 failed=0 skipped=0
 failures=()
+# What has run: scripts/check.sh ran the machine's own kernel on every core.
+ran=" $(/usr/bin/python3 -c "$CORENAME" | tr '[:upper:]' '[:lower:]'):$(nproc) "
 for variant in $VARIANTS; do
   if [[ ! $variant =~ ^[A-Za-z0-9]+:[1-9][0-9]*$ ]]; then
     echo "blas-variants: '$variant' is not KERNEL:THREADS" >&2
@@ -64,6 +66,13 @@ for variant in $VARIANTS; do
     failures+=("$name")
     continue
   fi
+  key="${kernel,,}:$threads"
+  if [[ $ran == *" $key "* ]]; then
+    echo "blas-variants: $name skipped: ran already"
+    skipped=$((skipped + 1))
+    continue
+  fi
+  ran+="$key "
   echo "blas-variants: $name"
   if env "${env[@]}" "$LIT" -q "${TESTS[@]/#/$BUILD_DIR/test/}"; then
     passed=$((passed + 1))
