@@ -53,9 +53,14 @@ make_seeds() {
   rm -rf "$dir" && mkdir -p "$dir"
   case $target in
   parse | pipeline)
-    "$PYTHON" - "$dir" examples test <<'PY'
+    "$PYTHON" - "$target" "$dir" examples test <<'PY'
 import os, re, sys
-out, roots = sys.argv[1], sys.argv[2:]
+target, out, roots = sys.argv[1], sys.argv[2], sys.argv[3:]
+# The pipeline target reads its options from the last byte, XOR '\n'
+# (fuzz/FuzzPipeline.cpp): each step also seeds five option sets, all
+# offloads; blocks + bf16; sqrt + micro-batches; selective + clipping;
+# ZeRO-3 + optimizer offload.
+configs = [3, 4 | 16, 8 | 32, 12 | 64, 128 | 1] if target == "pipeline" else []
 n = 0
 for root in roots:
     for base, _, files in os.walk(root):
@@ -72,10 +77,18 @@ for root in roots:
             else:
                 continue
             for chunk in chunks:
-                if chunk.strip():
+                if not chunk.strip():
+                    continue
+                if not chunk.endswith("\n"):
+                    chunk += "\n"
+                data = chunk.encode()
+                variants = [data]
+                if "memopt.loss" in chunk:
+                    variants += [data[:-1] + bytes([c ^ 10]) for c in configs]
+                for variant in variants:
                     n += 1
-                    with open(os.path.join(out, "seed-%04d.mlir" % n), "w") as f:
-                        f.write(chunk)
+                    with open(os.path.join(out, "seed-%04d.mlir" % n), "wb") as f:
+                        f.write(variant)
 PY
     ;;
   csv)
