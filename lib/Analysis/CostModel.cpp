@@ -81,11 +81,6 @@ double memopt::estimateHostTransferSeconds(int64_t bytes,
              : 0.0;
 }
 
-int64_t memopt::getCopyBytes(ShapedType type) {
-  return type.getNumElements() *
-         std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-}
-
 int64_t memopt::getDeviceReserveBytes(const DeviceProfile &device) {
   return kGiB + device.memoryBytes / 20;
 }
@@ -120,6 +115,8 @@ static int64_t getNumBytes(Type type) {
       (shaped.getElementType().getIntOrFloatBitWidth() + 7) / 8;
   return saturatingMul(getNumElements(type), elementBytes);
 }
+
+int64_t memopt::getCopyBytes(ShapedType type) { return getNumBytes(type); }
 
 static bool isLowPrecision(Type type) {
   auto shaped = dyn_cast<ShapedType>(type);

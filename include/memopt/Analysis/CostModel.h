@@ -55,7 +55,9 @@ struct DeviceProfile {
 double estimateHostTransferSeconds(int64_t bytes, const DeviceProfile &device);
 
 /// The bytes a copy of a value of `type` between the memories moves: its
-/// elements at their storage size (at least one byte each).
+/// elements at their storage size (at least one byte each), saturating at
+/// INT64_MAX (a buffer that large is buffer planning's error to report);
+/// 0 for a dynamic shape or an element type other than an integer or float.
 int64_t getCopyBytes(mlir::ShapedType type);
 
 /// Every known device profile, in the order --help lists them.
