@@ -1,4 +1,4 @@
-//===- FuzzPipeline.cpp - fuzz target: the default pipeline ---------------===//
+//===- FuzzPipeline.cpp - fuzz target: the pipeline -----------------------===//
 //
 // Parses and verifies the input; if it has a `memopt.loss` function, runs
 // what memopt-compile runs on it: the pipeline (buildMemoptPipeline, with
@@ -45,9 +45,7 @@ bool hasLossFunction(ModuleOp module) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // Large inputs only slow the search down; the parser target covers them.
-  if (size > 16384)
-    return 0;
-  if (size == 0)
+  if (size == 0 || size > 16384)
     return 0;
   OwningOpRef<ModuleOp> module = memopt::fuzz::parseModule(data, size - 1);
   if (!module || !hasLossFunction(*module))

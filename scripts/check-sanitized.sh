@@ -3,10 +3,9 @@
 #
 # Configures build-asan/ with -DMEMOPT_ENABLE_SANITIZERS=ON, builds it, runs the
 # gtest unit tests (ctest) and the lit tests that exercise memopt's own C++
-# (below), and prints one summary line "check-sanitized: N passed,
-# M failed". Any AddressSanitizer,
-# UndefinedBehaviorSanitizer or LeakSanitizer report fails the test that
-# triggered it. docs/Development.md says what is suppressed and why.
+# (below), and prints one summary line "check-sanitized: N passed, M failed".
+# Any AddressSanitizer, UndefinedBehaviorSanitizer or LeakSanitizer report
+# fails the test that triggered it. docs/Development.md says what is suppressed and why.
 #
 # With clang (the default when clang++-22 is installed) the same build also
 # has -DMEMOPT_ENABLE_FUZZERS=ON: bench/fuzz/run.sh runs its fuzz targets
