@@ -5,7 +5,8 @@
 # gtest unit tests (ctest) and the lit tests that exercise memopt's own C++
 # (below), and prints one summary line "check-sanitized: N passed, M failed".
 # Any AddressSanitizer, UndefinedBehaviorSanitizer or LeakSanitizer report
-# fails the test that triggered it. docs/Development.md says what is suppressed and why.
+# fails the test that triggered it. docs/Development.md says what is
+# suppressed and why.
 #
 # With clang (the default when clang++-22 is installed) the same build also
 # has -DMEMOPT_ENABLE_FUZZERS=ON: bench/fuzz/run.sh runs its fuzz targets

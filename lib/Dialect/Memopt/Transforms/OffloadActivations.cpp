@@ -31,6 +31,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "memopt/Analysis/CostModel.h"
 #include "memopt/Dialect/Memopt/IR/MemoptDialect.h"
 #include "memopt/Dialect/Memopt/IR/MemoptOps.h"
 #include "memopt/Dialect/Memopt/Transforms/Passes.h"
@@ -130,8 +131,7 @@ static FailureOr<SmallVector<Candidate>> findCandidates(ModuleOp module) {
       if (!candidate.firstBackward ||
           position[candidate.firstBackward] < position[candidate.lastForward])
         continue;
-      candidate.bytes = type.getNumElements() *
-                        std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+      candidate.bytes = getCopyBytes(type);
       candidates.push_back(std::move(candidate));
     }
   }
